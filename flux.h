@@ -1,0 +1,293 @@
+/*
+ * flux.h — the public API of flux.c, a CPU-first C engine for the FLUX.2-klein
+ * text-to-image models (Qwen3 text encoder → rectified-flow transformer → VAE).
+ *
+ * Everything lives in a flux_ctx: loaded weights (mmap'd, bf16 as shipped),
+ * kernel dispatch, thread count, scratch memory, caches and the last error.
+ * The library has no global mutable state and never calls exit(); every call
+ * that can fail returns a flux_status and leaves a message retrievable with
+ * flux_error(ctx). One context must not be used by two threads at the same
+ * time; independent contexts may run concurrently.
+ *
+ * Minimal use:
+ *
+ *     flux_ctx *ctx = flux_new(NULL);
+ *     if (flux_load(ctx, "FLUX.2-klein-4B") != FLUX_OK) die(flux_error(ctx));
+ *     flux_params p; flux_params_init(&p);
+ *     p.prompt = "a cat"; p.seed = 42;
+ *     flux_image *img = NULL;
+ *     if (flux_generate(ctx, &p, &img) != FLUX_OK) die(flux_error(ctx));
+ *     flux_image_save(ctx, img, "cat.png");
+ *     flux_image_free(img);
+ *     flux_free(ctx);
+ *
+ * Tensor conventions used in the comments: shapes in brackets, row-major,
+ * e.g. [512, 7680] = 512 rows of 7680 floats.
+ */
+#ifndef FLUX_H
+#define FLUX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FLUX_VERSION_MAJOR 0
+#define FLUX_VERSION_MINOR 1
+#define FLUX_VERSION_PATCH 0
+#define FLUX_VERSION_STRING "0.1.0"
+
+/* Text length the klein pipeline always feeds to the transformer. */
+#define FLUX_TEXT_TOKENS 512
+/* Maximum number of reference images for img2img / multi-reference. */
+#define FLUX_MAX_REFS 16
+/* Sentinel for flux_params.seed: pick a seed from the clock (reported back). */
+#define FLUX_SEED_RANDOM UINT64_MAX
+
+/* ------------------------------------------------------------------------ */
+/* Status codes                                                             */
+/* ------------------------------------------------------------------------ */
+
+typedef enum flux_status {
+    FLUX_OK = 0,
+    FLUX_ERR_INVALID_ARG,     /* a parameter is out of range or inconsistent  */
+    FLUX_ERR_IO,              /* a file could not be opened, read or written  */
+    FLUX_ERR_FORMAT,          /* a file is malformed (JSON, safetensors, PNG) */
+    FLUX_ERR_MODEL,           /* a tensor is missing or has the wrong shape   */
+    FLUX_ERR_NOMEM,           /* an allocation failed                         */
+    FLUX_ERR_UNSUPPORTED,     /* valid request this build/CPU cannot do       */
+    FLUX_ERR_NOT_IMPLEMENTED, /* feature not yet available in this version    */
+    FLUX_ERR_CANCELLED,       /* the progress callback asked to stop          */
+    FLUX_ERR_STATE,           /* call out of order (e.g. generate before load)*/
+    FLUX_ERR_INTERNAL
+} flux_status;
+
+/* A short constant name for a status ("FLUX_ERR_IO", ...). */
+const char *flux_status_name(flux_status s);
+
+/* ------------------------------------------------------------------------ */
+/* Context                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct flux_ctx flux_ctx;
+
+typedef enum flux_precision {
+    FLUX_PRECISION_DEFAULT = 0, /* bf16 weights × bf16-rounded activations with
+                                   f32 accumulation where the CPU has bf16 dot
+                                   products (AVX512_BF16); f32 math elsewhere */
+    FLUX_PRECISION_F32 = 1      /* weights widened to f32, all math in f32:
+                                   the mode used for exact comparisons       */
+} flux_precision;
+
+typedef struct flux_options {
+    int threads;              /* worker threads; 0 = OMP_NUM_THREADS or all cores */
+    int use_mmap;             /* 1 (default): weights stay mmap'd; 0: read into RAM */
+    flux_precision precision; /* overridden by env FLUX_PRECISION=f32|default */
+    const char *isa;          /* NULL = best the CPU has; else "scalar", "avx2",
+                                 "avx512", "avx512bf16", "neon" (may only lower
+                                 the level; env FLUX_ISA does the same) */
+    const char *cache_dir;    /* embedding cache directory; NULL = default
+                                 ($XDG_CACHE_HOME/flux/embeddings) */
+    int no_disk_cache;        /* 1 = do not read or write the on-disk cache */
+    int verbose;              /* 0 quiet, 1 info, 2 debug (to stderr) */
+} flux_options;
+
+/* Fill *opt with the defaults (threads 0, mmap on, default precision, ...). */
+void flux_options_init(flux_options *opt);
+
+/* Create a context. opt may be NULL for defaults. Returns NULL only when
+ * memory is exhausted. The context owns everything loaded into it. */
+flux_ctx *flux_new(const flux_options *opt);
+
+/* Release the context and everything it owns (NULL is allowed). */
+void flux_free(flux_ctx *ctx);
+
+/* The message of the last failed call on this context ("" if none). The
+ * pointer stays valid until the next call on the context. ctx may be NULL. */
+const char *flux_error(const flux_ctx *ctx);
+
+/* Threads the context actually uses. */
+int flux_threads(const flux_ctx *ctx);
+
+/* ------------------------------------------------------------------------ */
+/* Loading                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct flux_load_options {
+    const char *transformer_file; /* single-file transformer checkpoint (BFL or
+                                     ComfyUI names) replacing transformer/;
+                                     NULL = use the folder */
+    int distilled;                /* -1 auto (model_index.json is_distilled),
+                                     0 force base (CFG), 1 force distilled */
+    int lazy_text_encoder;        /* 1 (default): load the text encoder only
+                                     when a prompt must be encoded */
+} flux_load_options;
+
+void flux_load_options_init(flux_load_options *lo);
+
+/* Load a model folder in the official Hugging Face layout:
+ *   model_index.json, transformer/{config.json,*.safetensors[.index.json]},
+ *   text_encoder/{config.json,*.safetensors[.index.json]}, vae/...,
+ *   tokenizer/tokenizer.json, scheduler/scheduler_config.json.
+ * Every dimension comes from the config files. lo may be NULL.
+ * Errors: FLUX_ERR_IO (missing file), FLUX_ERR_FORMAT (bad JSON or
+ * safetensors), FLUX_ERR_MODEL (tensor missing or misshapen; the message
+ * names file, tensor, expected and found shape). */
+flux_status flux_load(flux_ctx *ctx, const char *model_dir,
+                      const flux_load_options *lo);
+
+typedef struct flux_model_info {
+    const char *name;          /* folder name, e.g. "FLUX.2-klein-4B" */
+    int distilled;             /* 1 distilled (4 steps, no CFG), 0 base */
+    int hidden;                /* transformer width d (3072 for 4B) */
+    int heads, head_dim;
+    int double_blocks, single_blocks;
+    int text_dim;              /* joint_attention_dim (7680 for 4B) */
+    int text_hidden;           /* Qwen3 hidden size (2560 for 4B) */
+    int text_layers_used;      /* Qwen3 layers run (27 for klein) */
+    int latent_channels;       /* 128 packed channels */
+    int default_steps;         /* 4 distilled, 50 base */
+    float default_guidance;    /* 1.0 distilled, 4.0 base */
+} flux_model_info;
+
+/* Describe the loaded model. FLUX_ERR_STATE if nothing is loaded. */
+flux_status flux_get_model_info(const flux_ctx *ctx, flux_model_info *info);
+
+/* ------------------------------------------------------------------------ */
+/* Images                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* An 8-bit image, channels interleaved (RGB = 3), rows top to bottom, plus
+ * text metadata (key/value pairs written as PNG tEXt chunks). */
+typedef struct flux_image {
+    int width, height, channels;
+    uint8_t *data;           /* [height, width, channels] */
+    int n_text;
+    char **text_keys;        /* [n_text] owned strings */
+    char **text_values;      /* [n_text] owned strings */
+} flux_image;
+
+/* Allocate a zeroed image (channels 1..4). NULL on bad size or no memory. */
+flux_image *flux_image_new(int width, int height, int channels);
+void flux_image_free(flux_image *img);
+/* Set (or replace) a metadata entry. Returns FLUX_OK or FLUX_ERR_NOMEM. */
+flux_status flux_image_set_text(flux_image *img, const char *key, const char *value);
+/* The value of a metadata entry, or NULL. */
+const char *flux_image_get_text(const flux_image *img, const char *key);
+
+/* Read a PNG (gray, gray+alpha, RGB, RGBA, palette, 8 or 16 bit) or a binary
+ * PPM (P6) into an 8-bit RGB image (alpha dropped, 16-bit scaled to 8-bit).
+ * PNG tEXt chunks are read into the metadata. */
+flux_status flux_image_load(flux_ctx *ctx, const char *path, flux_image **out);
+
+/* Write a PNG (by extension .png) or PPM (.ppm). The write is atomic: data
+ * goes to a temporary file in the same directory that is renamed over the
+ * destination only when complete, so a failure never leaves a partial file. */
+flux_status flux_image_save(flux_ctx *ctx, const flux_image *img, const char *path);
+
+/* ------------------------------------------------------------------------ */
+/* Generation                                                               */
+/* ------------------------------------------------------------------------ */
+
+typedef enum flux_schedule {
+    FLUX_SCHEDULE_SHIFTED = 0, /* the official empirical-μ shifted schedule */
+    FLUX_SCHEDULE_LINEAR,      /* σ_i = 1 − i/S */
+    FLUX_SCHEDULE_POWER        /* σ_i = 1 − (i/S)^α */
+} flux_schedule;
+
+typedef enum flux_stage {
+    FLUX_STAGE_LOAD = 0,
+    FLUX_STAGE_TEXT_ENCODE, /* substep = Qwen3 layer */
+    FLUX_STAGE_VAE_ENCODE,  /* step = reference image */
+    FLUX_STAGE_DENOISE,     /* step = Euler step, substep = block */
+    FLUX_STAGE_VAE_DECODE,  /* substep = decoder stage */
+    FLUX_STAGE_DONE
+} flux_stage;
+
+/* Progress callback: called from the calling thread. Return 0 to continue,
+ * non-zero to cancel (the call then fails with FLUX_ERR_CANCELLED).
+ * step/total count the stage's main units (steps, images), substep/subtotal
+ * the units inside one (blocks, layers); unknown values are 0. */
+typedef int (*flux_progress_fn)(void *user, flux_stage stage, int step, int total,
+                                int substep, int subtotal);
+
+typedef struct flux_params {
+    const char *prompt;          /* UTF-8; required unless embeddings given */
+    const char *negative_prompt; /* base model CFG negative; NULL = "" */
+    int width, height;           /* multiples of 16; 0 = 256, or the first
+                                    reference's processed size */
+    int steps;                   /* 0 = model default (4 / 50) */
+    uint64_t seed;               /* FLUX_SEED_RANDOM = from clock; the seed used
+                                    is written back to *seed_used if set */
+    uint64_t *seed_used;
+    float guidance;              /* < 0 = model default (1.0 / 4.0); CFG runs
+                                    only on base models with guidance > 1 */
+    flux_schedule schedule;
+    float power_alpha;           /* for FLUX_SCHEDULE_POWER; default 2 */
+    const flux_image *const *refs; /* reference images (img2img / multi-ref) */
+    int n_refs;                  /* 0..FLUX_MAX_REFS */
+    int batch;                   /* images from one prompt (seeds seed, seed+1,
+                                    ...); 0 or 1 = one image */
+    const float *embeddings;     /* optional [512, text_dim] prompt embeddings
+                                    replacing the text encoder */
+    const float *negative_embeddings; /* optional, same shape, for CFG */
+    const float *noise;          /* optional [128, H/16, W/16] initial noise */
+    const char *dump_dir;        /* if set, write .npy files of every stage */
+    flux_progress_fn progress;
+    void *progress_user;
+} flux_params;
+
+/* Fill *p with defaults: no prompt, size 0×0 (= 256×256), steps 0 (auto),
+ * seed FLUX_SEED_RANDOM, guidance −1 (auto), shifted schedule, alpha 2. */
+void flux_params_init(flux_params *p);
+
+/* Generate one image (txt2img, or img2img / multi-reference when refs are
+ * given; classifier-free guidance on base models). *out receives a new RGB
+ * image with metadata (prompt, seed, steps, size, guidance, schedule, model,
+ * software, A1111-style "parameters"); free it with flux_image_free.
+ * With p->batch > 1 this generates only the first image; use
+ * flux_generate_batch for all of them. */
+flux_status flux_generate(flux_ctx *ctx, const flux_params *p, flux_image **out);
+
+/* Generate p->batch images (seeds seed, seed+1, ...) sharing one text
+ * encoding. out must have room for p->batch pointers. */
+flux_status flux_generate_batch(flux_ctx *ctx, const flux_params *p, flux_image **out);
+
+/* ------------------------------------------------------------------------ */
+/* Text                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* Tokenize a prompt. With raw = 0 the klein chat template is applied; no
+ * padding either way. Writes up to max_ids ids and sets *n_ids to the full
+ * count (which may exceed max_ids). Needs tokenizer/tokenizer.json. */
+flux_status flux_tokenize(flux_ctx *ctx, const char *text, int raw,
+                          int32_t *ids, int max_ids, int *n_ids);
+
+/* Encode a prompt into klein text embeddings: out = [512, text_dim] floats
+ * (Qwen3 hidden states 9, 18, 27 stacked per token; 512 rows including
+ * padding). out must hold 512·text_dim floats. Loads the text encoder if it
+ * was released. Uses the embedding cache unless disabled. */
+flux_status flux_encode_text(flux_ctx *ctx, const char *prompt, float *out);
+
+/* Free the text encoder's weights and buffers (it reloads on demand). */
+void flux_release_text_encoder(flux_ctx *ctx);
+
+/* ------------------------------------------------------------------------ */
+/* Build and CPU information                                                */
+/* ------------------------------------------------------------------------ */
+
+/* "0.1.0" */
+const char *flux_version(void);
+/* Compiler, flags, OpenMP, build variant: one line. */
+const char *flux_build_info(void);
+/* Detected CPU features and the kernels this context uses, several lines
+ * written into buf (always NUL-terminated). Returns the length needed. */
+size_t flux_cpu_info(const flux_ctx *ctx, char *buf, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FLUX_H */

@@ -1,0 +1,286 @@
+/*
+ * kernels.h — the compute kernels every model stage goes through.
+ *
+ * This is the contract between the model code (src/) and the per-ISA
+ * kernels (simd/). Model code calls only the fx_* functions declared here;
+ * each one dispatches through the table in kc->k, which is chosen once per
+ * context from CPUID (simd/dispatch.c) and may be forced lower with
+ * FLUX_ISA=scalar|avx2|avx512|avx512bf16|neon.
+ *
+ * Conventions
+ *  - Activations are f32, row-major, with an explicit leading dimension
+ *    (ld = elements between consecutive rows) so that column slices of a
+ *    wider buffer can be read and written in place.
+ *  - Weights are used as stored in safetensors: a linear weight is [n, k]
+ *    row-major ("out, in"), bf16 (the main case), f16 or f32, never copied.
+ *  - Threads: every kernel parallelises internally with OpenMP using
+ *    kc->threads. Results are bit-identical for any thread count on a given
+ *    ISA path: work is split only along dimensions that are not reduced,
+ *    and any reduction across a parallel dimension uses fixed-size chunks
+ *    combined in a fixed order.
+ *  - No allocation inside kernels except growing the context scratch
+ *    (fx_scratch_reserve) on first use, outside parallel regions.
+ *  - The scalar table is the reference every other ISA is tested against.
+ */
+#ifndef FX_KERNELS_H
+#define FX_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../src/error.h"
+
+/* ------------------------------------------------------------------------ */
+/* Types                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef enum fx_dtype { FX_DTYPE_F32 = 0, FX_DTYPE_F16, FX_DTYPE_BF16 } fx_dtype;
+
+/* Bytes per element of a dtype. */
+size_t fx_dtype_size(fx_dtype t);
+/* "F32", "F16", "BF16" */
+const char *fx_dtype_name(fx_dtype t);
+
+typedef enum fx_isa {
+    FX_ISA_SCALAR = 0,
+    FX_ISA_AVX2,       /* AVX2 + FMA + F16C */
+    FX_ISA_AVX512,     /* AVX-512 F/BW/VL/DQ */
+    FX_ISA_AVX512BF16, /* + AVX512_BF16 (vdpbf16ps) */
+    FX_ISA_NEON,       /* aarch64 Advanced SIMD */
+    FX_ISA_COUNT
+} fx_isa;
+
+/* "scalar", "avx2", ... ; parse returns -1 for an unknown name. */
+const char *fx_isa_name(fx_isa isa);
+int fx_isa_parse(const char *name);
+
+/* A weight matrix as stored: element (row r, col c) at data[r*ld + c],
+ * rows = n (outputs), cols = k (inputs), ld >= k. Row or column slices of a
+ * stored tensor are expressed by offsetting data and keeping ld. */
+typedef struct fx_weight {
+    const void *data;
+    fx_dtype dtype;
+    int64_t n, k, ld;
+} fx_weight;
+
+/* The dispatch table (defined in simd/dispatch.h; opaque to model code). */
+typedef struct fx_kernels fx_kernels;
+
+/* Per-context scratch memory: one buffer per thread plus one shared. */
+typedef struct fx_scratch fx_scratch;
+
+/* What a kernel needs to run: the chosen table, thread count, scratch. */
+typedef struct fx_kctx {
+    const fx_kernels *k;
+    int threads;
+    fx_scratch *scratch;
+} fx_kctx;
+
+/* ------------------------------------------------------------------------ */
+/* Dispatch and scratch                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* Best ISA this CPU (and OS) supports. */
+fx_isa fx_isa_detect(void);
+
+/* The table for an ISA. With force_f32 the bf16 dot-product instructions are
+ * never used (bf16 weights are widened to f32; the FLUX_PRECISION=f32 mode).
+ * Returns NULL if the ISA is not compiled in or not supported by the CPU. */
+const fx_kernels *fx_kernels_get(fx_isa isa, int force_f32);
+
+/* The ISA a table implements, and whether it uses bf16 dot products. */
+fx_isa fx_kernels_isa(const fx_kernels *k);
+int fx_kernels_uses_bf16_dot(const fx_kernels *k);
+
+/* Human-readable description: detected CPU features, chosen kernels
+ * (GEMM tile sizes, attention variant). Returns bytes needed. */
+size_t fx_kernels_describe(const fx_kernels *k, char *buf, size_t size);
+
+fx_scratch *fx_scratch_new(int threads);
+void fx_scratch_free(fx_scratch *s);
+/* Ensure every per-thread buffer has >= per_thread bytes and the shared one
+ * >= shared bytes (64-byte aligned). Call outside parallel regions.
+ * Returns 0, or -1 on allocation failure. */
+int fx_scratch_reserve(fx_scratch *s, size_t per_thread, size_t shared);
+void *fx_scratch_thread(fx_scratch *s, int tid);
+void *fx_scratch_shared(fx_scratch *s);
+
+/* Initialise a kernel context (threads <= 0 = OpenMP default). */
+void fx_kctx_init(fx_kctx *kc, const fx_kernels *k, int threads, fx_scratch *s);
+
+/* ------------------------------------------------------------------------ */
+/* Linear layers                                                            */
+/* ------------------------------------------------------------------------ */
+
+typedef enum fx_epilogue_mode {
+    FX_EPI_STORE = 0,        /* Y  = X·Wᵀ + bias                 */
+    FX_EPI_ACCUMULATE,       /* Y += X·Wᵀ + bias                 */
+    FX_EPI_GATED_ACCUMULATE  /* Y += gate ⊙ (X·Wᵀ + bias)        */
+} fx_epilogue_mode;
+
+typedef struct fx_epilogue {
+    fx_epilogue_mode mode;
+    const float *bias; /* [n] or NULL */
+    const float *gate; /* [n], required for FX_EPI_GATED_ACCUMULATE */
+} fx_epilogue;
+
+/* Y[m, n] (op)= X[m, k] · W[n, k]ᵀ with the epilogue (NULL = store).
+ * X rows at x + i*ldx, Y rows at y + i*ldy. X and Y must not overlap.
+ * bf16 weights use vdpbf16ps (X rounded to bf16, f32 accumulate) on
+ * AVX512_BF16 tables, and are widened to f32 for FMA elsewhere. */
+void fx_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx,
+               const fx_weight *w, float *y, int64_t ldy, const fx_epilogue *epi);
+
+/* ------------------------------------------------------------------------ */
+/* Attention                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* Fused (flash-style) multi-head attention, never materialising [sq, sk]:
+ *   O[i, h] = Σ_j softmax_j(scale · Q[i, h]·K[j, g]) V[j, g],  g = h / (hq/hkv)
+ * Q [sq, hq·d] (row i, head h at q + i*ldq + h*d), K, V [sk, hkv·d],
+ * O [sq, hq·d]. hq must be a multiple of hkv (GQA); d even.
+ * causal: key j is visible to query i only if j <= i + causal_offset.
+ * key_mask: [sk] bytes, 0 = key excluded (padding); NULL = all keys.
+ * A query row that sees no key gets an all-zero output row. */
+typedef struct fx_attn_args {
+    int64_t sq, sk;
+    int hq, hkv, d;
+    const float *q; int64_t ldq;
+    const float *k; int64_t ldk;
+    const float *v; int64_t ldv;
+    float *o; int64_t ldo;
+    float scale;
+    int causal;
+    int64_t causal_offset;
+    const uint8_t *key_mask;
+} fx_attn_args;
+
+/* Returns FLUX_OK or FLUX_ERR_INVALID_ARG (message in err) for bad shapes. */
+flux_status fx_attention(const fx_kctx *kc, const fx_attn_args *a, fx_err *err);
+
+/* ------------------------------------------------------------------------ */
+/* Rotary position embedding                                                */
+/* ------------------------------------------------------------------------ */
+
+typedef enum fx_rope_layout {
+    FX_ROPE_INTERLEAVED = 0, /* FLUX: pairs (2p, 2p+1) */
+    FX_ROPE_HALF_SPLIT       /* Qwen3 / NeoX: pairs (p, p + rot_dim/2) */
+} fx_rope_layout;
+
+/* cos/sin for every (row, pair): built once per (positions, dims, theta)
+ * and reused by every block and step. Pair p belongs to the axis whose
+ * section contains it; its frequency is theta^(−2j/axis_dim) with j the
+ * pair's index inside the section; its angle is pos[axis][row]·freq. */
+typedef struct fx_rope_table {
+    int64_t seq;
+    int rot_dim;            /* rotated dims per head = 2·(pairs) */
+    fx_rope_layout layout;
+    float *cos, *sin;       /* [seq, rot_dim/2] */
+} fx_rope_table;
+
+/* pos: [n_axes][seq] int32 (axis-major). axes_dims: per-axis dims (even,
+ * summing to rot_dim). Errors (odd dims, sizes, allocation) → message. */
+flux_status fx_rope_table_init(fx_rope_table *t, const int32_t *pos, int64_t seq,
+                               int n_axes, const int *axes_dims, double theta,
+                               fx_rope_layout layout, fx_err *err);
+void fx_rope_table_free(fx_rope_table *t);
+
+/* In place on x [t->seq, heads·head_dim] (row stride ldx): for every head,
+ * optional RMSNorm over head_dim with weight norm_w[head_dim] (NULL = no
+ * norm), then rotation of the first t->rot_dim dims (rope NULL = no rope).
+ * This is the QK-norm + RoPE step of both the DiT and Qwen3. */
+void fx_qk_norm_rope(const fx_kctx *kc, float *x, int64_t ldx, int64_t rows, int heads,
+                     int head_dim, const float *norm_w, float eps,
+                     const fx_rope_table *rope);
+
+/* ------------------------------------------------------------------------ */
+/* Row and elementwise operations (all parallel over rows)                  */
+/* ------------------------------------------------------------------------ */
+
+/* y = x / sqrt(mean(x²) + eps) ⊙ w, per row; w may be NULL (= 1). y may be x. */
+void fx_rmsnorm(const fx_kctx *kc, int64_t rows, int64_t cols, const float *x,
+                int64_t ldx, const float *w, float eps, float *y, int64_t ldy);
+
+/* y = LN(x)·(1 + scale) + shift, LN without affine (biased variance);
+ * shift/scale [cols] shared by all rows. y may be x. */
+void fx_layernorm_modulate(const fx_kctx *kc, int64_t rows, int64_t cols, const float *x,
+                           int64_t ldx, const float *shift, const float *scale, float eps,
+                           float *y, int64_t ldy);
+
+/* x = x·sigmoid(x) over n contiguous floats. */
+void fx_silu(const fx_kctx *kc, int64_t n, float *x);
+
+/* out[r, c] = silu(gate[r, c]) · up[r, c]. out may alias gate. */
+void fx_swiglu(const fx_kctx *kc, int64_t rows, int64_t cols, const float *gate,
+               int64_t ldg, const float *up, int64_t ldu, float *out, int64_t ldo);
+
+/* y[r, c] += gate[c] · x[r, c]  (gate NULL = plain add). */
+void fx_gated_add(const fx_kctx *kc, int64_t rows, int64_t cols, float *y, int64_t ldy,
+                  const float *gate, const float *x, int64_t ldx);
+
+/* Softmax of every row in place (max-subtracted, f32). */
+void fx_softmax_rows(const fx_kctx *kc, int64_t rows, int64_t cols, float *x, int64_t ldx);
+
+/* GroupNorm over channels-last data x [pixels, channels] (NHWC, batch 1):
+ * statistics per group of channels/groups consecutive channels over all
+ * pixels, computed in double with fixed-size pixel chunks (thread-count
+ * independent). mean/rstd out: [groups]. */
+void fx_groupnorm_stats(const fx_kctx *kc, int64_t pixels, int channels, int groups,
+                        const float *x, float eps, float *mean, float *rstd);
+/* y = (x − mean_g)·rstd_g·gamma[c] + beta[c], then SiLU if fuse_silu.
+ * y may be x. */
+void fx_groupnorm_apply(const fx_kctx *kc, int64_t pixels, int channels, int groups,
+                        const float *x, const float *mean, const float *rstd,
+                        const float *gamma, const float *beta, int fuse_silu, float *y);
+/* Both steps. */
+void fx_groupnorm(const fx_kctx *kc, int64_t pixels, int channels, int groups,
+                  const float *x, const float *gamma, const float *beta, float eps,
+                  int fuse_silu, float *y);
+
+/* Conversions (parallel over n, exact; f32→bf16/f16 round to nearest even). */
+void fx_bf16_to_f32(const fx_kctx *kc, int64_t n, const uint16_t *src, float *dst);
+void fx_f32_to_bf16(const fx_kctx *kc, int64_t n, const float *src, uint16_t *dst);
+void fx_f16_to_f32(const fx_kctx *kc, int64_t n, const uint16_t *src, float *dst);
+void fx_f32_to_f16(const fx_kctx *kc, int64_t n, const float *src, uint16_t *dst);
+/* Any stored dtype → f32 (small tensors: norm weights, biases, embeddings). */
+void fx_to_f32(const fx_kctx *kc, int64_t n, const void *src, fx_dtype t, float *dst);
+
+/* Single-element conversions, exact, usable anywhere. */
+static inline float fx_bf16_bits_to_f32(uint16_t h) {
+    union { uint32_t u; float f; } v;
+    v.u = (uint32_t)h << 16;
+    return v.f;
+}
+static inline uint16_t fx_f32_to_bf16_bits(float f) {
+    union { uint32_t u; float f; } v;
+    v.f = f;
+    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40u); /* NaN stays NaN */
+    return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
+}
+float fx_f16_bits_to_f32(uint16_t h);
+uint16_t fx_f32_to_f16_bits(float f);
+
+/* ------------------------------------------------------------------------ */
+/* Convolution (VAE)                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* 2-D convolution, channels-last, batch 1, through the GEMM microkernels:
+ *   x [h, w, cin] → y [ho, wo, cout],  weight as stored [cout, cin, kh, kw]
+ *   (passed as an fx_weight with n = cout, k = cin·kh·kw).
+ * Padding may be asymmetric (the VAE downsample pads right/bottom only).
+ * upsample2x: the input is first nearest-upsampled ×2 (never materialised).
+ * ho = (h' + pad_top + pad_bottom − kh)/stride + 1 with h' = h or 2h.
+ * Only output rows [row0, row1) are computed (row1 <= 0 means all rows);
+ * memory stays bounded by tiling im2col over output rows.
+ * epi: bias and store/accumulate (a residual add fused into the conv). */
+typedef struct fx_conv2d_geom {
+    int h, w, cin, cout, kh, kw, stride;
+    int pad_top, pad_left, pad_bottom, pad_right;
+    int upsample2x;
+} fx_conv2d_geom;
+
+void fx_conv2d_out_size(const fx_conv2d_geom *g, int *ho, int *wo);
+void fx_conv2d(const fx_kctx *kc, const fx_conv2d_geom *g, const float *x,
+               const fx_weight *w, const fx_epilogue *epi, float *y, int row0, int row1);
+
+#endif
