@@ -55,19 +55,75 @@ fx_isa fx_isa_detect(void) {
 #endif
 }
 
-/* Tables: filled in as the kernel families land (gemm.h, attention.h,
- * rowops.h); a NULL area falls back to the scalar one at call time. */
+/* Tables: each kernel family publishes FX_<AREA>_TABLE_<ISA> in its header;
+ * an unpublished entry is NULL and the family's scalar table is used. */
+#include "attention.h"
+#include "gemm.h"
+#include "rowops.h"
+
+#ifndef FX_GEMM_TABLE_SCALAR
+#define FX_GEMM_TABLE_SCALAR NULL
+#endif
+#ifndef FX_GEMM_TABLE_AVX2
+#define FX_GEMM_TABLE_AVX2 NULL
+#endif
+#ifndef FX_GEMM_TABLE_AVX512
+#define FX_GEMM_TABLE_AVX512 NULL
+#endif
+#ifndef FX_GEMM_TABLE_AVX512BF16
+#define FX_GEMM_TABLE_AVX512BF16 NULL
+#endif
+#ifndef FX_GEMM_TABLE_NEON
+#define FX_GEMM_TABLE_NEON NULL
+#endif
+#ifndef FX_ATTN_TABLE_SCALAR
+#define FX_ATTN_TABLE_SCALAR NULL
+#endif
+#ifndef FX_ATTN_TABLE_AVX2
+#define FX_ATTN_TABLE_AVX2 NULL
+#endif
+#ifndef FX_ATTN_TABLE_AVX512
+#define FX_ATTN_TABLE_AVX512 NULL
+#endif
+#ifndef FX_ATTN_TABLE_AVX512BF16
+#define FX_ATTN_TABLE_AVX512BF16 NULL
+#endif
+#ifndef FX_ATTN_TABLE_NEON
+#define FX_ATTN_TABLE_NEON NULL
+#endif
+#ifndef FX_ROW_TABLE_SCALAR
+#define FX_ROW_TABLE_SCALAR NULL
+#endif
+#ifndef FX_ROW_TABLE_AVX2
+#define FX_ROW_TABLE_AVX2 NULL
+#endif
+#ifndef FX_ROW_TABLE_AVX512
+#define FX_ROW_TABLE_AVX512 NULL
+#endif
+#ifndef FX_ROW_TABLE_NEON
+#define FX_ROW_TABLE_NEON NULL
+#endif
+
+/* [isa][force_f32]: the f32-forced avx512bf16 table uses the avx512 GEMM and
+ * attention (bf16 weights widened to f32, FMA only). */
 static const fx_kernels tables[FX_ISA_COUNT][2] = {
-    [FX_ISA_SCALAR] = {{FX_ISA_SCALAR, 0, "scalar", NULL, NULL, NULL},
-                       {FX_ISA_SCALAR, 0, "scalar", NULL, NULL, NULL}},
-    [FX_ISA_AVX2] = {{FX_ISA_AVX2, 0, "avx2", NULL, NULL, NULL},
-                     {FX_ISA_AVX2, 0, "avx2", NULL, NULL, NULL}},
-    [FX_ISA_AVX512] = {{FX_ISA_AVX512, 0, "avx512", NULL, NULL, NULL},
-                       {FX_ISA_AVX512, 0, "avx512", NULL, NULL, NULL}},
-    [FX_ISA_AVX512BF16] = {{FX_ISA_AVX512BF16, 1, "avx512bf16", NULL, NULL, NULL},
-                           {FX_ISA_AVX512BF16, 0, "avx512bf16 (f32 math)", NULL, NULL, NULL}},
-    [FX_ISA_NEON] = {{FX_ISA_NEON, 0, "neon", NULL, NULL, NULL},
-                     {FX_ISA_NEON, 0, "neon", NULL, NULL, NULL}},
+    [FX_ISA_SCALAR] = {
+        {FX_ISA_SCALAR, 0, "scalar", FX_GEMM_TABLE_SCALAR, FX_ATTN_TABLE_SCALAR, FX_ROW_TABLE_SCALAR},
+        {FX_ISA_SCALAR, 0, "scalar", FX_GEMM_TABLE_SCALAR, FX_ATTN_TABLE_SCALAR, FX_ROW_TABLE_SCALAR}},
+    [FX_ISA_AVX2] = {
+        {FX_ISA_AVX2, 0, "avx2", FX_GEMM_TABLE_AVX2, FX_ATTN_TABLE_AVX2, FX_ROW_TABLE_AVX2},
+        {FX_ISA_AVX2, 0, "avx2", FX_GEMM_TABLE_AVX2, FX_ATTN_TABLE_AVX2, FX_ROW_TABLE_AVX2}},
+    [FX_ISA_AVX512] = {
+        {FX_ISA_AVX512, 0, "avx512", FX_GEMM_TABLE_AVX512, FX_ATTN_TABLE_AVX512, FX_ROW_TABLE_AVX512},
+        {FX_ISA_AVX512, 0, "avx512", FX_GEMM_TABLE_AVX512, FX_ATTN_TABLE_AVX512, FX_ROW_TABLE_AVX512}},
+    [FX_ISA_AVX512BF16] = {
+        {FX_ISA_AVX512BF16, 1, "avx512bf16", FX_GEMM_TABLE_AVX512BF16, FX_ATTN_TABLE_AVX512BF16,
+         FX_ROW_TABLE_AVX512},
+        {FX_ISA_AVX512BF16, 0, "avx512bf16 (f32 math)", FX_GEMM_TABLE_AVX512, FX_ATTN_TABLE_AVX512,
+         FX_ROW_TABLE_AVX512}},
+    [FX_ISA_NEON] = {
+        {FX_ISA_NEON, 0, "neon", FX_GEMM_TABLE_NEON, FX_ATTN_TABLE_NEON, FX_ROW_TABLE_NEON},
+        {FX_ISA_NEON, 0, "neon", FX_GEMM_TABLE_NEON, FX_ATTN_TABLE_NEON, FX_ROW_TABLE_NEON}},
 };
 
 const fx_kernels *fx_kernels_get(fx_isa isa, int force_f32) {
