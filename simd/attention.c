@@ -1,0 +1,158 @@
+/*
+ * attention.c — fx_attention: argument checks, the task plan, scratch and
+ * the parallel loop over tasks (kv head × query block). The per-ISA files
+ * (attention_<isa>.c) compute one task each; see attention.h.
+ */
+#include "attention.h"
+
+#include <math.h>
+#include <string.h>
+
+void fx_attn_mask_tile(const fx_attn_plan *p, const fx_attn_task *k, int64_t kb, float *s,
+                       int lds) {
+    const int kt = p->kt, rows = p->rows_pad;
+    const int64_t j0 = kb * kt;
+    /* Per row, the number of leading keys of this tile it may see (causal). */
+    int first_hidden_pos[64];
+    int npos = k->np;
+    for (int jj = 0; jj < kt; jj++) {
+        int64_t j = j0 + jj;
+        float *srow = s + (size_t)jj * lds;
+        if (j >= p->a.sk || (p->a.key_mask && !p->a.key_mask[j])) {
+            for (int r = 0; r < rows; r++) srow[r] = -INFINITY;
+        }
+    }
+    if (!p->a.causal) return;
+    /* Row r (position p0 + r/group) sees key j iff j <= p0 + r/group + off. */
+    for (int pi0 = 0; pi0 < npos; pi0 += 64) {
+        int n = npos - pi0 < 64 ? npos - pi0 : 64;
+        for (int i = 0; i < n; i++) {
+            int64_t last = k->p0 + pi0 + i + p->a.causal_offset - j0; /* last visible jj */
+            first_hidden_pos[i] = last < -1 ? 0 : last >= kt ? kt : (int)(last + 1);
+        }
+        for (int i = 0; i < n; i++) {
+            int r0 = (pi0 + i) * p->group;
+            for (int jj = first_hidden_pos[i]; jj < kt; jj++) {
+                float *srow = s + (size_t)jj * lds + r0;
+                for (int gi = 0; gi < p->group; gi++) srow[gi] = -INFINITY;
+            }
+        }
+    }
+}
+
+static const struct fx_attn_kernels *attn_table(const fx_kctx *kc) {
+    const struct fx_attn_kernels *t = kc && kc->k ? kc->k->attn : NULL;
+    return t ? t : &fx_attn_scalar;
+}
+
+static flux_status check_args(const fx_attn_args *a, fx_err *err) {
+    if (!a) return fx_fail(err, FLUX_ERR_INVALID_ARG, "fx_attention: args is NULL");
+    if (a->sq < 0 || a->sk < 0)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG,
+                       "fx_attention: sequence lengths must be >= 0 (sq=%lld, sk=%lld)",
+                       (long long)a->sq, (long long)a->sk);
+    if (a->hq < 1 || a->hkv < 1 || a->hq % a->hkv)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG,
+                       "fx_attention: query heads (hq=%d) must be a positive multiple of kv "
+                       "heads (hkv=%d)", a->hq, a->hkv);
+    if (a->d < 2 || a->d % 2)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG,
+                       "fx_attention: head dim d=%d must be even and >= 2", a->d);
+    if (a->d > 4096)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG,
+                       "fx_attention: head dim d=%d exceeds the supported 4096", a->d);
+    if (!(a->scale == a->scale) || isinf(a->scale))
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "fx_attention: scale %g is not finite",
+                       (double)a->scale);
+    int64_t qw = (int64_t)a->hq * a->d, kw = (int64_t)a->hkv * a->d;
+    if (a->sq > 0) {
+        if (!a->q || !a->o)
+            return fx_fail(err, FLUX_ERR_INVALID_ARG, "fx_attention: %s is NULL",
+                           !a->q ? "q" : "o");
+        if (a->ldq < qw || a->ldo < qw)
+            return fx_fail(err, FLUX_ERR_INVALID_ARG,
+                           "fx_attention: ldq=%lld / ldo=%lld must be >= hq*d = %lld",
+                           (long long)a->ldq, (long long)a->ldo, (long long)qw);
+    }
+    if (a->sk > 0) {
+        if (!a->k || !a->v)
+            return fx_fail(err, FLUX_ERR_INVALID_ARG, "fx_attention: %s is NULL",
+                           !a->k ? "k" : "v");
+        if (a->ldk < kw || a->ldv < kw)
+            return fx_fail(err, FLUX_ERR_INVALID_ARG,
+                           "fx_attention: ldk=%lld / ldv=%lld must be >= hkv*d = %lld",
+                           (long long)a->ldk, (long long)a->ldv, (long long)kw);
+    }
+    return FLUX_OK;
+}
+
+/* Every output row is zero (no keys at all). */
+static void zero_output(const fx_attn_args *a) {
+    for (int64_t i = 0; i < a->sq; i++)
+        memset(a->o + i * a->ldo, 0, sizeof(float) * (size_t)a->hq * (size_t)a->d);
+}
+
+flux_status fx_attention(const fx_kctx *kc, const fx_attn_args *a, fx_err *err) {
+    flux_status st = check_args(a, err);
+    if (st != FLUX_OK) return st;
+    if (!kc || !kc->scratch)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "fx_attention: kernel context has no scratch");
+    if (a->sq == 0) return FLUX_OK;
+    if (a->sk == 0) {
+        zero_output(a);
+        return FLUX_OK;
+    }
+    const struct fx_attn_kernels *t = attn_table(kc);
+
+    fx_attn_plan p;
+    memset(&p, 0, sizeof p);
+    p.a = *a;
+    p.group = a->hq / a->hkv;
+    p.pos_per_task = t->qt / p.group > 0 ? t->qt / p.group : 1;
+    if (p.pos_per_task > a->sq) p.pos_per_task = (int)a->sq;
+    p.rows = p.pos_per_task * p.group;
+    p.rows_pad = (p.rows + t->row_align - 1) / t->row_align * t->row_align;
+    p.kt = t->kt;
+    p.tiles_per_head = (a->sq + p.pos_per_task - 1) / p.pos_per_task;
+    p.ntasks = p.tiles_per_head * a->hkv;
+    p.nkt = (a->sk + p.kt - 1) / p.kt;
+    p.qscale = (float)((double)a->scale * 1.4426950408889634074);
+
+    /* Shared scratch: the per-key-tile visibility from key_mask and sk. */
+    size_t per_thread = t->scratch_bytes(&p);
+    if (fx_scratch_reserve(kc->scratch, per_thread, (size_t)p.nkt) != 0)
+        return fx_fail(err, FLUX_ERR_NOMEM,
+                       "fx_attention: cannot allocate %zu bytes of scratch per thread",
+                       per_thread);
+    uint8_t *key_tiles = fx_scratch_shared(kc->scratch);
+    for (int64_t kb = 0; kb < p.nkt; kb++) {
+        int64_t j0 = kb * p.kt, j1 = j0 + p.kt < a->sk ? j0 + p.kt : a->sk;
+        int64_t seen = j1 - j0;
+        if (a->key_mask) {
+            seen = 0;
+            for (int64_t j = j0; j < j1; j++) seen += a->key_mask[j] != 0;
+        }
+        key_tiles[kb] = seen == 0       ? FX_ATTN_KEYS_NONE
+                        : seen == p.kt  ? FX_ATTN_KEYS_ALL
+                                        : FX_ATTN_KEYS_SOME;
+    }
+    p.key_tiles = key_tiles;
+
+    int threads = kc->threads > 0 ? kc->threads : 1;
+    if (threads > p.ntasks) threads = (int)p.ntasks;
+    fx_scratch *scratch = kc->scratch;
+    const int64_t ntasks = p.ntasks;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads)
+#endif
+    {
+        void *mine = fx_scratch_thread(scratch, fx_thread_id());
+        /* Dynamic scheduling balances causal tasks; each task is computed by
+         * one thread in a fixed key order, so results do not depend on it. */
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+        for (int64_t ti = 0; ti < ntasks; ti++) t->run_task(&p, ti, mine);
+    }
+    return FLUX_OK;
+}
