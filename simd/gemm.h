@@ -1,14 +1,166 @@
 /*
  * gemm.h — per-ISA tables of the gemm kernel family (simd-internal).
  *
- * The family defines one const table per ISA it implements and publishes
- * each through a macro FX_GEMM_TABLE_<ISA> (pointer to the table) that
- * dispatch.c wires into the kernel tables; an undefined macro means "not
- * implemented for this ISA" and the scalar table is used instead.
+ * fx_linear (simd/gemm.c) computes Y[m, n] (op)= X[m, k] · W[n, k]ᵀ the BLIS
+ * way: five loops around a register-tiled microkernel.
+ *
+ *   for jc in N step NC            W block of NC outputs
+ *    for mm in M step MM           row super-block (only when a staging
+ *                                  buffer holds partial sums, see below)
+ *     for pc in K step KC          pack W[jc.., pc..] → B panel (shared by
+ *                                  all threads, packed cooperatively)
+ *      for ic in rows step MC      pack X[ic.., pc..] → A block (per thread)
+ *       for jr in NC step NR       B micro-panel  [KC][NR]  (stays in L1)
+ *        for ir in MC step MR      A micro-panel  [KC][MR]  (streams from L2)
+ *          microkernel: MR×NR tile of Y in registers, rank-KC update
+ *
+ * A "path" is one microkernel with its packing routines: the f32 FMA path
+ * (packed elements are f32; bf16/f16 weights are widened while packing) or
+ * the bf16 dot-product path (packed elements are bf16 pairs (k, k+1) for
+ * vdpbf16ps; X is rounded to bf16 while packing). Each ISA table names the
+ * path used for each weight dtype.
+ *
+ * Determinism: threads split only the M and N tiles; every element of Y is
+ * reduced over K by the same instruction sequence in the same order (KC is
+ * fixed per path, never derived from the thread count), so results are
+ * bit-identical for any thread count.
+ *
+ * Partial sums across K blocks: the microkernel starts its accumulators
+ * from the partial sums of the earlier K blocks (one FMA chain per element
+ * in k order) and applies the epilogue (bias, store / accumulate / gated
+ * accumulate) only in the write-back of the last K block. In STORE mode the
+ * partial sums live in Y itself; in the accumulating modes they live in a
+ * staging buffer (Y still holds the value to accumulate into).
+ *
+ * Small M (m <= FX_GEMV_MAX_M): a GEMV-style kernel streams W once, no
+ * packing (timestep MLP, modulation: bandwidth bound).
+ *
+ * Scratch: fx_linear reserves and uses the context's *shared* scratch
+ * buffer (B panels, per-thread A blocks, staging). Callers must not pass
+ * pointers into kc->scratch as x or y, and must call fx_linear outside
+ * OpenMP parallel regions (it parallelises itself).
  */
 #ifndef FX_GEMM_H
 #define FX_GEMM_H
 
+#include <string.h>
+
 #include "dispatch.h"
+
+/* m at or below this uses the GEMV kernel (no packing). */
+#define FX_GEMV_MAX_M 4
+
+/* One microkernel tile's write-back (all pointers already at the tile).
+ *   acc  = (first ? 0 : partial) + Σ_k A·B      (one chain per element)
+ *   !last: c = acc
+ *   last:  t = acc + bias;  c = t | c += t | c += gate ⊙ t   (by mode)
+ * Only rows < m and columns < n are read or written. */
+typedef struct fx_gemm_tile {
+    float *c;
+    int64_t ldc;
+    const float *partial; /* partial sums when !first (may equal c) */
+    int64_t ldp;
+    int m, n;
+    int first, last;
+    fx_epilogue_mode mode;
+    const float *bias; /* [n] at the tile's first column, or NULL */
+    const float *gate; /* [n] at the tile's first column (gated mode) */
+} fx_gemm_tile;
+
+struct fx_gemm_path;
+
+/* Pack rows [0, mc) × cols [0, kc) of X into ceil(mc/MR) micro-panels, each
+ * [ceil(kc/kpair)][MR][kpair] elements, zero-padded (rows >= mc, k >= kc). */
+typedef void (*fx_gemm_pack_x_fn)(const struct fx_gemm_path *p, int64_t mc, int64_t kc,
+                                  const float *x, int64_t ldx, void *dst);
+/* Pack outputs [0, nc) × cols [0, kc) of W (rows at w + r*ldw, dtype fixed by
+ * the function) into ceil(nc/NR) micro-panels [ceil(kc/kpair)][NR][kpair],
+ * zero-padded. */
+typedef void (*fx_gemm_pack_w_fn)(const struct fx_gemm_path *p, int64_t nc, int64_t kc,
+                                  const void *w, int64_t ldw, void *dst);
+/* Rank-ksteps update of one MR×NR tile; ksteps = ceil(kc/kpair). a and b
+ * point at a packed micro-panel each. */
+typedef void (*fx_gemm_kernel_fn)(int64_t ksteps, const void *a, const void *b,
+                                  const fx_gemm_tile *t);
+
+typedef struct fx_gemm_path {
+    const char *name;  /* "avx512 f32 14x32" */
+    int mr, nr;        /* register tile */
+    int kc, mc, nc;    /* cache blocks: kc multiple of kpair, mc of mr, nc of nr */
+    int kpair;         /* 1: f32 elements; 2: bf16 pairs (vdpbf16ps) */
+    int elem;          /* bytes per packed element: 4 or 2 */
+    fx_gemm_pack_x_fn pack_x;
+    fx_gemm_pack_w_fn pack_w[3]; /* by weight dtype: F32, F16, BF16 */
+    fx_gemm_kernel_fn kernel;
+} fx_gemm_path;
+
+/* y[i, j] for i < m <= FX_GEMV_MAX_M, j in [n0, n1): one thread's share of
+ * the GEMV. xb is X rounded to bf16, rows round_up(k, 32) apart and
+ * zero-padded (only for tables whose bf16 GEMV uses dot products; NULL
+ * otherwise). */
+typedef void (*fx_gemv_fn)(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x,
+                           int64_t ldx, const uint16_t *xb, const fx_weight *w, float *y,
+                           int64_t ldy, const fx_epilogue *epi);
+
+typedef struct fx_gemm_kernels {
+    const char *name;
+    const fx_gemm_path *path[3]; /* by weight dtype: F32, F16, BF16 */
+    fx_gemv_fn gemv[3];          /* by weight dtype */
+    int gemv_bf16_dot;           /* gemv[BF16] wants xb */
+} fx_gemm_kernels;
+
+/* ---- helpers shared by the per-ISA files ---- */
+
+/* IEEE half → float, exact (kept here so the gemm family is self-contained). */
+static inline float fx_gemm_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, u;
+    if (exp == 0x1f) {
+        u = sign | 0x7f800000u | (man << 13);
+    } else if (exp) {
+        u = sign | ((exp + 112u) << 23) | (man << 13);
+    } else if (man) { /* subnormal: normalise */
+        int e = -1;
+        do { man <<= 1; e++; } while (!(man & 0x400u));
+        u = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ffu) << 13);
+    } else {
+        u = sign;
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* The epilogue on one value t = X·Wᵀ (without bias) of column j. */
+static inline void fx_gemm_epi_scalar(const fx_epilogue *e, int64_t j, float t, float *yp) {
+    if (e->bias) t += e->bias[j];
+    if (e->mode == FX_EPI_STORE) *yp = t;
+    else if (e->mode == FX_EPI_ACCUMULATE) *yp += t;
+    else *yp += e->gate[j] * t;
+}
+
+/* Portable packing (any MR/NR from the path) and the scalar microkernel. */
+void fx_gemm_pack_x_f32_c(const fx_gemm_path *p, int64_t mc, int64_t kc, const float *x,
+                          int64_t ldx, void *dst);
+void fx_gemm_pack_x_bf16pair_c(const fx_gemm_path *p, int64_t mc, int64_t kc, const float *x,
+                               int64_t ldx, void *dst);
+void fx_gemm_pack_w_f32_c(const fx_gemm_path *p, int64_t nc, int64_t kc, const void *w,
+                          int64_t ldw, void *dst);
+void fx_gemm_pack_w_f16_c(const fx_gemm_path *p, int64_t nc, int64_t kc, const void *w,
+                          int64_t ldw, void *dst);
+void fx_gemm_pack_w_bf16_c(const fx_gemm_path *p, int64_t nc, int64_t kc, const void *w,
+                           int64_t ldw, void *dst);
+void fx_gemm_pack_w_bf16pair_c(const fx_gemm_path *p, int64_t nc, int64_t kc, const void *w,
+                               int64_t ldw, void *dst);
+void fx_gemv_c(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int64_t ldx,
+               const uint16_t *xb, const fx_weight *w, float *y, int64_t ldy,
+               const fx_epilogue *epi);
+
+/* Describe a table's tiles ("f32 14x32 kc256 ..."); returns bytes needed. */
+size_t fx_gemm_describe(const fx_gemm_kernels *g, char *buf, size_t size);
+
+/* ---- the tables ---- */
+
+extern const fx_gemm_kernels fx_gemm_scalar;
+#define FX_GEMM_TABLE_SCALAR (&fx_gemm_scalar)
 
 #endif
