@@ -11,18 +11,6 @@ static flux_status not_yet(flux_ctx *ctx, const char *what) {
                    what, FLUX_VERSION_STRING);
 }
 
-void fx_model_release_all(flux_ctx *ctx) { (void)ctx; }
-
-flux_status flux_load(flux_ctx *ctx, const char *model_dir, const flux_load_options *lo) {
-    (void)model_dir, (void)lo;
-    return not_yet(ctx, "loading a model");
-}
-
-flux_status flux_get_model_info(const flux_ctx *ctx, flux_model_info *info) {
-    (void)info;
-    return not_yet((flux_ctx *)ctx, "model information");
-}
-
 flux_status flux_generate(flux_ctx *ctx, const flux_params *p, flux_image **out) {
     (void)p, (void)out;
     return not_yet(ctx, "image generation");
