@@ -1,0 +1,323 @@
+/*
+ * bench_gemm.c — the `gemm` command: fx_linear (Y = X·Wᵀ, W stored [n, k])
+ * on one shape or on the model shape list, with OpenBLAS sgemm and oneDNN
+ * matmul side by side when they are linked in (make bench OPENBLAS=1
+ * ONEDNN=1). Yardstick setups:
+ *   oneDNN   matmul primitive (2.x C API), src [m,k] bf16 or f32, weights
+ *            as stored [n,k] (a transposed-B "ba" descriptor), dst f32;
+ *            bf16×bf16→f32 when our run uses bf16 dot products, else f32.
+ *            Its X is converted to bf16 outside the timing (ours converts
+ *            inside fx_linear).
+ *   OpenBLAS cblas_sgemm(RowMajor, NoTrans, Trans) on f32 copies.
+ * Ratios are ours / theirs (> 1: we are faster).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "dispatch.h"
+#include "gemm.h"
+
+#ifdef FX_BENCH_OPENBLAS
+#include <cblas.h>
+#endif
+#ifdef FX_BENCH_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* One problem                                                              */
+/* ------------------------------------------------------------------------ */
+
+typedef struct gemm_problem {
+    int64_t m, n, k;
+    fx_dtype dt;
+    fx_epilogue_mode mode;
+    float *x, *y, *bias, *gate;
+    void *w;
+    fx_kctx kc;
+} gemm_problem;
+
+static size_t dt_size(fx_dtype dt) { return dt == FX_DTYPE_F32 ? 4 : 2; }
+
+static void fill(float *p, size_t n, uint64_t seed) {
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        p[i] = (float)((double)(s >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+    }
+}
+
+static int problem_init(gemm_problem *p) {
+    size_t mk = (size_t)(p->m * p->k), nk = (size_t)(p->n * p->k), mn = (size_t)(p->m * p->n);
+    p->x = malloc(mk * 4);
+    p->y = malloc(mn * 4);
+    p->w = malloc(nk * dt_size(p->dt));
+    p->bias = malloc((size_t)p->n * 4);
+    p->gate = malloc((size_t)p->n * 4);
+    if (!p->x || !p->y || !p->w || !p->bias || !p->gate) {
+        fprintf(stderr, "flux-bench: out of memory for m=%lld n=%lld k=%lld\n", (long long)p->m,
+                (long long)p->n, (long long)p->k);
+        return -1;
+    }
+    fill(p->x, mk, 1);
+    fill(p->bias, (size_t)p->n, 3);
+    fill(p->gate, (size_t)p->n, 4);
+    memset(p->y, 0, mn * 4);
+    float *tmp = malloc(p->k * 4);
+    for (int64_t j = 0; j < p->n; j++) {
+        fill(tmp, (size_t)p->k, 100 + (uint64_t)j);
+        for (int64_t q = 0; q < p->k; q++) {
+            size_t idx = (size_t)(j * p->k + q);
+            float v = tmp[q] * 0.05f;
+            if (p->dt == FX_DTYPE_F32) ((float *)p->w)[idx] = v;
+            else if (p->dt == FX_DTYPE_BF16) ((uint16_t *)p->w)[idx] = fx_f32_to_bf16_bits(v);
+            else ((uint16_t *)p->w)[idx] = (uint16_t)(0x2000 + (idx * 2654435761u >> 20) % 0x1000); /* small halves */
+        }
+    }
+    free(tmp);
+    return 0;
+}
+
+static void problem_free(gemm_problem *p) {
+    free(p->x), free(p->y), free(p->w), free(p->bias), free(p->gate);
+}
+
+static void run_ours(void *arg) {
+    gemm_problem *p = arg;
+    fx_weight w = {p->w, p->dt, p->n, p->k, p->k};
+    fx_epilogue e = {p->mode, p->mode == FX_EPI_STORE ? NULL : p->bias,
+                     p->mode == FX_EPI_GATED_ACCUMULATE ? p->gate : NULL};
+    fx_linear(&p->kc, p->m, p->x, p->k, &w, p->y, p->n, &e);
+}
+
+/* f32 copy of the weights (for sgemm, and oneDNN f32). */
+static float *weights_f32(const gemm_problem *p) {
+    size_t nk = (size_t)(p->n * p->k);
+    float *wf = malloc(nk * 4);
+    if (!wf) return NULL;
+    for (size_t i = 0; i < nk; i++) {
+        if (p->dt == FX_DTYPE_F32) wf[i] = ((const float *)p->w)[i];
+        else if (p->dt == FX_DTYPE_BF16) wf[i] = fx_bf16_bits_to_f32(((const uint16_t *)p->w)[i]);
+        else wf[i] = fx_gemm_f16_to_f32(((const uint16_t *)p->w)[i]);
+    }
+    return wf;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Yardsticks                                                               */
+/* ------------------------------------------------------------------------ */
+
+#ifdef FX_BENCH_OPENBLAS
+typedef struct blas_run {
+    const gemm_problem *p;
+    const float *wf;
+} blas_run;
+
+static void run_openblas(void *arg) {
+    blas_run *b = arg;
+    const gemm_problem *p = b->p;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)p->m, (int)p->n, (int)p->k, 1.0f, p->x,
+                (int)p->k, b->wf, (int)p->k, 0.0f, p->y, (int)p->n);
+}
+
+static double time_openblas(const fx_bench_env *env, const gemm_problem *p, const float *wf) {
+    openblas_set_num_threads(env->threads);
+    blas_run b = {p, wf};
+    return fx_bench_time(env, run_openblas, &b);
+}
+#endif
+
+#ifdef FX_BENCH_ONEDNN
+typedef struct dnnl_run {
+    dnnl_primitive_t prim;
+    dnnl_stream_t stream;
+    dnnl_exec_arg_t args[3];
+} dnnl_run;
+
+static void run_onednn(void *arg) {
+    dnnl_run *d = arg;
+    dnnl_primitive_execute(d->prim, d->stream, 3, d->args);
+    dnnl_stream_wait(d->stream);
+}
+
+/* Returns the best time, or -1 if oneDNN refuses the problem. */
+static double time_onednn(const fx_bench_env *env, const gemm_problem *p, int bf16, const float *wf) {
+    double best = -1;
+    dnnl_engine_t eng = NULL;
+    dnnl_stream_t stream = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_t prim = NULL;
+    dnnl_memory_t ma = NULL, mb = NULL, mc = NULL;
+    uint16_t *xb = NULL, *wb = NULL;
+    dnnl_data_type_t t = bf16 ? dnnl_bf16 : dnnl_f32;
+    dnnl_memory_desc_t a_md, b_md, c_md;
+    dnnl_dims_t a_dims = {p->m, p->k}, b_dims = {p->k, p->n}, c_dims = {p->m, p->n};
+    dnnl_matmul_desc_t md;
+    const void *a_ptr = p->x, *b_ptr = wf;
+    if (bf16) {
+        xb = malloc((size_t)(p->m * p->k) * 2);
+        if (!xb) goto done;
+        for (int64_t i = 0; i < p->m * p->k; i++) xb[i] = fx_f32_to_bf16_bits(p->x[i]);
+        a_ptr = xb;
+        b_ptr = p->w;
+        if (p->dt != FX_DTYPE_BF16) {
+            wb = malloc((size_t)(p->n * p->k) * 2);
+            if (!wb) goto done;
+            for (int64_t i = 0; i < p->n * p->k; i++) wb[i] = fx_f32_to_bf16_bits(wf[i]);
+            b_ptr = wb;
+        }
+    }
+    if (dnnl_engine_create(&eng, dnnl_cpu, 0) || dnnl_stream_create(&stream, eng, dnnl_stream_default_flags) ||
+        dnnl_memory_desc_init_by_tag(&a_md, 2, a_dims, t, dnnl_ab) ||
+        dnnl_memory_desc_init_by_tag(&b_md, 2, b_dims, t, dnnl_ba) ||
+        dnnl_memory_desc_init_by_tag(&c_md, 2, c_dims, dnnl_f32, dnnl_ab) ||
+        dnnl_matmul_desc_init(&md, &a_md, &b_md, NULL, &c_md) ||
+        dnnl_primitive_desc_create(&pd, &md, NULL, eng, NULL) || dnnl_primitive_create(&prim, pd) ||
+        dnnl_memory_create(&ma, &a_md, eng, (void *)a_ptr) || dnnl_memory_create(&mb, &b_md, eng, (void *)b_ptr) ||
+        dnnl_memory_create(&mc, &c_md, eng, p->y)) {
+        fprintf(stderr, "flux-bench: oneDNN matmul setup failed for m=%lld n=%lld k=%lld\n", (long long)p->m,
+                (long long)p->n, (long long)p->k);
+        goto done;
+    }
+    dnnl_run d = {prim, stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}}};
+    best = fx_bench_time(env, run_onednn, &d);
+done:
+    if (ma) dnnl_memory_destroy(ma);
+    if (mb) dnnl_memory_destroy(mb);
+    if (mc) dnnl_memory_destroy(mc);
+    if (prim) dnnl_primitive_destroy(prim);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (stream) dnnl_stream_destroy(stream);
+    if (eng) dnnl_engine_destroy(eng);
+    free(xb), free(wb);
+    return best;
+}
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* One measurement row                                                      */
+/* ------------------------------------------------------------------------ */
+
+static const char *mode_name(fx_epilogue_mode m) {
+    return m == FX_EPI_STORE ? "store" : m == FX_EPI_ACCUMULATE ? "acc" : "gated";
+}
+
+static int bench_one(const fx_bench_env *env, int64_t m, int64_t n, int64_t k, fx_dtype dt, int force_f32,
+                     fx_epilogue_mode mode, int yardsticks) {
+    gemm_problem p = {.m = m, .n = n, .k = k, .dt = dt, .mode = mode};
+    if (fx_bench_kctx(env, -1, force_f32, &p.kc)) return -1;
+    if (problem_init(&p)) {
+        fx_bench_kctx_free(&p.kc);
+        problem_free(&p);
+        return -1;
+    }
+    const int bf16_dot = fx_kernels_uses_bf16_dot(p.kc.k) && dt == FX_DTYPE_BF16;
+    fx_bench_result r = {.op = "gemm", .threads = env->threads};
+    snprintf(r.shape, sizeof r.shape, "m=%lld n=%lld k=%lld%s%s", (long long)m, (long long)n, (long long)k,
+             mode == FX_EPI_STORE ? "" : " ", mode == FX_EPI_STORE ? "" : mode_name(mode));
+    snprintf(r.shape_json, sizeof r.shape_json, "\"m\":%lld,\"n\":%lld,\"k\":%lld,\"epilogue\":\"%s\"",
+             (long long)m, (long long)n, (long long)k, mode_name(mode));
+    r.dtype = dt == FX_DTYPE_BF16 ? "bf16" : dt == FX_DTYPE_F16 ? "f16" : "f32";
+    char isa[48];
+    snprintf(isa, sizeof isa, "%s%s", fx_isa_name(fx_kernels_isa(p.kc.k)),
+             force_f32 && fx_kernels_isa(p.kc.k) == FX_ISA_AVX512BF16 ? "-f32" : "");
+    r.isa = isa;
+    r.flops = 2.0 * (double)m * (double)n * (double)k;
+    r.peak = bf16_dot ? FX_PEAK_BF16_DOT : FX_PEAK_FMA_F32;
+    r.seconds = fx_bench_time(env, run_ours, &p);
+    double ours = r.flops / r.seconds * 1e-9;
+    if (m <= 16) /* bandwidth bound: weight bytes per second */
+        fx_bench_extra(&r, "weight_gb_s", (double)(n * k) * (double)dt_size(dt) / r.seconds * 1e-9);
+    (void)yardsticks;
+#if defined(FX_BENCH_OPENBLAS) || defined(FX_BENCH_ONEDNN)
+    if (yardsticks) {
+        float *wf = weights_f32(&p);
+        if (!wf) {
+            fprintf(stderr, "flux-bench: out of memory for the yardsticks' f32 weights\n");
+        } else {
+#ifdef FX_BENCH_ONEDNN
+            double td = time_onednn(env, &p, bf16_dot, wf);
+            if (td > 0) {
+                fx_bench_extra(&r, bf16_dot ? "onednn_bf16_gflops" : "onednn_f32_gflops", r.flops / td * 1e-9);
+                fx_bench_extra(&r, "ratio_onednn", ours / (r.flops / td * 1e-9));
+            }
+#endif
+#ifdef FX_BENCH_OPENBLAS
+            double tb = time_openblas(env, &p, wf);
+            fx_bench_extra(&r, "openblas_gflops", r.flops / tb * 1e-9);
+            fx_bench_extra(&r, "ratio_openblas", ours / (r.flops / tb * 1e-9));
+#endif
+            free(wf);
+        }
+    }
+#endif
+    fx_bench_report(env, &r);
+    fx_bench_kctx_free(&p.kc);
+    problem_free(&p);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Commands                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static int parse_dtype(const char *s, fx_dtype *dt) {
+    if (!strcmp(s, "bf16")) *dt = FX_DTYPE_BF16;
+    else if (!strcmp(s, "f32")) *dt = FX_DTYPE_F32;
+    else if (!strcmp(s, "f16")) *dt = FX_DTYPE_F16;
+    else return -1;
+    return 0;
+}
+
+static int gemm_main(int argc, char **argv, const fx_bench_env *env) {
+    int bad = 0;
+    int64_t m = fx_bench_arg_int(argc, argv, "--m", 768, &bad);
+    int64_t n = fx_bench_arg_int(argc, argv, "--n", 9216, &bad);
+    int64_t k = fx_bench_arg_int(argc, argv, "--k", 3072, &bad);
+    fx_dtype dt;
+    const char *ds = fx_bench_arg_str(argc, argv, "--dtype", "bf16");
+    const char *es = fx_bench_arg_str(argc, argv, "--epilogue", "store");
+    fx_epilogue_mode mode = !strcmp(es, "gated") ? FX_EPI_GATED_ACCUMULATE
+                            : !strcmp(es, "acc") ? FX_EPI_ACCUMULATE
+                                                 : FX_EPI_STORE;
+    if (bad || m < 1 || n < 1 || k < 1 || parse_dtype(ds, &dt)) {
+        fprintf(stderr, "usage: flux-bench gemm --m M --n N --k K --dtype bf16|f32|f16 [--epilogue "
+                        "store|acc|gated] [--no-yardsticks]\n");
+        return -1;
+    }
+    return bench_one(env, m, n, k, dt, env->force_f32, mode, !fx_bench_arg_flag(argc, argv, "--no-yardsticks"));
+}
+
+/* The model's linear shapes: FLUX.2-klein DiT (M = image+text tokens) and
+ * the Qwen3-4B text encoder (M = 512 tokens), plus the GEMV shapes
+ * (timestep MLP / modulation, M = 1). */
+static int gemm_defaults(const fx_bench_env *env) {
+    static const int64_t flux_m[] = {256, 768, 1536, 4608};
+    static const int64_t flux_nk[][2] = {{3072, 3072}, {9216, 3072}, {18432, 3072}, {27648, 3072},
+                                         {3072, 9216}, {3072, 12288}};
+    static const int64_t qwen_nk[][2] = {{4096, 2560}, {1024, 2560}, {9728, 2560}, {2560, 4096}, {2560, 9728}};
+    static const int64_t gemv_mnk[][3] = {{1, 18432, 3072}, {1, 3072, 256}, {2, 9216, 3072}};
+    int rc = 0;
+    const int math_f32[2] = {env->force_f32, 1};
+    const int passes = env->force_f32 ? 1 : 2;
+    for (int pass = 0; pass < passes; pass++) {
+        for (size_t a = 0; a < sizeof flux_m / sizeof *flux_m; a++)
+            for (size_t b = 0; b < sizeof flux_nk / sizeof *flux_nk; b++)
+                rc |= bench_one(env, flux_m[a], flux_nk[b][0], flux_nk[b][1], FX_DTYPE_BF16, math_f32[pass],
+                                FX_EPI_STORE, 1);
+        for (size_t b = 0; b < sizeof qwen_nk / sizeof *qwen_nk; b++)
+            rc |= bench_one(env, 512, qwen_nk[b][0], qwen_nk[b][1], FX_DTYPE_BF16, math_f32[pass], FX_EPI_STORE, 1);
+        for (size_t b = 0; b < sizeof gemv_mnk / sizeof *gemv_mnk; b++)
+            rc |= bench_one(env, gemv_mnk[b][0], gemv_mnk[b][1], gemv_mnk[b][2], FX_DTYPE_BF16, math_f32[pass],
+                            FX_EPI_STORE, 0);
+    }
+    return rc;
+}
+
+FX_BENCH_COMMAND(gemm,
+                 "gemm --m M --n N --k K [--dtype bf16|f32|f16] [--epilogue store|acc|gated] "
+                 "[--no-yardsticks]",
+                 gemm_main, gemm_defaults)

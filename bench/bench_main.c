@@ -1,0 +1,312 @@
+/*
+ * bench_main.c — flux-bench: sub-command dispatch, common options, timing
+ * with a machine-load check, and the table / JSON report (see bench.h).
+ */
+#include "bench.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Registry                                                                 */
+/* ------------------------------------------------------------------------ */
+
+enum { MAX_COMMANDS = 32 };
+
+typedef struct command {
+    const char *name, *usage;
+    fx_bench_main_fn main_fn;
+    fx_bench_defaults_fn defaults_fn;
+} command;
+
+static command g_commands[MAX_COMMANDS];
+static int g_ncommands;
+
+void fx_bench_register(const char *name, const char *usage, fx_bench_main_fn main_fn,
+                       fx_bench_defaults_fn defaults_fn) {
+    if (g_ncommands < MAX_COMMANDS) g_commands[g_ncommands++] = (command){name, usage, main_fn, defaults_fn};
+}
+
+/* Constructors run in link order; list commands alphabetically, "peak" first. */
+static int command_cmp(const void *a, const void *b) {
+    const command *x = a, *y = b;
+    int px = !strcmp(x->name, "peak"), py = !strcmp(y->name, "peak");
+    if (px != py) return py - px;
+    return strcmp(x->name, y->name);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Arguments                                                                */
+/* ------------------------------------------------------------------------ */
+
+static int find_arg(int argc, char **argv, const char *name) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], name)) return i;
+    return -1;
+}
+
+int64_t fx_bench_arg_int(int argc, char **argv, const char *name, int64_t def, int *bad) {
+    int i = find_arg(argc, argv, name);
+    if (i < 0) return def;
+    char *end = NULL;
+    errno = 0;
+    long long v = i + 1 < argc ? strtoll(argv[i + 1], &end, 10) : 0;
+    if (i + 1 >= argc || errno || end == argv[i + 1] || *end) {
+        fprintf(stderr, "flux-bench: %s needs an integer value\n", name);
+        if (bad) *bad = 1;
+        return def;
+    }
+    return v;
+}
+
+const char *fx_bench_arg_str(int argc, char **argv, const char *name, const char *def) {
+    int i = find_arg(argc, argv, name);
+    return i >= 0 && i + 1 < argc ? argv[i + 1] : def;
+}
+
+int fx_bench_arg_flag(int argc, char **argv, const char *name) { return find_arg(argc, argv, name) >= 0; }
+
+/* ------------------------------------------------------------------------ */
+/* Kernel context                                                           */
+/* ------------------------------------------------------------------------ */
+
+int fx_bench_kctx(const fx_bench_env *env, int isa, int force_f32, fx_kctx *kc) {
+    if (isa < 0) isa = env->isa;
+    const fx_kernels *k = fx_kernels_get((fx_isa)isa, force_f32);
+    if (!k) {
+        fprintf(stderr, "flux-bench: ISA %s is not available on this CPU/build\n", fx_isa_name((fx_isa)isa));
+        return -1;
+    }
+    fx_scratch *s = fx_scratch_new(env->threads);
+    if (!s) return -1;
+    fx_kctx_init(kc, k, env->threads, s);
+    return 0;
+}
+
+void fx_bench_kctx_free(fx_kctx *kc) {
+    fx_scratch_free(kc->scratch);
+    kc->scratch = NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Timing and machine load                                                  */
+/* ------------------------------------------------------------------------ */
+
+double fx_bench_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Busy CPU seconds of the whole machine (all CPUs) from /proc/stat. */
+static double machine_busy_seconds(void) {
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return -1;
+    unsigned long long v[8] = {0};
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+                   &v[5], &v[6], &v[7]);
+    fclose(f);
+    if (n < 4) return -1;
+    /* user nice system [idle] [iowait] irq softirq steal */
+    unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6];
+    return (double)busy / (double)sysconf(_SC_CLK_TCK);
+}
+
+static double self_cpu_seconds(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
+           1e-6 * (double)ru.ru_stime.tv_usec;
+}
+
+/* Other processes' CPU seconds and our wall time, summed over the timings
+ * since the last report (one report row may hold several timings). */
+static double g_foreign_cpu = 0, g_foreign_wall = 0;
+static int g_foreign_unknown;
+
+double fx_bench_last_foreign_cpu(void) { return g_foreign_unknown ? -1 : g_foreign_cpu; }
+
+double fx_bench_time(const fx_bench_env *env, void (*fn)(void *), void *arg) {
+    fn(arg); /* warm-up: page faults, scratch growth, caches */
+    double busy0 = machine_busy_seconds(), self0 = self_cpu_seconds(), t_start = fx_bench_now();
+    double best = INFINITY, total = 0;
+    for (int rep = 0;; rep++) {
+        double t0 = fx_bench_now();
+        fn(arg);
+        double dt = fx_bench_now() - t0;
+        total += dt;
+        if (dt < best) best = dt;
+        if (rep + 1 >= 2 && total >= env->min_seconds && (rep + 1 >= env->reps || total >= env->max_seconds))
+            break;
+    }
+    double busy1 = machine_busy_seconds(), self1 = self_cpu_seconds();
+    g_foreign_wall += fx_bench_now() - t_start;
+    if (busy0 < 0 || busy1 < 0) g_foreign_unknown = 1;
+    else if ((busy1 - busy0) - (self1 - self0) > 0) /* < 0: tick rounding */
+        g_foreign_cpu += (busy1 - busy0) - (self1 - self0);
+    return best;
+}
+
+/* Other processes used a noticeable share of the CPUs during the runs. */
+static int machine_was_loaded(void) {
+    return g_foreign_cpu > 0.05 && g_foreign_cpu > 0.02 * g_foreign_wall;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reporting                                                                */
+/* ------------------------------------------------------------------------ */
+
+void fx_bench_extra(fx_bench_result *r, const char *key, double value) {
+    if (r->n_extra >= FX_BENCH_MAX_EXTRA) return;
+    snprintf(r->extra[r->n_extra].key, sizeof r->extra[r->n_extra].key, "%s", key);
+    r->extra[r->n_extra].value = value;
+    r->n_extra++;
+}
+
+static void print_number_json(const char *key, double v) {
+    if (isfinite(v)) printf(",\"%s\":%.6g", key, v);
+    else printf(",\"%s\":null", key);
+}
+
+void fx_bench_report(const fx_bench_env *env, const fx_bench_result *r) {
+    static int header_done;
+    double gflops = r->seconds > 0 ? r->flops / r->seconds * 1e-9 : 0;
+    double peak = fx_bench_peak(r->peak, r->threads);
+    double pct = peak > 0 ? 100.0 * gflops / peak : 0;
+    int loaded = machine_was_loaded();
+    if (env->json) {
+        printf("{\"op\":\"%s\",%s,\"dtype\":\"%s\",\"isa\":\"%s\",\"threads\":%d", r->op, r->shape_json,
+               r->dtype, r->isa, r->threads);
+        print_number_json("seconds", r->seconds);
+        print_number_json("gflops", gflops);
+        print_number_json("peak_gflops", peak);
+        printf(",\"peak_kind\":\"%s\"", fx_bench_peak_name(r->peak));
+        print_number_json("pct_peak", pct);
+        print_number_json("foreign_cpu_s", fx_bench_last_foreign_cpu());
+        printf(",\"loaded\":%s", loaded ? "true" : "false");
+        for (int i = 0; i < r->n_extra; i++) print_number_json(r->extra[i].key, r->extra[i].value);
+        printf("}\n");
+    } else {
+        if (!header_done) {
+            printf("%-6s %-30s %-5s %-16s %3s %10s %8s %6s  %s\n", "op", "shape", "dtype", "isa", "thr", "ms",
+                   "GFLOPS", "%peak", "yardsticks");
+            header_done = 1;
+        }
+        printf("%-6s %-30s %-5s %-16s %3d %10.3f %8.1f %5.1f%%", r->op, r->shape, r->dtype, r->isa, r->threads,
+               r->seconds * 1e3, gflops, pct);
+        for (int i = 0; i < r->n_extra; i++) printf("  %s=%.3g", r->extra[i].key, r->extra[i].value);
+        if (loaded) printf("  [LOADED: other processes used %.2f CPU-s]", g_foreign_cpu);
+        printf("\n");
+    }
+    if (loaded)
+        fprintf(stderr, "flux-bench: warning: the machine was busy (%.2f CPU-s used by other processes during "
+                        "this measurement); numbers are too low, rerun when idle\n", g_foreign_cpu);
+    fflush(stdout);
+    g_foreign_cpu = g_foreign_wall = 0, g_foreign_unknown = 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* main                                                                     */
+/* ------------------------------------------------------------------------ */
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: flux-bench [common options] [command [options]]\n"
+               "  without a command: every command's default (model shape) list\n"
+               "common options:\n"
+               "  --threads T     threads (default OMP_NUM_THREADS or all CPUs)\n"
+               "  --isa X         scalar|avx2|avx512|avx512bf16|neon (default: best)\n"
+               "  --precision f32 force f32 math (as FLUX_PRECISION=f32)\n"
+               "  --reps N        timed repetitions after a warm-up, best is reported (default 5)\n"
+               "  --max-seconds S stop repeating after S seconds (at least 2 runs; default 3)\n"
+               "  --json          one JSON object per measurement per line\n"
+               "commands:\n");
+    for (int i = 0; i < g_ncommands; i++) fprintf(f, "  %s\n", g_commands[i].usage);
+}
+
+static int default_threads(void) {
+    const char *e = getenv("OMP_NUM_THREADS");
+    if (e && atoi(e) > 0) return atoi(e);
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+#endif
+}
+
+/* Remove argv[i .. i+n) in place. */
+static void drop_args(int *argc, char **argv, int i, int n) {
+    memmove(argv + i, argv + i + n, sizeof *argv * (size_t)(*argc - i - n + 1));
+    *argc -= n;
+}
+
+int main(int argc, char **argv) {
+    qsort(g_commands, (size_t)g_ncommands, sizeof *g_commands, command_cmp);
+    fx_bench_env env = {.threads = default_threads(), .isa = fx_isa_detect(), .reps = 5,
+                        .min_seconds = 0.3, .max_seconds = 3.0};
+    const char *prec = getenv("FLUX_PRECISION");
+    if (prec && !strcmp(prec, "f32")) env.force_f32 = 1;
+
+    /* Common options may appear anywhere; strip them. */
+    for (int i = 1; i < argc;) {
+        const char *a = argv[i];
+        int has_val = i + 1 < argc;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--json")) {
+            env.json = 1;
+            drop_args(&argc, argv, i, 1);
+        } else if (!strcmp(a, "--threads") && has_val) {
+            env.threads = atoi(argv[i + 1]);
+            if (env.threads < 1) {
+                fprintf(stderr, "flux-bench: --threads needs a positive integer\n");
+                return 2;
+            }
+            drop_args(&argc, argv, i, 2);
+        } else if (!strcmp(a, "--isa") && has_val) {
+            env.isa = fx_isa_parse(argv[i + 1]);
+            if (env.isa < 0) {
+                fprintf(stderr, "flux-bench: unknown ISA '%s'\n", argv[i + 1]);
+                return 2;
+            }
+            drop_args(&argc, argv, i, 2);
+        } else if (!strcmp(a, "--precision") && has_val) {
+            env.force_f32 = !strcmp(argv[i + 1], "f32");
+            drop_args(&argc, argv, i, 2);
+        } else if (!strcmp(a, "--reps") && has_val) {
+            env.reps = atoi(argv[i + 1]) > 0 ? atoi(argv[i + 1]) : 1;
+            drop_args(&argc, argv, i, 2);
+        } else if (!strcmp(a, "--max-seconds") && has_val) {
+            env.max_seconds = atof(argv[i + 1]);
+            drop_args(&argc, argv, i, 2);
+        } else {
+            i++;
+        }
+    }
+#ifdef _OPENMP
+    omp_set_num_threads(env.threads);
+#endif
+
+    if (argc < 2) {
+        int rc = 0;
+        for (int i = 0; i < g_ncommands; i++)
+            if (g_commands[i].defaults_fn) rc |= g_commands[i].defaults_fn(&env);
+        return rc ? 1 : 0;
+    }
+    for (int i = 0; i < g_ncommands; i++)
+        if (!strcmp(argv[1], g_commands[i].name)) return g_commands[i].main_fn(argc - 1, argv + 1, &env) ? 1 : 0;
+    fprintf(stderr, "flux-bench: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,206 @@
+/*
+ * bench_peak.c — this machine's measured arithmetic peak, the denominator
+ * of every "% of peak" in flux-bench, and the `peak` command.
+ *
+ * Each loop keeps 12 independent accumulators in registers (more than
+ * latency × throughput on current cores) and runs on every thread at
+ * once; GFLOPS counts a multiply-add as 2 flops:
+ *   fma_f32   zmm vfmadd231ps (16 lanes) if AVX-512F, else ymm (8) with
+ *             AVX2+FMA, NEON vfmaq_f32 (4) on aarch64, scalar otherwise
+ *   bf16_dot  zmm vdpbf16ps: 16 lanes × 2 products per instruction
+ */
+#include "bench.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "dispatch.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Throughput loops: each returns the flops it performed                    */
+/* ------------------------------------------------------------------------ */
+
+#define ACC12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) static double loop_fma_zmm(long iters, float seed) {
+    __m512 a = _mm512_set1_ps(seed), b = _mm512_set1_ps(1e-7f);
+#define DECL(i) __m512 c##i = _mm512_set1_ps((float)(i));
+#define STEP(i) c##i = _mm512_fmadd_ps(a, b, c##i);
+#define SUM(i) s = _mm512_add_ps(s, c##i);
+    ACC12(DECL)
+    for (long it = 0; it < iters; it++) { ACC12(STEP) }
+    __m512 s = _mm512_setzero_ps();
+    ACC12(SUM)
+    volatile float sink = _mm512_reduce_add_ps(s);
+    (void)sink;
+    return (double)iters * 12 * 16 * 2;
+#undef DECL
+#undef STEP
+#undef SUM
+}
+
+__attribute__((target("avx2,fma"))) static double loop_fma_ymm(long iters, float seed) {
+    __m256 a = _mm256_set1_ps(seed), b = _mm256_set1_ps(1e-7f);
+#define DECL(i) __m256 c##i = _mm256_set1_ps((float)(i));
+#define STEP(i) c##i = _mm256_fmadd_ps(a, b, c##i);
+#define SUM(i) s = _mm256_add_ps(s, c##i);
+    ACC12(DECL)
+    for (long it = 0; it < iters; it++) { ACC12(STEP) }
+    __m256 s = _mm256_setzero_ps();
+    ACC12(SUM)
+    float out[8];
+    _mm256_storeu_ps(out, s);
+    volatile float sink = out[0];
+    (void)sink;
+    return (double)iters * 12 * 8 * 2;
+#undef DECL
+#undef STEP
+#undef SUM
+}
+
+__attribute__((target("avx512f,avx512bf16"))) static double loop_bf16_zmm(long iters, float seed) {
+    __m512bh a = (__m512bh)_mm512_set1_epi32(0x3c003c00 + (int)seed), b = (__m512bh)_mm512_set1_epi32(0x33d633d6);
+#define DECL(i) __m512 c##i = _mm512_set1_ps((float)(i));
+#define STEP(i) c##i = _mm512_dpbf16_ps(c##i, a, b);
+#define SUM(i) s = _mm512_add_ps(s, c##i);
+    ACC12(DECL)
+    for (long it = 0; it < iters; it++) { ACC12(STEP) }
+    __m512 s = _mm512_setzero_ps();
+    ACC12(SUM)
+    volatile float sink = _mm512_reduce_add_ps(s);
+    (void)sink;
+    return (double)iters * 12 * 16 * 4;
+#undef DECL
+#undef STEP
+#undef SUM
+}
+#elif defined(__aarch64__)
+static double loop_fma_neon(long iters, float seed) {
+    float32x4_t a = vdupq_n_f32(seed), b = vdupq_n_f32(1e-7f);
+#define DECL(i) float32x4_t c##i = vdupq_n_f32((float)(i));
+#define STEP(i) c##i = vfmaq_f32(c##i, a, b);
+#define SUM(i) s = vaddq_f32(s, c##i);
+    ACC12(DECL)
+    for (long it = 0; it < iters; it++) { ACC12(STEP) }
+    float32x4_t s = vdupq_n_f32(0);
+    ACC12(SUM)
+    volatile float sink = vaddvq_f32(s);
+    (void)sink;
+    return (double)iters * 12 * 4 * 2;
+#undef DECL
+#undef STEP
+#undef SUM
+}
+#endif
+
+static double loop_scalar(long iters, float seed) {
+    float c[12];
+    for (int i = 0; i < 12; i++) c[i] = (float)i;
+    for (long it = 0; it < iters; it++)
+        for (int i = 0; i < 12; i++) c[i] += seed * 1e-7f;
+    volatile float sink = c[0] + c[11];
+    (void)sink;
+    return (double)iters * 12 * 2;
+}
+
+typedef double (*loop_fn)(long iters, float seed);
+
+static loop_fn pick_loop(fx_bench_peak_kind kind, const char **what) {
+#if defined(__x86_64__)
+    fx_isa best = fx_isa_detect();
+    if (kind == FX_PEAK_BF16_DOT) {
+        *what = "zmm vdpbf16ps";
+        return best >= FX_ISA_AVX512BF16 ? loop_bf16_zmm : NULL;
+    }
+    if (best >= FX_ISA_AVX512) return *what = "zmm vfmadd231ps", loop_fma_zmm;
+    if (best >= FX_ISA_AVX2) return *what = "ymm vfmadd231ps", loop_fma_ymm;
+#elif defined(__aarch64__)
+    if (kind == FX_PEAK_BF16_DOT) return *what = "none", NULL;
+    return *what = "neon fmla", loop_fma_neon;
+#endif
+    if (kind == FX_PEAK_BF16_DOT) return *what = "none", NULL;
+    return *what = "scalar", loop_scalar;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Measurement, cached per (kind, threads)                                  */
+/* ------------------------------------------------------------------------ */
+
+enum { MAX_CACHED_THREADS = 256 };
+static double g_peak[FX_PEAK_KINDS][MAX_CACHED_THREADS + 1];
+
+static double measure(loop_fn fn, int threads) {
+    long iters = 1 << 16;
+    /* grow until one run takes >= 50 ms on one thread, then best of 5 */
+    for (;;) {
+        double t0 = fx_bench_now();
+        fn(iters, 1.0f);
+        if (fx_bench_now() - t0 > 0.05 || iters > (1L << 40)) break;
+        iters *= 2;
+    }
+    double best = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        double flops = 0;
+        double t0 = fx_bench_now();
+#pragma omp parallel num_threads(threads) reduction(+ : flops)
+        flops += fn(iters, 1.0f + (float)fx_thread_id());
+        double g = flops / (fx_bench_now() - t0) * 1e-9;
+        if (g > best) best = g;
+    }
+    return best;
+}
+
+double fx_bench_peak(fx_bench_peak_kind kind, int threads) {
+    if ((unsigned)kind >= FX_PEAK_KINDS || threads < 1) return 0;
+    if (threads <= MAX_CACHED_THREADS && g_peak[kind][threads] != 0)
+        return g_peak[kind][threads] < 0 ? 0 : g_peak[kind][threads];
+    const char *what;
+    loop_fn fn = pick_loop(kind, &what);
+    double g = fn ? measure(fn, threads) : 0;
+    if (threads <= MAX_CACHED_THREADS) g_peak[kind][threads] = g > 0 ? g : -1;
+    return g;
+}
+
+const char *fx_bench_peak_name(fx_bench_peak_kind kind) {
+    return kind == FX_PEAK_BF16_DOT ? "bf16_dot" : "fma_f32";
+}
+
+/* ------------------------------------------------------------------------ */
+/* The `peak` command                                                       */
+/* ------------------------------------------------------------------------ */
+
+static int peak_main(int argc, char **argv, const fx_bench_env *env) {
+    (void)argc, (void)argv;
+    int counts[2] = {1, env->threads};
+    int nc = env->threads > 1 ? 2 : 1;
+    for (int kind = 0; kind < FX_PEAK_KINDS; kind++) {
+        const char *what;
+        loop_fn fn = pick_loop((fx_bench_peak_kind)kind, &what);
+        for (int c = 0; c < nc; c++) {
+            double g = fn ? fx_bench_peak((fx_bench_peak_kind)kind, counts[c]) : 0;
+            if (env->json)
+                printf("{\"op\":\"peak\",\"kind\":\"%s\",\"instruction\":\"%s\",\"threads\":%d,"
+                       "\"gflops\":%.6g}\n",
+                       fx_bench_peak_name((fx_bench_peak_kind)kind), what, counts[c], g);
+            else if (fn)
+                printf("peak   %-9s %-16s threads %-3d %8.1f GFLOPS (%.1f per thread)\n",
+                       fx_bench_peak_name((fx_bench_peak_kind)kind), what, counts[c], g, g / counts[c]);
+            else
+                printf("peak   %-9s not supported on this CPU\n", fx_bench_peak_name((fx_bench_peak_kind)kind));
+        }
+    }
+    fflush(stdout);
+    return 0;
+}
+
+static int peak_defaults(const fx_bench_env *env) { return peak_main(0, NULL, env); }
+
+FX_BENCH_COMMAND(peak, "peak                  FMA / vdpbf16ps throughput, 1 and N threads", peak_main,
+                 peak_defaults)
