@@ -23,6 +23,18 @@ struct fx_kernels {
     const struct fx_row_kernels *row;
 };
 
+/* Named scratch buffers, separate from the per-thread/shared GEMM and
+ * attention buffers so that a kernel may hold one across a call to another
+ * family (conv2d keeps its im2col strip while fx_linear packs panels).
+ * Grows to >= bytes (64-byte aligned) and returns it; NULL on allocation
+ * failure. Call outside parallel regions. */
+typedef enum fx_scratch_slot {
+    FX_SLOT_IM2COL = 0, /* conv2d.c: im2col strip */
+    FX_SLOT_ROWOPS,     /* groupnorm.c: partial sums, per-channel factors */
+    FX_SLOT_COUNT
+} fx_scratch_slot;
+void *fx_scratch_slot_get(fx_scratch *s, fx_scratch_slot slot, size_t bytes);
+
 /* Thread id / count inside a parallel region, also without OpenMP. */
 #ifdef _OPENMP
 #include <omp.h>

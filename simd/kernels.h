@@ -184,6 +184,10 @@ flux_status fx_rope_table_init(fx_rope_table *t, const int32_t *pos, int64_t seq
                                int n_axes, const int *axes_dims, double theta,
                                fx_rope_layout layout, fx_err *err);
 void fx_rope_table_free(fx_rope_table *t);
+/* Validate a table for an application to `rows` rows of heads of head_dim:
+ * rows <= t->seq, head_dim even, t->rot_dim <= head_dim. Call once where the
+ * table is built; fx_qk_norm_rope itself clamps (never overruns) instead. */
+flux_status fx_rope_table_check(const fx_rope_table *t, int64_t rows, int head_dim, fx_err *err);
 
 /* In place on x [t->seq, heads·head_dim] (row stride ldx): for every head,
  * optional RMSNorm over head_dim with weight norm_w[head_dim] (NULL = no

@@ -4,7 +4,7 @@
  * plus one shared buffer, grown on demand outside parallel regions and
  * reused by every later call, so hot loops never allocate.
  */
-#include "kernels.h"
+#include "dispatch.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +14,8 @@ struct fx_scratch {
     size_t per_thread_size, shared_size;
     void **per_thread;
     void *shared;
+    void *slot[FX_SLOT_COUNT];
+    size_t slot_size[FX_SLOT_COUNT];
 };
 
 static void *aligned_block(size_t bytes) {
@@ -39,6 +41,7 @@ void fx_scratch_free(fx_scratch *s) {
     for (int i = 0; i < s->threads; i++) free(s->per_thread[i]);
     free(s->per_thread);
     free(s->shared);
+    for (int i = 0; i < FX_SLOT_COUNT; i++) free(s->slot[i]);
     free(s);
 }
 
@@ -65,3 +68,15 @@ int fx_scratch_reserve(fx_scratch *s, size_t per_thread, size_t shared) {
 void *fx_scratch_thread(fx_scratch *s, int tid) { return s->per_thread[tid]; }
 
 void *fx_scratch_shared(fx_scratch *s) { return s->shared; }
+
+void *fx_scratch_slot_get(fx_scratch *s, fx_scratch_slot slot, size_t bytes) {
+    if (!s || (unsigned)slot >= FX_SLOT_COUNT) return NULL;
+    if (bytes > s->slot_size[slot]) {
+        void *p = aligned_block(bytes);
+        if (!p) return NULL;
+        free(s->slot[slot]);
+        s->slot[slot] = p;
+        s->slot_size[slot] = bytes;
+    }
+    return s->slot[slot];
+}
