@@ -190,7 +190,8 @@ static int linear_blocked(const fx_kctx *kc, const fx_gemm_path *p, int threads,
         if (pl.mm > m) pl.mm = m;
     }
     const int64_t kcp = round_up(p->kc, p->kpair);
-    pl.a_bytes = (size_t)round_up(round_up(p->mc, p->mr) * kcp * p->elem, 64);
+    /* + 64: the packers may store a full vector past a micro-panel's end */
+    pl.a_bytes = (size_t)round_up(round_up(p->mc, p->mr) * kcp * p->elem + 64, 64);
     pl.b_bytes = (size_t)round_up(round_up(p->nc, p->nr) * kcp * p->elem, 64);
     size_t stage_bytes = pl.staged ? (size_t)round_up(pl.mm * p->nc * 4, 64) : 0;
     size_t total = 2 * pl.b_bytes + (size_t)threads * pl.a_bytes + stage_bytes;

@@ -1,0 +1,233 @@
+/*
+ * gemm_avx512.c — the AVX-512 f32 GEMM path (FMA): packing, the 14×32
+ * microkernel, the GEMV kernels, and the avx512 table. The avx512bf16 table
+ * reuses this path for f32 and f16 weights (and for bf16 weights under
+ * FLUX_PRECISION=f32, which selects this table).
+ *
+ * Register tile 14×32: 28 zmm accumulators (14 rows × 2 vectors of 16
+ * output columns), 2 zmm for the B row, 1–2 for the broadcast A element.
+ * Per k: 2 aligned B loads + 14 broadcasts feed 28 FMAs (on Zen 4 a zmm FMA
+ * is double-pumped, so 28 FMAs take ~28 cycles: load ports stay idle half
+ * the time). Blocking: KC = 128 (B micro-panel 16 KiB + A micro-panel 7 KiB
+ * in L1d), MC = 336 (A block 168 KiB in L2), NC = 3072 (B panel 1.5 MiB,
+ * shared, in L3).
+ *
+ * Packing transposes 16×16 blocks in registers: rows of X / W are
+ * contiguous along k, the panels want k-major order. bf16 and f16 weights
+ * are widened to f32 here, so the microkernel only sees f32.
+ */
+#include "gemm.h"
+
+#include <immintrin.h>
+
+enum { MR = 14, NR = 32 };
+
+/* ------------------------------------------------------------------------ */
+/* Packing                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* X rows [0, mc) × k [0, kc) → micro-panels [kc][14]. Each transposed
+ * column is stored as 16 lanes at stride 14: the 2 extra lanes spill into
+ * the next column (rewritten next) or past the block (the driver keeps 64
+ * bytes of slack). */
+static void pack_x(const fx_gemm_path *p, int64_t mc, int64_t kc, const float *x, int64_t ldx,
+                   void *dst) {
+    (void)p;
+    float *d = dst;
+    for (int64_t i0 = 0; i0 < mc; i0 += MR, d += kc * MR) {
+        const int rows = (int)(mc - i0 < MR ? mc - i0 : MR);
+        for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+            const __mmask16 km = fx_gemm_mask16(kc - k0);
+            __m512i r[16];
+            for (int i = 0; i < 16; i++)
+                r[i] = i < rows ? _mm512_castps_si512(_mm512_maskz_loadu_ps(km, x + (i0 + i) * ldx + k0))
+                                : _mm512_setzero_si512();
+            fx_gemm_transpose16x16(r);
+            const int kn = (int)(kc - k0 < 16 ? kc - k0 : 16);
+            for (int j = 0; j < kn; j++) _mm512_storeu_si512(d + (k0 + j) * MR, r[j]);
+        }
+    }
+}
+
+/* 16 consecutive weights of one row as f32 (lanes outside km are 0). */
+static inline __m512 load_w16(const void *w, fx_dtype dt, int64_t idx, __mmask16 km) {
+    if (dt == FX_DTYPE_F32) return _mm512_maskz_loadu_ps(km, (const float *)w + idx);
+    __m256i h = _mm256_maskz_loadu_epi16(km, (const uint16_t *)w + idx);
+    if (dt == FX_DTYPE_BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return _mm512_cvtph_ps(h);
+}
+
+/* W outputs [0, nc) × k [0, kc) → micro-panels [kc][32] f32. */
+static inline __attribute__((always_inline)) void pack_w_any(fx_dtype dt, int64_t nc, int64_t kc,
+                                                             const void *w, int64_t ldw, void *dst) {
+    float *d = dst;
+    for (int64_t j0 = 0; j0 < nc; j0 += NR, d += kc * NR) {
+        for (int half = 0; half < 2; half++) {
+            const int64_t jh = j0 + half * 16;
+            const int rows = (int)(nc - jh < 0 ? 0 : nc - jh < 16 ? nc - jh : 16);
+            for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+                const __mmask16 km = fx_gemm_mask16(kc - k0);
+                __m512i r[16];
+                for (int i = 0; i < 16; i++)
+                    r[i] = i < rows ? _mm512_castps_si512(load_w16(w, dt, (jh + i) * ldw + k0, km))
+                                    : _mm512_setzero_si512();
+                fx_gemm_transpose16x16(r);
+                const int kn = (int)(kc - k0 < 16 ? kc - k0 : 16);
+                for (int j = 0; j < kn; j++) _mm512_store_si512(d + (k0 + j) * NR + half * 16, r[j]);
+            }
+        }
+    }
+}
+
+static void pack_w_f32(const fx_gemm_path *p, int64_t nc, int64_t kc, const void *w, int64_t ldw, void *dst) {
+    (void)p;
+    pack_w_any(FX_DTYPE_F32, nc, kc, w, ldw, dst);
+}
+static void pack_w_f16(const fx_gemm_path *p, int64_t nc, int64_t kc, const void *w, int64_t ldw, void *dst) {
+    (void)p;
+    pack_w_any(FX_DTYPE_F16, nc, kc, w, ldw, dst);
+}
+static void pack_w_bf16(const fx_gemm_path *p, int64_t nc, int64_t kc, const void *w, int64_t ldw, void *dst) {
+    (void)p;
+    pack_w_any(FX_DTYPE_BF16, nc, kc, w, ldw, dst);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Microkernel 14×32                                                        */
+/* ------------------------------------------------------------------------ */
+
+#define ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
+
+static void kernel_14x32(int64_t ks, const void *a_, const void *b_, const fx_gemm_tile *t) {
+    const float *a = a_, *b = b_;
+    const __mmask16 k0 = fx_gemm_mask16(t->n), k1 = fx_gemm_mask16(t->n - 16);
+#define DECL(i) __m512 c##i##a, c##i##b;
+    ROWS(DECL)
+#undef DECL
+    if (t->first) {
+#define ZERO(i) c##i##a = c##i##b = _mm512_setzero_ps();
+        ROWS(ZERO)
+#undef ZERO
+    } else {
+        const float *pp = t->partial;
+        const int64_t ldp = t->ldp;
+        const int m = t->m;
+#define LOAD(i)                                                                                    \
+    c##i##a = i < m ? _mm512_maskz_loadu_ps(k0, pp + i * ldp) : _mm512_setzero_ps();               \
+    c##i##b = i < m ? _mm512_maskz_loadu_ps(k1, pp + i * ldp + 16) : _mm512_setzero_ps();
+        ROWS(LOAD)
+#undef LOAD
+    }
+    for (int64_t k = 0; k < ks; k++, a += MR, b += NR) {
+        const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+#define STEP(i)                                                                                    \
+    {                                                                                              \
+        const __m512 ai = _mm512_set1_ps(a[i]);                                                    \
+        c##i##a = _mm512_fmadd_ps(ai, b0, c##i##a);                                                \
+        c##i##b = _mm512_fmadd_ps(ai, b1, c##i##b);                                                \
+    }
+        ROWS(STEP)
+#undef STEP
+    }
+    __m512 bias0 = _mm512_setzero_ps(), bias1 = bias0, g0 = bias0, g1 = bias0;
+    if (t->last && t->bias)
+        bias0 = _mm512_maskz_loadu_ps(k0, t->bias), bias1 = _mm512_maskz_loadu_ps(k1, t->bias + 16);
+    if (t->last && t->mode == FX_EPI_GATED_ACCUMULATE)
+        g0 = _mm512_maskz_loadu_ps(k0, t->gate), g1 = _mm512_maskz_loadu_ps(k1, t->gate + 16);
+#define WRITE(i) fx_gemm_write_row(t, i, c##i##a, c##i##b, k0, k1, bias0, bias1, g0, g1);
+    ROWS(WRITE)
+#undef WRITE
+}
+
+/* ------------------------------------------------------------------------ */
+/* GEMV (m <= 4): W streamed once, 4 rows at a time, f32 FMA               */
+/* ------------------------------------------------------------------------ */
+
+/* Rows [j, j+R) of W against all M rows of X: M×R accumulators along k,
+ * each reduced by a fixed tree at the end. */
+static inline __attribute__((always_inline)) void gemv_tile(const int M, const int R, fx_dtype dt, int64_t j,
+                                                            int64_t k, const float *x, int64_t ldx,
+                                                            const fx_weight *w, float *y, int64_t ldy,
+                                                            const fx_epilogue *epi) {
+    __m512 acc[4][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < M; i++)
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) acc[i][r] = _mm512_setzero_ps();
+    for (int64_t q = 0; q < k; q += 16) {
+        const __mmask16 km = fx_gemm_mask16(k - q);
+        __m512 wv[4], xv[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) wv[r] = load_w16(w->data, dt, (j + r) * w->ld + q, km);
+#pragma GCC unroll 4
+        for (int i = 0; i < M; i++) xv[i] = _mm512_maskz_loadu_ps(km, x + i * ldx + q);
+#pragma GCC unroll 4
+        for (int i = 0; i < M; i++)
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) acc[i][r] = _mm512_fmadd_ps(xv[i], wv[r], acc[i][r]);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < M; i++)
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) fx_gemm_epi_scalar(epi, j + r, _mm512_reduce_add_ps(acc[i][r]), y + i * ldy + j + r);
+}
+
+static inline __attribute__((always_inline)) void gemv_m(const int M, fx_dtype dt, int64_t n0, int64_t n1,
+                                                         int64_t k, const float *x, int64_t ldx,
+                                                         const fx_weight *w, float *y, int64_t ldy,
+                                                         const fx_epilogue *epi) {
+    int64_t j = n0;
+    for (; j + 4 <= n1; j += 4) gemv_tile(M, 4, dt, j, k, x, ldx, w, y, ldy, epi);
+    for (; j < n1; j++) gemv_tile(M, 1, dt, j, k, x, ldx, w, y, ldy, epi);
+}
+
+static inline __attribute__((always_inline)) void gemv_any(fx_dtype dt, int64_t m, int64_t n0, int64_t n1,
+                                                           int64_t k, const float *x, int64_t ldx,
+                                                           const fx_weight *w, float *y, int64_t ldy,
+                                                           const fx_epilogue *epi) {
+    switch (m) {
+    case 1: gemv_m(1, dt, n0, n1, k, x, ldx, w, y, ldy, epi); break;
+    case 2: gemv_m(2, dt, n0, n1, k, x, ldx, w, y, ldy, epi); break;
+    case 3: gemv_m(3, dt, n0, n1, k, x, ldx, w, y, ldy, epi); break;
+    default:
+        for (int64_t i = 0; i < m; i += 4)
+            gemv_m(4, dt, n0, n1, k, x + i * ldx, ldx, w, y + i * ldy, ldy, epi);
+    }
+}
+
+void fx_gemv_avx512_f32(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int64_t ldx,
+                     const uint16_t *xb, const fx_weight *w, float *y, int64_t ldy, const fx_epilogue *epi) {
+    (void)xb;
+    gemv_any(FX_DTYPE_F32, m, n0, n1, k, x, ldx, w, y, ldy, epi);
+}
+void fx_gemv_avx512_f16(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int64_t ldx,
+                     const uint16_t *xb, const fx_weight *w, float *y, int64_t ldy, const fx_epilogue *epi) {
+    (void)xb;
+    gemv_any(FX_DTYPE_F16, m, n0, n1, k, x, ldx, w, y, ldy, epi);
+}
+static void gemv_bf16(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int64_t ldx,
+                      const uint16_t *xb, const fx_weight *w, float *y, int64_t ldy, const fx_epilogue *epi) {
+    (void)xb;
+    gemv_any(FX_DTYPE_BF16, m, n0, n1, k, x, ldx, w, y, ldy, epi);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The avx512 table                                                         */
+/* ------------------------------------------------------------------------ */
+
+const fx_gemm_path fx_gemm_avx512_f32_path = {
+    .name = "avx512 f32 14x32",
+    .mr = MR, .nr = NR,
+    .kc = 128, .mc = 336, .nc = 3072,
+    .kpair = 1, .elem = 4,
+    .pack_x = pack_x,
+    .pack_w = {pack_w_f32, pack_w_f16, pack_w_bf16},
+    .kernel = kernel_14x32,
+};
+
+const fx_gemm_kernels fx_gemm_avx512 = {
+    .name = "avx512",
+    .path = {&fx_gemm_avx512_f32_path, &fx_gemm_avx512_f32_path, &fx_gemm_avx512_f32_path},
+    .gemv = {fx_gemv_avx512_f32, fx_gemv_avx512_f16, gemv_bf16},
+    .gemv_bf16_dot = 0,
+};
