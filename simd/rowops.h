@@ -74,6 +74,16 @@ struct fx_row_kernels {
 /* The tables. The scalar one always exists. */
 extern const struct fx_row_kernels fx_row_scalar;
 #define FX_ROW_TABLE_SCALAR (&fx_row_scalar)
+#if defined(__x86_64__) || defined(_M_X64)
+extern const struct fx_row_kernels fx_row_avx2;
+extern const struct fx_row_kernels fx_row_avx512;
+#define FX_ROW_TABLE_AVX2 (&fx_row_avx2)
+#define FX_ROW_TABLE_AVX512 (&fx_row_avx512)
+#endif
+#if defined(__aarch64__)
+extern const struct fx_row_kernels fx_row_neon;
+#define FX_ROW_TABLE_NEON (&fx_row_neon)
+#endif
 
 /* The row table of a kernel context (scalar when the ISA has none). */
 static inline const struct fx_row_kernels *fx_row_table(const fx_kctx *kc) {
@@ -90,6 +100,13 @@ static inline const struct fx_row_kernels *fx_row_table(const fx_kctx *kc) {
     void fx_rope_##isa(float *x, int pairs, fx_rope_layout layout, const float *cos,     \
                        const float *sin)
 FX_ROW_DECLARE_EXTRAS(scalar);
+#if defined(__x86_64__) || defined(_M_X64)
+FX_ROW_DECLARE_EXTRAS(avx2);
+FX_ROW_DECLARE_EXTRAS(avx512);
+#endif
+#if defined(__aarch64__)
+FX_ROW_DECLARE_EXTRAS(neon);
+#endif
 
 /* Work (elements) below which the wrappers stay on one thread: a parallel
  * region costs a few microseconds. Splitting never changes results. */

@@ -1,0 +1,68 @@
+/*
+ * vec_avx512.h — the vector vocabulary of rowops_simd.h / rope_simd.h for
+ * AVX-512F (16 f32 lanes). Included only by *_avx512.c files.
+ */
+#ifndef FX_VEC_AVX512_H
+#define FX_VEC_AVX512_H
+
+#include <immintrin.h>
+
+#define FX_W 16
+typedef __m512 fxv;
+
+#define V_LOAD(p) _mm512_loadu_ps(p)
+#define V_STORE(p, v) _mm512_storeu_ps(p, v)
+#define V_SET1(x) _mm512_set1_ps(x)
+#define V_ADD(a, b) _mm512_add_ps(a, b)
+#define V_SUB(a, b) _mm512_sub_ps(a, b)
+#define V_MUL(a, b) _mm512_mul_ps(a, b)
+#define V_DIV(a, b) _mm512_div_ps(a, b)
+#define V_FMA(a, b, c) _mm512_fmadd_ps(a, b, c) /* a·b + c, one rounding */
+/* min/max return the second operand when one is NaN: callers put the
+ * constant first so a NaN input propagates. */
+#define V_MIN(a, b) _mm512_min_ps(a, b)
+#define V_MAX(a, b) _mm512_max_ps(a, b)
+#define V_ROUND(v) _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+
+/* p·2^n for integral n in [−150, 128]: two exact power-of-two factors
+ * 2^(n>>1) and 2^(n − (n>>1)), so subnormal results round once. */
+static inline fxv v_ldexp(fxv p, fxv n) {
+    __m512i i = _mm512_cvtps_epi32(n);
+    __m512i h = _mm512_srai_epi32(i, 1), l = _mm512_sub_epi32(i, h);
+    __m512i b = _mm512_set1_epi32(127);
+    fxv s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(h, b), 23));
+    fxv s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(l, b), 23));
+    return _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
+}
+
+/* Horizontal reductions, a fixed tree: 16 → 8 → 4 → 2 → 1 (halves added). */
+static inline float v_hsum(fxv v) {
+    __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    b = _mm_add_ps(b, _mm_movehl_ps(b, b));
+    b = _mm_add_ss(b, _mm_movehdup_ps(b));
+    return _mm_cvtss_f32(b);
+}
+static inline float v_hmax(fxv v) {
+    __m256 a = _mm256_max_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 b = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    b = _mm_max_ps(b, _mm_movehl_ps(b, b));
+    b = _mm_max_ss(b, _mm_movehdup_ps(b));
+    return _mm_cvtss_f32(b);
+}
+
+/* RoPE helpers: swap the lanes of each pair; flip the sign of even lanes;
+ * duplicate FX_W/2 consecutive floats into pairs [c0 c0 c1 c1 ...]. */
+#define V_SWAP_PAIRS(v) _mm512_permute_ps(v, 0xB1)
+static inline fxv v_neg_even(fxv v) {
+    const __m512i m = _mm512_set_epi32(0, (int)0x80000000, 0, (int)0x80000000, 0, (int)0x80000000, 0,
+                                       (int)0x80000000, 0, (int)0x80000000, 0, (int)0x80000000, 0,
+                                       (int)0x80000000, 0, (int)0x80000000);
+    return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(v), m));
+}
+static inline fxv v_dup_pairs(const float *c) {
+    const __m512i idx = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    return _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(_mm256_loadu_ps(c)));
+}
+
+#endif
