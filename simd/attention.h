@@ -118,4 +118,11 @@ void fx_attn_mask_tile(const fx_attn_plan *p, const fx_attn_task *k, int64_t kb,
 extern const struct fx_attn_kernels fx_attn_scalar;
 #define FX_ATTN_TABLE_SCALAR (&fx_attn_scalar)
 
+#if defined(__x86_64__)
+extern const struct fx_attn_kernels fx_attn_avx512;
+#define FX_ATTN_TABLE_AVX512 (&fx_attn_avx512)
+/* Until the vdpbf16ps kernel lands, the bf16 table runs the f32 kernel. */
+#define FX_ATTN_TABLE_AVX512BF16 (&fx_attn_avx512)
+#endif
+
 #endif
