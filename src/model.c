@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "tokenizer.h"
 
 #define TRY(x)                                                                 \
     do {                                                                       \
@@ -42,6 +43,8 @@ void fx_model_release_all(flux_ctx *ctx) {
     /* Components built on top of the model (tokenizer, text encoder,
      * transformer, VAE, embedding cache) are released here by their modules,
      * before the weights they point into. */
+    fx_tokenizer_free(ctx->tokenizer);
+    ctx->tokenizer = NULL;
     fx_model_free(ctx->model);
     ctx->model = NULL;
 }

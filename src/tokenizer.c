@@ -779,12 +779,18 @@ flux_status flux_tokenize(flux_ctx *ctx, const char *text, int raw, int32_t *ids
     if (!ctx->tokenizer) {
         if (!ctx->model || !ctx->model->dir)
             return fx_fail(&ctx->err, FLUX_ERR_STATE, "flux_tokenize: no model loaded (call flux_load first)");
-        size_t n = strlen(ctx->model->dir) + sizeof "/tokenizer/tokenizer.json";
-        char *path = malloc(n);
-        if (!path) return fx_fail(&ctx->err, FLUX_ERR_NOMEM, "out of memory");
-        snprintf(path, n, "%s/tokenizer/tokenizer.json", ctx->model->dir);
-        flux_status st = fx_tokenizer_load(path, &ctx->tokenizer, &ctx->err);
-        free(path);
+        /* loaded lazily, released by fx_model_release_all */
+        flux_status st;
+        if (ctx->model->tokenizer_path) {
+            st = fx_tokenizer_load(ctx->model->tokenizer_path, &ctx->tokenizer, &ctx->err);
+        } else {
+            size_t n = strlen(ctx->model->dir) + sizeof "/tokenizer/tokenizer.json";
+            char *path = malloc(n);
+            if (!path) return fx_fail(&ctx->err, FLUX_ERR_NOMEM, "out of memory");
+            snprintf(path, n, "%s/tokenizer/tokenizer.json", ctx->model->dir);
+            st = fx_tokenizer_load(path, &ctx->tokenizer, &ctx->err);
+            free(path);
+        }
         if (st) return st;
     }
     fx_ids out = {0};

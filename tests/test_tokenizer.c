@@ -10,6 +10,7 @@
 
 #include "../flux.h"
 #include "json.h"
+#include "npy.h"
 #include "test.h"
 #include "tokenizer.h"
 #include "unicode.h"
@@ -185,6 +186,40 @@ TEST(tokenizer_prompt_padding_truncation_mask) {
     fx_tokenizer_free(t);
 }
 
+TEST(tokenizer_prompt_matches_golden_tokens) {
+    /* tests/golden: tokens.npy / attention_mask.npy [512] of each case */
+    static const struct { const char *dir, *prompt; } cases[] = {
+        {"golden/t2i-48x64-2step", "a cat on a skateboard"},
+        {"golden/t2i-32x32-4step", "It's 3 cats & 2 dogs (100% good) \xE2\x80\x94 don't stop!"},
+        {"golden/base-cfg-48x48-3step", "a red apple on a wooden table"},
+        {"golden/base-cfg-48x48-3step/neg", ""},
+        {"golden/multiref-48x48-2step", "combine the two images"},
+    };
+    fx_tokenizer *t = load_qwen3();
+    REQUIRE(t);
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        char path[512];
+        fx_npy tok = {0}, mask = {0};
+        fx_err err = {0};
+        snprintf(path, sizeof path, "%s/tokens.npy", cases[k].dir);
+        REQUIRE_MSG(fx_npy_read(fx_test_path(path), &tok, &err) == FLUX_OK, "%s", err.msg);
+        snprintf(path, sizeof path, "%s/attention_mask.npy", cases[k].dir);
+        REQUIRE_MSG(fx_npy_read(fx_test_path(path), &mask, &err) == FLUX_OK, "%s", err.msg);
+        REQUIRE(tok.dtype == FX_NPY_I32 && tok.count == FLUX_TEXT_TOKENS && mask.count == FLUX_TEXT_TOKENS);
+        int32_t ids[FLUX_TEXT_TOKENS];
+        uint8_t m[FLUX_TEXT_TOKENS];
+        int n;
+        REQUIRE(fx_tokenizer_encode_prompt(t, cases[k].prompt, FLUX_TEXT_TOKENS, ids, m, &n, &err) == FLUX_OK);
+        const int32_t *want = tok.data, *want_mask = mask.data;
+        int bad = 0;
+        for (int i = 0; i < FLUX_TEXT_TOKENS; i++) bad += ids[i] != want[i] || m[i] != want_mask[i];
+        CHECK_MSG(bad == 0, "%s: %d of 512 positions differ", cases[k].dir, bad);
+        fx_npy_free(&tok);
+        fx_npy_free(&mask);
+    }
+    fx_tokenizer_free(t);
+}
+
 /* ------------------------------------------------------------------ invalid UTF-8 */
 
 TEST(tokenizer_invalid_utf8_is_replacement_char) {
@@ -324,6 +359,36 @@ TEST(tokenizer_rejects_unsupported_json) {
 }
 
 /* ------------------------------------------------------------------ API */
+
+TEST(tokenizer_flux_tokenize_on_golden_model) {
+    /* flux_load + flux_tokenize: lazy load from <dir>/tokenizer/tokenizer.json */
+    flux_ctx *ctx = flux_new(NULL);
+    REQUIRE(ctx);
+    REQUIRE_MSG(flux_load(ctx, fx_test_path("golden/model"), NULL) == FLUX_OK, "%s", flux_error(ctx));
+    int32_t ids[64];
+    int n = -1;
+    REQUIRE_MSG(flux_tokenize(ctx, "a cat on a skateboard", 1, ids, 64, &n) == FLUX_OK, "%s", flux_error(ctx));
+    static const int32_t raw[] = {64, 8251, 389, 264, 97982};
+    CHECK(n == 5 && !memcmp(ids, raw, sizeof raw));
+    REQUIRE(flux_tokenize(ctx, "a cat on a skateboard", 0, ids, 64, &n) == FLUX_OK);
+    CHECK_EQ_INT(n, 17);
+    CHECK_EQ_INT(ids[0], 151644);
+    CHECK_EQ_INT(ids[16], 271);
+    /* max_ids smaller than the count: the first max_ids written, the full count returned */
+    int32_t few[3] = {-1, -1, -1};
+    REQUIRE(flux_tokenize(ctx, "a cat on a skateboard", 0, few, 2, &n) == FLUX_OK);
+    CHECK(n == 17 && few[0] == 151644 && few[1] == 872 && few[2] == -1);
+    REQUIRE(flux_tokenize(ctx, "", 1, NULL, 0, &n) == FLUX_OK);
+    CHECK_EQ_INT(n, 0);
+    /* invalid UTF-8 goes through (documented: U+FFFD) */
+    REQUIRE(flux_tokenize(ctx, "\xFF", 1, ids, 64, &n) == FLUX_OK);
+    CHECK(n == 1 && ids[0] == 5691);
+    /* reloading releases the tokenizer (and ASan checks nothing leaks) */
+    REQUIRE(flux_load(ctx, fx_test_path("golden/model"), NULL) == FLUX_OK);
+    REQUIRE(flux_tokenize(ctx, "a cat on a skateboard", 1, ids, 64, &n) == FLUX_OK);
+    CHECK_EQ_INT(n, 5);
+    flux_free(ctx);
+}
 
 TEST(tokenizer_flux_tokenize_needs_a_model) {
     flux_ctx *ctx = flux_new(NULL);
