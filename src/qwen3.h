@@ -1,0 +1,26 @@
+/*
+ * qwen3.h — the Qwen3 text encoder of klein (spec §6): token ids → the
+ * stacked hidden states 9, 18, 27 that the transformer reads as text.
+ *
+ * Owned by the text-encoder module (src/qwen3.c). Weights are views into
+ * the mmap'd text_encoder/ weight set (fx_model_text_encoder_weights); only
+ * layers 0..layers_used−1 are touched.
+ */
+#ifndef FX_QWEN3_H
+#define FX_QWEN3_H
+
+#include "ctx.h"
+
+typedef struct fx_qwen3 fx_qwen3;
+
+/* Build the encoder from ctx->model (maps the text-encoder data if needed). */
+flux_status fx_qwen3_load(flux_ctx *ctx, fx_qwen3 **out);
+void fx_qwen3_free(fx_qwen3 *q);
+
+/* ids, mask: [seq] (mask 1 = real token, 0 = padding; padding on the right).
+ * out: [seq, FX_KLEIN_N_TEXT_STATES · hidden] — per token the outputs of
+ * layers 8, 17, 26 back to back (spec §6.2). */
+flux_status fx_qwen3_encode(flux_ctx *ctx, fx_qwen3 *q, const int32_t *ids, const uint8_t *mask,
+                            int seq, float *out);
+
+#endif
