@@ -121,8 +121,8 @@ extern const struct fx_attn_kernels fx_attn_scalar;
 #if defined(__x86_64__)
 extern const struct fx_attn_kernels fx_attn_avx512;
 #define FX_ATTN_TABLE_AVX512 (&fx_attn_avx512)
-/* Until the vdpbf16ps kernel lands, the bf16 table runs the f32 kernel. */
-#define FX_ATTN_TABLE_AVX512BF16 (&fx_attn_avx512)
+extern const struct fx_attn_kernels fx_attn_avx512bf16;
+#define FX_ATTN_TABLE_AVX512BF16 (&fx_attn_avx512bf16)
 #endif
 
 #endif
