@@ -223,7 +223,7 @@ extern const fx_gemm_kernels fx_gemm_scalar;
 #define FX_GEMM_TABLE_SCALAR (&fx_gemm_scalar)
 
 #if defined(__x86_64__)
-extern const fx_gemm_kernels fx_gemm_avx512, fx_gemm_avx512bf16;
+extern const fx_gemm_kernels fx_gemm_avx2, fx_gemm_avx512, fx_gemm_avx512bf16;
 /* shared by the avx512 and avx512bf16 tables */
 extern const fx_gemm_path fx_gemm_avx512_f32_path;
 void fx_gemv_avx512_f32(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int64_t ldx,
@@ -232,8 +232,14 @@ void fx_gemv_avx512_f32(int64_t m, int64_t n0, int64_t n1, int64_t k, const floa
 void fx_gemv_avx512_f16(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int64_t ldx,
                         const uint16_t *xb, const fx_weight *w, float *y, int64_t ldy,
                         const fx_epilogue *epi);
+#define FX_GEMM_TABLE_AVX2 (&fx_gemm_avx2)
 #define FX_GEMM_TABLE_AVX512 (&fx_gemm_avx512)
 #define FX_GEMM_TABLE_AVX512BF16 (&fx_gemm_avx512bf16)
+#endif
+
+#if defined(__aarch64__)
+extern const fx_gemm_kernels fx_gemm_neon;
+#define FX_GEMM_TABLE_NEON (&fx_gemm_neon)
 #endif
 
 #endif

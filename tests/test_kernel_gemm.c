@@ -196,7 +196,7 @@ TEST(kernel_gemm_shapes_all_isas) {
                                    (fx_epilogue_mode)(seed / 3 % 3), (int)(seed / 9 % 2), 0, 0, 0, 0};
                     seed++;
 #if defined(__aarch64__)
-                    if (c.m * c.n * c.k > 20000) continue;
+                    if (c.m * c.n * c.k > 300000) continue;
 #else
                     if (c.m * c.n * c.k > 4000000) continue;
 #endif
@@ -215,9 +215,9 @@ TEST(kernel_gemm_shapes_all_isas) {
 TEST(kernel_gemm_blocks_epilogues_slices) {
     const gemm_case shapes[] = {
         /* m, n, k */
-        {BIG(67, 9), BIG(3100, 40), BIG(37, 5), 0, 0, 0, 3, 5, 11, 2},   /* several NC blocks */
-        {BIG(61, 9), BIG(70, 20), BIG(1201, 301), 0, 0, 0, 1, 0, 7, 0},  /* several K blocks, K odd */
-        {BIG(2200, 30), BIG(20, 3), BIG(301, 300), 0, 0, 0, 0, 2, 0, 1}, /* staging super-blocks */
+        {BIG(19, 5), 3100, BIG(37, 5), 0, 0, 0, 3, 5, 11, 2},    /* several NC blocks */
+        {BIG(31, 9), BIG(40, 20), BIG(1201, 301), 0, 0, 0, 1, 0, 7, 0}, /* several K blocks, K odd */
+        {2100, BIG(6, 2), BIG(301, 259), 0, 0, 0, 0, 2, 0, 1},  /* staging super-blocks */
         {BIG(3, 3), BIG(300, 33), BIG(777, 77), 0, 0, 0, 5, 1, 9, 3},    /* GEMV with slices */
     };
     isa_table tabs[2 * FX_ISA_COUNT];
@@ -229,7 +229,8 @@ TEST(kernel_gemm_blocks_epilogues_slices) {
             for (int dt = 0; dt < 3; dt++)
                 for (int mode = 0; mode < 3; mode++)
                     for (int bias = 0; bias < 2; bias++) {
-                        if (s == 2 && (dt != FX_DTYPE_BF16 || bias)) continue; /* big: keep it short */
+                        if (s == 2 && (dt != FX_DTYPE_BF16 || bias || mode == FX_EPI_STORE))
+                            continue; /* big: keep it short */
                         gemm_case c = shapes[s];
                         c.dt = (fx_dtype)dt, c.mode = (fx_epilogue_mode)mode, c.bias = bias;
                         int64_t e = run_case(tabs[t].k, 2, &c, 100 + s * 31 + dt * 7 + mode * 3 + bias,
