@@ -205,6 +205,46 @@ test: all $(TEST_BIN) $(BENCH_BIN) tools fixtures  ## build and run every test
 test-native: all $(TEST_BIN) tools fixtures   ## only the native test binary
 	$(Q)FLUX_BIN=$(abspath $(FLUX_BIN)) FLUX_TOOLS=$(abspath $(BUILD)/tools) $(TEST_BIN) $(TESTS)
 
+# ---- fuzzing (clang + libFuzzer, ASan/UBSan): make fuzz-png, then
+#      build/fuzz/fuzz-png -max_total_time=300 build/fuzz/corpus-png
+FUZZ_CC    ?= clang
+FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+              -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+FUZZ_PNG_SRC := tests/fuzz/fuzz_png.c src/image.c src/image_png.c src/image_ppm.c src/atomic_file.c src/error.c
+build/fuzz/fuzz-png: $(FUZZ_PNG_SRC) $(wildcard src/image*.h) src/error.h flux.h
+	@mkdir -p $(dir $@) build/fuzz/corpus-png
+	$(FUZZ_CC) $(CPPFLAGS) -std=c11 $(WARN) $(FUZZ_FLAGS) $(FUZZ_PNG_SRC) -o $@ -lpng -lm
+.PHONY: fuzz-png
+fuzz-png: build/fuzz/fuzz-png           ## build the PNG/PPM decoder fuzzer (clang, libFuzzer)
+
+# ---- fuzzing: libFuzzer targets tests/fuzz/fuzz_*.c (clang), each run for
+# FUZZ_SECONDS; new inputs go to build/fuzz/corpus-<target>, seeds are read
+# from tests/fuzz/corpus/<name>/, crashes land in build/fuzz/.
+# A target links FUZZ_SRC_<name> (default: the loader layer) and FUZZ_LIBS_<name>.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_DIR     := build/fuzz
+FUZZ_SRC_DEFAULT := src/json.c src/safetensors.c src/config.c src/error.c
+FUZZ_SRC_png  = $(filter-out tests/%,$(FUZZ_PNG_SRC))
+FUZZ_LIBS_png = -lpng
+FUZZ_BINS    := $(patsubst tests/fuzz/%.c,$(FUZZ_DIR)/%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_CFLAGS  := -std=c11 -g -O1 -D_GNU_SOURCE -I. -Isrc -Isimd $(WARN) \
+                -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+.PHONY: fuzz fuzz-build
+$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $(wildcard src/*.c src/*.h) flux.h
+	@mkdir -p $(dir $@)
+	@echo "  FUZZCC  $@"
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) $< $(or $(FUZZ_SRC_$*),$(FUZZ_SRC_DEFAULT)) -o $@ -lm $(FUZZ_LIBS_$*)
+fuzz-build: $(FUZZ_BINS)               ## build the libFuzzer targets only
+fuzz: $(FUZZ_BINS)                     ## run each fuzz target FUZZ_SECONDS (clang libFuzzer)
+	$(Q)for bin in $(FUZZ_BINS); do name=$${bin##*/fuzz_}; \
+	    mkdir -p $(FUZZ_DIR)/corpus-$$name tests/fuzz/corpus/$$name; \
+	    echo "== fuzz_$$name for $(FUZZ_SECONDS) s"; \
+	    $$bin -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+	        $$( [ -f tests/fuzz/$$name.dict ] && echo -dict=tests/fuzz/$$name.dict ) \
+	        -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus-$$name tests/fuzz/corpus/$$name || exit 1; \
+	done
+
 test-neon:                             ## kernel tests cross-built for aarch64, run under qemu
 	$(Q)tests/run_neon.sh
 
