@@ -228,7 +228,7 @@ FUZZ_SRC_DEFAULT := src/json.c src/safetensors.c src/config.c src/error.c
 FUZZ_SRC_png  = $(filter-out tests/%,$(FUZZ_PNG_SRC))
 FUZZ_LIBS_png = -lpng
 FUZZ_BINS    := $(patsubst tests/fuzz/%.c,$(FUZZ_DIR)/%,$(wildcard tests/fuzz/fuzz_*.c))
-FUZZ_CFLAGS  := -std=c11 -g -O1 -D_GNU_SOURCE -I. -Isrc -Isimd $(WARN) \
+FUZZ_CFLAGS  := -std=c11 -g -O1 -D_GNU_SOURCE -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -I. -Isrc -Isimd $(WARN) \
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 .PHONY: fuzz fuzz-build
 $(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $(wildcard src/*.c src/*.h) flux.h
