@@ -26,6 +26,9 @@ static flux_status get_int(cfg *c, const char *key, int required, int def, int l
     const fx_json *v = fx_json_get(c->root, key);
     if (fx_json_is_null(v)) {
         if (required) return fx_fail(c->err, FLUX_ERR_FORMAT, "%s: missing \"%s\"", c->file, key);
+        if (def < lo || def > hi) /* a derived default (e.g. hidden / heads) can be invalid too */
+            return fx_fail(c->err, FLUX_ERR_FORMAT, "%s: \"%s\" is absent and its default %d is out of range [%d, %d]",
+                           c->file, key, def, lo, hi);
         *out = def;
         return FLUX_OK;
     }
@@ -298,9 +301,9 @@ flux_status fx_vae_config_parse(const fx_json *root, const char *file, fx_vae_co
     const fx_json *ps = fx_json_get(root, "patch_size");
     if (!ps) return fx_fail(err, FLUX_ERR_FORMAT, "%s: missing \"patch_size\"", file);
     if (fx_json_is_int(ps)) {
-        v->patch[0] = v->patch[1] = (int)fx_json_int(ps);
         if (fx_json_int(ps) < 1 || fx_json_int(ps) > 16)
             return fx_fail(err, FLUX_ERR_FORMAT, "%s: \"patch_size\" is out of range [1, 16]", file);
+        v->patch[0] = v->patch[1] = (int)fx_json_int(ps);
     } else {
         int n;
         TRY(get_int_array(&c, "patch_size", 2, 2, 1, v->patch, &n));

@@ -169,7 +169,10 @@ flux_status fx_wset_check_weight(const fx_wset *s, const char *name, const fx_sh
 
 /* A linear weight [rows, cols] (n = rows outputs, k = cols inputs, ld = k),
  * used in place (never copied, except a tensor whose data is not aligned
- * to its element size, which is copied once into memory owned by the set). */
+ * to its element size, which is copied once into memory owned by the set).
+ * Views stay valid until fx_wset_drop_data / fx_wset_close. The getters
+ * that take a non-const set may add such a copy: call them from one thread
+ * (model load time), then share the fx_weight values freely. */
 flux_status fx_wset_linear(fx_wset *s, const char *name, int64_t rows, int64_t cols,
                            fx_weight *out, fx_err *err);
 

@@ -315,6 +315,12 @@ TEST(model_load_config_errors) {
                      "text_encoder/model-00001-of-00002.safetensors: tensor 'model.layers.0.self_attn.q_proj.weight' "
                      "has shape [32, 16], expected [16, 16]");
 
+    /* absent head_dim → hidden / heads = 8 (HF default), so the real q_proj no longer fits */
+    m = clone_model("te_no_head_dim");
+    unshare(m, "text_encoder");
+    patch_file(m, "text_encoder/config.json", "\"head_dim\": 16,", "");
+    LOAD_FAILS(m, FLUX_ERR_MODEL, "tensor 'model.layers.0.self_attn.q_proj.weight' has shape [32, 16], expected [16, 16]");
+
     m = clone_model("axes");
     unshare(m, "transformer");
     patch_file(m, "transformer/config.json", "8\n  ]", "4\n  ]");
