@@ -531,7 +531,9 @@ static float f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu, bits;
     if (exp == 0x1F) {
-        bits = sign | 0x7F800000u | man << 13; /* inf / NaN (payload kept) */
+        /* inf; NaN made quiet with its payload kept, as F16C hardware and
+         * the kernels' fx_f16_bits_to_f32 do */
+        bits = sign | 0x7F800000u | (man ? 0x400000u | man << 13 : 0);
     } else if (exp != 0) {
         bits = sign | (exp + 112) << 23 | man << 13;
     } else if (man == 0) {

@@ -190,7 +190,8 @@ flux_status fx_wset_f32(const fx_wset *s, const char *name, const fx_shape *expe
                         int64_t *numel, fx_err *err);
 
 /* Convert n elements of a weight dtype to f32, exactly, from possibly
- * unaligned memory. */
+ * unaligned memory (F16 NaNs come out quiet with their payload, as F16C
+ * hardware and fx_f16_bits_to_f32 give them; BF16 is bits << 16). */
 void fx_st_convert_f32(const void *src, fx_st_dtype t, int64_t n, float *dst);
 
 #endif
