@@ -93,6 +93,7 @@ static void run_ours(void *arg) {
     fx_linear(&p->kc, p->m, p->x, p->k, &w, p->y, p->n, &e);
 }
 
+#if defined(FX_BENCH_OPENBLAS) || defined(FX_BENCH_ONEDNN)
 /* f32 copy of the weights (for sgemm, and oneDNN f32). */
 static float *weights_f32(const gemm_problem *p) {
     size_t nk = (size_t)(p->n * p->k);
@@ -105,6 +106,7 @@ static float *weights_f32(const gemm_problem *p) {
     }
     return wf;
 }
+#endif
 
 /* ------------------------------------------------------------------------ */
 /* Yardsticks                                                               */
@@ -228,12 +230,12 @@ static int bench_one(const fx_bench_env *env, int64_t m, int64_t n, int64_t k, f
     r.flops = 2.0 * (double)m * (double)n * (double)k;
     r.peak = bf16_dot ? FX_PEAK_BF16_DOT : FX_PEAK_FMA_F32;
     r.seconds = fx_bench_time(env, run_ours, &p);
-    double ours = r.flops / r.seconds * 1e-9;
     if (m <= 16) /* bandwidth bound: weight bytes per second */
         fx_bench_extra(&r, "weight_gb_s", (double)(n * k) * (double)dt_size(dt) / r.seconds * 1e-9);
     (void)yardsticks;
 #if defined(FX_BENCH_OPENBLAS) || defined(FX_BENCH_ONEDNN)
     if (yardsticks) {
+        const double ours = r.flops / r.seconds * 1e-9;
         float *wf = weights_f32(&p);
         if (!wf) {
             fprintf(stderr, "flux-bench: out of memory for the yardsticks' f32 weights\n");
