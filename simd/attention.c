@@ -8,6 +8,11 @@
 #include <math.h>
 #include <string.h>
 
+/* Packed K/V held at once (one phase of kv heads; at least one head). */
+#define KV_BUDGET_BYTES ((size_t)16 << 20)
+/* Key tiles per packing work item. */
+#define PACK_CHUNK_TILES 8
+
 void fx_attn_mask_tile(const fx_attn_plan *p, const fx_attn_task *k, int64_t kb, float *s,
                        int lds) {
     const int kt = p->kt, rows = p->rows_pad;
@@ -118,12 +123,21 @@ flux_status fx_attention(const fx_kctx *kc, const fx_attn_args *a, fx_err *err) 
     p.nkt = (a->sk + p.kt - 1) / p.kt;
     p.qscale = (float)((double)a->scale * 1.4426950408889634074);
 
-    /* Shared scratch: the per-key-tile visibility from key_mask and sk. */
-    size_t per_thread = t->scratch_bytes(&p);
-    if (fx_scratch_reserve(kc->scratch, per_thread, (size_t)p.nkt) != 0)
+    /* Shared scratch: the per-key-tile visibility (from key_mask and sk),
+     * then the packed K/V of one phase of kv heads. */
+    const size_t vis_bytes = ((size_t)p.nkt + 63) & ~(size_t)63;
+    int heads_per_phase = a->hkv;
+    if (t->pack_kv) {
+        p.kv_head_bytes = t->kv_head_bytes(&p);
+        size_t fit = KV_BUDGET_BYTES / p.kv_head_bytes;
+        heads_per_phase = fit < 1 ? 1 : fit < (size_t)a->hkv ? (int)fit : a->hkv;
+    }
+    const size_t per_thread = t->scratch_bytes(&p);
+    const size_t shared = vis_bytes + (size_t)heads_per_phase * p.kv_head_bytes;
+    if (fx_scratch_reserve(kc->scratch, per_thread, shared) != 0)
         return fx_fail(err, FLUX_ERR_NOMEM,
-                       "fx_attention: cannot allocate %zu bytes of scratch per thread",
-                       per_thread);
+                       "fx_attention: cannot allocate scratch (%zu bytes per thread, %zu shared)",
+                       per_thread, shared);
     uint8_t *key_tiles = fx_scratch_shared(kc->scratch);
     for (int64_t kb = 0; kb < p.nkt; kb++) {
         int64_t j0 = kb * p.kt, j1 = j0 + p.kt < a->sk ? j0 + p.kt : a->sk;
@@ -137,22 +151,45 @@ flux_status fx_attention(const fx_kctx *kc, const fx_attn_args *a, fx_err *err) 
                                         : FX_ATTN_KEYS_SOME;
     }
     p.key_tiles = key_tiles;
+    p.kv = (char *)key_tiles + vis_bytes;
 
     int threads = kc->threads > 0 ? kc->threads : 1;
-    if (threads > p.ntasks) threads = (int)p.ntasks;
     fx_scratch *scratch = kc->scratch;
-    const int64_t ntasks = p.ntasks;
+    const int64_t pack_chunk = PACK_CHUNK_TILES;
+    const int64_t chunks_per_head = (p.nkt + pack_chunk - 1) / pack_chunk;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads)
 #endif
     {
         void *mine = fx_scratch_thread(scratch, fx_thread_id());
-        /* Dynamic scheduling balances causal tasks; each task is computed by
-         * one thread in a fixed key order, so results do not depend on it. */
+        for (int g0 = 0; g0 < a->hkv; g0 += heads_per_phase) {
+            const int g1 = g0 + heads_per_phase < a->hkv ? g0 + heads_per_phase : a->hkv;
+            if (t->pack_kv) {
+#ifdef _OPENMP
+#pragma omp single
+#endif
+                p.kv_g0 = g0; /* implicit barrier: every thread sees it */
+                const int64_t items = (int64_t)(g1 - g0) * chunks_per_head;
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+                for (int64_t it = 0; it < items; it++) {
+                    const int g = g0 + (int)(it / chunks_per_head);
+                    const int64_t kb0 = it % chunks_per_head * pack_chunk;
+                    const int64_t kb1 = kb0 + pack_chunk < p.nkt ? kb0 + pack_chunk : p.nkt;
+                    t->pack_kv(&p, g, kb0, kb1,
+                               p.kv + (size_t)(g - g0) * p.kv_head_bytes);
+                }
+            }
+            /* Dynamic scheduling balances causal tasks; each task is
+             * computed by one thread in a fixed key order, so results do
+             * not depend on the schedule or the thread count. */
+            const int64_t t0 = (int64_t)g0 * p.tiles_per_head, t1 = (int64_t)g1 * p.tiles_per_head;
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
-        for (int64_t ti = 0; ti < ntasks; ti++) t->run_task(&p, ti, mine);
+            for (int64_t ti = t0; ti < t1; ti++) t->run_task(&p, ti, mine);
+        }
     }
     return FLUX_OK;
 }

@@ -19,6 +19,13 @@
  *    when packed, so p = 2^(s − m).
  *  - Tiles no row can see (causal, all keys padded) are skipped; tiles only
  *    partly visible go through fx_attn_mask_tile, which writes −inf.
+ *  - Tables with pack_kv get K and V packed once per call (not once per
+ *    task) into a shared buffer in their own tile layout: the kv heads are
+ *    processed in phases of as many heads as fit a memory budget; in each
+ *    phase all threads first pack those heads, then compute their tasks.
+ *    Rows of the activations are usually 4 KiB-multiples apart (one page
+ *    and the same L1 sets per row), so reading them once per call instead
+ *    of once per query block saves TLB walks and cache conflicts.
  */
 #ifndef FX_ATTN_H
 #define FX_ATTN_H
@@ -41,7 +48,17 @@ typedef struct fx_attn_plan {
     int64_t nkt;            /* key tiles: ceil(sk / kt)                   */
     const uint8_t *key_tiles; /* [nkt] FX_ATTN_KEYS_* per key tile        */
     float qscale;           /* scale · log2(e), applied to Q when packed  */
+    /* Packed K/V of kv heads [kv_g0, kv_g0 + heads in phase), each
+     * kv_head_bytes long (tables with pack_kv only). */
+    char *kv;
+    size_t kv_head_bytes;
+    int kv_g0;
 } fx_attn_plan;
+
+/* The packed K/V block of kv head g (in the current phase). */
+static inline const void *fx_attn_kv_head(const fx_attn_plan *p, int g) {
+    return p->kv + (size_t)(g - p->kv_g0) * p->kv_head_bytes;
+}
 
 struct fx_attn_kernels {
     const char *name;  /* "avx512 f32 48x64", ...                       */
@@ -50,6 +67,11 @@ struct fx_attn_kernels {
     int kt;            /* keys per tile                                  */
     /* Per-thread scratch bytes one task needs. */
     size_t (*scratch_bytes)(const fx_attn_plan *p);
+    /* Optional (NULL = the task reads K/V itself): bytes of one kv head's
+     * packed K/V (a multiple of 64), and packing of its key tiles
+     * [kb0, kb1) into dst = that head's block. */
+    size_t (*kv_head_bytes)(const fx_attn_plan *p);
+    void (*pack_kv)(const fx_attn_plan *p, int g, int64_t kb0, int64_t kb1, void *dst);
     /* Compute task t completely (all its rows, all key tiles). */
     void (*run_task)(const fx_attn_plan *p, int64_t t, void *scratch);
 };

@@ -11,13 +11,14 @@
  *                              (no horizontal reductions)
  *   O  [R][Dp] = α·O + P·V     6 rows × 64 dims = 24 zmm accumulators,
  *                              P broadcast, V loaded
- * K and V tiles are copied into contiguous scratch first: rows of the
- * activations are usually 4 KiB-multiples apart and would all fall into
- * the same L1 sets.
+ * K and V are packed once per call (attention.c: pack_kv), per kv head:
+ *   K [nkt·KT][d]  V [nkt·KT][Dp]   (Dp = d rounded up to 16; zero rows
+ *                                    past sk, zero columns past d)
+ * so a tile is one contiguous block the hardware prefetchers follow.
  *
- * Scratch (floats, every piece 64-byte aligned), Dp = d rounded up to 16:
- *   qp [d][R] (Q·scale·log2 e, transposed)  kp [KT][d]  vp [KT][Dp]
- *   s [KT][R]  o [R][Dp]  m, l, alpha [R]
+ * Per-task scratch (floats, every piece 64-byte aligned):
+ *   qp [d][R] (Q·scale·log2 e, transposed)  s [KT][R]  o [R][Dp]
+ *   m, l, alpha [R]
  */
 #include "attention.h"
 
@@ -28,7 +29,8 @@
 enum { QT = 96, KT = 64, MK = 8, MR = 6, ROW_ALIGN = 48 };
 
 typedef struct tile_bufs {
-    float *qp, *kp, *vp, *s, *o, *m, *l, *alpha;
+    float *qp, *s, *o, *m, *l, *alpha;
+    const float *kp, *vp; /* the current tile in the packed K/V */
     int R, d, dp;
 } tile_bufs;
 
@@ -37,10 +39,10 @@ static size_t up64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
 /* Carve the scratch (base may be NULL to measure); returns bytes used. */
 static size_t carve(const fx_attn_plan *p, void *base, tile_bufs *b) {
     const size_t R = (size_t)p->rows_pad, d = (size_t)p->a.d, dp = (d + 15) & ~(size_t)15;
-    const size_t sizes[8] = {d * R, (size_t)KT * d, (size_t)KT * dp, (size_t)KT * R, R * dp, R, R, R};
-    float **dst[8] = {&b->qp, &b->kp, &b->vp, &b->s, &b->o, &b->m, &b->l, &b->alpha};
+    const size_t sizes[6] = {d * R, (size_t)KT * R, R * dp, R, R, R};
+    float **dst[6] = {&b->qp, &b->s, &b->o, &b->m, &b->l, &b->alpha};
     size_t off = 0;
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < 6; i++) {
         *dst[i] = base ? (float *)((char *)base + off) : NULL;
         off += up64(sizes[i] * sizeof(float));
     }
@@ -71,97 +73,105 @@ static inline __m512 exp2_ps(__m512 x) {
     return _mm512_scalef_ps(y, n);
 }
 
-/* qp[dd][r] = Q[row r][dd] · qscale; rows past the task's rows are zero. */
+/* In-register transpose of a 16×16 block of 32-bit elements: row x of
+ * src (src + x·lds) becomes column x of dst (dst + y·ldd, y < ny). */
+static inline void transpose16(const uint32_t *src, size_t lds, uint32_t *dst, size_t ldd,
+                               int ny) {
+    __m512i r[16], t[16];
+    for (int x = 0; x < 16; x++) r[x] = _mm512_loadu_si512(src + x * lds);
+    for (int x = 0; x < 16; x += 2) { /* (row pairs) per 128-bit lane */
+        t[x] = _mm512_unpacklo_epi32(r[x], r[x + 1]);
+        t[x + 1] = _mm512_unpackhi_epi32(r[x], r[x + 1]);
+    }
+    for (int x = 0; x < 16; x += 4) { /* r[x + c] lane L = column 4L + c of rows x..x+3 */
+        r[x] = _mm512_unpacklo_epi64(t[x], t[x + 2]);
+        r[x + 1] = _mm512_unpackhi_epi64(t[x], t[x + 2]);
+        r[x + 2] = _mm512_unpacklo_epi64(t[x + 1], t[x + 3]);
+        r[x + 3] = _mm512_unpackhi_epi64(t[x + 1], t[x + 3]);
+    }
+    for (int c = 0; c < 4; c++) { /* gather lane L of the four row groups */
+        const __m512i v0 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x88);
+        const __m512i v1 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xdd);
+        const __m512i v2 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x88);
+        const __m512i v3 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xdd);
+        t[c] = _mm512_shuffle_i32x4(v0, v2, 0x88);
+        t[8 + c] = _mm512_shuffle_i32x4(v0, v2, 0xdd);
+        t[4 + c] = _mm512_shuffle_i32x4(v1, v3, 0x88);
+        t[12 + c] = _mm512_shuffle_i32x4(v1, v3, 0xdd);
+    }
+    for (int y = 0; y < ny; y++) _mm512_store_si512(dst + y * ldd, t[y]);
+}
+
+/* Fetch the lines of a row ahead of use (rows are usually a page apart). */
+static inline void prefetch_row(const void *row, int bytes, int for_write) {
+    for (int e = 0; e < bytes; e += 64) {
+        if (for_write) __builtin_prefetch((const char *)row + e, 1, 3);
+        else __builtin_prefetch((const char *)row + e, 0, 3);
+    }
+}
+
+/* qp[dd][r] = Q[row r][dd] · qscale; padding rows zero. Rows are first
+ * copied (scaled) into o [R][Dp] — free until the first key tile — and
+ * then transposed in 16×16 blocks. */
+enum { PF_ROWS = 4 }; /* rows fetched ahead */
 static void pack_q(const fx_attn_plan *p, const fx_attn_task *k, const tile_bufs *b) {
-    const int R = b->R, d = b->d;
-    const float qs = p->qscale;
+    const int R = b->R, d = b->d, dp = b->dp;
+    const __m512 qs = _mm512_set1_ps(p->qscale);
+    for (int r = 0; r < k->rows && r < PF_ROWS; r++) prefetch_row(fx_attn_q_row(p, k, r), 4 * d, 0);
     for (int r = 0; r < R; r++) {
+        float *tr = b->o + (size_t)r * dp;
+        if (r + PF_ROWS < k->rows) prefetch_row(fx_attn_q_row(p, k, r + PF_ROWS), 4 * d, 0);
         if (r < k->rows) {
             const float *q = fx_attn_q_row(p, k, r);
-            for (int dd = 0; dd < d; dd++) b->qp[(size_t)dd * R + r] = q[dd] * qs;
+            for (int e = 0; e < dp; e += 16) {
+                const __mmask16 mk = d - e >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (d - e)) - 1);
+                _mm512_store_ps(tr + e, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, q + e), qs));
+            }
         } else {
-            for (int dd = 0; dd < d; dd++) b->qp[(size_t)dd * R + r] = 0.0f;
+            for (int e = 0; e < dp; e += 16) _mm512_store_ps(tr + e, _mm512_setzero_ps());
         }
     }
+    for (int r0 = 0; r0 < R; r0 += 16)
+        for (int e0 = 0; e0 < d; e0 += 16)
+            transpose16((const uint32_t *)(b->o + (size_t)r0 * dp + e0), (size_t)dp,
+                        (uint32_t *)(b->qp + (size_t)e0 * R + r0), (size_t)R,
+                        d - e0 < 16 ? d - e0 : 16);
 }
 
-/* dst[0..n) = src[0..n), zero-filled up to n_pad (a multiple of 16). */
-static inline void copy_row(float *dst, const float *src, int n, int n_pad) {
-    int e = 0;
-    for (; e + 16 <= n; e += 16) _mm512_store_ps(dst + e, _mm512_loadu_ps(src + e));
-    for (; e < n_pad; e += 16) {
-        const __mmask16 mk = n - e >= 16 ? (__mmask16)0xffff
-                             : n > e   ? (__mmask16)((1u << (n - e)) - 1)
-                                       : (__mmask16)0;
-        _mm512_storeu_ps(dst + e, _mm512_maskz_loadu_ps(mk, src + e));
-    }
+/* Bytes of one kv head's packed K and V. */
+static size_t avx512_kv_head_bytes(const fx_attn_plan *p) {
+    const size_t rows = (size_t)p->nkt * KT, d = (size_t)p->a.d, dp = (d + 15) & ~(size_t)15;
+    return up64(rows * d * sizeof(float)) + up64(rows * dp * sizeof(float));
 }
 
-/* Copy keys [j0, j0 + nj) of kv head g; rows nj..KT−1 are zero. The rows
- * of K are packed with stride d (the score kernel broadcasts single
- * elements), those of V with stride Dp (loaded as whole vectors). */
-static void pack_kv(const fx_attn_plan *p, int g, int64_t j0, int nj, const tile_bufs *b) {
-    const int d = b->d, dp = b->dp;
-    const float *ksrc = p->a.k + j0 * p->a.ldk + (int64_t)g * d;
-    const float *vsrc = p->a.v + j0 * p->a.ldv + (int64_t)g * d;
-    for (int jj = 0; jj < nj; jj++) {
-        const float *kr = ksrc + jj * p->a.ldk;
-        float *kd = b->kp + (size_t)jj * d;
-        int e = 0;
-        for (; e + 16 <= d; e += 16) _mm512_storeu_ps(kd + e, _mm512_loadu_ps(kr + e));
-        if (e < d) {
-            const __mmask16 mk = (__mmask16)((1u << (d - e)) - 1);
-            _mm512_mask_storeu_ps(kd + e, mk, _mm512_maskz_loadu_ps(mk, kr + e));
+/* Key tiles [kb0, kb1) of kv head g → K rows (stride d: the score kernel
+ * broadcasts single elements) and V rows (stride Dp: loaded as vectors). */
+static void avx512_pack_kv(const fx_attn_plan *p, int g, int64_t kb0, int64_t kb1, void *dst) {
+    const int d = p->a.d, dp = (d + 15) & ~15;
+    float *kbase = dst;
+    float *vbase = (float *)((char *)dst + up64((size_t)p->nkt * KT * d * sizeof(float)));
+    for (int64_t kb = kb0; kb < kb1; kb++) {
+        if (p->key_tiles[kb] == FX_ATTN_KEYS_NONE) continue; /* never read */
+        for (int64_t j = kb * KT; j < (kb + 1) * KT; j++) {
+            float *kd = kbase + (size_t)j * d, *vd = vbase + (size_t)j * dp;
+            if (j >= p->a.sk) {
+                memset(kd, 0, sizeof(float) * (size_t)d);
+                memset(vd, 0, sizeof(float) * (size_t)dp);
+                continue;
+            }
+            const float *kr = p->a.k + j * p->a.ldk + (int64_t)g * d;
+            const float *vr = p->a.v + j * p->a.ldv + (int64_t)g * d;
+            for (int e = 0; e < dp; e += 16) {
+                const __mmask16 mk = d - e >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (d - e)) - 1);
+                _mm512_mask_storeu_ps(kd + e, mk, _mm512_maskz_loadu_ps(mk, kr + e));
+                _mm512_store_ps(vd + e, _mm512_maskz_loadu_ps(mk, vr + e));
+            }
         }
-        copy_row(b->vp + (size_t)jj * dp, vsrc + jj * p->a.ldv, d, dp);
-    }
-    if (nj < KT) {
-        memset(b->kp + (size_t)nj * d, 0, sizeof(float) * (size_t)(KT - nj) * d);
-        memset(b->vp + (size_t)nj * dp, 0, sizeof(float) * (size_t)(KT - nj) * dp);
-    }
-}
-
-/* The cache lines of the next key tile's K and V rows. Those rows are
- * usually a multiple of 4 KiB apart, so the hardware prefetchers cannot
- * follow them; the score kernel fetches a few lines per iteration so that
- * they are in cache when pack_kv copies them. */
-typedef struct pf_stream {
-    const char *row[2];
-    int64_t stride[2];
-    int rows[2];
-    int part, off, row_bytes, every, countdown;
-} pf_stream;
-
-static void pf_init(pf_stream *s, const fx_attn_plan *p, int g, int64_t j0, int iterations) {
-    memset(s, 0, sizeof *s);
-    const int64_t left = p->a.sk - j0;
-    const int nn = left <= 0 ? 0 : left < KT ? (int)left : KT;
-    s->row[0] = (const char *)(p->a.k + j0 * p->a.ldk + (int64_t)g * p->a.d);
-    s->row[1] = (const char *)(p->a.v + j0 * p->a.ldv + (int64_t)g * p->a.d);
-    s->stride[0] = p->a.ldk * (int64_t)sizeof(float);
-    s->stride[1] = p->a.ldv * (int64_t)sizeof(float);
-    s->rows[0] = s->rows[1] = nn;
-    s->row_bytes = p->a.d * (int)sizeof(float);
-    const int lines = 2 * nn * ((s->row_bytes + 63) / 64);
-    s->every = lines ? (iterations / lines > 0 ? iterations / lines : 1) : 0;
-    s->countdown = s->every;
-    s->part = nn ? 0 : 2;
-}
-
-static inline void pf_step(pf_stream *s) {
-    if (s->part > 1 || --s->countdown) return;
-    s->countdown = s->every;
-    _mm_prefetch(s->row[s->part] + s->off, _MM_HINT_T0);
-    s->off += 64;
-    if (s->off >= s->row_bytes) {
-        s->off = 0;
-        s->row[s->part] += s->stride[s->part];
-        if (--s->rows[s->part] == 0) s->part++;
     }
 }
 
 /* s[jj][r] = Σ_dd kp[jj][dd] · qp[dd][r] for all KT keys and R rows. */
-static void scores(const tile_bufs *b, pf_stream *pf) {
+static void scores(const tile_bufs *b) {
     const int R = b->R, d = b->d;
     for (int rb = 0; rb < R; rb += 48) {
         for (int jb = 0; jb < KT; jb += MK) {
@@ -172,7 +182,6 @@ static void scores(const tile_bufs *b, pf_stream *pf) {
             for (int i = 0; i < MK; i++) c[i][0] = c[i][1] = c[i][2] = _mm512_setzero_ps();
             for (int dd = 0; dd < d; dd++) {
                 const float *qd = qb + (size_t)dd * R;
-                pf_step(pf);
                 const __m512 q0 = _mm512_load_ps(qd), q1 = _mm512_load_ps(qd + 16),
                              q2 = _mm512_load_ps(qd + 32);
 #pragma GCC unroll 8
@@ -276,6 +285,7 @@ static void store_output(const fx_attn_plan *p, const fx_attn_task *k, const til
     const int d = b->d;
     for (int r = 0; r < k->rows; r++) {
         float *out = fx_attn_o_row(p, k, r);
+        if (r + PF_ROWS < k->rows) prefetch_row(fx_attn_o_row(p, k, r + PF_ROWS), 4 * d, 1);
         const float lr = any ? b->l[r] : 0.0f;
         const __m512 inv = _mm512_set1_ps(lr > 0.0f ? 1.0f / lr : 0.0f);
         const float *orow = b->o + (size_t)r * b->dp;
@@ -292,6 +302,8 @@ static void avx512_run_task(const fx_attn_plan *p, int64_t t, void *scratch) {
     const fx_attn_task k = fx_attn_task_of(p, t);
     tile_bufs b;
     carve(p, scratch, &b);
+    const float *kv = fx_attn_kv_head(p, k.g);
+    const size_t vofs = up64((size_t)p->nkt * KT * b.d * sizeof(float)) / sizeof(float);
     pack_q(p, &k, &b);
     for (int r = 0; r < b.R; r += 16) {
         _mm512_store_ps(b.m + r, _mm512_set1_ps(-INFINITY));
@@ -302,12 +314,9 @@ static void avx512_run_task(const fx_attn_plan *p, int64_t t, void *scratch) {
         const fx_attn_vis vis = fx_attn_tile_vis(p, &k, kb);
         if (vis == FX_ATTN_DONE) break;
         if (vis == FX_ATTN_SKIP) continue;
-        const int64_t j0 = kb * KT;
-        const int nj = p->a.sk - j0 < KT ? (int)(p->a.sk - j0) : KT;
-        pack_kv(p, k.g, j0, nj, &b);
-        pf_stream pf;
-        pf_init(&pf, p, k.g, j0 + KT, (b.R / 48) * (KT / MK) * b.d);
-        scores(&b, &pf);
+        b.kp = kv + (size_t)kb * KT * b.d;
+        b.vp = kv + vofs + (size_t)kb * KT * b.dp;
+        scores(&b);
         if (vis == FX_ATTN_PARTIAL) fx_attn_mask_tile(p, &k, kb, b.s, b.R);
         softmax_tile(&b);
         pv_tile(&b, first);
@@ -322,5 +331,7 @@ const struct fx_attn_kernels fx_attn_avx512 = {
     .row_align = ROW_ALIGN,
     .kt = KT,
     .scratch_bytes = avx512_scratch_bytes,
+    .kv_head_bytes = avx512_kv_head_bytes,
+    .pack_kv = avx512_pack_kv,
     .run_task = avx512_run_task,
 };

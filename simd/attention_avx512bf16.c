@@ -16,10 +16,14 @@
  * Q (times scale·log2 e), K, P and V are rounded to nearest-even bf16;
  * every sum is f32. Relative error vs exact attention is ~2^-9 per factor.
  *
- * Scratch (64-byte aligned pieces), Dp = d rounded up to 16, pairs are
- * uint32 holding two bf16 (the lower-index element in the low half):
- *   qp [d/2][R] pairs   kp [KT][d] bf16   vp [KT/2][Dp] pairs
- *   s [KT][R] f32   pp [KT/2][R] pairs   o [R][Dp] f32   m, l, alpha [R]
+ * Pairs are uint32 holding two bf16 (the lower-index element in the low
+ * half). K and V are packed once per call (attention.c: pack_kv), per kv
+ * head: K [nkt·KT][d] bf16, V [nkt·KT/2][Dp] key pairs (Dp = d rounded up
+ * to 16; zeros past sk and past d).
+ *
+ * Per-task scratch (64-byte aligned pieces):
+ *   qp [d/2][R] pairs   s [KT][R] f32   pp [KT/2][R] pairs   o [R][Dp] f32
+ *   m, l, alpha [R]
  */
 #include "attention.h"
 
@@ -30,9 +34,10 @@
 enum { QT = 96, KT = 64, MK = 8, MR = 6, ROW_ALIGN = 48 };
 
 typedef struct tile_bufs {
-    uint32_t *qp, *vp, *pp;
-    uint16_t *kp;
+    uint32_t *qp, *pp;
     float *s, *o, *m, *l, *alpha;
+    const uint16_t *kp; /* the current tile in the packed K/V */
+    const uint32_t *vp;
     int R, d, dp;
 } tile_bufs;
 
@@ -41,14 +46,12 @@ static size_t up64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
 /* Carve the scratch (base may be NULL to measure); returns bytes used. */
 static size_t carve(const fx_attn_plan *p, void *base, tile_bufs *b) {
     const size_t R = (size_t)p->rows_pad, d = (size_t)p->a.d, dp = (d + 15) & ~(size_t)15;
-    const size_t bytes[9] = {4 * (d / 2) * R, 2 * (size_t)KT * d, 4 * (size_t)(KT / 2) * dp,
-                             4 * (size_t)KT * R, 4 * (size_t)(KT / 2) * R, 4 * R * dp,
-                             4 * R, 4 * R, 4 * R};
-    void **dst[9] = {(void **)&b->qp, (void **)&b->kp, (void **)&b->vp, (void **)&b->s,
-                     (void **)&b->pp, (void **)&b->o, (void **)&b->m, (void **)&b->l,
-                     (void **)&b->alpha};
+    const size_t bytes[7] = {4 * (d / 2) * R, 4 * (size_t)KT * R, 4 * (size_t)(KT / 2) * R,
+                             4 * R * dp, 4 * R, 4 * R, 4 * R};
+    void **dst[7] = {(void **)&b->qp, (void **)&b->s, (void **)&b->pp, (void **)&b->o,
+                     (void **)&b->m, (void **)&b->l, (void **)&b->alpha};
     size_t off = 0;
-    for (int i = 0; i < 9; i++) {
+    for (int i = 0; i < 7; i++) {
         *dst[i] = base ? (char *)base + off : NULL;
         off += up64(bytes[i]);
     }
@@ -100,96 +103,104 @@ static inline __m512i row_bf16(const float *src, int n, __m512 scale) {
     return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
 }
 
-/* qp[i][r] = bf16 pair (Q[r][2i], Q[r][2i+1]) · qscale; padding rows zero. */
+/* In-register transpose of a 16×16 block of 32-bit elements: row x of
+ * src (src + x·lds) becomes column x of dst (dst + y·ldd, y < ny). */
+static inline void transpose16(const uint32_t *src, size_t lds, uint32_t *dst, size_t ldd,
+                               int ny) {
+    __m512i r[16], t[16];
+    for (int x = 0; x < 16; x++) r[x] = _mm512_loadu_si512(src + x * lds);
+    for (int x = 0; x < 16; x += 2) { /* (row pairs) per 128-bit lane */
+        t[x] = _mm512_unpacklo_epi32(r[x], r[x + 1]);
+        t[x + 1] = _mm512_unpackhi_epi32(r[x], r[x + 1]);
+    }
+    for (int x = 0; x < 16; x += 4) { /* r[x + c] lane L = column 4L + c of rows x..x+3 */
+        r[x] = _mm512_unpacklo_epi64(t[x], t[x + 2]);
+        r[x + 1] = _mm512_unpackhi_epi64(t[x], t[x + 2]);
+        r[x + 2] = _mm512_unpacklo_epi64(t[x + 1], t[x + 3]);
+        r[x + 3] = _mm512_unpackhi_epi64(t[x + 1], t[x + 3]);
+    }
+    for (int c = 0; c < 4; c++) { /* gather lane L of the four row groups */
+        const __m512i v0 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x88);
+        const __m512i v1 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xdd);
+        const __m512i v2 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x88);
+        const __m512i v3 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xdd);
+        t[c] = _mm512_shuffle_i32x4(v0, v2, 0x88);
+        t[8 + c] = _mm512_shuffle_i32x4(v0, v2, 0xdd);
+        t[4 + c] = _mm512_shuffle_i32x4(v1, v3, 0x88);
+        t[12 + c] = _mm512_shuffle_i32x4(v1, v3, 0xdd);
+    }
+    for (int y = 0; y < ny; y++) _mm512_store_si512(dst + y * ldd, t[y]);
+}
+
+/* Fetch the lines of a row ahead of use (rows are usually a page apart). */
+static inline void prefetch_row(const void *row, int bytes, int for_write) {
+    for (int e = 0; e < bytes; e += 64) {
+        if (for_write) __builtin_prefetch((const char *)row + e, 1, 3);
+        else __builtin_prefetch((const char *)row + e, 0, 3);
+    }
+}
+
+/* qp[i][r] = bf16 pair (Q[r][2i], Q[r][2i+1]) · qscale; padding rows zero.
+ * Rows are first converted into o [R][Dp] (as pairs; free until the first
+ * key tile), then transposed in 16×16 blocks. */
+enum { PF_ROWS = 4 }; /* rows fetched ahead */
 static void pack_q(const fx_attn_plan *p, const fx_attn_task *k, const tile_bufs *b) {
-    const int R = b->R, d = b->d, half = d / 2;
+    const int R = b->R, d = b->d, half = d / 2, dp = b->dp;
     const __m512 qs = _mm512_set1_ps(p->qscale);
-    const __m512i stride = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6,
-                                                               5, 4, 3, 2, 1, 0),
-                                              _mm512_set1_epi32(R));
+    uint32_t *tmp = (uint32_t *)b->o; /* [R][dp] pairs, only the first half used */
+    for (int r = 0; r < k->rows && r < PF_ROWS; r++) prefetch_row(fx_attn_q_row(p, k, r), 4 * d, 0);
     for (int r = 0; r < R; r++) {
+        uint32_t *tr = tmp + (size_t)r * dp;
+        if (r + PF_ROWS < k->rows) prefetch_row(fx_attn_q_row(p, k, r + PF_ROWS), 4 * d, 0);
         const float *q = r < k->rows ? fx_attn_q_row(p, k, r) : NULL;
-        for (int i = 0; i < half; i += 16) {
-            const __m512i pairs = q ? row_bf16(q + 2 * i, d - 2 * i, qs) : _mm512_setzero_si512();
-            _mm512_mask_i32scatter_epi32(b->qp + (size_t)i * R + r, lanes(half - i), stride, pairs, 4);
-        }
+        for (int i = 0; i < half; i += 16)
+            _mm512_storeu_si512(tr + i, q ? row_bf16(q + 2 * i, d - 2 * i, qs) : _mm512_setzero_si512());
     }
+    for (int r0 = 0; r0 < R; r0 += 16)
+        for (int i0 = 0; i0 < half; i0 += 16)
+            transpose16(tmp + (size_t)r0 * dp + i0, (size_t)dp, b->qp + (size_t)i0 * R + r0,
+                        (size_t)R, half - i0 < 16 ? half - i0 : 16);
 }
 
-/* Keys [j0, j0 + nj) of kv head g → kp (bf16 rows) and vp (key pairs);
- * keys nj..KT−1 are zero. */
-static void pack_kv(const fx_attn_plan *p, int g, int64_t j0, int nj, const tile_bufs *b) {
-    const int d = b->d, dp = b->dp;
-    const float *ksrc = p->a.k + j0 * p->a.ldk + (int64_t)g * d;
-    const float *vsrc = p->a.v + j0 * p->a.ldv + (int64_t)g * d;
-    for (int jj = 0; jj < nj; jj++) {
-        const float *kr = ksrc + jj * p->a.ldk;
-        uint16_t *kd = b->kp + (size_t)jj * d;
-        for (int e = 0; e < d; e += 32) {
-            const __m512i x = row_bf16(kr + e, d - e, _mm512_set1_ps(1.0f));
-            const int n = d - e < 32 ? d - e : 32;
-            _mm512_mask_storeu_epi16(kd + e, n == 32 ? ~(__mmask32)0 : (((__mmask32)1 << n) - 1), x);
-        }
-    }
-    if (nj < KT) memset(b->kp + (size_t)nj * d, 0, 2 * (size_t)(KT - nj) * d);
-    for (int jp = 0; jp < KT / 2; jp++) {
-        const int j = 2 * jp;
-        uint32_t *vd = b->vp + (size_t)jp * dp;
-        if (j >= nj) {
-            memset(vd, 0, 4 * (size_t)dp);
-            continue;
-        }
-        const float *v0 = vsrc + j * p->a.ldv, *v1 = v0 + p->a.ldv;
-        const int has1 = j + 1 < nj;
-        for (int c = 0; c < dp; c += 16) {
-            const __mmask16 mk = lanes(d - c);
-            const __m512 a = _mm512_maskz_loadu_ps(mk, v0 + c);
-            const __m512 bb = has1 ? _mm512_maskz_loadu_ps(mk, v1 + c) : _mm512_setzero_ps();
-            _mm512_store_si512(vd + c, pair_bf16(a, bb));
-        }
-    }
+/* Bytes of one kv head's packed K and V. */
+static size_t bf16_kv_head_bytes(const fx_attn_plan *p) {
+    const size_t rows = (size_t)p->nkt * KT, d = (size_t)p->a.d, dp = (d + 15) & ~(size_t)15;
+    return up64(rows * d * 2) + up64(rows / 2 * dp * 4);
 }
 
-/* The next key tile's K and V rows, a few cache lines per score-kernel
- * iteration (see attention_avx512.c: rows 4 KiB-multiples apart defeat
- * the hardware prefetchers). */
-typedef struct pf_stream {
-    const char *row[2];
-    int64_t stride[2];
-    int rows[2];
-    int part, off, row_bytes, every, countdown;
-} pf_stream;
-
-static void pf_init(pf_stream *s, const fx_attn_plan *p, int g, int64_t j0, int iterations) {
-    memset(s, 0, sizeof *s);
-    const int64_t left = p->a.sk - j0;
-    const int nn = left <= 0 ? 0 : left < KT ? (int)left : KT;
-    s->row[0] = (const char *)(p->a.k + j0 * p->a.ldk + (int64_t)g * p->a.d);
-    s->row[1] = (const char *)(p->a.v + j0 * p->a.ldv + (int64_t)g * p->a.d);
-    s->stride[0] = p->a.ldk * (int64_t)sizeof(float);
-    s->stride[1] = p->a.ldv * (int64_t)sizeof(float);
-    s->rows[0] = s->rows[1] = nn;
-    s->row_bytes = p->a.d * (int)sizeof(float);
-    const int lines = 2 * nn * ((s->row_bytes + 63) / 64);
-    s->every = lines ? (iterations / lines > 0 ? iterations / lines : 1) : 0;
-    s->countdown = s->every;
-    s->part = nn ? 0 : 2;
-}
-
-static inline void pf_step(pf_stream *s) {
-    if (s->part > 1 || --s->countdown) return;
-    s->countdown = s->every;
-    _mm_prefetch(s->row[s->part] + s->off, _MM_HINT_T0);
-    s->off += 64;
-    if (s->off >= s->row_bytes) {
-        s->off = 0;
-        s->row[s->part] += s->stride[s->part];
-        if (--s->rows[s->part] == 0) s->part++;
+/* Key tiles [kb0, kb1) of kv head g → K rows in bf16 and V key pairs. */
+static void bf16_pack_kv(const fx_attn_plan *p, int g, int64_t kb0, int64_t kb1, void *dst) {
+    const int d = p->a.d, dp = (d + 15) & ~15;
+    uint16_t *kbase = dst;
+    uint32_t *vbase = (uint32_t *)((char *)dst + up64((size_t)p->nkt * KT * d * 2));
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (int64_t kb = kb0; kb < kb1; kb++) {
+        if (p->key_tiles[kb] == FX_ATTN_KEYS_NONE) continue; /* never read */
+        for (int64_t j = kb * KT; j < (kb + 1) * KT; j += 2) {
+            uint16_t *k0 = kbase + (size_t)j * d;
+            uint32_t *vd = vbase + (size_t)(j / 2) * dp;
+            const int has0 = j < p->a.sk, has1 = j + 1 < p->a.sk;
+            const float *kr0 = p->a.k + j * p->a.ldk + (int64_t)g * d, *kr1 = kr0 + p->a.ldk;
+            const float *vr0 = p->a.v + j * p->a.ldv + (int64_t)g * d, *vr1 = vr0 + p->a.ldv;
+            for (int e = 0; e < d; e += 32) {
+                const __mmask32 mk = d - e >= 32 ? ~(__mmask32)0 : (((__mmask32)1 << (d - e)) - 1);
+                _mm512_mask_storeu_epi16(k0 + e, mk, has0 ? row_bf16(kr0 + e, d - e, one)
+                                                          : _mm512_setzero_si512());
+                _mm512_mask_storeu_epi16(k0 + d + e, mk, has1 ? row_bf16(kr1 + e, d - e, one)
+                                                              : _mm512_setzero_si512());
+            }
+            for (int c = 0; c < dp; c += 16) {
+                const __mmask16 mk = lanes(d - c);
+                const __m512 a = has0 ? _mm512_maskz_loadu_ps(mk, vr0 + c) : _mm512_setzero_ps();
+                const __m512 bb = has1 ? _mm512_maskz_loadu_ps(mk, vr1 + c) : _mm512_setzero_ps();
+                _mm512_store_si512(vd + c, pair_bf16(a, bb));
+            }
+        }
     }
 }
 
 /* s[jj][r] = Σ_i kp pair i of key jj · qp[i][r], all KT keys and R rows. */
-static void scores(const tile_bufs *b, pf_stream *pf) {
+static void scores(const tile_bufs *b) {
     const int R = b->R, half = b->d / 2;
     const uint32_t *k32 = (const uint32_t *)b->kp; /* key jj, pair i at jj·half + i */
     for (int rb = 0; rb < R; rb += 48) {
@@ -201,7 +212,6 @@ static void scores(const tile_bufs *b, pf_stream *pf) {
             for (int i = 0; i < MK; i++) c[i][0] = c[i][1] = c[i][2] = _mm512_setzero_ps();
             for (int i = 0; i < half; i++) {
                 const uint32_t *qd = qb + (size_t)i * R;
-                pf_step(pf);
                 const __m512bh q0 = (__m512bh)_mm512_load_si512(qd),
                                q1 = (__m512bh)_mm512_load_si512(qd + 16),
                                q2 = (__m512bh)_mm512_load_si512(qd + 32);
@@ -305,6 +315,7 @@ static void store_output(const fx_attn_plan *p, const fx_attn_task *k, const til
     const int d = b->d;
     for (int r = 0; r < k->rows; r++) {
         float *out = fx_attn_o_row(p, k, r);
+        if (r + PF_ROWS < k->rows) prefetch_row(fx_attn_o_row(p, k, r + PF_ROWS), 4 * d, 1);
         const float lr = any ? b->l[r] : 0.0f;
         const __m512 inv = _mm512_set1_ps(lr > 0.0f ? 1.0f / lr : 0.0f);
         const float *orow = b->o + (size_t)r * b->dp;
@@ -321,6 +332,9 @@ static void bf16_run_task(const fx_attn_plan *p, int64_t t, void *scratch) {
     const fx_attn_task k = fx_attn_task_of(p, t);
     tile_bufs b;
     carve(p, scratch, &b);
+    const uint16_t *kbase = fx_attn_kv_head(p, k.g);
+    const uint32_t *vbase =
+        (const uint32_t *)((const char *)kbase + up64((size_t)p->nkt * KT * b.d * 2));
     pack_q(p, &k, &b);
     for (int r = 0; r < b.R; r += 16) {
         _mm512_store_ps(b.m + r, _mm512_set1_ps(-INFINITY));
@@ -331,12 +345,9 @@ static void bf16_run_task(const fx_attn_plan *p, int64_t t, void *scratch) {
         const fx_attn_vis vis = fx_attn_tile_vis(p, &k, kb);
         if (vis == FX_ATTN_DONE) break;
         if (vis == FX_ATTN_SKIP) continue;
-        const int64_t j0 = kb * KT;
-        const int nj = p->a.sk - j0 < KT ? (int)(p->a.sk - j0) : KT;
-        pack_kv(p, k.g, j0, nj, &b);
-        pf_stream pf;
-        pf_init(&pf, p, k.g, j0 + KT, (b.R / 48) * (KT / MK) * (b.d / 2));
-        scores(&b, &pf);
+        b.kp = kbase + (size_t)kb * KT * b.d;
+        b.vp = vbase + (size_t)kb * (KT / 2) * b.dp;
+        scores(&b);
         if (vis == FX_ATTN_PARTIAL) fx_attn_mask_tile(p, &k, kb, b.s, b.R);
         softmax_tile(&b);
         pv_tile(&b, first);
@@ -351,5 +362,7 @@ const struct fx_attn_kernels fx_attn_avx512bf16 = {
     .row_align = ROW_ALIGN,
     .kt = KT,
     .scratch_bytes = bf16_scratch_bytes,
+    .kv_head_bytes = bf16_kv_head_bytes,
+    .pack_kv = bf16_pack_kv,
     .run_task = bf16_run_task,
 };
