@@ -83,9 +83,10 @@ static uint64_t fnv1a64(const char *s) {
 }
 
 static double normal_of(uint64_t z) {
-    double s = 0;
+    double s = 0; /* sums of 16-bit integers and halves: exact in double */
     for (int j = 0; j < 4; j++) s += (double)((z >> (16 * j)) & 0xFFFF) + 0.5;
-    return (s / 65536.0 - 2.0) * 1.7320508075688772;
+    const double c = s / 65536.0 - 2.0; /* exact (power-of-two scale) */
+    return c * 1.7320508075688772;
 }
 
 static double uniform_of(uint64_t z) { return ((double)(z >> 11) + 0.5) * 0x1p-53; }
@@ -401,12 +402,14 @@ static void fill(const tensor *t, uint64_t seed, int64_t begin, int64_t count, u
             continue;
         }
         const uint64_t z = mix64(key + (i + 1) * 0x9E3779B97F4A7C15ull);
-        double v;
+        /* One operation per statement: no compiler may fuse a multiply-add
+           (FMA contraction would change the last bit on some targets). */
+        double v = 0, r;
         switch (t->init) {
         case INIT_NORMAL: v = t->a * normal_of(z); break;
-        case INIT_ONE_PLUS: v = 1.0 + t->a * normal_of(z); break;
-        case INIT_UNIFORM: v = t->a + (t->b - t->a) * uniform_of(z); break;
-        default: v = 0; break;
+        case INIT_ONE_PLUS: r = t->a * normal_of(z); v = 1.0 + r; break;
+        case INIT_UNIFORM: r = (t->b - t->a) * uniform_of(z); v = t->a + r; break;
+        default: break;
         }
         const float f = (float)v;
         if (t->dt == DT_F32) {
@@ -676,8 +679,6 @@ static void install_tokenizer(const config *c) {
  * with the layers split evenly (embeddings in the first, final norm in the last,
  * like tests/golden/model). Returns the shard count. */
 static int assign_shards(const config *c, tensor_list *L) {
-    uint64_t total = 0;
-    for (int i = 0; i < L->n; i++) total += nbytes(&L->t[i]);
     if (c->max_shard_bytes) {
         int s = 0;
         uint64_t cur = 0;

@@ -7,7 +7,8 @@ max|ref − golden| / max|golden| per array.
 Works for the official cases (tests/golden/<case>, model in tests/golden/model
 or model-base) and for our own cases (tests/golden/ours-*, whose model is
 regenerated from case.txt into build/golden-models/ by gen_model). Exits 1 if
-any array is off by more than --tol (default 1e-5).
+any array is off by more than --tol (default 1e-5). The official cases are
+compared with the official float32 σ/timestep rounding reproduced (--time).
 """
 import argparse
 import glob
@@ -94,7 +95,8 @@ def check_case(case_dir, R, model_dir):
     steps = len(np.load(os.path.join(out, "sigmas.npy"))) - 1
     guidance = spec.get("guidance", 4.0 if neg is not None else 1.0)
     rec = {}
-    x = klein.generate(m, emb, noise, steps, refs, neg_emb=neg, guidance=float(guidance), record=rec)
+    x = klein.generate(m, emb, noise, steps, refs, neg_emb=neg, guidance=float(guidance),
+                       sched=spec.get("schedule", "shifted"), record=rec)
     R.cmp(name, "out/sigmas", rec["sigmas"], os.path.join(out, "sigmas.npy"))
     for k in sorted(rec):
         if k.startswith("step"):
@@ -123,16 +125,19 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--golden", default=os.path.join(os.path.dirname(__file__), "../../tests/golden"))
     ap.add_argument("--tol", type=float, default=1e-5)
-    ap.add_argument("--official-f32-time", action="store_true",
-                    help="reproduce the official float32 σ schedule and timestep angles (needs torch)")
+    ap.add_argument("--time", choices=["auto", "f64", "official"], default="auto",
+                    help="σ schedule / timestep angles: exact float64, or the official float32 "
+                         "values (needs torch); auto = official for the official cases (they were "
+                         "made by the official float32 code), f64 for ours-* (made by this reference)")
     ap.add_argument("cases", nargs="*")
     a = ap.parse_args()
-    klein.OFFICIAL_F32_TIME = a.official_f32_time
     names = a.cases or sorted(os.path.basename(p) for p in glob.glob(os.path.join(a.golden, "*"))
                               if os.path.isdir(p) and not os.path.basename(p).startswith("model"))
     R = Report(a.tol)
     for n in names:
         d = os.path.join(a.golden, n)
+        ours = os.path.exists(os.path.join(d, "case.txt"))
+        klein.OFFICIAL_F32_TIME = a.time == "official" or (a.time == "auto" and not ours)
         check_case(d, R, cases.model_for_case(d, a.golden))
     print(f"worst relative error {R.worst:.2e}; {len(R.bad)} array(s) above {a.tol:g}")
     for b in R.bad:
