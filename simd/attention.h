@@ -141,6 +141,8 @@ extern const struct fx_attn_kernels fx_attn_scalar;
 #define FX_ATTN_TABLE_SCALAR (&fx_attn_scalar)
 
 #if defined(__x86_64__)
+extern const struct fx_attn_kernels fx_attn_avx2;
+#define FX_ATTN_TABLE_AVX2 (&fx_attn_avx2)
 extern const struct fx_attn_kernels fx_attn_avx512;
 #define FX_ATTN_TABLE_AVX512 (&fx_attn_avx512)
 extern const struct fx_attn_kernels fx_attn_avx512bf16;
