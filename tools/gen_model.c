@@ -392,7 +392,7 @@ static void vae_tensors(const config *c, tensor_list *L) {
 static void fill(const tensor *t, uint64_t seed, int64_t begin, int64_t count, uint8_t *out) {
     const uint64_t key = mix64(seed ^ fnv1a64(t->name));
     const int es = dtype_size[t->dt];
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (count >= 65536)
     for (int64_t k = 0; k < count; k++) {
         const uint64_t i = (uint64_t)(begin + k);
         uint8_t *dst = out + (size_t)k * es;
