@@ -149,4 +149,9 @@ extern const struct fx_attn_kernels fx_attn_avx512bf16;
 #define FX_ATTN_TABLE_AVX512BF16 (&fx_attn_avx512bf16)
 #endif
 
+#if defined(__aarch64__)
+extern const struct fx_attn_kernels fx_attn_neon;
+#define FX_ATTN_TABLE_NEON (&fx_attn_neon)
+#endif
+
 #endif
