@@ -2,10 +2,13 @@
  * conv2d.c — 2-D convolution for the VAE through the GEMM (fx_linear).
  *
  * Channels-last, batch 1: x [h, w, cin] → y [ho, wo, cout], weight as stored
- * [cout, cin, kh, kw] = an fx_weight [cout, cin·kh·kw]. Each strip of output
- * rows is lowered to an im2col matrix col [rows·wo, cin·kh·kw] whose column
- * order (ci, ky, kx) matches the stored weight, then
- *     y[strip] (op)= col · Wᵀ (+ bias)   — one fx_linear call.
+ * [cout, cin, kh, kw] = an fx_weight [cout, cin·kh·kw]. The weight is first
+ * reordered (exactly, same dtype) to [cout, kh, kw, cin] in a scratch slot:
+ * cout·cin·kh·kw element moves per call, nothing next to the GEMM's
+ * rows·wo·cout·cin·kh·kw multiply-adds. With that order each im2col row is
+ * kh·kw contiguous copies of cin floats (or zeros for padding). Each strip
+ * of output rows is lowered to col [rows·wo, kh·kw·cin], then
+ *     y[strip] (op)= col · W'ᵀ (+ bias)   — one fx_linear call.
  * The strip height depends only on the geometry (col stays under
  * IM2COL_BUDGET bytes, at least one output row), so memory is bounded at
  * 1024² and results do not depend on the thread count.
@@ -20,7 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define IM2COL_BUDGET ((size_t)8 << 20)
+#ifndef IM2COL_BUDGET
+#define IM2COL_BUDGET ((size_t)4 << 20) /* L3-resident strips measured fastest */
+#endif
 
 static int geom_ok(const fx_conv2d_geom *g) {
     return g->h > 0 && g->w > 0 && g->cin > 0 && g->cout > 0 && g->kh > 0 && g->kw > 0 &&
@@ -40,13 +45,14 @@ void fx_conv2d_out_size(const fx_conv2d_geom *g, int *ho, int *wo) {
     *wo = (int)(nw / g->stride + 1);
 }
 
-/* col rows for output pixels [pix0, pix0 + npix) (pixel = oy·wo + ox). */
+/* col rows for output pixels [pix0, pix0 + npix) (pixel = oy·wo + ox),
+ * columns in (ky, kx, ci) order. */
 static void im2col(const fx_kctx *kc, const fx_conv2d_geom *g, const float *x, int wo,
                    int64_t pix0, int64_t npix, float *col) {
     const int up = g->upsample2x ? 1 : 0;
     const int64_t hh = (int64_t)g->h << up, ww = (int64_t)g->w << up;
-    const int kk = g->kh * g->kw, cin = g->cin;
-    const int64_t kdim = (int64_t)cin * kk;
+    const int64_t cin = g->cin, kdim = cin * g->kh * g->kw;
+    const size_t row = sizeof(float) * (size_t)cin;
     int threads = kc && kc->threads > 0 ? kc->threads : 1;
     if (npix * kdim < 65536) threads = 1;
 #pragma omp parallel for schedule(static) num_threads(threads)
@@ -55,23 +61,29 @@ static void im2col(const fx_kctx *kc, const fx_conv2d_geom *g, const float *x, i
         float *dst = col + i * kdim;
         for (int ky = 0; ky < g->kh; ky++) {
             int64_t iy = oy * g->stride - g->pad_top + ky; /* in the upsampled frame */
-            for (int kx = 0; kx < g->kw; kx++) {
+            for (int kx = 0; kx < g->kw; kx++, dst += cin) {
                 int64_t ix = ox * g->stride - g->pad_left + kx;
-                int k = ky * g->kw + kx;
-                if (iy < 0 || iy >= hh || ix < 0 || ix >= ww) {
-                    for (int c = 0; c < cin; c++) dst[(int64_t)c * kk + k] = 0.0f;
-                    continue;
-                }
-                const float *src = x + ((iy >> up) * g->w + (ix >> up)) * (int64_t)cin;
-                if (kk == 1) {
-                    memcpy(dst, src, sizeof(float) * (size_t)cin);
-                } else {
-                    for (int c = 0; c < cin; c++) dst[(int64_t)c * kk + k] = src[c];
-                }
+                if (iy < 0 || iy >= hh || ix < 0 || ix >= ww) memset(dst, 0, row);
+                else memcpy(dst, x + ((iy >> up) * g->w + (ix >> up)) * cin, row);
             }
         }
     }
 }
+
+/* w [cout, cin, kk] (row stride ld) → dst [cout, kk, cin]; 2- or 4-byte
+ * elements, moved bit for bit. */
+#define REORDER(T)                                                                     \
+    for (int64_t co = 0; co < w->n; co++) {                                            \
+        const T *s = (const T *)w->data + co * w->ld;                                   \
+        T *o = (T *)dst + co * w->k;                                                   \
+        for (int k = 0; k < kk; k++)                                                   \
+            for (int ci = 0; ci < cin; ci++) o[(int64_t)k * cin + ci] = s[(int64_t)ci * kk + k]; \
+    }
+static void reorder_weight(const fx_weight *w, int cin, int kk, size_t es, void *dst) {
+    if (es == 2) REORDER(uint16_t)
+    else REORDER(uint32_t)
+}
+#undef REORDER
 
 void fx_conv2d(const fx_kctx *kc, const fx_conv2d_geom *g, const float *x, const fx_weight *w,
                const fx_epilogue *epi, float *y, int row0, int row1) {
@@ -90,6 +102,12 @@ void fx_conv2d(const fx_kctx *kc, const fx_conv2d_geom *g, const float *x, const
         return;
     }
 
+    const int kk = g->kh * g->kw;
+    const size_t es = fx_dtype_size(w->dtype), wbytes = (size_t)w->n * (size_t)kdim * es;
+    void *owned_w = NULL;
+    void *wr = kc && kc->scratch ? fx_scratch_slot_get(kc->scratch, FX_SLOT_CONVW, wbytes) : NULL;
+    if (!wr) wr = owned_w = malloc(wbytes);
+
     size_t row_bytes = sizeof(float) * (size_t)wo * (size_t)kdim;
     int strip = (int)(IM2COL_BUDGET / row_bytes);
     if (strip < 1) strip = 1;
@@ -98,16 +116,21 @@ void fx_conv2d(const fx_kctx *kc, const fx_conv2d_geom *g, const float *x, const
     void *owned = NULL;
     float *col = kc && kc->scratch ? fx_scratch_slot_get(kc->scratch, FX_SLOT_IM2COL, bytes) : NULL;
     if (!col) col = owned = malloc(bytes);
-    if (!col) { /* no memory: a visible NaN result, never a crash */
+    if (!col || !wr || !es) { /* no memory: a visible NaN result, never a crash */
         for (int64_t i = (int64_t)row0 * wo * g->cout; i < (int64_t)row1 * wo * g->cout; i++)
             y[i] = NAN;
+        free(owned);
+        free(owned_w);
         return;
     }
+    reorder_weight(w, g->cin, kk, es, wr);
+    const fx_weight wt = {wr, w->dtype, w->n, kdim, kdim};
     for (int r = row0; r < row1; r += strip) {
         int rows = row1 - r < strip ? row1 - r : strip;
         int64_t pix0 = (int64_t)r * wo, npix = (int64_t)rows * wo;
         im2col(kc, g, x, wo, pix0, npix, col);
-        fx_linear(kc, npix, col, kdim, w, y + pix0 * g->cout, g->cout, epi);
+        fx_linear(kc, npix, col, kdim, &wt, y + pix0 * g->cout, g->cout, epi);
     }
     free(owned);
+    free(owned_w);
 }

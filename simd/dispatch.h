@@ -30,6 +30,7 @@ struct fx_kernels {
  * failure. Call outside parallel regions. */
 typedef enum fx_scratch_slot {
     FX_SLOT_IM2COL = 0, /* conv2d.c: im2col strip */
+    FX_SLOT_CONVW,      /* conv2d.c: weight reordered to [cout, kh, kw, cin] */
     FX_SLOT_ROWOPS,     /* groupnorm.c: partial sums, per-channel factors */
     FX_SLOT_COUNT
 } fx_scratch_slot;
