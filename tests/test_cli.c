@@ -77,7 +77,7 @@ TEST(cli_help_version_cpu_info) {
     EXPECT("-h", 0, "usage: flux");
     EXPECT("--version", 0, "flux.c " FLUX_VERSION_STRING);
     EXPECT("--cpu-info", 0, "kernels:");
-    EXPECT("--cpu-info", 0, "best supported ISA");
+    EXPECT("--cpu-info", 0, "ISA");
     EXPECT("--cpu-info --isa scalar", 0, "kernels:  scalar");
     EXPECT("--cpu-info -t 1", 0, "threads:  1");
 #if defined(__x86_64__)
@@ -256,6 +256,8 @@ TEST(cli_features_not_yet_available_say_so) {
     EXPECT(args, 1, "not yet available");
     snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/out.png' --show", g_model, tmp);
     EXPECT(args, 1, "--show is not yet available");
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/out.png' --cache-dir '%s'", g_model, tmp, tmp);
+    EXPECT(args, 1, "not yet available");
     CHECK_EQ_INT(dir_entries(tmp), 0);
 }
 
