@@ -39,7 +39,7 @@ static const conv_case cases[] = {
     {"asymmetric pads", {6, 6, 4, 5, 3, 3, 1, 2, 0, 0, 1, 0}, FX_DTYPE_F32, 1, 0, 0},
     {"conv_out 128->3", {12, 10, 128, 3, 3, 3, 1, 1, 1, 1, 1, 0}, FX_DTYPE_BF16, 1, 0, 0},
 #if !KT_SMALL
-    /* im2col row = 64·4608·4 B = 1.2 MB: 7-row strips over 16 rows */
+    /* im2col row = 64·4608·4 B = 1.2 MB: 3-row strips (4 MiB budget) over 16 rows */
     {"strips cin 512", {16, 64, 512, 8, 3, 3, 1, 1, 1, 1, 1, 0}, FX_DTYPE_BF16, 2, 0, 0},
     {"strips upsample", {8, 32, 512, 8, 3, 3, 1, 1, 1, 1, 1, 1}, FX_DTYPE_F32, 1, 0, 0},
 #endif
