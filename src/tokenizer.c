@@ -27,6 +27,7 @@ static const char QWEN2_SPLIT_REGEX[] =
 #define CACHE_SLOTS 8192      /* BPE word cache: direct-mapped */
 #define CACHE_KEY_MAX 24      /* bytes of a cached pre-token */
 #define CACHE_IDS_MAX 12      /* ids of a cached pre-token */
+#define WINDOW 65536          /* code points decoded at a time (encode_segment) */
 
 typedef struct added_token {
     const char *text; /* in the arena (set once the arena is complete) */
@@ -60,14 +61,13 @@ struct fx_tokenizer {
     uint32_t *tok_off, *tok_len;
     int32_t n_slots; /* max id + 1 */
 
-    /* vocab text → id */
-    int32_t *vocab_table; /* id or -1 */
+    /* vocab text → id: slots of {id or -1, high 32 bits of the text's hash} */
+    int32_t (*vocab_table)[2];
     uint32_t vocab_mask;
     size_t vocab_size;
 
-    /* (left, right) → (rank, merged) */
-    uint64_t *merge_keys; /* UINT64_MAX = empty */
-    uint64_t *merge_vals;
+    /* (left, right) → (rank, merged): slots {key, value}, key UINT64_MAX = empty */
+    uint64_t (*merges)[2];
     uint32_t merge_mask;
     size_t n_merges;
 
@@ -95,6 +95,7 @@ struct fx_tokenizer {
     size_t chat_cap;
     fx_ids prompt_ids;
     cache_slot *cache;
+    size_t window; /* code points decoded at a time (encode_segment) */
 };
 
 /* ------------------------------------------------------------ small tools */
@@ -152,21 +153,37 @@ static uint32_t table_size_for(size_t n) {
 
 static const char *tok_text(const fx_tokenizer *t, int32_t id) { return t->arena + t->tok_off[id]; }
 
-static int32_t vocab_find(const fx_tokenizer *t, const char *s, size_t n) {
-    uint32_t i = (uint32_t)hash_bytes(s, n) & t->vocab_mask;
+/* The slot holding text s[0, n) (whose hash_bytes is h), or the empty slot
+ * where it would go. */
+static uint32_t vocab_slot_h(const fx_tokenizer *t, const char *s, size_t n, uint64_t h) {
+    int32_t tag = (int32_t)(uint32_t)(h >> 32);
+    uint32_t i = (uint32_t)h & t->vocab_mask;
     for (;; i = (i + 1) & t->vocab_mask) {
-        int32_t id = t->vocab_table[i];
-        if (id < 0) return -1;
-        if (t->tok_len[id] == n && !memcmp(tok_text(t, id), s, n)) return id;
+        int32_t id = t->vocab_table[i][0];
+        if (id < 0) return i;
+        if (t->vocab_table[i][1] == tag && t->tok_len[id] == n && !memcmp(tok_text(t, id), s, n)) return i;
     }
 }
+
+static int32_t vocab_find(const fx_tokenizer *t, const char *s, size_t n) {
+    return t->vocab_table[vocab_slot_h(t, s, n, hash_bytes(s, n))][0];
+}
+
+/* Loading does ~600k random table lookups: they run in batches whose slots
+ * are prefetched first, so the cache misses overlap. */
+#define LOAD_BATCH 16
+#if defined(__GNUC__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)(p))
+#endif
 
 static inline const uint64_t *merge_find(const fx_tokenizer *t, int32_t a, int32_t b) {
     uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
     uint32_t i = (uint32_t)hash_pair(key) & t->merge_mask;
     for (;; i = (i + 1) & t->merge_mask) {
-        uint64_t k = t->merge_keys[i];
-        if (k == key) return &t->merge_vals[i];
+        uint64_t k = t->merges[i][0];
+        if (k == key) return &t->merges[i][1];
         if (k == UINT64_MAX) return NULL;
     }
 }
@@ -295,37 +312,36 @@ static flux_status load_vocab(fx_tokenizer *t, const fx_json *vocab, const fx_js
     t->tok_off = calloc((size_t)t->n_slots + 1, sizeof(uint32_t));
     t->tok_len = calloc((size_t)t->n_slots + 1, sizeof(uint32_t));
     t->vocab_mask = table_size_for(nv) - 1;
-    t->vocab_table = malloc(((size_t)t->vocab_mask + 1) * sizeof(int32_t));
+    t->vocab_table = malloc(((size_t)t->vocab_mask + 1) * sizeof *t->vocab_table);
     t->added = calloc(na + 1, sizeof(added_token));
     if (!t->tok_off || !t->tok_len || !t->vocab_table || !t->added)
         return fx_fail(err, FLUX_ERR_NOMEM, "tokenizer: out of memory for %zu tokens", nv);
-    memset(t->vocab_table, 0xFF, ((size_t)t->vocab_mask + 1) * sizeof(int32_t));
+    memset(t->vocab_table, 0xFF, ((size_t)t->vocab_mask + 1) * sizeof *t->vocab_table);
     t->arena_cap = 0;
     if (!grow((void **)&t->arena, &t->arena_cap, nv * 8 + 1024, 1))
         return fx_fail(err, FLUX_ERR_NOMEM, "tokenizer: out of memory for token texts");
 
-    for (size_t i = 0; i < nv; i++) {
-        const char *s = fx_json_key_at(vocab, i);
-        size_t n = fx_json_key_len_at(vocab, i);
-        int32_t id = (int32_t)fx_json_int(fx_json_at(vocab, i));
-        uint32_t off;
-        flux_status st = arena_add(t, s, n, &off, err);
-        if (st) return st;
-        t->tok_off[id] = off, t->tok_len[id] = (uint32_t)n;
-        /* a repeated text keeps its last id (as a map built in file order) */
-        uint32_t h = (uint32_t)hash_bytes(s, n) & t->vocab_mask;
-        for (;; h = (h + 1) & t->vocab_mask) {
-            int32_t cur = t->vocab_table[h];
-            if (cur < 0) {
-                t->vocab_table[h] = id;
-                t->vocab_size++;
-                break;
-            }
-            if (t->tok_len[cur] == n && !memcmp(tok_text(t, cur), s, n) && cur != id) {
-                t->vocab_table[h] = id;
-                break;
-            }
-            if (cur == id) break;
+    for (size_t i0 = 0; i0 < nv; i0 += LOAD_BATCH) {
+        size_t nb = nv - i0 < LOAD_BATCH ? nv - i0 : LOAD_BATCH;
+        uint64_t hs[LOAD_BATCH];
+        for (size_t k = 0; k < nb; k++) {
+            hs[k] = hash_bytes(fx_json_key_at(vocab, i0 + k), fx_json_key_len_at(vocab, i0 + k));
+            PREFETCH(&t->vocab_table[(uint32_t)hs[k] & t->vocab_mask]);
+        }
+        for (size_t k = 0; k < nb; k++) {
+            size_t i = i0 + k;
+            const char *s = fx_json_key_at(vocab, i);
+            size_t n = fx_json_key_len_at(vocab, i);
+            int32_t id = (int32_t)fx_json_int(fx_json_at(vocab, i));
+            uint32_t off;
+            flux_status st = arena_add(t, s, n, &off, err);
+            if (st) return st;
+            t->tok_off[id] = off, t->tok_len[id] = (uint32_t)n;
+            /* a repeated text keeps its last id (as a map built in file order) */
+            uint32_t slot = vocab_slot_h(t, s, n, hs[k]);
+            if (t->vocab_table[slot][0] < 0) t->vocab_size++;
+            t->vocab_table[slot][0] = id;
+            t->vocab_table[slot][1] = (int32_t)(uint32_t)(hs[k] >> 32);
         }
     }
 
@@ -371,45 +387,72 @@ static flux_status load_merges(fx_tokenizer *t, const fx_json *merges, const cha
     if (!fx_json_is_array(merges)) return fx_fail(err, FLUX_ERR_FORMAT, "%s: model.merges must be an array", src);
     size_t nm = fx_json_len(merges);
     t->merge_mask = table_size_for(nm) - 1;
-    t->merge_keys = malloc(((size_t)t->merge_mask + 1) * sizeof(uint64_t));
-    t->merge_vals = malloc(((size_t)t->merge_mask + 1) * sizeof(uint64_t));
-    if (!t->merge_keys || !t->merge_vals) return fx_fail(err, FLUX_ERR_NOMEM, "tokenizer: out of memory for merges");
-    memset(t->merge_keys, 0xFF, ((size_t)t->merge_mask + 1) * sizeof(uint64_t));
+    t->merges = malloc(((size_t)t->merge_mask + 1) * sizeof *t->merges);
+    if (!t->merges) return fx_fail(err, FLUX_ERR_NOMEM, "tokenizer: out of memory for merges");
+    memset(t->merges, 0xFF, ((size_t)t->merge_mask + 1) * sizeof *t->merges);
 
-    char buf[512];
-    for (size_t r = 0; r < nm; r++) {
-        const fx_json *m = fx_json_at(merges, r);
+    enum { MAXLEN = 256 };
+    struct {
         const char *a, *b;
         size_t na, nb;
-        if (fx_json_is_string(m)) { /* "a b" */
-            a = fx_json_str(m);
-            const char *sp = memchr(a, ' ', fx_json_str_len(m));
-            if (!sp || memchr(sp + 1, ' ', fx_json_str_len(m) - (size_t)(sp + 1 - a)))
-                return fx_fail(err, FLUX_ERR_FORMAT, "%s: model.merges[%zu] \"%.80s\" is not two tokens separated by one space",
-                               src, r, a);
-            na = (size_t)(sp - a), b = sp + 1, nb = fx_json_str_len(m) - na - 1;
-        } else if (fx_json_len(m) == 2 && fx_json_is_string(fx_json_at(m, 0)) && fx_json_is_string(fx_json_at(m, 1))) {
-            a = fx_json_str(fx_json_at(m, 0)), na = fx_json_str_len(fx_json_at(m, 0));
-            b = fx_json_str(fx_json_at(m, 1)), nb = fx_json_str_len(fx_json_at(m, 1));
-        } else {
-            return fx_fail(err, FLUX_ERR_FORMAT, "%s: model.merges[%zu] must be \"a b\" or [\"a\", \"b\"]", src, r);
+        uint64_t ha, hb, hm, key;
+        int32_t im;
+        char joined[2 * MAXLEN];
+    } q[LOAD_BATCH];
+    for (size_t r0 = 0; r0 < nm; r0 += LOAD_BATCH) {
+        size_t nq = nm - r0 < LOAD_BATCH ? nm - r0 : LOAD_BATCH;
+        /* 1. parse, hash, prefetch the vocab slots */
+        for (size_t k = 0; k < nq; k++) {
+            size_t r = r0 + k;
+            const fx_json *m = fx_json_at(merges, r);
+            const char *a, *b;
+            size_t na, nb;
+            if (fx_json_is_string(m)) { /* "a b" */
+                a = fx_json_str(m);
+                const char *sp = memchr(a, ' ', fx_json_str_len(m));
+                if (!sp || memchr(sp + 1, ' ', fx_json_str_len(m) - (size_t)(sp + 1 - a)))
+                    return fx_fail(err, FLUX_ERR_FORMAT,
+                                   "%s: model.merges[%zu] \"%.80s\" is not two tokens separated by one space", src, r, a);
+                na = (size_t)(sp - a), b = sp + 1, nb = fx_json_str_len(m) - na - 1;
+            } else if (fx_json_len(m) == 2 && fx_json_is_string(fx_json_at(m, 0)) && fx_json_is_string(fx_json_at(m, 1))) {
+                a = fx_json_str(fx_json_at(m, 0)), na = fx_json_str_len(fx_json_at(m, 0));
+                b = fx_json_str(fx_json_at(m, 1)), nb = fx_json_str_len(fx_json_at(m, 1));
+            } else {
+                return fx_fail(err, FLUX_ERR_FORMAT, "%s: model.merges[%zu] must be \"a b\" or [\"a\", \"b\"]", src, r);
+            }
+            if (na > MAXLEN || nb > MAXLEN)
+                return fx_fail(err, FLUX_ERR_FORMAT, "%s: model.merges[%zu]: a token longer than %d bytes", src, r, MAXLEN);
+            q[k].a = a, q[k].na = na, q[k].b = b, q[k].nb = nb;
+            memcpy(q[k].joined, a, na);
+            memcpy(q[k].joined + na, b, nb);
+            q[k].ha = hash_bytes(a, na), q[k].hb = hash_bytes(b, nb), q[k].hm = hash_bytes(q[k].joined, na + nb);
+            PREFETCH(&t->vocab_table[(uint32_t)q[k].ha & t->vocab_mask]);
+            PREFETCH(&t->vocab_table[(uint32_t)q[k].hb & t->vocab_mask]);
+            PREFETCH(&t->vocab_table[(uint32_t)q[k].hm & t->vocab_mask]);
         }
-        int32_t ia = vocab_find(t, a, na), ib = vocab_find(t, b, nb), im = -1;
-        if (na + nb <= sizeof buf) {
-            memcpy(buf, a, na);
-            memcpy(buf + na, b, nb);
-            im = vocab_find(t, buf, na + nb);
+        /* 2. resolve the ids, prefetch the merge slots */
+        for (size_t k = 0; k < nq; k++) {
+            int32_t ia = t->vocab_table[vocab_slot_h(t, q[k].a, q[k].na, q[k].ha)][0];
+            int32_t ib = t->vocab_table[vocab_slot_h(t, q[k].b, q[k].nb, q[k].hb)][0];
+            int32_t im = t->vocab_table[vocab_slot_h(t, q[k].joined, q[k].na + q[k].nb, q[k].hm)][0];
+            if (ia < 0 || ib < 0 || im < 0)
+                return fx_fail(err, FLUX_ERR_FORMAT, "%s: model.merges[%zu] (\"%.*s\", \"%.*s\"): %s is not in model.vocab",
+                               src, r0 + k, (int)(q[k].na < 60 ? q[k].na : 60), q[k].a, (int)(q[k].nb < 60 ? q[k].nb : 60),
+                               q[k].b, ia < 0 ? "the first token" : ib < 0 ? "the second token" : "the merged token");
+            q[k].key = ((uint64_t)(uint32_t)ia << 32) | (uint32_t)ib;
+            q[k].im = im;
+            PREFETCH(&t->merges[(uint32_t)hash_pair(q[k].key) & t->merge_mask]);
         }
-        if (ia < 0 || ib < 0 || im < 0)
-            return fx_fail(err, FLUX_ERR_FORMAT, "%s: model.merges[%zu] (\"%.60s\", \"%.60s\"): %s is not in model.vocab",
-                           src, r, a, b, ia < 0 ? "the first token" : ib < 0 ? "the second token" : "the merged token");
-        uint64_t key = ((uint64_t)(uint32_t)ia << 32) | (uint32_t)ib;
-        uint32_t h = (uint32_t)hash_pair(key) & t->merge_mask;
-        while (t->merge_keys[h] != UINT64_MAX && t->merge_keys[h] != key) h = (h + 1) & t->merge_mask;
-        if (t->merge_keys[h] == key) continue; /* a repeated pair keeps its first (lowest) rank */
-        t->merge_keys[h] = key;
-        t->merge_vals[h] = ((uint64_t)r << 32) | (uint32_t)im;
-        t->n_merges++;
+        /* 3. insert */
+        for (size_t k = 0; k < nq; k++) {
+            uint64_t key = q[k].key;
+            uint32_t h = (uint32_t)hash_pair(key) & t->merge_mask;
+            while (t->merges[h][0] != UINT64_MAX && t->merges[h][0] != key) h = (h + 1) & t->merge_mask;
+            if (t->merges[h][0] == key) continue; /* a repeated pair keeps its first (lowest) rank */
+            t->merges[h][0] = key;
+            t->merges[h][1] = ((uint64_t)(r0 + k) << 32) | (uint32_t)q[k].im;
+            t->n_merges++;
+        }
     }
     return FLUX_OK;
 }
@@ -437,6 +480,7 @@ flux_status fx_tokenizer_load_json(const char *text, size_t len, const char *dis
     if ((st = load_merges(t, fx_json_get(model, "merges"), src, err))) goto done;
     t->ignore_merges = fx_json_get_bool(model, "ignore_merges", 0);
     t->cache = calloc(CACHE_SLOTS, sizeof(cache_slot));
+    t->window = WINDOW;
     if (!t->cache) st = fx_fail(err, FLUX_ERR_NOMEM, "tokenizer: out of memory");
 done:
     fx_json_free(doc);
@@ -479,8 +523,7 @@ void fx_tokenizer_free(fx_tokenizer *t) {
     free(t->tok_off);
     free(t->tok_len);
     free(t->vocab_table);
-    free(t->merge_keys);
-    free(t->merge_vals);
+    free(t->merges);
     free(t->added);
     free(t->clean);
     free(t->cps);
@@ -615,8 +658,9 @@ static inline uint32_t fold(uint32_t c) {
 }
 
 /* End of the regex match starting at i (always > i: the alternatives
- * together match any character). cls[k] is the class of cp[k]. */
-static size_t match_at(const uint32_t *cp, const uint8_t *cls, size_t n, size_t i) {
+ * together match any character). cls[k] is the class of cp[k]. Sets *ws_edge
+ * when a whitespace run reached n (its match could change with more text). */
+static size_t match_at(const uint32_t *cp, const uint8_t *cls, size_t n, size_t i, int *ws_edge) {
     uint32_t c = cp[i];
     /* (?i:'s|'t|'re|'ve|'m|'ll|'d) */
     if (c == '\'' && i + 1 < n) {
@@ -648,6 +692,7 @@ static size_t match_at(const uint32_t *cp, const uint8_t *cls, size_t n, size_t 
     /* Here cp[i] is whitespace; [i, r) is the whole whitespace run. */
     size_t r = i + 1;
     while (r < n && cls[r] == FX_UC_SPACE) r++;
+    *ws_edge = r == n;
     /* \s*[\r\n]+ : up to the last CR/LF of the run */
     for (size_t p = r; p > i; p--)
         if (is_crlf(cp[p - 1])) return p;
@@ -658,37 +703,69 @@ static size_t match_at(const uint32_t *cp, const uint8_t *cls, size_t n, size_t 
     return r;
 }
 
-static flux_status encode_segment(fx_tokenizer *t, const uint8_t *s, size_t len, fx_ids *out, fx_err *err) {
-    if (!len) return FLUX_OK;
-    if (!grow((void **)&t->cps, &t->cps_cap, len, sizeof(uint32_t)))
-        return fx_fail(err, FLUX_ERR_NOMEM, "tokenizer: out of memory for a %zu-byte text", len);
-    size_t n = fx_utf8_to_cps(s, len, t->cps);
-    const uint32_t *cp = t->cps;
-    if (!fx_nfc_quick_check(cp, n)) {
-        size_t need = FX_NFC_EXPANSION * n;
-        if (!grow((void **)&t->nfc, &t->nfc_cap, need, sizeof(uint32_t)) ||
-            !grow((void **)&t->nfc_tmp, &t->nfc_tmp_cap, need, sizeof(uint32_t)))
-            return fx_fail(err, FLUX_ERR_NOMEM, "tokenizer: out of memory normalising a %zu-byte text", len);
-        n = fx_nfc(cp, n, t->nfc, t->nfc_tmp);
-        cp = t->nfc;
-    }
-    if (!grow((void **)&t->cls, &t->cls_cap, n, 1))
-        return fx_fail(err, FLUX_ERR_NOMEM, "tokenizer: out of memory for a %zu-byte text", len);
-    uint8_t *cls = t->cls;
-    for (size_t i = 0; i < n; i++) cls[i] = (uint8_t)fx_uc_class(cp[i]);
+/* A segment (text between added tokens, valid UTF-8) in windows of about
+ * WINDOW code points (t->window), so scratch memory stays bounded for any text length:
+ * a window ends at an NFC boundary (the next one is normalised on its own),
+ * and a regex match that looked at the window's end is carried over to be
+ * matched again with the next window. */
+void fx_tokenizer_set_window(fx_tokenizer *tok, size_t cps) { tok->window = cps ? cps : WINDOW; }
 
-    for (size_t i = 0; i < n;) {
-        size_t j = match_at(cp, cls, n, i);
-        if (!grow((void **)&t->word, &t->word_cap, 4 * (j - i), 1))
-            return fx_fail(err, FLUX_ERR_NOMEM, "tokenizer: out of memory");
-        size_t wl = 0;
-        for (size_t k = i; k < j; k++) {
-            if (cp[k] < 0x80) t->word[wl++] = (uint8_t)cp[k];
-            else wl += fx_utf8_encode(cp[k], t->word + wl);
+static flux_status encode_segment(fx_tokenizer *t, const uint8_t *s, size_t len, fx_ids *out, fx_err *err) {
+    size_t pos = 0, have = 0; /* bytes consumed; code points carried over */
+    while (pos < len) {
+        /* decode a window after the carried-over code points */
+        size_t n = have;
+        for (;;) {
+            if (n + 1 > t->cps_cap && !grow((void **)&t->cps, &t->cps_cap, n + t->window, sizeof(uint32_t)))
+                return fx_fail(err, FLUX_ERR_NOMEM, "tokenizer: out of memory for a %zu-byte text", len);
+            if (pos == len) break;
+            uint32_t c;
+            size_t used = 1;
+            if (s[pos] < 0x80) c = s[pos];
+            else c = fx_utf8_decode(s + pos, len - pos, &used);
+            /* at least as much as is carried over: a huge run costs O(n) */
+            if (n - have >= t->window && n - have >= have && fx_nfc_boundary_before(c)) break;
+            t->cps[n++] = c;
+            pos += used;
         }
-        flux_status st = bpe_word(t, t->word, wl, out, err);
-        if (st) return st;
-        i = j;
+        int final = pos == len;
+        size_t fresh = n - have;
+        if (!fx_nfc_quick_check(t->cps + have, fresh)) {
+            size_t need = FX_NFC_EXPANSION * fresh;
+            if (!grow((void **)&t->nfc, &t->nfc_cap, need, sizeof(uint32_t)) ||
+                !grow((void **)&t->nfc_tmp, &t->nfc_tmp_cap, need, sizeof(uint32_t)) ||
+                !grow((void **)&t->cps, &t->cps_cap, have + need, sizeof(uint32_t)))
+                return fx_fail(err, FLUX_ERR_NOMEM, "tokenizer: out of memory normalising a %zu-byte text", len);
+            fresh = fx_nfc_spans(t->cps + have, fresh, t->nfc, t->nfc_tmp);
+            memcpy(t->cps + have, t->nfc, fresh * sizeof(uint32_t));
+            n = have + fresh;
+        }
+        if (!grow((void **)&t->cls, &t->cls_cap, n, 1))
+            return fx_fail(err, FLUX_ERR_NOMEM, "tokenizer: out of memory for a %zu-byte text", len);
+        const uint32_t *cp = t->cps;
+        uint8_t *cls = t->cls;
+        for (size_t i = have; i < n; i++) cls[i] = (uint8_t)fx_uc_class(cp[i]);
+
+        size_t i = 0;
+        while (i < n) {
+            int ws_edge = 0;
+            size_t j = match_at(cp, cls, n, i, &ws_edge);
+            /* lookahead of up to 2 code points, runs that reach the end */
+            if (!final && (j == n || i + 3 > n || ws_edge)) break;
+            if (!grow((void **)&t->word, &t->word_cap, 4 * (j - i), 1))
+                return fx_fail(err, FLUX_ERR_NOMEM, "tokenizer: out of memory");
+            size_t wl = 0;
+            for (size_t k = i; k < j; k++) {
+                if (cp[k] < 0x80) t->word[wl++] = (uint8_t)cp[k];
+                else wl += fx_utf8_encode(cp[k], t->word + wl);
+            }
+            flux_status st = bpe_word(t, t->word, wl, out, err);
+            if (st) return st;
+            i = j;
+        }
+        have = n - i;
+        memmove(t->cps, t->cps + i, have * sizeof(uint32_t));
+        memmove(t->cls, t->cls + i, have);
     }
     return FLUX_OK;
 }

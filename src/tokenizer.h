@@ -86,4 +86,8 @@ flux_status fx_tokenizer_encode_chat(fx_tokenizer *tok, const char *prompt, size
 flux_status fx_tokenizer_encode_prompt(fx_tokenizer *tok, const char *prompt, int max_len,
                                        int32_t *ids, uint8_t *mask, int *n_real, fx_err *err);
 
+/* Testing aid: how many code points the encoder decodes and normalises at a
+ * time (default 65536; 0 restores it). The ids never depend on it. */
+void fx_tokenizer_set_window(fx_tokenizer *tok, size_t cps);
+
 #endif

