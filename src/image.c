@@ -176,6 +176,8 @@ flux_status flux_image_save(flux_ctx *ctx, const flux_image *img, const char *pa
     flux_status (*write)(FILE *, const flux_image *, const char *, fx_err *);
     if (!strcasecmp(ext, "png")) write = fx_png_write;
     else if (!strcasecmp(ext, "ppm")) write = fx_ppm_write;
+    else if (!*ext)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "cannot save %s: no file extension (use .png or .ppm)", path);
     else
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "cannot save %s: unknown image format '.%s' (use .png or .ppm)",
                        path, ext);

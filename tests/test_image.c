@@ -620,6 +620,7 @@ TEST(image_save_unknown_extension) {
     CHECK(flux_image_save(ctx, img, tmp_file("x.jpg")) == FLUX_ERR_INVALID_ARG);
     CHECK_MSG(strstr(flux_error(ctx), ".png or .ppm"), "%s", flux_error(ctx));
     CHECK(flux_image_save(ctx, img, tmp_file("noext")) == FLUX_ERR_INVALID_ARG);
+    CHECK_MSG(strstr(flux_error(ctx), "no file extension"), "%s", flux_error(ctx));
     CHECK(flux_image_save(ctx, img, tmp_file("UPPER.PNG")) == FLUX_OK);
     CHECK_EQ_INT(dir_entries(fx_test_tmpdir()), 1);
     flux_free(ctx);
