@@ -228,6 +228,7 @@ FUZZ_SRC_DEFAULT := src/json.c src/safetensors.c src/config.c src/error.c
 FUZZ_SRC_png  = $(filter-out tests/%,$(FUZZ_PNG_SRC))
 FUZZ_LIBS_png = -lpng
 FUZZ_SRC_npy  = src/npy.c src/atomic_file.c src/error.c
+FUZZ_SRC_tokenizer = src/tokenizer.c src/unicode.c src/unicode_tables.c src/json.c src/error.c
 FUZZ_BINS    := $(patsubst tests/fuzz/%.c,$(FUZZ_DIR)/%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_CFLAGS  := -std=c11 -g -O1 -D_GNU_SOURCE -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -I. -Isrc -Isimd $(WARN) \
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
