@@ -153,12 +153,14 @@ flux_status fx_attention(const fx_kctx *kc, const fx_attn_args *a, fx_err *err) 
     p.key_tiles = key_tiles;
     p.kv = (char *)key_tiles + vis_bytes;
 
-    int threads = kc->threads > 0 ? kc->threads : 1;
+#ifdef _OPENMP
+    const int threads = kc->threads > 0 ? kc->threads : 1;
+#endif
     fx_scratch *scratch = kc->scratch;
     const int64_t pack_chunk = PACK_CHUNK_TILES;
     const int64_t chunks_per_head = (p.nkt + pack_chunk - 1) / pack_chunk;
 #ifdef _OPENMP
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(threads) if (threads > 1)
 #endif
     {
         void *mine = fx_scratch_thread(scratch, fx_thread_id());
