@@ -7,18 +7,18 @@
  * picks the path for the weight dtype, lays out the scratch, and walks the
  * blocks. The per-ISA files provide packing routines and microkernels.
  *
- * Threads: a tm × tn grid over the tiles of each block (tm row groups of
- * whole MR micro-rows, tn groups of whole NR micro-panels). The B panel is
- * packed cooperatively into one of two shared buffers (double buffering:
- * one barrier per K block); every thread packs its own A block.
+ * Threads: each owns a range of whole NR column panels (or of whole MR
+ * rows when n is narrow) and packs its own A panel and B micro-panels, so
+ * the parallel region has no barrier at all.
  */
 #include "gemm.h"
 
 #include <stdlib.h>
 
-/* Staging buffer for partial sums in the accumulating modes: at most this
- * many bytes, which bounds the row super-block MM. */
-enum { STAGE_BYTES = 8 << 20 };
+/* Per-thread staging buffer for partial sums (accumulating modes with
+ * several K blocks): at most this many bytes, which bounds the column
+ * chunk. */
+enum { STAGE_BYTES = 4 << 20 };
 /* Below this many flops one thread does the whole product. */
 #define SERIAL_FLOPS 2e6
 
@@ -71,99 +71,121 @@ typedef struct gemm_plan {
     float *y;
     int64_t ldy;
     const fx_epilogue *epi;
-    int64_t mm;         /* row super-block */
-    int staged;         /* partial sums in the staging buffer */
-    size_t a_bytes, b_bytes;
-    char *bbuf[2];      /* shared B panels */
-    char *abuf;         /* per-thread A blocks, a_bytes apart */
-    float *stage;       /* [mm][nc] partial sums */
+    int64_t kcb;        /* K block: <= p->kc, balanced over k */
+    int64_t ncb;        /* column chunk: p->nc, less when staging */
+    int staged;         /* partial sums in a staging buffer */
+    int split_cols;     /* threads own column ranges (else row ranges) */
+    size_t a_bytes, b_bytes, s_bytes; /* per-thread scratch parts */
+    char *base;
 } gemm_plan;
 
-/* One thread's part of one K block: rows [r0, r1) and micro-panels
- * [jp0, jp1) of the current NC block. */
-static void gemm_block(const gemm_plan *pl, int tid, const char *bpanel, int64_t jc, int64_t nc,
-                       int64_t mm0, int64_t pc, int64_t kcur, int64_t r0, int64_t r1, int64_t jp0,
-                       int64_t jp1) {
-    const fx_gemm_path *p = pl->p;
-    const int mr = p->mr, nr = p->nr;
-    const int64_t ksteps = ceil_div(kcur, p->kpair);
-    const size_t apanel = (size_t)ksteps * mr * p->kpair * p->elem;
-    const size_t bpanel_sz = (size_t)ksteps * nr * p->kpair * p->elem;
-    char *abuf = pl->abuf + (size_t)tid * pl->a_bytes;
-    const int first = pc == 0, last = pc + kcur == pl->k;
-    const fx_epilogue *e = pl->epi;
-    const int64_t ldst = p->nc;
+/* Software prefetch of the W rows the next micro-panel will read, spread
+ * over the microkernel calls of the current one. */
+typedef struct w_prefetch {
+    const char *row;    /* current row's first line, or NULL: nothing to do */
+    int64_t row_bytes;  /* ldw in bytes */
+    int rows_left;      /* rows after the current one */
+    int lines, line;    /* 64-byte lines per row; next line in the row */
+    int per_call;       /* lines to prefetch per microkernel call */
+} w_prefetch;
 
-    for (int64_t ic = r0; ic < r1; ic += p->mc) {
-        int64_t mc = r1 - ic < p->mc ? r1 - ic : p->mc;
-        p->pack_x(p, mc, kcur, pl->x + ic * pl->ldx + pc, pl->ldx, abuf);
-        for (int64_t jp = jp0; jp < jp1; jp++) {
-            const int64_t j = jc + jp * nr; /* first output column of the tile */
-            const int ncols = (int)(jc + nc - j < nr ? jc + nc - j : nr);
-            const char *b = bpanel + (size_t)jp * bpanel_sz;
-            for (int64_t ir = 0; ir < mc; ir += mr) {
-                const int64_t i = ic + ir;
-                fx_gemm_tile t;
-                t.m = (int)(mc - ir < mr ? mc - ir : mr);
-                t.n = ncols;
-                t.first = first;
-                t.last = last;
-                t.mode = e->mode;
-                t.bias = e->bias ? e->bias + j : NULL;
-                t.gate = e->gate ? e->gate + j : NULL;
-                float *yt = pl->y + i * pl->ldy + j;
-                if (!pl->staged) {
-                    t.c = yt, t.ldc = pl->ldy;
-                    t.partial = yt, t.ldp = pl->ldy;
-                } else {
-                    float *st = pl->stage + (i - mm0) * ldst + (j - jc);
-                    t.partial = st, t.ldp = ldst;
-                    if (last) t.c = yt, t.ldc = pl->ldy;
-                    else t.c = st, t.ldc = ldst;
-                }
-                p->kernel(ksteps, abuf + (size_t)(ir / mr) * apanel, b, &t);
-            }
+static void w_prefetch_init(w_prefetch *pf, const gemm_plan *pl, int64_t j, int cols, int64_t pc,
+                            int64_t kcur, int calls) {
+    pf->row = NULL;
+    if (cols <= 0) return;
+    const char *start = pl->w + ((size_t)j * (size_t)pl->ldw + (size_t)pc) * pl->welem;
+    uintptr_t mis = (uintptr_t)start & 63;
+    pf->row = start - mis;
+    pf->row_bytes = pl->ldw * (int64_t)pl->welem;
+    pf->rows_left = cols - 1;
+    pf->lines = (int)((mis + (size_t)kcur * pl->welem + 63) / 64);
+    pf->line = 0;
+    pf->per_call = (int)ceil_div((int64_t)cols * pf->lines, calls > 0 ? calls : 1);
+}
+
+static inline void w_prefetch_step(w_prefetch *pf) {
+    for (int q = 0; q < pf->per_call && pf->row; q++) {
+        __builtin_prefetch(pf->row + (int64_t)pf->line * 64, 0, 2);
+        if (++pf->line == pf->lines) {
+            pf->line = 0;
+            pf->row = pf->rows_left-- > 0 ? pf->row + pf->row_bytes : NULL;
         }
     }
 }
 
-static void gemm_run(const gemm_plan *pl, int threads) {
+/* Thread tid's block of the output: rows [r0, r1), columns [c0, c1). */
+static void gemm_thread(const gemm_plan *pl, int tid, int nt) {
     const fx_gemm_path *p = pl->p;
     const int mr = p->mr, nr = p->nr;
-    /* Split rows when there are enough micro-rows, otherwise columns. */
-    const int split_rows = ceil_div(pl->m, mr) >= 2 * threads;
+    int64_t r0 = 0, r1 = pl->m, c0 = 0, c1 = pl->n;
+    if (pl->split_cols) {
+        const int64_t panels = ceil_div(pl->n, nr);
+        c0 = panels * tid / nt * nr, c1 = panels * (tid + 1) / nt * nr;
+        if (c1 > pl->n) c1 = pl->n;
+    } else {
+        const int64_t tiles = ceil_div(pl->m, mr);
+        r0 = tiles * tid / nt * mr, r1 = tiles * (tid + 1) / nt * mr;
+        if (r1 > pl->m) r1 = pl->m;
+    }
+    if (r0 >= r1 || c0 >= c1) return;
 
-#pragma omp parallel num_threads(threads) if (threads > 1)
-    {
-        const int tid = fx_thread_id(), nt = fx_thread_count();
-        const int tm = split_rows ? nt : 1, tn = split_rows ? 1 : nt;
-        const int trow = split_rows ? tid : 0, tcol = split_rows ? 0 : tid;
-        int iter = 0;
-        for (int64_t jc = 0; jc < pl->n; jc += p->nc) {
-            const int64_t nc = pl->n - jc < p->nc ? pl->n - jc : p->nc;
-            const int64_t panels = ceil_div(nc, nr);
-            const int64_t jp0 = panels * tcol / tn, jp1 = panels * (tcol + 1) / tn;
-            for (int64_t mm0 = 0; mm0 < pl->m; mm0 += pl->mm) {
-                const int64_t mmn = pl->m - mm0 < pl->mm ? pl->m - mm0 : pl->mm;
-                const int64_t mt = ceil_div(mmn, mr);
-                int64_t r0 = mm0 + mt * trow / tm * mr, r1 = mm0 + mt * (trow + 1) / tm * mr;
-                if (r1 > mm0 + mmn) r1 = mm0 + mmn;
-                for (int64_t pc = 0; pc < pl->k; pc += p->kc, iter++) {
-                    const int64_t kcur = pl->k - pc < p->kc ? pl->k - pc : p->kc;
-                    const size_t bpanel_sz =
-                        (size_t)ceil_div(kcur, p->kpair) * nr * p->kpair * p->elem;
-                    char *bp = pl->bbuf[iter & 1];
-                    /* cooperative packing of the B panel, by micro-panels */
-                    const int64_t q0 = panels * tid / nt, q1 = panels * (tid + 1) / nt;
-                    if (q0 < q1) {
-                        int64_t cols = (q1 * nr < nc ? q1 * nr : nc) - q0 * nr;
-                        pl->pack_w(p, cols, kcur,
-                                   pl->w + ((size_t)(jc + q0 * nr) * pl->ldw + pc) * pl->welem,
-                                   pl->ldw, bp + (size_t)q0 * bpanel_sz);
+    char *abuf = pl->base + (size_t)tid * (pl->a_bytes + pl->b_bytes + pl->s_bytes);
+    char *bbuf = abuf + pl->a_bytes;
+    float *stage = (float *)(void *)(bbuf + pl->b_bytes);
+    const fx_epilogue *e = pl->epi;
+    /* row super-blocks of balanced size, whole micro-rows */
+    const int64_t nmb = ceil_div(r1 - r0, p->mc);
+    const int64_t mcb = round_up(ceil_div(r1 - r0, nmb), mr);
+
+    const int64_t ncb = pl->ncb;
+    for (int64_t mb = r0; mb < r1; mb += mcb) {
+        const int64_t rows = r1 - mb < mcb ? r1 - mb : mcb;
+        const int tiles = (int)ceil_div(rows, mr);
+        for (int64_t jc = c0; jc < c1; jc += ncb) {
+            const int64_t cols = c1 - jc < ncb ? c1 - jc : ncb;
+            for (int64_t pc = 0; pc < pl->k; pc += pl->kcb) {
+                const int64_t kcur = pl->k - pc < pl->kcb ? pl->k - pc : pl->kcb;
+                const int64_t ksteps = ceil_div(kcur, p->kpair);
+                const size_t apanel = (size_t)ksteps * mr * p->kpair * p->elem;
+                const int first = pc == 0, last = pc + kcur == pl->k;
+                p->pack_x(p, rows, kcur, pl->x + mb * pl->ldx + pc, pl->ldx, abuf);
+                for (int64_t j = jc; j < jc + cols; j += nr) {
+                    const int ncols = (int)(jc + cols - j < nr ? jc + cols - j : nr);
+                    pl->pack_w(p, ncols, kcur, pl->w + ((size_t)j * (size_t)pl->ldw + (size_t)pc) * pl->welem,
+                               pl->ldw, bbuf);
+                    /* the next micro-panel: next columns, else the next K block */
+                    w_prefetch pf = {0};
+                    if (j + nr < jc + cols)
+                        w_prefetch_init(&pf, pl, j + nr, (int)(jc + cols - j - nr < nr ? jc + cols - j - nr : nr),
+                                        pc, kcur, tiles);
+                    else if (pc + kcur < pl->k)
+                        w_prefetch_init(&pf, pl, jc, (int)(cols < nr ? cols : nr), pc + kcur,
+                                        pl->k - pc - kcur < pl->kcb ? pl->k - pc - kcur : pl->kcb, tiles);
+                    else
+                        pf.row = NULL;
+                    for (int64_t ir = 0; ir < rows; ir += mr) {
+                        const int64_t i = mb + ir;
+                        fx_gemm_tile t;
+                        t.m = (int)(rows - ir < mr ? rows - ir : mr);
+                        t.n = ncols;
+                        t.first = first;
+                        t.last = last;
+                        t.mode = e->mode;
+                        t.bias = e->bias ? e->bias + j : NULL;
+                        t.gate = e->gate ? e->gate + j : NULL;
+                        float *yt = pl->y + i * pl->ldy + j;
+                        if (!pl->staged) {
+                            t.c = yt, t.ldc = pl->ldy;
+                            t.partial = yt, t.ldp = pl->ldy;
+                        } else {
+                            float *st = stage + ir * ncb + (j - jc);
+                            t.partial = st, t.ldp = ncb;
+                            if (last) t.c = yt, t.ldc = pl->ldy;
+                            else t.c = st, t.ldc = ncb;
+                        }
+                        p->kernel(ksteps, abuf + (size_t)(ir / mr) * apanel, bbuf, &t);
+                        w_prefetch_step(&pf);
                     }
-#pragma omp barrier
-                    if (r0 < r1 && jp0 < jp1)
-                        gemm_block(pl, tid, bp, jc, nc, mm0, pc, kcur, r0, r1, jp0, jp1);
                 }
             }
         }
@@ -182,26 +204,26 @@ static int linear_blocked(const fx_kctx *kc, const fx_gemm_path *p, int threads,
     pl.w = w->data, pl.ldw = w->ld, pl.welem = weight_elem_size(w->dtype);
     pl.y = y, pl.ldy = ldy;
     pl.epi = epi;
-    pl.staged = epi->mode != FX_EPI_STORE && pl.k > p->kc;
-    pl.mm = m;
-    if (pl.staged) {
-        int64_t rows = STAGE_BYTES / ((int64_t)p->nc * 4) / p->mc * p->mc;
-        pl.mm = rows < p->mc ? p->mc : rows;
-        if (pl.mm > m) pl.mm = m;
-    }
-    const int64_t kcp = round_up(p->kc, p->kpair);
+    /* K blocks of equal size (multiples of 32): fewer partial-sum passes */
+    const int64_t nkb = ceil_div(pl.k, p->kc);
+    pl.kcb = round_up(ceil_div(pl.k, nkb), 32);
+    pl.staged = epi->mode != FX_EPI_STORE && pl.k > pl.kcb;
+    pl.split_cols = ceil_div(pl.n, p->nr) >= 2 * threads;
+    const int64_t kcp = round_up(pl.kcb, p->kpair);
     /* + 64: the packers may store a full vector past a micro-panel's end */
     pl.a_bytes = (size_t)round_up(round_up(p->mc, p->mr) * kcp * p->elem + 64, 64);
-    pl.b_bytes = (size_t)round_up(round_up(p->nc, p->nr) * kcp * p->elem, 64);
-    size_t stage_bytes = pl.staged ? (size_t)round_up(pl.mm * p->nc * 4, 64) : 0;
-    size_t total = 2 * pl.b_bytes + (size_t)threads * pl.a_bytes + stage_bytes;
+    pl.b_bytes = (size_t)round_up((int64_t)p->nr * kcp * p->elem + 64, 64);
+    pl.ncb = p->nc;
+    if (pl.staged) { /* staging [mc][ncb] f32 per thread, at most STAGE_BYTES */
+        int64_t fit = STAGE_BYTES / ((int64_t)round_up(p->mc, p->mr) * 4) / p->nr * p->nr;
+        if (fit < pl.ncb) pl.ncb = fit > p->nr ? fit : p->nr;
+    }
+    pl.s_bytes = pl.staged ? (size_t)round_up(round_up(p->mc, p->mr) * pl.ncb * 4, 64) : 0;
+    size_t total = (size_t)threads * (pl.a_bytes + pl.b_bytes + pl.s_bytes);
     if (!kc->scratch || fx_scratch_reserve(kc->scratch, 0, total)) return -1;
-    char *base = fx_scratch_shared(kc->scratch);
-    pl.bbuf[0] = base;
-    pl.bbuf[1] = base + pl.b_bytes;
-    pl.abuf = base + 2 * pl.b_bytes;
-    pl.stage = (float *)(void *)(pl.abuf + (size_t)threads * pl.a_bytes);
-    gemm_run(&pl, threads);
+    pl.base = fx_scratch_shared(kc->scratch);
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    gemm_thread(&pl, fx_thread_id(), fx_thread_count());
     return 0;
 }
 

@@ -2,17 +2,25 @@
  * gemm.h — per-ISA tables of the gemm kernel family (simd-internal).
  *
  * fx_linear (simd/gemm.c) computes Y[m, n] (op)= X[m, k] · W[n, k]ᵀ the BLIS
- * way: five loops around a register-tiled microkernel.
+ * way: loops around a register-tiled microkernel. Each thread owns a block
+ * of the output (a range of whole NR column panels, or of whole MR rows
+ * when n is narrow) and runs, with nothing shared and no barriers:
  *
- *   for jc in N step NC            W block of NC outputs
- *    for mm in M step MM           row super-block (only when a staging
- *                                  buffer holds partial sums, see below)
- *     for pc in K step KC          pack W[jc.., pc..] → B panel (shared by
- *                                  all threads, packed cooperatively)
- *      for ic in rows step MC      pack X[ic.., pc..] → A block (per thread)
- *       for jr in NC step NR       B micro-panel  [KC][NR]  (stays in L1)
- *        for ir in MC step MR      A micro-panel  [KC][MR]  (streams from L2)
- *          microkernel: MR×NR tile of Y in registers, rank-KC update
+ *   for mb in its rows step MC      row super-block
+ *    for jc in its cols step NC     column chunk
+ *     for pc in K step KC           K block (KC balanced over K)
+ *      pack X[mb.., pc..] → A panel [MC/MR][KC][MR]   (L3, per thread)
+ *      for jr in the chunk step NR
+ *       pack W[jr.., pc..] → B micro-panel [KC][NR]   (L2, per thread)
+ *       (prefetching the W rows of the next micro-panel meanwhile)
+ *       for ir in the super-block step MR
+ *         microkernel: MR×NR tile of Y in registers, rank-KC update
+ *
+ * W is read from memory once per (super-block, K block); each B micro-panel
+ * is reused by every row of the super-block. Because the weight rows are
+ * read in short bursts (KC elements per row), their DRAM latency is hidden
+ * by software prefetches spread over the microkernel calls of the previous
+ * micro-panel.
  *
  * A "path" is one microkernel with its packing routines: the f32 FMA path
  * (packed elements are f32; bf16/f16 weights are widened while packing) or
@@ -21,9 +29,9 @@
  * path used for each weight dtype.
  *
  * Determinism: threads split only the M and N tiles; every element of Y is
- * reduced over K by the same instruction sequence in the same order (KC is
- * fixed per path, never derived from the thread count), so results are
- * bit-identical for any thread count.
+ * reduced over K by the same instruction sequence in the same order (the K
+ * blocking depends on K and the path only, never on the thread count), so
+ * results are bit-identical for any thread count.
  *
  * Partial sums across K blocks: the microkernel starts its accumulators
  * from the partial sums of the earlier K blocks (one FMA chain per element
@@ -36,7 +44,7 @@
  * packing (timestep MLP, modulation: bandwidth bound).
  *
  * Scratch: fx_linear reserves and uses the context's *shared* scratch
- * buffer (B panels, per-thread A blocks, staging). Callers must not pass
+ * buffer (per thread: A panel, B micro-panel, staging). Callers must not pass
  * pointers into kc->scratch as x or y, and must call fx_linear outside
  * OpenMP parallel regions (it parallelises itself).
  */
@@ -86,7 +94,8 @@ typedef void (*fx_gemm_kernel_fn)(int64_t ksteps, const void *a, const void *b,
 typedef struct fx_gemm_path {
     const char *name;  /* "avx512 f32 14x32" */
     int mr, nr;        /* register tile */
-    int kc, mc, nc;    /* cache blocks: kc multiple of kpair, mc of mr, nc of nr */
+    int kc, mc, nc;    /* blocks: kc (max K block, multiple of 32), mc (rows of
+                          a super-block, multiple of mr), nc (multiple of nr) */
     int kpair;         /* 1: f32 elements; 2: bf16 pairs (vdpbf16ps) */
     int elem;          /* bytes per packed element: 4 or 2 */
     fx_gemm_pack_x_fn pack_x;
@@ -163,18 +172,21 @@ size_t fx_gemm_describe(const fx_gemm_kernels *g, char *buf, size_t size);
 /* Transpose a 16×16 block of 32-bit elements held in r[0..15] (row i in
  * r[i]; afterwards column j in r[j]): unpack 32-bit, unpack 64-bit, then
  * two rounds of 128-bit lane shuffles (64 shuffles). */
-static inline void fx_gemm_transpose16x16(__m512i r[16]) {
+static inline __attribute__((always_inline)) void fx_gemm_transpose16x16(__m512i r[16]) {
     __m512i t[16], u[16];
+#pragma GCC unroll 16
     for (int i = 0; i < 16; i += 2) {
         t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
         t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
     }
+#pragma GCC unroll 16
     for (int g = 0; g < 16; g += 4) { /* u[g + c] lane l = rows g..g+3 at column 4l + c */
         u[g + 0] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
         u[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
         u[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
         u[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
     }
+#pragma GCC unroll 16
     for (int c = 0; c < 4; c++) {
         __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44), v1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xEE);
         __m512i w0 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44),

@@ -247,7 +247,7 @@ static void gemv_bf16(int64_t m, int64_t n0, int64_t n1, int64_t k, const float 
 static const fx_gemm_path f32_path = {
     .name = "avx2 f32 6x16",
     .mr = MR, .nr = NR,
-    .kc = 256, .mc = 144, .nc = 3072,
+    .kc = 768, .mc = 576, .nc = 8192,
     .kpair = 1, .elem = 4,
     .pack_x = fx_gemm_pack_x_f32_c,
     .pack_w = {pack_w_f32, pack_w_f16, pack_w_bf16},

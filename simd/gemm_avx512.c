@@ -218,7 +218,7 @@ static void gemv_bf16(int64_t m, int64_t n0, int64_t n1, int64_t k, const float 
 const fx_gemm_path fx_gemm_avx512_f32_path = {
     .name = "avx512 f32 14x32",
     .mr = MR, .nr = NR,
-    .kc = 128, .mc = 336, .nc = 3072,
+    .kc = 768, .mc = 576, .nc = 8192,
     .kpair = 1, .elem = 4,
     .pack_x = pack_x,
     .pack_w = {pack_w_f32, pack_w_f16, pack_w_bf16},

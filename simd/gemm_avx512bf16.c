@@ -49,17 +49,26 @@ static void pack_x(const fx_gemm_path *p, int64_t mc, int64_t kc, const float *x
         const int rows = (int)(mc - i0 < MR ? mc - i0 : MR);
         for (int64_t k0 = 0; k0 < kc; k0 += 32) {
             __m512i r[16];
-            for (int i = 0; i < 16; i++)
-                r[i] = i < rows ? x_pairs(x + (i0 + i) * ldx + k0, kc - k0) : _mm512_setzero_si512();
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; i++) {
+                /* rows past the block read row 0 with an empty mask: zeros */
+                const float *src = x + (i < rows ? i0 + i : i0) * ldx + k0;
+                r[i] = x_pairs(src, i < rows ? kc - k0 : 0);
+            }
             fx_gemm_transpose16x16(r);
             const int64_t q0 = k0 / 2;
-            const int qn = (int)(kp - q0 < 16 ? kp - q0 : 16);
-            for (int j = 0; j < qn; j++) _mm512_storeu_si512(d + (q0 + j) * MR, r[j]);
+            if (kp - q0 >= 16) {
+#pragma GCC unroll 16
+                for (int j = 0; j < 16; j++) _mm512_storeu_si512(d + (q0 + j) * MR, r[j]);
+            } else {
+                for (int j = 0; j < kp - q0; j++) _mm512_storeu_si512(d + (q0 + j) * MR, r[j]);
+            }
         }
     }
 }
 
-/* W outputs [0, nc) × k [0, kc), bf16 → micro-panels [ceil(kc/2)][32] pairs. */
+/* W outputs [0, nc) × k [0, kc), bf16 → micro-panels [ceil(kc/2)][32] pairs
+ * (the driver has prefetched these rows while computing the previous one). */
 static void pack_w(const fx_gemm_path *p, int64_t nc, int64_t kc, const void *w, int64_t ldw, void *dst) {
     (void)p;
     const uint16_t *src = w;
@@ -72,13 +81,18 @@ static void pack_w(const fx_gemm_path *p, int64_t nc, int64_t kc, const void *w,
             for (int64_t k0 = 0; k0 < kc; k0 += 32) {
                 const __mmask32 km = fx_gemm_mask32(kc - k0);
                 __m512i r[16];
+#pragma GCC unroll 16
                 for (int i = 0; i < 16; i++)
-                    r[i] = i < rows ? _mm512_maskz_loadu_epi16(km, src + (jh + i) * ldw + k0)
-                                    : _mm512_setzero_si512();
+                    r[i] = _mm512_maskz_loadu_epi16(i < rows ? km : 0, src + (i < rows ? jh + i : 0) * ldw + k0);
                 fx_gemm_transpose16x16(r);
                 const int64_t q0 = k0 / 2;
-                const int qn = (int)(kp - q0 < 16 ? kp - q0 : 16);
-                for (int j = 0; j < qn; j++) _mm512_store_si512(d + (q0 + j) * NR + half * 16, r[j]);
+                uint32_t *o = d + q0 * NR + half * 16;
+                if (kp - q0 >= 16) {
+#pragma GCC unroll 16
+                    for (int j = 0; j < 16; j++) _mm512_store_si512(o + j * NR, r[j]);
+                } else {
+                    for (int j = 0; j < kp - q0; j++) _mm512_store_si512(o + j * NR, r[j]);
+                }
             }
         }
     }
@@ -192,7 +206,7 @@ static void gemv_bf16_dot(int64_t m, int64_t n0, int64_t n1, int64_t k, const fl
 static const fx_gemm_path bf16_path = {
     .name = "avx512bf16 bf16-dot 14x32",
     .mr = MR, .nr = NR,
-    .kc = 256, .mc = 336, .nc = 3072,
+    .kc = 1536, .mc = 576, .nc = 8192,
     .kpair = 2, .elem = 2,
     .pack_x = pack_x,
     .pack_w = {NULL, NULL, pack_w},

@@ -122,7 +122,7 @@ static void gemv_neon(int64_t m, int64_t n0, int64_t n1, int64_t k, const float 
 static const fx_gemm_path f32_path = {
     .name = "neon f32 8x12",
     .mr = MR, .nr = NR,
-    .kc = 256, .mc = 128, .nc = 3072,
+    .kc = 512, .mc = 256, .nc = 3072,
     .kpair = 1, .elem = 4,
     .pack_x = fx_gemm_pack_x_f32_c,
     .pack_w = {fx_gemm_pack_w_f32_c, fx_gemm_pack_w_f16_c, fx_gemm_pack_w_bf16_c},
