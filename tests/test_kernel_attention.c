@@ -56,6 +56,7 @@ static const attn_case cases[] = {
     {100, 100, 1, 1, 512, 0, 0, 0, 0}, /* VAE: one head of 512 */
     {150, 150, 6, 6, 128, 0, 0, 0, 0}, /* DiT-like, several query blocks */
     {5, 2048, 6, 6, 512, 1, 2043, 2, 0}, /* packed K/V > 16 MiB: several phases */
+    {600, 700, 1, 1, 128, 0, 0, 0, 0},   /* many key tiles and rescales */
 };
 
 /* Under qemu (aarch64) the emulator is ~1000x slower: tiny shapes only. */
