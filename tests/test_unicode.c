@@ -237,3 +237,27 @@ TEST(unicode_nfc_long_mark_runs_linear_and_ordered) {
     CHECK(m == n && !memcmp(out, again, n * sizeof(uint32_t)));
     free(in), free(out), free(tmp), free(again);
 }
+
+TEST(unicode_nfc_spans_equals_whole_string_nfc) {
+    /* Random strings dense in marks, Hangul jamo, composites and exclusions:
+     * normalising only the failing spans gives the whole-string result,
+     * quick check YES means unchanged, and NFC is idempotent. */
+    static const uint32_t pool[] = {
+        'a', 'e', 'o', 'A', ' ', 0x300, 0x301, 0x302, 0x308, 0x316, 0x323, 0x327, 0x328, 0x345, 0x334, 0x5B0, 0x5BC,
+        0x5C1, 0x93C, 0x915, 0x958, 0x9BE, 0x9C7, 0xB47, 0xB3E, 0xB57, 0x1100, 0x1161, 0x11A8, 0xAC00, 0xAC01, 0x212B,
+        0xC5, 0xE9, 0x1E0A, 0x1EA0, 0x1F00, 0x3B1, 0x313, 0x342, 0x1DFA, 0x11938, 0x3099, 0x304B, 0xFB2C, 0xF73, 0x1D15E};
+    enum { N = 48 };
+    uint32_t in[N], a[FX_NFC_EXPANSION * N], b[FX_NFC_EXPANSION * N], c[FX_NFC_EXPANSION * FX_NFC_EXPANSION * N];
+    uint32_t tmp[FX_NFC_EXPANSION * FX_NFC_EXPANSION * N];
+    fx_test_rng r;
+    fx_test_rng_seed(&r, 5);
+    for (int it = 0; it < 200000; it++) {
+        size_t n = 1 + fx_test_rng_u64(&r) % N;
+        for (size_t i = 0; i < n; i++) in[i] = pool[fx_test_rng_u64(&r) % (sizeof pool / sizeof *pool)];
+        size_t na = fx_nfc(in, n, a, tmp), nb = fx_nfc_spans(in, n, b, tmp);
+        REQUIRE_MSG(na == nb && !memcmp(a, b, na * sizeof(uint32_t)), "iteration %d", it);
+        size_t nc = fx_nfc(a, na, c, tmp);
+        REQUIRE_MSG(nc == na && !memcmp(a, c, na * sizeof(uint32_t)), "NFC not idempotent, iteration %d", it);
+        if (fx_nfc_quick_check(in, n)) REQUIRE(na == n && !memcmp(in, a, n * sizeof(uint32_t)));
+    }
+}
