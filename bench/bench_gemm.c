@@ -207,10 +207,38 @@ static const char *mode_name(fx_epilogue_mode m) {
     return m == FX_EPI_STORE ? "store" : m == FX_EPI_ACCUMULATE ? "acc" : "gated";
 }
 
+/* Block-size overrides for tuning (0 = the table's own). */
+typedef struct block_override {
+    int kc, mc, nc;
+} block_override;
+
+/* Copies of the chosen tables with other block sizes (bench memory only). */
+typedef struct tuned_tables {
+    fx_gemm_path path;
+    fx_gemm_kernels gemm;
+    fx_kernels k;
+} tuned_tables;
+
+static void apply_override(fx_kctx *kc, fx_dtype dt, const block_override *bo, tuned_tables *tt) {
+    if (!bo || (!bo->kc && !bo->mc && !bo->nc)) return;
+    const fx_gemm_kernels *g = kc->k->gemm ? kc->k->gemm : &fx_gemm_scalar;
+    tt->path = *g->path[dt];
+    if (bo->kc) tt->path.kc = (bo->kc + 31) / 32 * 32;
+    if (bo->mc) tt->path.mc = (bo->mc + tt->path.mr - 1) / tt->path.mr * tt->path.mr;
+    if (bo->nc) tt->path.nc = (bo->nc + tt->path.nr - 1) / tt->path.nr * tt->path.nr;
+    tt->gemm = *g;
+    tt->gemm.path[dt] = &tt->path;
+    tt->k = *kc->k;
+    tt->k.gemm = &tt->gemm;
+    kc->k = &tt->k;
+}
+
 static int bench_one(const fx_bench_env *env, int64_t m, int64_t n, int64_t k, fx_dtype dt, int force_f32,
-                     fx_epilogue_mode mode, int yardsticks) {
+                     fx_epilogue_mode mode, int yardsticks, const block_override *bo) {
     gemm_problem p = {.m = m, .n = n, .k = k, .dt = dt, .mode = mode};
     if (fx_bench_kctx(env, -1, force_f32, &p.kc)) return -1;
+    tuned_tables tt;
+    apply_override(&p.kc, dt, bo, &tt);
     if (problem_init(&p)) {
         fx_bench_kctx_free(&p.kc);
         problem_free(&p);
@@ -230,6 +258,10 @@ static int bench_one(const fx_bench_env *env, int64_t m, int64_t n, int64_t k, f
     r.flops = 2.0 * (double)m * (double)n * (double)k;
     r.peak = bf16_dot ? FX_PEAK_BF16_DOT : FX_PEAK_FMA_F32;
     r.seconds = fx_bench_time(env, run_ours, &p);
+    if (bo && (bo->kc || bo->mc || bo->nc)) {
+        const fx_gemm_path *pp = p.kc.k->gemm->path[dt];
+        fx_bench_extra(&r, "kc", pp->kc), fx_bench_extra(&r, "mc", pp->mc), fx_bench_extra(&r, "nc", pp->nc);
+    }
     if (m <= 16) /* bandwidth bound: weight bytes per second */
         fx_bench_extra(&r, "weight_gb_s", (double)(n * k) * (double)dt_size(dt) / r.seconds * 1e-9);
     (void)yardsticks;
@@ -287,10 +319,17 @@ static int gemm_main(int argc, char **argv, const fx_bench_env *env) {
                                                  : FX_EPI_STORE;
     if (bad || m < 1 || n < 1 || k < 1 || parse_dtype(ds, &dt)) {
         fprintf(stderr, "usage: flux-bench gemm --m M --n N --k K --dtype bf16|f32|f16 [--epilogue "
-                        "store|acc|gated] [--no-yardsticks]\n");
+                        "store|acc|gated] [--kc KC --mc MC --nc NC] [--no-yardsticks]\n");
         return -1;
     }
-    return bench_one(env, m, n, k, dt, env->force_f32, mode, !fx_bench_arg_flag(argc, argv, "--no-yardsticks"));
+    block_override bo = {(int)fx_bench_arg_int(argc, argv, "--kc", 0, &bad), (int)fx_bench_arg_int(argc, argv, "--mc", 0, &bad),
+                         (int)fx_bench_arg_int(argc, argv, "--nc", 0, &bad)};
+    if (bad || bo.kc < 0 || bo.mc < 0 || bo.nc < 0) {
+        fprintf(stderr, "flux-bench gemm: --kc/--mc/--nc need positive integers\n");
+        return -1;
+    }
+    return bench_one(env, m, n, k, dt, env->force_f32, mode, !fx_bench_arg_flag(argc, argv, "--no-yardsticks"),
+                     &bo);
 }
 
 /* The model's linear shapes: FLUX.2-klein DiT (M = image+text tokens) and
@@ -309,17 +348,17 @@ static int gemm_defaults(const fx_bench_env *env) {
         for (size_t a = 0; a < sizeof flux_m / sizeof *flux_m; a++)
             for (size_t b = 0; b < sizeof flux_nk / sizeof *flux_nk; b++)
                 rc |= bench_one(env, flux_m[a], flux_nk[b][0], flux_nk[b][1], FX_DTYPE_BF16, math_f32[pass],
-                                FX_EPI_STORE, 1);
+                                FX_EPI_STORE, 1, NULL);
         for (size_t b = 0; b < sizeof qwen_nk / sizeof *qwen_nk; b++)
-            rc |= bench_one(env, 512, qwen_nk[b][0], qwen_nk[b][1], FX_DTYPE_BF16, math_f32[pass], FX_EPI_STORE, 1);
+            rc |= bench_one(env, 512, qwen_nk[b][0], qwen_nk[b][1], FX_DTYPE_BF16, math_f32[pass], FX_EPI_STORE, 1, NULL);
         for (size_t b = 0; b < sizeof gemv_mnk / sizeof *gemv_mnk; b++)
             rc |= bench_one(env, gemv_mnk[b][0], gemv_mnk[b][1], gemv_mnk[b][2], FX_DTYPE_BF16, math_f32[pass],
-                            FX_EPI_STORE, 0);
+                            FX_EPI_STORE, 0, NULL);
     }
     return rc;
 }
 
 FX_BENCH_COMMAND(gemm,
-                 "gemm --m M --n N --k K [--dtype bf16|f32|f16] [--epilogue store|acc|gated] "
-                 "[--no-yardsticks]",
+                 "gemm --m M --n N --k K [--dtype bf16|f32|f16] [--epilogue store|acc|gated]\n"
+                 "                        [--kc KC --mc MC --nc NC (block sizes, for tuning)] [--no-yardsticks]",
                  gemm_main, gemm_defaults)

@@ -204,7 +204,7 @@ void fx_bench_report(const fx_bench_env *env, const fx_bench_result *r) {
         }
         printf("%-6s %-30s %-5s %-16s %3d %10.3f %8.1f %5.1f%%", r->op, r->shape, r->dtype, r->isa, r->threads,
                r->seconds * 1e3, gflops, pct);
-        for (int i = 0; i < r->n_extra; i++) printf("  %s=%.3g", r->extra[i].key, r->extra[i].value);
+        for (int i = 0; i < r->n_extra; i++) printf("  %s=%.4g", r->extra[i].key, r->extra[i].value);
         if (loaded) printf("  [LOADED: other processes used %.2f CPU-s]", g_foreign_cpu);
         printf("\n");
     }
