@@ -447,3 +447,79 @@ TEST(tokenizer_flux_tokenize_needs_a_model) {
     CHECK(flux_tokenize(ctx, NULL, 1, ids, 4, &n) == FLUX_ERR_INVALID_ARG);
     flux_free(ctx);
 }
+
+/* ------------------------------------------------------------------ the CLI tool */
+
+static void put_json_string(FILE *f, const char *s, size_t n) {
+    fputc('"', f);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20 || c == 0x7F) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputs("\"\n", f);
+}
+
+TEST(tokenizer_cli_tokenize_corpus) {
+    /* `flux --tokenize` over stdin JSON lines: raw and chat ids of the corpus
+     * texts (those without U+0000, which a C string cannot carry). */
+    size_t len;
+    char *text = fx_test_read_file(fx_test_path("tokenizer/corpus.jsonl"), &len);
+    REQUIRE(text);
+    char in_path[1024], out_path[1024], cmd[4096];
+    snprintf(in_path, sizeof in_path, "%s/in.jsonl", fx_test_tmpdir());
+    FILE *f = fopen(in_path, "w");
+    REQUIRE(f);
+    fx_json_doc *docs[4096];
+    int nd = 0;
+    for (char *p = text, *end = text + len; p < end && nd < 4096;) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl) nl = end;
+        fx_err err = {0};
+        fx_json_doc *doc = fx_json_parse(p, (size_t)(nl - p), &err);
+        REQUIRE(doc);
+        const fx_json *t = fx_json_get(fx_json_root(doc), "text");
+        if (t && fx_json_str_len(t) == strlen(fx_json_str(t)) && fx_json_get(fx_json_root(doc), "chat")) {
+            put_json_string(f, fx_json_str(t), fx_json_str_len(t));
+            docs[nd++] = doc;
+        } else {
+            fx_json_free(doc);
+        }
+        p = nl + 1;
+    }
+    fclose(f);
+    free(text);
+    REQUIRE(nd > 300);
+    for (int raw = 0; raw < 2; raw++) {
+        snprintf(out_path, sizeof out_path, "%s/out%d.txt", fx_test_tmpdir(), raw);
+        snprintf(cmd, sizeof cmd, "'%s' -d '%s' --tokenize %s < '%s' > '%s'", fx_test_flux_bin(),
+                 fx_test_path("golden/model"), raw ? "--raw" : "", in_path, out_path);
+        char *log = NULL;
+        int st = fx_test_run(cmd, &log);
+        CHECK_MSG(st == 0, "flux --tokenize exited %d: %.300s", st, log ? log : "");
+        free(log);
+        char *out = fx_test_read_file(out_path, NULL);
+        REQUIRE(out);
+        int line = 0, bad = 0;
+        for (char *l = out; *l && line < nd; line++) {
+            char *nl = strchr(l, '\n');
+            if (!nl) nl = l + strlen(l);
+            const fx_json *want = fx_json_get(fx_json_root(docs[line]), raw ? "ids" : "chat");
+            char *q = l;
+            size_t k = 0;
+            while (q < nl && k < fx_json_len(want)) {
+                long v = strtol(q, &q, 10);
+                if (v != fx_json_int(fx_json_at(want, k))) break;
+                k++;
+            }
+            if ((q != nl || k != fx_json_len(want)) && bad++ < 5)
+                fx_test_fail(__FILE__, __LINE__, "%s line %d differs", raw ? "raw" : "chat", line + 1);
+            l = *nl ? nl + 1 : nl;
+        }
+        CHECK_EQ_INT(line, nd);
+        CHECK_EQ_INT(bad, 0);
+        free(out);
+    }
+    for (int i = 0; i < nd; i++) fx_json_free(docs[i]);
+}
