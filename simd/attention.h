@@ -61,7 +61,7 @@ static inline const void *fx_attn_kv_head(const fx_attn_plan *p, int g) {
 }
 
 struct fx_attn_kernels {
-    const char *name;  /* "avx512 f32 48x64", ...                       */
+    const char *name;  /* "avx512 f32 fma", ... (for --cpu-info)         */
     int qt;            /* preferred rows per task                        */
     int row_align;     /* rows are padded to a multiple of this          */
     int kt;            /* keys per tile                                  */

@@ -285,7 +285,7 @@ static void avx2_run_task(const fx_attn_plan *p, int64_t t, void *scratch) {
 }
 
 const struct fx_attn_kernels fx_attn_avx2 = {
-    .name = "avx2 f32 96x64",
+    .name = "avx2 f32 fma",
     .qt = QT,
     .row_align = ROW_ALIGN,
     .kt = KT,

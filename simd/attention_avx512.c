@@ -326,7 +326,7 @@ static void avx512_run_task(const fx_attn_plan *p, int64_t t, void *scratch) {
 }
 
 const struct fx_attn_kernels fx_attn_avx512 = {
-    .name = "avx512 f32 48x64",
+    .name = "avx512 f32 fma",
     .qt = QT,
     .row_align = ROW_ALIGN,
     .kt = KT,

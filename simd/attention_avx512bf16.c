@@ -357,7 +357,7 @@ static void bf16_run_task(const fx_attn_plan *p, int64_t t, void *scratch) {
 }
 
 const struct fx_attn_kernels fx_attn_avx512bf16 = {
-    .name = "avx512bf16 vdpbf16ps 96x64",
+    .name = "avx512bf16 vdpbf16ps (bf16 Q, K, P, V; f32 sums)",
     .qt = QT,
     .row_align = ROW_ALIGN,
     .kt = KT,

@@ -264,7 +264,7 @@ static void neon_run_task(const fx_attn_plan *p, int64_t t, void *scratch) {
 }
 
 const struct fx_attn_kernels fx_attn_neon = {
-    .name = "neon f32 64x64",
+    .name = "neon f32 fma",
     .qt = QT,
     .row_align = ROW_ALIGN,
     .kt = KT,

@@ -108,7 +108,7 @@ static void scalar_run_task(const fx_attn_plan *p, int64_t t, void *scratch) {
 }
 
 const struct fx_attn_kernels fx_attn_scalar = {
-    .name = "scalar 16x32",
+    .name = "scalar reference",
     .qt = SCALAR_QT,
     .row_align = 1,
     .kt = SCALAR_KT,
