@@ -471,8 +471,9 @@ static void mkdir_p(const char *path) {
 }
 
 /* Write one safetensors file holding the tensors of L with t->shard == shard
- * (shard < 0: all). Header keys and data are in name order, the header is
- * space-padded to a multiple of 8 bytes, like the safetensors library does. */
+ * (shard < 0: all). Header keys and data are in name order, "__metadata__" last,
+ * the header space-padded to a multiple of 8 bytes — byte for byte what the
+ * safetensors library writes. */
 static uint64_t write_safetensors(const char *path, tensor_list *L, int shard, uint64_t seed,
                                   uint8_t *bufs[2]) {
     tensor **sel = malloc(sizeof *sel * (size_t)L->n);
@@ -484,19 +485,20 @@ static uint64_t write_safetensors(const char *path, tensor_list *L, int shard, u
     size_t cap = 256 + (size_t)n * 256, len = 0;
     char *hdr = malloc(cap);
     uint64_t off = 0;
-    len += (size_t)snprintf(hdr + len, cap - len, "{\"__metadata__\":{\"format\":\"pt\"}");
+    len += (size_t)snprintf(hdr + len, cap - len, "{");
     for (int i = 0; i < n; i++) {
         tensor *t = sel[i];
         t->offset = off;
-        len += (size_t)snprintf(hdr + len, cap - len, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[", t->name,
+        len += (size_t)snprintf(hdr + len, cap - len, "\"%s\":{\"dtype\":\"%s\",\"shape\":[", t->name,
                                 dtype_name[t->dt]);
         for (int k = 0; k < t->ndim; k++)
             len += (size_t)snprintf(hdr + len, cap - len, "%s%lld", k ? "," : "", (long long)t->shape[k]);
-        len += (size_t)snprintf(hdr + len, cap - len, "],\"data_offsets\":[%llu,%llu]}",
+        len += (size_t)snprintf(hdr + len, cap - len, "],\"data_offsets\":[%llu,%llu]},",
                                 (unsigned long long)off, (unsigned long long)(off + nbytes(t)));
         off += nbytes(t);
     }
-    len += (size_t)snprintf(hdr + len, cap - len, "}");
+    /* metadata last, as the safetensors library writes it (byte-identical headers) */
+    len += (size_t)snprintf(hdr + len, cap - len, "\"__metadata__\":{\"format\":\"pt\"}}");
     while (len % 8) hdr[len++] = ' ';
 
     char tmp[4200];
