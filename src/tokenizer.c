@@ -849,14 +849,11 @@ flux_status fx_tokenizer_encode_prompt(fx_tokenizer *t, const char *prompt, int 
 
 /* ------------------------------------------------------------ public API */
 
-flux_status flux_tokenize(flux_ctx *ctx, const char *text, int raw, int32_t *ids, int max_ids, int *n_ids) {
-    if (!ctx) return FLUX_ERR_INVALID_ARG;
-    if (!text || !n_ids || max_ids < 0 || (max_ids > 0 && !ids))
-        return fx_fail(&ctx->err, FLUX_ERR_INVALID_ARG, "flux_tokenize: text and n_ids are required, and ids when max_ids > 0");
+flux_status fx_ctx_tokenizer(flux_ctx *ctx, fx_tokenizer **out) {
+    *out = NULL;
     if (!ctx->tokenizer) {
         if (!ctx->model || !ctx->model->dir)
-            return fx_fail(&ctx->err, FLUX_ERR_STATE, "flux_tokenize: no model loaded (call flux_load first)");
-        /* loaded lazily, released by fx_model_release_all */
+            return fx_fail(&ctx->err, FLUX_ERR_STATE, "tokenizer: no model loaded (call flux_load first)");
         flux_status st;
         if (ctx->model->tokenizer_path) {
             st = fx_tokenizer_load(ctx->model->tokenizer_path, &ctx->tokenizer, &ctx->err);
@@ -869,11 +866,23 @@ flux_status flux_tokenize(flux_ctx *ctx, const char *text, int raw, int32_t *ids
             free(path);
         }
         if (st) return st;
+        fx_log(ctx, 1, "tokenizer: %zu tokens, %zu merges, %zu added", ctx->tokenizer->vocab_size,
+               ctx->tokenizer->n_merges, ctx->tokenizer->n_added);
     }
+    *out = ctx->tokenizer;
+    return FLUX_OK;
+}
+
+flux_status flux_tokenize(flux_ctx *ctx, const char *text, int raw, int32_t *ids, int max_ids, int *n_ids) {
+    if (!ctx) return FLUX_ERR_INVALID_ARG;
+    if (!text || !n_ids || max_ids < 0 || (max_ids > 0 && !ids))
+        return fx_fail(&ctx->err, FLUX_ERR_INVALID_ARG, "flux_tokenize: text and n_ids are required, and ids when max_ids > 0");
+    fx_tokenizer *tok;
+    flux_status st = fx_ctx_tokenizer(ctx, &tok);
+    if (st) return st;
     fx_ids out = {0};
     size_t len = strlen(text);
-    flux_status st = raw ? fx_tokenizer_encode(ctx->tokenizer, text, len, &out, &ctx->err)
-                         : fx_tokenizer_encode_chat(ctx->tokenizer, text, len, &out, &ctx->err);
+    st = raw ? fx_tokenizer_encode(tok, text, len, &out, &ctx->err) : fx_tokenizer_encode_chat(tok, text, len, &out, &ctx->err);
     if (!st) {
         if (out.n > (size_t)INT32_MAX) {
             st = fx_fail(&ctx->err, FLUX_ERR_INVALID_ARG, "flux_tokenize: more than 2^31 tokens");

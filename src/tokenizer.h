@@ -86,6 +86,12 @@ flux_status fx_tokenizer_encode_chat(fx_tokenizer *tok, const char *prompt, size
 flux_status fx_tokenizer_encode_prompt(fx_tokenizer *tok, const char *prompt, int max_len,
                                        int32_t *ids, uint8_t *mask, int *n_real, fx_err *err);
 
+/* The context's tokenizer, loaded on first use from the model's
+ * tokenizer/tokenizer.json (FLUX_ERR_STATE before flux_load). It stays in
+ * ctx->tokenizer until fx_model_release_all (model.c) frees it. Errors go to
+ * ctx->err. */
+flux_status fx_ctx_tokenizer(flux_ctx *ctx, fx_tokenizer **out);
+
 /* Testing aid: how many code points the encoder decodes and normalises at a
  * time (default 65536; 0 restores it). The ids never depend on it. */
 void fx_tokenizer_set_window(fx_tokenizer *tok, size_t cps);
