@@ -210,9 +210,9 @@ static int linear_blocked(const fx_kctx *kc, const fx_gemm_path *p, int threads,
     pl.staged = epi->mode != FX_EPI_STORE && pl.k > pl.kcb;
     pl.split_cols = ceil_div(pl.n, p->nr) >= 2 * threads;
     const int64_t kcp = round_up(pl.kcb, p->kpair);
-    /* + 64: the packers may store a full vector past a micro-panel's end */
-    pl.a_bytes = (size_t)round_up(round_up(p->mc, p->mr) * kcp * p->elem + 64, 64);
-    pl.b_bytes = (size_t)round_up((int64_t)p->nr * kcp * p->elem + 64, 64);
+    /* + FX_GEMM_PACK_SLACK: packers may store past the last micro-panel */
+    pl.a_bytes = (size_t)round_up(round_up(p->mc, p->mr) * kcp * p->elem + FX_GEMM_PACK_SLACK, 64);
+    pl.b_bytes = (size_t)round_up((int64_t)p->nr * kcp * p->elem + FX_GEMM_PACK_SLACK, 64);
     pl.ncb = p->nc;
     if (pl.staged) { /* staging [mc][ncb] f32 per thread, at most STAGE_BYTES */
         int64_t fit = STAGE_BYTES / ((int64_t)round_up(p->mc, p->mr) * 4) / p->nr * p->nr;

@@ -77,6 +77,10 @@ typedef struct fx_gemm_tile {
 
 struct fx_gemm_path;
 
+/* Packers may write up to this many bytes past their last micro-panel
+ * (whole 16-lane vectors past a K tail); the driver keeps the slack. */
+#define FX_GEMM_PACK_SLACK 4096
+
 /* Pack rows [0, mc) × cols [0, kc) of X into ceil(mc/MR) micro-panels, each
  * [ceil(kc/kpair)][MR][kpair] elements, zero-padded (rows >= mc, k >= kc). */
 typedef void (*fx_gemm_pack_x_fn)(const struct fx_gemm_path *p, int64_t mc, int64_t kc,

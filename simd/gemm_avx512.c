@@ -28,8 +28,8 @@ enum { MR = 14, NR = 32 };
 
 /* X rows [0, mc) × k [0, kc) → micro-panels [kc][14]. Each transposed
  * column is stored as 16 lanes at stride 14: the 2 extra lanes spill into
- * the next column (rewritten next) or past the block (the driver keeps 64
- * bytes of slack). */
+ * the next column (rewritten next) or past the block (into the driver's
+ * slack). */
 static void pack_x(const fx_gemm_path *p, int64_t mc, int64_t kc, const float *x, int64_t ldx,
                    void *dst) {
     (void)p;
@@ -39,12 +39,14 @@ static void pack_x(const fx_gemm_path *p, int64_t mc, int64_t kc, const float *x
         for (int64_t k0 = 0; k0 < kc; k0 += 16) {
             const __mmask16 km = fx_gemm_mask16(kc - k0);
             __m512i r[16];
-            for (int i = 0; i < 16; i++)
-                r[i] = i < rows ? _mm512_castps_si512(_mm512_maskz_loadu_ps(km, x + (i0 + i) * ldx + k0))
-                                : _mm512_setzero_si512();
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; i++) /* rows past the block: empty mask, zeros */
+                r[i] = _mm512_castps_si512(_mm512_maskz_loadu_ps(i < rows ? km : 0, x + (i < rows ? i0 + i : i0) * ldx + k0));
             fx_gemm_transpose16x16(r);
-            const int kn = (int)(kc - k0 < 16 ? kc - k0 : 16);
-            for (int j = 0; j < kn; j++) _mm512_storeu_si512(d + (k0 + j) * MR, r[j]);
+            /* all 16 columns, also past kc: rewritten by the next
+             * micro-panel, or in the driver's slack after the last one */
+#pragma GCC unroll 16
+            for (int j = 0; j < 16; j++) _mm512_storeu_si512(d + (k0 + j) * MR, r[j]);
         }
     }
 }
@@ -68,12 +70,13 @@ static inline __attribute__((always_inline)) void pack_w_any(fx_dtype dt, int64_
             for (int64_t k0 = 0; k0 < kc; k0 += 16) {
                 const __mmask16 km = fx_gemm_mask16(kc - k0);
                 __m512i r[16];
-                for (int i = 0; i < 16; i++)
-                    r[i] = i < rows ? _mm512_castps_si512(load_w16(w, dt, (jh + i) * ldw + k0, km))
-                                    : _mm512_setzero_si512();
+#pragma GCC unroll 16
+                for (int i = 0; i < 16; i++) /* rows past nc: empty mask, zeros */
+                    r[i] = _mm512_castps_si512(load_w16(w, dt, (i < rows ? jh + i : 0) * ldw + k0, i < rows ? km : 0));
                 fx_gemm_transpose16x16(r);
-                const int kn = (int)(kc - k0 < 16 ? kc - k0 : 16);
-                for (int j = 0; j < kn; j++) _mm512_store_si512(d + (k0 + j) * NR + half * 16, r[j]);
+                /* all 16 rows, also past kc (see pack_x) */
+#pragma GCC unroll 16
+                for (int j = 0; j < 16; j++) _mm512_store_si512(d + (k0 + j) * NR + half * 16, r[j]);
             }
         }
     }

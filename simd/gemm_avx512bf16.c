@@ -39,7 +39,7 @@ static inline __m512i x_pairs(const float *x, int64_t n) {
 
 /* X rows [0, mc) × k [0, kc) → micro-panels [ceil(kc/2)][14] pairs. Each
  * transposed pair column is stored as 16 lanes at stride 14 (the 2 extra
- * lanes are rewritten next, or land in the driver's 64-byte slack). */
+ * lanes are rewritten next, or land in the driver's slack). */
 static void pack_x(const fx_gemm_path *p, int64_t mc, int64_t kc, const float *x, int64_t ldx,
                    void *dst) {
     (void)p;
@@ -56,13 +56,11 @@ static void pack_x(const fx_gemm_path *p, int64_t mc, int64_t kc, const float *x
                 r[i] = x_pairs(src, i < rows ? kc - k0 : 0);
             }
             fx_gemm_transpose16x16(r);
+            /* all 16 pair columns, also past kp: rewritten by the next
+             * micro-panel, or in the driver's slack after the last one */
             const int64_t q0 = k0 / 2;
-            if (kp - q0 >= 16) {
 #pragma GCC unroll 16
-                for (int j = 0; j < 16; j++) _mm512_storeu_si512(d + (q0 + j) * MR, r[j]);
-            } else {
-                for (int j = 0; j < kp - q0; j++) _mm512_storeu_si512(d + (q0 + j) * MR, r[j]);
-            }
+            for (int j = 0; j < 16; j++) _mm512_storeu_si512(d + (q0 + j) * MR, r[j]);
         }
     }
 }
@@ -85,14 +83,10 @@ static void pack_w(const fx_gemm_path *p, int64_t nc, int64_t kc, const void *w,
                 for (int i = 0; i < 16; i++)
                     r[i] = _mm512_maskz_loadu_epi16(i < rows ? km : 0, src + (i < rows ? jh + i : 0) * ldw + k0);
                 fx_gemm_transpose16x16(r);
-                const int64_t q0 = k0 / 2;
-                uint32_t *o = d + q0 * NR + half * 16;
-                if (kp - q0 >= 16) {
+                /* all 16 pair rows, also past kp (see pack_x) */
+                uint32_t *o = d + k0 / 2 * NR + half * 16;
 #pragma GCC unroll 16
-                    for (int j = 0; j < 16; j++) _mm512_store_si512(o + j * NR, r[j]);
-                } else {
-                    for (int j = 0; j < kp - q0; j++) _mm512_store_si512(o + j * NR, r[j]);
-                }
+                for (int j = 0; j < 16; j++) _mm512_store_si512(o + j * NR, r[j]);
             }
         }
     }
