@@ -311,6 +311,15 @@ flux_status fx_dit_run_set_image(fx_dit_run *r, int k, const float *tokens) {
     return FLUX_OK;
 }
 
+double fx_dit_run_flops(const fx_dit_run *r) {
+    const fx_dit_config *c = &r->d->c;
+    double d = c->hidden, m = c->mlp_hidden, R = (double)r->R, S = (double)r->S, B = (double)r->B;
+    double block = 2.0 * R * d * (4.0 * d + 3.0 * m) + 4.0 * B * S * S * d;
+    double io = 2.0 * B * (double)r->N * d * (double)(c->in_channels + c->out_channels);
+    double mod = 2.0 * d * (c->timestep_dim + d + 17.0 * d);
+    return block * (c->double_blocks + c->single_blocks) + io + mod;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Forward                                                                  */
 /* ------------------------------------------------------------------------ */

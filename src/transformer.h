@@ -104,6 +104,11 @@ flux_status fx_dit_run_set_image(fx_dit_run *r, int k, const float *tokens);
 flux_status fx_dit_forward(fx_dit_run *r, const float *x, float sigma, float *v, fx_dit_block_fn block_fn,
                            void *block_user);
 
+/* Floating-point operations of one fx_dit_forward of this run (multiply-add
+ * = 2): per block 2·R·d·(4d + 3m) in linear layers (R = rows of all
+ * sequences) + 4·B·S²·d in attention, plus the embedders and final layer. */
+double fx_dit_run_flops(const fx_dit_run *r);
+
 /* Sinusoidal timestep embedding (spec §3.2), cos half first:
  * e[i] = cos(t·f_i), e[half + i] = sin(t·f_i), f_i = exp(−ln(10000)·i/half),
  * half = dim/2; computed in double, rounded once. */
