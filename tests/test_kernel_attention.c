@@ -57,6 +57,7 @@ static const attn_case cases[] = {
     {150, 150, 6, 6, 128, 0, 0, 0, 0}, /* DiT-like, several query blocks */
     {5, 2048, 6, 6, 512, 1, 2043, 2, 0}, /* packed K/V > 16 MiB: several phases */
     {600, 700, 1, 1, 128, 0, 0, 0, 0},   /* many key tiles and rescales */
+    {10, 70, 2, 1, 1030, 1, 60, 1, 3},   /* a large head dim, not a multiple of 16 */
 };
 
 /* Under qemu (aarch64) the emulator is ~1000x slower: tiny shapes only. */
