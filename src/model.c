@@ -20,6 +20,7 @@
 
 #include "json.h"
 #include "tokenizer.h"
+#include "transformer.h"
 
 #define TRY(x)                                                                 \
     do {                                                                       \
@@ -45,6 +46,8 @@ void fx_model_release_all(flux_ctx *ctx) {
      * before the weights they point into. */
     fx_tokenizer_free(ctx->tokenizer);
     ctx->tokenizer = NULL;
+    fx_dit_free(ctx->transformer);
+    ctx->transformer = NULL;
     fx_model_free(ctx->model);
     ctx->model = NULL;
 }
