@@ -80,16 +80,8 @@ typedef struct gemm_plan {
 } gemm_plan;
 
 /* Software prefetch of the W rows the next micro-panel will read, spread
- * over the microkernel calls of the current one. */
-typedef struct w_prefetch {
-    const char *row;    /* current row's first line, or NULL: nothing to do */
-    int64_t row_bytes;  /* ldw in bytes */
-    int rows_left;      /* rows after the current one */
-    int lines, line;    /* 64-byte lines per row; next line in the row */
-    int per_call;       /* lines to prefetch per microkernel call */
-} w_prefetch;
-
-static void w_prefetch_init(w_prefetch *pf, const gemm_plan *pl, int64_t j, int cols, int64_t pc,
+ * over the microkernel calls of the current one (see fx_gemm_prefetch). */
+static void w_prefetch_init(fx_gemm_prefetch *pf, const gemm_plan *pl, int64_t j, int cols, int64_t pc,
                             int64_t kcur, int calls) {
     pf->row = NULL;
     if (cols <= 0) return;
@@ -101,16 +93,6 @@ static void w_prefetch_init(w_prefetch *pf, const gemm_plan *pl, int64_t j, int 
     pf->lines = (int)((mis + (size_t)kcur * pl->welem + 63) / 64);
     pf->line = 0;
     pf->per_call = (int)ceil_div((int64_t)cols * pf->lines, calls > 0 ? calls : 1);
-}
-
-static inline void w_prefetch_step(w_prefetch *pf) {
-    for (int q = 0; q < pf->per_call && pf->row; q++) {
-        __builtin_prefetch(pf->row + (int64_t)pf->line * 64, 0, 2);
-        if (++pf->line == pf->lines) {
-            pf->line = 0;
-            pf->row = pf->rows_left-- > 0 ? pf->row + pf->row_bytes : NULL;
-        }
-    }
 }
 
 /* Thread tid's block of the output: rows [r0, r1), columns [c0, c1). */
@@ -154,7 +136,7 @@ static void gemm_thread(const gemm_plan *pl, int tid, int nt) {
                     pl->pack_w(p, ncols, kcur, pl->w + ((size_t)j * (size_t)pl->ldw + (size_t)pc) * pl->welem,
                                pl->ldw, bbuf);
                     /* the next micro-panel: next columns, else the next K block */
-                    w_prefetch pf = {0};
+                    fx_gemm_prefetch pf = {0};
                     if (j + nr < jc + cols)
                         w_prefetch_init(&pf, pl, j + nr, (int)(jc + cols - j - nr < nr ? jc + cols - j - nr : nr),
                                         pc, kcur, tiles);
@@ -173,6 +155,7 @@ static void gemm_thread(const gemm_plan *pl, int tid, int nt) {
                         t.mode = e->mode;
                         t.bias = e->bias ? e->bias + j : NULL;
                         t.gate = e->gate ? e->gate + j : NULL;
+                        t.pf = &pf;
                         float *yt = pl->y + i * pl->ldy + j;
                         if (!pl->staged) {
                             t.c = yt, t.ldc = pl->ldy;
@@ -184,7 +167,8 @@ static void gemm_thread(const gemm_plan *pl, int tid, int nt) {
                             else t.c = st, t.ldc = ncb;
                         }
                         p->kernel(ksteps, abuf + (size_t)(ir / mr) * apanel, bbuf, &t);
-                        w_prefetch_step(&pf);
+                        if (!p->kernel_prefetches)
+                            for (int q = 0; q < pf.per_call; q++) fx_gemm_prefetch_one(&pf);
                     }
                 }
             }

@@ -51,6 +51,7 @@
 #ifndef FX_GEMM_H
 #define FX_GEMM_H
 
+#include <stdint.h>
 #include <string.h>
 
 #include "dispatch.h"
@@ -63,6 +64,35 @@
  *   !last: c = acc
  *   last:  t = acc + bias;  c = t | c += t | c += gate ⊙ t   (by mode)
  * Only rows < m and columns < n are read or written. */
+/* Lines of weight rows to prefetch (the next B micro-panel's source):
+ * `rows` rows of `lines` 64-byte lines from `row`, `row_bytes` apart.
+ * The microkernel issues `per_call` of them, spread over its k loop, so the
+ * prefetches never arrive in bursts that stall the load pipeline. */
+typedef struct fx_gemm_prefetch {
+    const char *row;    /* current row's first line; NULL: nothing left */
+    int64_t row_bytes;
+    int rows_left;      /* rows after the current one */
+    int lines, line;    /* lines per row; next line of the current row */
+    int per_call;       /* lines per microkernel call */
+} fx_gemm_prefetch;
+
+/* Issue the next prefetch (if any). */
+static inline void fx_gemm_prefetch_one(fx_gemm_prefetch *pf) {
+    if (!pf->row) return;
+    __builtin_prefetch(pf->row + (int64_t)pf->line * 64, 0, 2);
+    if (++pf->line == pf->lines) {
+        pf->line = 0;
+        pf->row = pf->rows_left-- > 0 ? pf->row + pf->row_bytes : NULL;
+    }
+}
+
+/* k-loop iterations between two prefetches for a kernel of ksteps steps. */
+static inline int64_t fx_gemm_prefetch_every(const fx_gemm_prefetch *pf, int64_t ksteps) {
+    if (!pf || !pf->row || pf->per_call <= 0) return INT64_MAX;
+    int64_t e = ksteps / pf->per_call;
+    return e > 0 ? e : 1;
+}
+
 typedef struct fx_gemm_tile {
     float *c;
     int64_t ldc;
@@ -73,6 +103,7 @@ typedef struct fx_gemm_tile {
     fx_epilogue_mode mode;
     const float *bias; /* [n] at the tile's first column, or NULL */
     const float *gate; /* [n] at the tile's first column (gated mode) */
+    fx_gemm_prefetch *pf; /* prefetches to issue during this call, or NULL */
 } fx_gemm_tile;
 
 struct fx_gemm_path;
@@ -105,6 +136,8 @@ typedef struct fx_gemm_path {
     fx_gemm_pack_x_fn pack_x;
     fx_gemm_pack_w_fn pack_w[3]; /* by weight dtype: F32, F16, BF16 */
     fx_gemm_kernel_fn kernel;
+    int kernel_prefetches; /* the kernel issues t->pf itself (else the driver
+                              does, between calls) */
 } fx_gemm_path;
 
 /* y[i, j] for i < m <= FX_GEMV_MAX_M, j in [n0, n1): one thread's share of

@@ -138,7 +138,11 @@ static void kernel_6x16(int64_t ks, const void *a_, const void *b_, const fx_gem
         ROWS(LOAD)
 #undef LOAD
     }
+    fx_gemm_prefetch *pf = t->pf;
+    const int64_t pf_every = fx_gemm_prefetch_every(pf, ks);
+    int64_t pf_next = pf_every;
     for (int64_t k = 0; k < ks; k++, a += MR, b += NR) {
+        if (k == pf_next) pf_next += pf_every, fx_gemm_prefetch_one(pf);
         const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
 #define STEP(i)                                                                                    \
     {                                                                                              \
@@ -252,6 +256,7 @@ static const fx_gemm_path f32_path = {
     .pack_x = fx_gemm_pack_x_f32_c,
     .pack_w = {pack_w_f32, pack_w_f16, pack_w_bf16},
     .kernel = kernel_6x16,
+    .kernel_prefetches = 1,
 };
 
 const fx_gemm_kernels fx_gemm_avx2 = {

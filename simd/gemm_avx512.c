@@ -121,7 +121,11 @@ static void kernel_14x32(int64_t ks, const void *a_, const void *b_, const fx_ge
         ROWS(LOAD)
 #undef LOAD
     }
+    fx_gemm_prefetch *pf = t->pf;
+    const int64_t pf_every = fx_gemm_prefetch_every(pf, ks);
+    int64_t pf_next = pf_every;
     for (int64_t k = 0; k < ks; k++, a += MR, b += NR) {
+        if (k == pf_next) pf_next += pf_every, fx_gemm_prefetch_one(pf);
         const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
 #define STEP(i)                                                                                    \
     {                                                                                              \
@@ -226,6 +230,7 @@ const fx_gemm_path fx_gemm_avx512_f32_path = {
     .pack_x = pack_x,
     .pack_w = {pack_w_f32, pack_w_f16, pack_w_bf16},
     .kernel = kernel_14x32,
+    .kernel_prefetches = 1,
 };
 
 const fx_gemm_kernels fx_gemm_avx512 = {

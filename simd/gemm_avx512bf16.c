@@ -119,7 +119,11 @@ static void kernel_14x32(int64_t ks, const void *a_, const void *b_, const fx_ge
         ROWS(LOAD)
 #undef LOAD
     }
+    fx_gemm_prefetch *pf = t->pf;
+    const int64_t pf_every = fx_gemm_prefetch_every(pf, ks);
+    int64_t pf_next = pf_every;
     for (int64_t k = 0; k < ks; k++, a += MR, b += 2) {
+        if (k == pf_next) pf_next += pf_every, fx_gemm_prefetch_one(pf);
         const __m512bh b0 = (__m512bh)_mm512_load_si512(b), b1 = (__m512bh)_mm512_load_si512(b + 1);
 #define STEP(i)                                                                                    \
     {                                                                                              \
@@ -205,6 +209,7 @@ static const fx_gemm_path bf16_path = {
     .pack_x = pack_x,
     .pack_w = {NULL, NULL, pack_w},
     .kernel = kernel_14x32,
+    .kernel_prefetches = 1,
 };
 
 const fx_gemm_kernels fx_gemm_avx512bf16 = {
