@@ -55,6 +55,7 @@ static void im2col(const fx_kctx *kc, const fx_conv2d_geom *g, const float *x, i
     const size_t row = sizeof(float) * (size_t)cin;
     int threads = kc && kc->threads > 0 ? kc->threads : 1;
     if (npix * kdim < 65536) threads = 1;
+    (void)threads; /* unused without OpenMP */
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t i = 0; i < npix; i++) {
         int64_t pix = pix0 + i, oy = pix / wo, ox = pix % wo;

@@ -90,17 +90,12 @@ void fx_f32_to_f16_scalar(int64_t n, const float *src, uint16_t *dst) {
 
 #define SPAN 16384
 
-static inline int conv_threads(const fx_kctx *kc, int64_t n) {
-    int t = kc && kc->threads > 0 ? kc->threads : 1;
-    return n < 4 * FX_ROW_PARALLEL_MIN ? 1 : t;
-}
-
 #define FX_CONVERT_PUBLIC(fn, entry, src_t, dst_t)                                   \
     void fn(const fx_kctx *kc, int64_t n, const src_t *src, dst_t *dst) {            \
         if (n <= 0) return;                                                          \
         const struct fx_row_kernels *rk = fx_row_table(kc);                          \
         int64_t spans = (n + SPAN - 1) / SPAN;                                       \
-        _Pragma("omp parallel for schedule(static) num_threads(conv_threads(kc, n))") \
+        _Pragma("omp parallel for schedule(static) num_threads(fx_row_threads(kc, n, 4 * FX_ROW_PARALLEL_MIN))") \
         for (int64_t s = 0; s < spans; s++) {                                        \
             int64_t i0 = s * SPAN, len = n - i0 < SPAN ? n - i0 : SPAN;              \
             rk->entry(len, src + i0, dst + i0);                                      \

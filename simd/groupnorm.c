@@ -25,8 +25,7 @@
 #define GN_APPLY_SPAN 64 /* pixels per parallel work item */
 
 static inline int gn_threads(const fx_kctx *kc, int64_t work) {
-    int t = kc && kc->threads > 0 ? kc->threads : 1;
-    return work < FX_ROW_PARALLEL_MIN ? 1 : t;
+    return fx_row_threads(kc, work, FX_ROW_PARALLEL_MIN);
 }
 
 /* Workspace: the context's rowops scratch slot, or malloc without one. */
@@ -57,7 +56,8 @@ static void gn_stats(const fx_kctx *kc, int64_t pixels, int channels, int groups
     const struct fx_row_kernels *rk = fx_row_table(kc);
     int cpg = channels / groups;
     int64_t chunk = gn_chunk(pixels), nchunks = (pixels + chunk - 1) / chunk;
-    int threads = gn_threads(kc, pixels * channels);
+    int threads = gn_threads(kc, pixels * channels); /* as in gn_stats_bytes */
+    (void)threads;                                   /* unused without OpenMP */
     double *part = work;                                     /* [nchunks, groups, 2] */
     double *acc_all = work + 2 * (size_t)nchunks * groups;   /* [threads, 2, channels] */
 #pragma omp parallel for schedule(static) num_threads(threads)

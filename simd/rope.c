@@ -132,6 +132,7 @@ void fx_qk_norm_rope(const fx_kctx *kc, float *x, int64_t ldx, int64_t rows, int
     }
     int threads = kc && kc->threads > 0 ? kc->threads : 1;
     if (rows * heads * head_dim < FX_ROW_PARALLEL_MIN) threads = 1;
+    (void)threads; /* unused without OpenMP */
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t r = 0; r < rows; r++) {
         for (int h = 0; h < heads; h++) {

@@ -6,17 +6,11 @@
  */
 #include "rowops.h"
 
-/* Threads for `work` elements: one below FX_ROW_PARALLEL_MIN. */
-static inline int row_threads(const fx_kctx *kc, int64_t work) {
-    int t = kc && kc->threads > 0 ? kc->threads : 1;
-    return work < FX_ROW_PARALLEL_MIN ? 1 : t;
-}
-
 void fx_rmsnorm(const fx_kctx *kc, int64_t rows, int64_t cols, const float *x, int64_t ldx,
                 const float *w, float eps, float *y, int64_t ldy) {
     if (rows <= 0 || cols <= 0) return;
     const struct fx_row_kernels *rk = fx_row_table(kc);
-#pragma omp parallel for schedule(static) num_threads(row_threads(kc, rows * cols))
+#pragma omp parallel for schedule(static) num_threads(fx_row_threads(kc, rows * cols, FX_ROW_PARALLEL_MIN))
     for (int64_t r = 0; r < rows; r++) rk->rmsnorm(cols, x + r * ldx, w, eps, y + r * ldy);
 }
 
@@ -25,7 +19,7 @@ void fx_layernorm_modulate(const fx_kctx *kc, int64_t rows, int64_t cols, const 
                            float *y, int64_t ldy) {
     if (rows <= 0 || cols <= 0) return;
     const struct fx_row_kernels *rk = fx_row_table(kc);
-#pragma omp parallel for schedule(static) num_threads(row_threads(kc, rows * cols))
+#pragma omp parallel for schedule(static) num_threads(fx_row_threads(kc, rows * cols, FX_ROW_PARALLEL_MIN))
     for (int64_t r = 0; r < rows; r++)
         rk->layernorm_modulate(cols, x + r * ldx, shift, scale, eps, y + r * ldy);
 }
@@ -37,7 +31,7 @@ void fx_silu(const fx_kctx *kc, int64_t n, float *x) {
     if (n <= 0) return;
     const struct fx_row_kernels *rk = fx_row_table(kc);
     int64_t spans = (n + SPAN - 1) / SPAN;
-#pragma omp parallel for schedule(static) num_threads(row_threads(kc, n))
+#pragma omp parallel for schedule(static) num_threads(fx_row_threads(kc, n, FX_ROW_PARALLEL_MIN))
     for (int64_t s = 0; s < spans; s++) {
         int64_t i0 = s * SPAN, len = n - i0 < SPAN ? n - i0 : SPAN;
         rk->silu(len, x + i0, x + i0);
@@ -48,7 +42,7 @@ void fx_swiglu(const fx_kctx *kc, int64_t rows, int64_t cols, const float *gate,
                const float *up, int64_t ldu, float *out, int64_t ldo) {
     if (rows <= 0 || cols <= 0) return;
     const struct fx_row_kernels *rk = fx_row_table(kc);
-#pragma omp parallel for schedule(static) num_threads(row_threads(kc, rows * cols))
+#pragma omp parallel for schedule(static) num_threads(fx_row_threads(kc, rows * cols, FX_ROW_PARALLEL_MIN))
     for (int64_t r = 0; r < rows; r++)
         rk->swiglu(cols, gate + r * ldg, up + r * ldu, out + r * ldo);
 }
@@ -57,13 +51,13 @@ void fx_gated_add(const fx_kctx *kc, int64_t rows, int64_t cols, float *y, int64
                   const float *gate, const float *x, int64_t ldx) {
     if (rows <= 0 || cols <= 0) return;
     const struct fx_row_kernels *rk = fx_row_table(kc);
-#pragma omp parallel for schedule(static) num_threads(row_threads(kc, rows * cols))
+#pragma omp parallel for schedule(static) num_threads(fx_row_threads(kc, rows * cols, FX_ROW_PARALLEL_MIN))
     for (int64_t r = 0; r < rows; r++) rk->gated_add(cols, y + r * ldy, gate, x + r * ldx);
 }
 
 void fx_softmax_rows(const fx_kctx *kc, int64_t rows, int64_t cols, float *x, int64_t ldx) {
     if (rows <= 0 || cols <= 0) return;
     const struct fx_row_kernels *rk = fx_row_table(kc);
-#pragma omp parallel for schedule(static) num_threads(row_threads(kc, rows * cols))
+#pragma omp parallel for schedule(static) num_threads(fx_row_threads(kc, rows * cols, FX_ROW_PARALLEL_MIN))
     for (int64_t r = 0; r < rows; r++) rk->softmax(cols, x + r * ldx);
 }

@@ -112,4 +112,10 @@ FX_ROW_DECLARE_EXTRAS(neon);
  * region costs a few microseconds. Splitting never changes results. */
 #define FX_ROW_PARALLEL_MIN 16384
 
+/* Threads for `work` elements: kc->threads, or 1 below `min`. */
+static inline int fx_row_threads(const fx_kctx *kc, int64_t work, int64_t min) {
+    int t = kc && kc->threads > 0 ? kc->threads : 1;
+    return work < min ? 1 : t;
+}
+
 #endif
