@@ -275,7 +275,8 @@ uint16_t fx_f32_to_f16_bits(float f);
  * upsample2x: the input is first nearest-upsampled ×2 (never materialised).
  * ho = (h' + pad_top + pad_bottom − kh)/stride + 1 with h' = h or 2h.
  * Only output rows [row0, row1) are computed (row1 <= 0 means all rows);
- * memory stays bounded by tiling im2col over output rows.
+ * x and y always point at the whole tensors, rows outside the range are
+ * not touched. Memory stays bounded by tiling im2col over output rows.
  * epi: bias and store/accumulate (a residual add fused into the conv). */
 typedef struct fx_conv2d_geom {
     int h, w, cin, cout, kh, kw, stride;
