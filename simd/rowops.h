@@ -14,13 +14,16 @@
  *
  * Accuracy contract of the vector entries against the scalar reference:
  *  - exp: the vectorised expf of every SIMD ISA is the same algorithm
- *    (Cody–Waite reduction by ln2, degree-6 polynomial, 2^n applied in two
+ *    (Cody–Waite reduction by ln2, 1 + r + r²·(degree-4 polynomial), 2^n applied in two
  *    steps so subnormal results are right); measured max error 0.99 ulp
  *    over [−103, 88.72] on AVX2, AVX-512 and NEON (kernel_rowops_exp_ulp
  *    asserts <= 2). The scalar reference uses libm expf (0.5 ulp).
  *  - sums in RMSNorm / LayerNorm / softmax: scalar accumulates in double,
- *    sequentially; SIMD ISAs accumulate in f32 lanes (see each file for
- *    the exact order) — relative differences ~1e-6.
+ *    sequentially; SIMD ISAs accumulate in f32 lanes, 4 accumulators and a
+ *    fixed halving tree (order in rowops_simd.h) — relative differences
+ *    ~1e-7..1e-6. Everything after the sums (scaling, modulation) uses the
+ *    scalar reference's operations in its order, without FMA.
+ *  - gated add, GroupNorm apply (without SiLU): bit-identical across ISAs.
  *  - GroupNorm channel sums are in double, per channel, pixels in order, on
  *    every ISA: the statistics are bit-identical across ISAs.
  *  - RoPE rotation is mul, mul, add/sub (no FMA) everywhere: bit-identical

@@ -17,7 +17,7 @@
  * exp: x clamped to [−104, 88.8] (NaN passes through); n = round(x/ln2);
  * r = x − n·ln2 in two FMA steps (ln2 split hi/lo, Cody–Waite);
  * exp(r) = 1 + r + r²·q(r), q a degree-4 polynomial fitted (weighted
- * minimax, tools-free: coefficients below) on |r| <= ln2/2 with a relative
+ * minimax by tools/fit_exp_poly.py) on |r| <= ln2/2 with a relative
  * approximation error of 3.3e-9; result = p·2^n via v_ldexp (right for
  * subnormal results, +inf above 88.72, 0 below −103.3). Measured: <= 1 ulp
  * over [−103, 88.72] (kernel_rowops_exp_ulp asserts <= 2).
