@@ -170,7 +170,11 @@ typedef enum fx_rope_layout {
 /* cos/sin for every (row, pair): built once per (positions, dims, theta)
  * and reused by every block and step. Pair p belongs to the axis whose
  * section contains it; its frequency is theta^(−2j/axis_dim) with j the
- * pair's index inside the section; its angle is pos[axis][row]·freq. */
+ * pair's index inside the section; its angle is pos[axis][row]·freq.
+ * Row r of x uses row r of the table. For a slice of the sequence (e.g. the
+ * image stream, rows 512.. of the joint table) use a view: a copy of the
+ * struct with cos/sin advanced by r0·rot_dim/2 and seq reduced by r0 (a
+ * view is never passed to fx_rope_table_free). */
 typedef struct fx_rope_table {
     int64_t seq;
     int rot_dim;            /* rotated dims per head = 2·(pairs) */
