@@ -283,3 +283,29 @@ TEST(kernel_rope_validation) {
     fx_rope_table_free(&t); /* idempotent */
     fx_rope_table_free(NULL);
 }
+
+/* A view of rows [r0, seq) rotates a slice exactly like the full table does. */
+TEST(kernel_rope_table_view) {
+    const rope_case *rc = &cases[0];
+    int32_t *pos = make_pos(rc);
+    fx_rope_table t;
+    fx_err e = {0};
+    REQUIRE(fx_rope_table_init(&t, pos, rc->seq, rc->n_axes, rc->axes, rc->theta, rc->layout, &e) == FLUX_OK);
+    const int64_t r0 = rc->seq / 3, ld = (int64_t)rc->heads * rc->head_dim;
+    size_t n = (size_t)(rc->seq * ld);
+    float *full = kt_alloc(n), *part = kt_alloc(n);
+    fx_test_rng r;
+    fx_test_rng_seed(&r, 4);
+    fx_test_fill_uniform(&r, full, n, 1.0f);
+    memcpy(part, full, n * sizeof(float));
+    fx_kctx kc = kt_ctx(fx_kernels_get(fx_isa_detect(), 0), 2);
+    fx_qk_norm_rope(&kc, full, ld, rc->seq, rc->heads, rc->head_dim, NULL, 1e-6f, &t);
+    fx_rope_table view = t;
+    view.cos += r0 * (t.rot_dim / 2), view.sin += r0 * (t.rot_dim / 2), view.seq -= r0;
+    CHECK(fx_rope_table_check(&view, rc->seq - r0, rc->head_dim, &e) == FLUX_OK);
+    fx_qk_norm_rope(&kc, part + r0 * ld, ld, rc->seq - r0, rc->heads, rc->head_dim, NULL, 1e-6f, &view);
+    CHECK(kt_bitdiff(part + r0 * ld, full + r0 * ld, n - (size_t)(r0 * ld), 4) < 0);
+    kt_ctx_free(&kc);
+    free(full), free(part), free(pos);
+    fx_rope_table_free(&t);
+}
