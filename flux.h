@@ -172,7 +172,10 @@ typedef struct flux_image {
 /* Allocate a zeroed image (channels 1..4). NULL on bad size or no memory. */
 flux_image *flux_image_new(int width, int height, int channels);
 void flux_image_free(flux_image *img);
-/* Set (or replace) a metadata entry. Returns FLUX_OK or FLUX_ERR_NOMEM. */
+/* Set (or replace) a metadata entry; value NULL removes it. Keys and values
+ * are UTF-8 (PNG: written as tEXt when Latin-1, else iTXt; keys must be
+ * 1-79 Latin-1 characters). Returns FLUX_OK, FLUX_ERR_NOMEM, or
+ * FLUX_ERR_INVALID_ARG for a NULL image or an empty key. */
 flux_status flux_image_set_text(flux_image *img, const char *key, const char *value);
 /* The value of a metadata entry, or NULL. */
 const char *flux_image_get_text(const flux_image *img, const char *key);
