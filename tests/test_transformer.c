@@ -11,7 +11,9 @@
 
 #include "../src/latents.h"
 #include "../src/npy.h"
+#include "../src/schedule.h"
 #include "../src/transformer.h"
+#include "golden_case.h"
 
 #define CASE "golden/t2i-48x64-2step/"
 
@@ -215,4 +217,90 @@ TEST(transformer_bad_layout) {
     CHECK_EQ_INT(fx_dit_forward(run, x, 0.5f, v, NULL, NULL), FLUX_ERR_STATE);
     fx_dit_run_free(run);
     flux_free(ctx);
+}
+
+/* ------------------------------------------------------------ references */
+
+/* Euler sampling through fx_dit with reference tokens (the golden
+ * BN-normalised reference latents out/refK_latents.npy, so no VAE encoder
+ * is involved): every step's velocity and the final latents. With CFG the
+ * unconditional and conditional passes are the two stacked sequences. */
+static void sample_with_refs(const char *name, flux_precision prec, double tol) {
+    fx_gcase c;
+    if (!fx_gcase_load(name, &c)) return;
+    flux_ctx *ctx = fx_gcase_ctx(c.model, 2, prec);
+    if (!ctx) return;
+    fx_npy noise = {0}, emb = {0}, neg = {0}, refs[4];
+    memset(refs, 0, sizeof refs);
+    fx_dit *dit = NULL;
+    fx_dit_run *run = NULL;
+    float *x = NULL, *xin = NULL, *v = NULL, *tok[4] = {NULL};
+    if (!fx_gcase_npy(c.dir, "noise.npy", &noise) || !fx_gcase_npy(c.dir, "out/emb.npy", &emb) ||
+        (c.cfg && !fx_gcase_npy(c.dir, "out/neg_emb.npy", &neg)))
+        goto out;
+    const int B = c.cfg ? 2 : 1, gh = (int)noise.shape[1], gw = (int)noise.shape[2], N = gh * gw;
+    fx_dit_layout lay = {.batch = B, .text_len = 512, .n_images = 1 + c.n_refs, .grid_h = {gh}, .grid_w = {gw}};
+    for (int k = 0; k < c.n_refs; k++) {
+        char rel[64];
+        snprintf(rel, sizeof rel, "out/ref%d_latents.npy", k);
+        if (!fx_gcase_npy(c.dir, rel, &refs[k])) goto out;
+        lay.grid_h[k + 1] = (int)refs[k].shape[1];
+        lay.grid_w[k + 1] = (int)refs[k].shape[2];
+        tok[k] = malloc(refs[k].count * sizeof(float));
+        fx_latents_pack(refs[k].data, 128, lay.grid_h[k + 1], lay.grid_w[k + 1], tok[k], 128);
+    }
+    REQUIRE(fx_dit_get(ctx, &dit) == FLUX_OK);
+    REQUIRE_MSG(fx_dit_run_new(ctx, dit, &lay, &run) == FLUX_OK, "%s", flux_error(ctx));
+    const float *texts[2] = {c.cfg ? neg.data : emb.data, emb.data};
+    REQUIRE(fx_dit_run_set_text(run, texts) == FLUX_OK);
+    for (int k = 0; k < c.n_refs; k++) REQUIRE(fx_dit_run_set_image(run, k + 1, tok[k]) == FLUX_OK);
+    float sig[16];
+    REQUIRE(fx_schedule_sigmas(c.schedule, c.steps, N, 2.0, sig, NULL) == FLUX_OK);
+    x = malloc((size_t)N * 128 * sizeof(float));
+    xin = malloc((size_t)B * N * 128 * sizeof(float));
+    v = malloc((size_t)B * N * 128 * sizeof(float));
+    fx_latents_pack(noise.data, 128, gh, gw, x, 128);
+    double worst = 0;
+    for (int i = 0; i < c.steps; i++) {
+        for (int b = 0; b < B; b++) memcpy(xin + (size_t)b * N * 128, x, (size_t)N * 128 * sizeof(float));
+        REQUIRE_MSG(fx_dit_forward(run, xin, sig[i], v, NULL, NULL) == FLUX_OK, "%s", flux_error(ctx));
+        if (c.cfg)
+            for (int e = 0; e < N * 128; e++) v[e] = v[e] + c.guidance * (v[N * 128 + e] - v[e]);
+        char rel[64];
+        snprintf(rel, sizeof rel, "out/steps/step%02d_v.npy", i);
+        fx_npy g;
+        if (fx_gcase_npy(c.dir, rel, &g)) {
+            double e = fx_test_rel_err(v, g.data, g.count);
+            if (e > worst) worst = e;
+            fx_npy_free(&g);
+        }
+        for (int e = 0; e < N * 128; e++) x[e] += (sig[i + 1] - sig[i]) * v[e];
+    }
+    fx_npy lat;
+    if (fx_gcase_npy(c.dir, "out/latents_packed.npy", &lat)) {
+        double e = fx_test_rel_err(x, lat.data, lat.count);
+        printf("      %-34s %s: steps %.2e  latents %.2e  (%d refs%s)\n", name, prec ? "f32 " : "bf16", worst, e,
+               c.n_refs, c.cfg ? ", CFG" : "");
+        CHECK_MSG(e <= tol, "%s: latents error %.3g > %g", name, e, tol);
+        fx_npy_free(&lat);
+    }
+    CHECK_MSG(worst <= tol, "%s: velocity error %.3g > %g", name, worst, tol);
+out:
+    for (int k = 0; k < 4; k++) fx_npy_free(&refs[k]), free(tok[k]);
+    fx_npy_free(&noise), fx_npy_free(&emb), fx_npy_free(&neg);
+    free(x), free(xin), free(v);
+    fx_dit_run_free(run);
+    flux_free(ctx);
+}
+
+static const char *const ref_cases[] = {"multiref-48x48-2step", "ours-multiref-48x48-2step",
+                                        "ours-img2img-bigref-32x32-1step", "ours-base-cfg-ref-32x32-1step"};
+
+TEST(transformer_references_f32) {
+    for (size_t i = 0; i < sizeof ref_cases / sizeof *ref_cases; i++) sample_with_refs(ref_cases[i], FLUX_PRECISION_F32, TOL_F32);
+}
+
+TEST(transformer_references_default) {
+    for (size_t i = 0; i < sizeof ref_cases / sizeof *ref_cases; i++)
+        sample_with_refs(ref_cases[i], FLUX_PRECISION_DEFAULT, 2 * TOL_BF16); /* CFG amplifies: 6.5e-3 measured */
 }
