@@ -16,6 +16,7 @@
  *   mix64 is the SplitMix64 finaliser: z ^= z>>30; z *= 0xBF58476D1CE4E5B9;
  *                                      z ^= z>>27; z *= 0x94D049BB133111EB; z ^= z>>31
  *   normal_i  = (u0+u1+u2+u3 − 2)·√3 with u_j = ((z_i >> 16j & 0xFFFF) + 0.5)/65536
+ *               (computed exactly as (Σ_j (z_i >> 16j & 0xFFFF) − 131070) · (√3/65536))
  *               (Irwin–Hall(4): mean 0, variance 1, |x| ≤ 3.46 — bounded, which is
  *                what random weights want)
  *   uniform_i = ((z_i >> 11) + 0.5) · 2^−53
@@ -83,10 +84,11 @@ static uint64_t fnv1a64(const char *s) {
 }
 
 static double normal_of(uint64_t z) {
-    double s = 0; /* sums of 16-bit integers and halves: exact in double */
-    for (int j = 0; j < 4; j++) s += (double)((z >> (16 * j)) & 0xFFFF) + 0.5;
-    const double c = s / 65536.0 - 2.0; /* exact (power-of-two scale) */
-    return c * 1.7320508075688772;
+    /* Σ(u_j) − 2 = (Σ 16-bit parts + 2 − 131072) / 65536: an exact integer count
+       of 2^-16 steps, so one conversion and one rounding (the × √3·2^-16). */
+    const int64_t s = (int64_t)(z & 0xFFFF) + (int64_t)((z >> 16) & 0xFFFF) +
+                      (int64_t)((z >> 32) & 0xFFFF) + (int64_t)(z >> 48);
+    return (double)(s - 131070) * (1.7320508075688772 / 65536.0);
 }
 
 static double uniform_of(uint64_t z) { return ((double)(z >> 11) + 0.5) * 0x1p-53; }
@@ -389,35 +391,50 @@ static void vae_tensors(const config *c, tensor_list *L) {
 
 /* ------------------------------------------------------------------ generation */
 
+/* One element's value in double. One operation per statement: no compiler may
+ * fuse a multiply-add (FMA contraction would change the last bit on some targets). */
+static inline double value_of(init_kind init, double a, double b, uint64_t z) {
+    double r;
+    switch (init) {
+    case INIT_NORMAL: return a * normal_of(z);
+    case INIT_ONE_PLUS: r = a * normal_of(z); return 1.0 + r;
+    case INIT_UNIFORM: r = (b - a) * uniform_of(z); return a + r;
+    default: return 0.0;
+    }
+}
+
+/* Elements [begin, begin+count) of tensor t in its file dtype. The loop is
+ * instantiated per (dtype, init) so the inner loop has no branches. */
+#define FILL_LOOP(INIT, STORE)                                                       \
+    _Pragma("omp parallel for schedule(static) if (count >= 65536)")                 \
+    for (int64_t k = 0; k < count; k++) {                                            \
+        const uint64_t z = mix64(key + ((uint64_t)(begin + k) + 1) * 0x9E3779B97F4A7C15ull); \
+        const float f = (float)value_of(INIT, a, b, z);                              \
+        STORE;                                                                       \
+    }
+#define STORE_BF16 ((uint16_t *)out)[k] = f32_to_bf16(f) /* little-endian hosts */
+#define STORE_F16 ((uint16_t *)out)[k] = f32_to_f16(f)
+#define STORE_F32 ((float *)out)[k] = f
+#define FILL_DTYPES(INIT)                                                            \
+    switch (t->dt) {                                                                 \
+    case DT_BF16: FILL_LOOP(INIT, STORE_BF16) break;                                 \
+    case DT_F16: FILL_LOOP(INIT, STORE_F16) break;                                   \
+    case DT_F32: FILL_LOOP(INIT, STORE_F32) break;                                   \
+    default: break;                                                                  \
+    }
+
 static void fill(const tensor *t, uint64_t seed, int64_t begin, int64_t count, uint8_t *out) {
+    if (t->dt == DT_I64) { /* only bn.num_batches_tracked: zero */
+        memset(out, 0, (size_t)count * 8);
+        return;
+    }
     const uint64_t key = mix64(seed ^ fnv1a64(t->name));
-    const int es = dtype_size[t->dt];
-#pragma omp parallel for schedule(static) if (count >= 65536)
-    for (int64_t k = 0; k < count; k++) {
-        const uint64_t i = (uint64_t)(begin + k);
-        uint8_t *dst = out + (size_t)k * es;
-        if (t->dt == DT_I64) {
-            int64_t v = 0;
-            memcpy(dst, &v, 8);
-            continue;
-        }
-        const uint64_t z = mix64(key + (i + 1) * 0x9E3779B97F4A7C15ull);
-        /* One operation per statement: no compiler may fuse a multiply-add
-           (FMA contraction would change the last bit on some targets). */
-        double v = 0, r;
-        switch (t->init) {
-        case INIT_NORMAL: v = t->a * normal_of(z); break;
-        case INIT_ONE_PLUS: r = t->a * normal_of(z); v = 1.0 + r; break;
-        case INIT_UNIFORM: r = (t->b - t->a) * uniform_of(z); v = t->a + r; break;
-        default: break;
-        }
-        const float f = (float)v;
-        if (t->dt == DT_F32) {
-            memcpy(dst, &f, 4);
-        } else {
-            const uint16_t h = t->dt == DT_BF16 ? f32_to_bf16(f) : f32_to_f16(f);
-            memcpy(dst, &h, 2); /* little-endian hosts only (x86-64, aarch64) */
-        }
+    const double a = t->a, b = t->b;
+    switch (t->init) {
+    case INIT_NORMAL: FILL_DTYPES(INIT_NORMAL) break;
+    case INIT_ONE_PLUS: FILL_DTYPES(INIT_ONE_PLUS) break;
+    case INIT_UNIFORM: FILL_DTYPES(INIT_UNIFORM) break;
+    default: memset(out, 0, (size_t)count * dtype_size[t->dt]); break;
     }
 }
 

@@ -75,9 +75,14 @@ class SafeTensors:
         return self.raw(name)[np.asarray(idx)].astype(np.float64)
 
     def __getitem__(self, name):
-        if name not in self.cache:
-            self.cache[name] = self.raw(name).astype(np.float64)
-        return self.cache[name]
+        """float64 copy; small tensors are cached, big ones are decoded on each use so a
+        full-size model (4B params = 32 GB in float64) never sits in memory at once."""
+        if name in self.cache:
+            return self.cache[name]
+        a = self.raw(name).astype(np.float64)
+        if a.size <= (1 << 22):
+            self.cache[name] = a
+        return a
 
 
 def load_json(path):
