@@ -409,3 +409,39 @@ TEST(kernel_attention_empty_sequences) {
     CHECK(o[0] == SENTINEL);
     fx_scratch_free(s);
 }
+
+/* O may overwrite Q in place (same pointer and ld): each task reads its own
+ * Q rows before it writes the same rows of O, and no other task reads
+ * them. The model uses this to write the attention output into the
+ * columns that held Q (the single-stream block's fused row). */
+TEST(kernel_attention_output_over_q) {
+    const attn_case c = {70, 70, 4, 2, 64, 1, 0, 2, 3};
+    for (int isa = 0; isa < FX_ISA_COUNT; isa++) {
+        for (int f32 = 0; f32 < 2; f32++) {
+            const fx_kernels *k = fx_kernels_get((fx_isa)isa, f32);
+            if (!k) continue;
+            attn_data t;
+            data_init(&t, &c, 5);
+            t.ldo = t.ldq;
+            size_t n = (size_t)(c.sq * c.hq * c.d);
+            float *ref = malloc(sizeof(float) * n), *got = malloc(sizeof(float) * n);
+            char msg[FX_ERR_MSG_MAX + 64];
+            REQUIRE(run_case(k, 2, &t, ref, msg, sizeof msg));
+            fx_scratch *s = fx_scratch_new(2);
+            fx_kctx kc;
+            fx_kctx_init(&kc, k, 2, s);
+            fx_attn_args a = data_args(&t, t.q);
+            fx_err err;
+            fx_err_clear(&err);
+            CHECK_EQ_INT(fx_attention(&kc, &a, &err), FLUX_OK);
+            for (int64_t i = 0; i < c.sq; i++)
+                memcpy(got + i * c.hq * c.d, t.q + i * t.ldq, sizeof(float) * (size_t)(c.hq * c.d));
+            CHECK_MSG(!memcmp(got, ref, sizeof(float) * n), "%s f32=%d: in-place result differs",
+                      fx_isa_name((fx_isa)isa), f32);
+            fx_scratch_free(s);
+            free(ref);
+            free(got);
+            data_free(&t);
+        }
+    }
+}
