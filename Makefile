@@ -66,6 +66,8 @@ LDLIBS   += -lpng -lm -lpthread
 ifeq ($(OPENMP),1)
 CFLAGS  += -fopenmp
 LDFLAGS += -fopenmp
+else
+CFLAGS  += -Wno-unknown-pragmas
 endif
 ifeq ($(SANITIZE),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
