@@ -218,8 +218,8 @@ TEST(kernel_gemm_blocks_epilogues_slices) {
         /* m, n, k */
         {BIG(19, 5), 4500, BIG(37, 5), 0, 0, 0, 3, 5, 11, 2},       /* several NC chunks */
         {BIG(31, 9), BIG(40, 20), BIG(1601, 601), 0, 0, 0, 1, 0, 7, 0},  /* several K blocks, K odd */
-        {BIG(1300, 700), BIG(6, 2), BIG(1601, 601), 0, 0, 0, 0, 2, 0, 1}, /* staging, row super-blocks */
-        {5, BIG(3700, 3700), BIG(1601, 601), 0, 0, 0, 0, 0, 0, 0}, /* staging, column chunks */
+        {BIG(1300, 600), BIG(6, 2), BIG(1601, 601), 0, 0, 0, 0, 2, 0, 1}, /* staging, row super-blocks */
+        {5, BIG(3700, 300), BIG(1601, 601), 0, 0, 0, 0, 0, 0, 0}, /* staging, column chunks */
         {BIG(3, 3), BIG(300, 33), BIG(777, 77), 0, 0, 0, 5, 1, 9, 3},    /* GEMV with slices */
     };
     isa_table tabs[2 * FX_ISA_COUNT];
