@@ -866,8 +866,6 @@ flux_status fx_ctx_tokenizer(flux_ctx *ctx, fx_tokenizer **out) {
             free(path);
         }
         if (st) return st;
-        fx_log(ctx, 1, "tokenizer: %zu tokens, %zu merges, %zu added", ctx->tokenizer->vocab_size,
-               ctx->tokenizer->n_merges, ctx->tokenizer->n_added);
     }
     *out = ctx->tokenizer;
     return FLUX_OK;
