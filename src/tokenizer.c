@@ -8,6 +8,7 @@
  */
 #include "tokenizer.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -495,12 +496,17 @@ done:
 flux_status fx_tokenizer_load(const char *path, fx_tokenizer **out, fx_err *err) {
     *out = NULL;
     FILE *f = fopen(path, "rb");
-    if (!f) return fx_fail(err, FLUX_ERR_IO, "cannot open %s", path);
+    if (!f) return fx_fail(err, FLUX_ERR_IO, "cannot open %s: %s", path, strerror(errno));
     char *buf = NULL;
     size_t len = 0, cap = 0;
     flux_status st = FLUX_OK;
-    for (;;) {
-        if (!grow((void **)&buf, &cap, len + 65536, 1)) {
+    /* one read of the whole file when its size is known */
+    long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    rewind(f);
+    if (size > 0 && !grow((void **)&buf, &cap, (size_t)size + 1, 1))
+        st = fx_fail(err, FLUX_ERR_NOMEM, "%s: out of memory reading %ld bytes", path, size);
+    while (!st) {
+        if (len == cap && !grow((void **)&buf, &cap, len + 65536, 1)) {
             st = fx_fail(err, FLUX_ERR_NOMEM, "%s: out of memory reading the file", path);
             break;
         }
