@@ -169,8 +169,8 @@ static int tokenizer_main(int argc, char **argv, const fx_bench_env *env) {
         "a cat on a skateboard",
         "My dog Rocket, who is an Akita, eating burgers at a really cool biker bar in rural Oklahoma",
         "It's 3 cats & 2 dogs (100% good) \xE2\x80\x94 don't stop!",
-        "A cinematic portrait of an astronaut standing in a neon-lit Tokyo street at night, rain reflections, "
-        "bokeh, 85mm lens, dramatic lighting, ultra detailed, masterpiece",
+        ("A cinematic portrait of an astronaut standing in a neon-lit Tokyo street at night, rain reflections, "
+         "bokeh, 85mm lens, dramatic lighting, ultra detailed, masterpiece"),
         "\xE4\xB8\x80\xE5\x8F\xAA\xE7\x8C\xAB\xE5\x9D\x90\xE5\x9C\xA8\xE6\xBB\x91\xE6\x9D\xBF\xE4\xB8\x8A",
     };
     b.prompts = prompts;
