@@ -7,7 +7,7 @@
  * crash, an abort from a sanitizer or a hang (default 600 s) fails that test
  * only. The parent never starts OpenMP threads, so forking is safe.
  */
-#define _GNU_SOURCE
+
 #include "test.h"
 
 #include <errno.h>
