@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "qwen3.h"
 #include "tokenizer.h"
 #include "transformer.h"
 
@@ -46,6 +47,8 @@ void fx_model_release_all(flux_ctx *ctx) {
      * before the weights they point into. */
     fx_tokenizer_free(ctx->tokenizer);
     ctx->tokenizer = NULL;
+    fx_qwen3_free(ctx->text_encoder);
+    ctx->text_encoder = NULL;
     fx_dit_free(ctx->transformer);
     ctx->transformer = NULL;
     fx_model_free(ctx->model);

@@ -23,4 +23,23 @@ void fx_qwen3_free(fx_qwen3 *q);
 flux_status fx_qwen3_encode(flux_ctx *ctx, fx_qwen3 *q, const int32_t *ids, const uint8_t *mask,
                             int seq, float *out);
 
+/* Optional hook for tests and dumps: called with the embedding output
+ * (layer = −1) and after every layer that runs (layer = n), x [seq, hidden]
+ * = HF hidden state layer + 1. NULL removes it. */
+typedef void (*fx_qwen3_observer)(void *user, int layer, const float *x, int seq, int hidden);
+void fx_qwen3_set_observer(fx_qwen3 *q, fx_qwen3_observer fn, void *user);
+
+/* Floating-point operations of one encode of seq tokens: 2·params·seq for
+ * the linears of the layers that run, plus 4·(seq(seq+1)/2)·head_dim per
+ * query head for causal attention (QKᵀ and P·V over the visible pairs). */
+double fx_qwen3_flops(const fx_qwen3 *q, int seq);
+
+/* The context's encoder on (ids, mask) → out [seq, 3·hidden]: loads it on
+ * first use or after flux_release_text_encoder (src/text_encode.c). The
+ * result depends only on the model, the precision mode and (ids, mask). */
+flux_status fx_text_encode_ids(flux_ctx *ctx, const int32_t *ids, const uint8_t *mask, int seq, float *out);
+
+/* Free ctx->text_encoder and drop its mapped weights (reloaded on demand). */
+void fx_text_encoder_release(flux_ctx *ctx);
+
 #endif

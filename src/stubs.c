@@ -20,10 +20,3 @@ flux_status flux_generate_batch(flux_ctx *ctx, const flux_params *p, flux_image 
     (void)p, (void)out;
     return not_yet(ctx, "batch generation");
 }
-
-flux_status flux_encode_text(flux_ctx *ctx, const char *prompt, float *out) {
-    (void)prompt, (void)out;
-    return not_yet(ctx, "text encoding");
-}
-
-void flux_release_text_encoder(flux_ctx *ctx) { (void)ctx; }
