@@ -29,7 +29,7 @@ struct fx_kernels {
  * Grows to >= bytes (64-byte aligned) and returns it; NULL on allocation
  * failure. Call outside parallel regions. */
 typedef enum fx_scratch_slot {
-    FX_SLOT_IM2COL = 0, /* conv2d.c: im2col strip */
+    FX_SLOT_IM2COL = 0, /* conv2d.c: packed weights of a one-shot fx_conv2d */
     FX_SLOT_CONVW,      /* conv2d.c: weight reordered to [cout, kh, kw, cin] */
     FX_SLOT_ROWOPS,     /* groupnorm.c: partial sums, per-channel factors */
     FX_SLOT_COUNT

@@ -144,6 +144,55 @@ void fx_groupnorm_apply(const fx_kctx *kc, int64_t pixels, int channels, int gro
     free(owned);
 }
 
+/* Streamed statistics: the chunks' partials (as in gn_stats) are added to
+ * acc in chunk order. */
+void fx_groupnorm_sums(const fx_kctx *kc, int64_t pixels, int channels, int groups, const float *x,
+                       double *acc) {
+    if (!gn_valid(pixels, channels, groups)) return;
+    const struct fx_row_kernels *rk = fx_row_table(kc);
+    int cpg = channels / groups;
+    int64_t chunk = gn_chunk(pixels), nchunks = (pixels + chunk - 1) / chunk;
+    int threads = gn_threads(kc, pixels * channels);
+    void *owned;
+    double *work = gn_workspace(kc, gn_stats_bytes(pixels, channels, groups, threads), &owned);
+    if (!work) { /* out of memory: visible, never a crash */
+        for (int g = 0; g < 2 * groups; g++) acc[g] = NAN;
+        return;
+    }
+    double *part = work, *acc_all = work + 2 * (size_t)nchunks * groups;
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t k = 0; k < nchunks; k++) {
+        double *a = acc_all + 2 * (size_t)channels * fx_thread_id();
+        memset(a, 0, 2 * sizeof(double) * (size_t)channels);
+        int64_t p0 = k * chunk, len = pixels - p0 < chunk ? pixels - p0 : chunk;
+        rk->gn_sums(len, channels, x + p0 * channels, a, a + channels);
+        for (int g = 0; g < groups; g++) {
+            double s = 0.0, q = 0.0;
+            for (int c = g * cpg; c < (g + 1) * cpg; c++) s += a[c], q += a[channels + c];
+            part[2 * ((size_t)k * groups + g)] = s;
+            part[2 * ((size_t)k * groups + g) + 1] = q;
+        }
+    }
+    for (int64_t k = 0; k < nchunks; k++)
+        for (int g = 0; g < groups; g++) {
+            acc[2 * g] += part[2 * ((size_t)k * groups + g)];
+            acc[2 * g + 1] += part[2 * ((size_t)k * groups + g) + 1];
+        }
+    free(owned);
+}
+
+void fx_groupnorm_finish(int64_t pixels, int channels, int groups, const double *acc, float eps,
+                         float *mean, float *rstd) {
+    if (!gn_valid(pixels, channels, groups)) return;
+    double n = (double)pixels * (channels / groups);
+    for (int g = 0; g < groups; g++) {
+        double m = acc[2 * g] / n, var = acc[2 * g + 1] / n - m * m;
+        if (var < 0.0) var = 0.0;
+        mean[g] = (float)m;
+        rstd[g] = (float)(1.0 / sqrt(var + eps));
+    }
+}
+
 void fx_groupnorm(const fx_kctx *kc, int64_t pixels, int channels, int groups, const float *x,
                   const float *gamma, const float *beta, float eps, int fuse_silu, float *y) {
     if (!gn_valid(pixels, channels, groups)) return;

@@ -240,6 +240,15 @@ void fx_groupnorm_stats(const fx_kctx *kc, int64_t pixels, int channels, int gro
 void fx_groupnorm_apply(const fx_kctx *kc, int64_t pixels, int channels, int groups,
                         const float *x, const float *mean, const float *rstd,
                         const float *gamma, const float *beta, int fuse_silu, float *y);
+/* Streamed statistics (a tensor produced strip by strip): add the per-group
+ * Σx and Σx² (double) of x [pixels, channels] to acc [groups][2]; the sums
+ * use fixed pixel chunks, so for a fixed strip schedule the result does not
+ * depend on the thread count. fx_groupnorm_finish turns the sums over
+ * `pixels` pixels in total into mean/rstd [groups]. */
+void fx_groupnorm_sums(const fx_kctx *kc, int64_t pixels, int channels, int groups,
+                       const float *x, double *acc);
+void fx_groupnorm_finish(int64_t pixels, int channels, int groups, const double *acc, float eps,
+                         float *mean, float *rstd);
 /* Both steps. */
 void fx_groupnorm(const fx_kctx *kc, int64_t pixels, int channels, int groups,
                   const float *x, const float *gamma, const float *beta, float eps,
@@ -291,5 +300,23 @@ typedef struct fx_conv2d_geom {
 void fx_conv2d_out_size(const fx_conv2d_geom *g, int *ho, int *wo);
 void fx_conv2d(const fx_kctx *kc, const fx_conv2d_geom *g, const float *x,
                const fx_weight *w, const fx_epilogue *epi, float *y, int row0, int row1);
+
+/* A layer applied strip by strip: the weight is packed once for this
+ * kernel table (caller-owned memory of fx_conv2d_packed_bytes bytes, 64-byte
+ * aligned; 0 = no GEMM path for the dtype), then each strip runs on a window
+ * of input rows. fx_conv2d_pack returns 0, or -1 (bad shapes, no memory). */
+size_t fx_conv2d_packed_bytes(const fx_kctx *kc, const fx_conv2d_geom *g, fx_dtype wdtype);
+int fx_conv2d_pack(const fx_kctx *kc, const fx_conv2d_geom *g, const fx_weight *w, void *packed);
+/* Input rows [*in0, *in1) (input frame, before upsampling) that output rows
+ * [row0, row1) read (padding excluded). */
+void fx_conv2d_input_rows(const fx_conv2d_geom *g, int row0, int row1, int *in0, int *in1);
+/* Output rows [row0, row1) (row1 <= 0: all) into y (y points at row0, rows
+ * wo·cout apart). x holds input rows [x_row0, x_row0 + x_rows) of the input
+ * tensor (x points at row x_row0), which must cover fx_conv2d_input_rows.
+ * Bit-identical to fx_conv2d for any thread count. Returns 0, or -1 (window
+ * too small, wrong packing, no scratch: y is set to NaN). */
+int fx_conv2d_packed(const fx_kctx *kc, const fx_conv2d_geom *g, const float *x, int x_row0,
+                     int x_rows, const void *packed, const fx_epilogue *epi, float *y, int row0,
+                     int row1);
 
 #endif

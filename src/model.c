@@ -22,6 +22,7 @@
 #include "qwen3.h"
 #include "tokenizer.h"
 #include "transformer.h"
+#include "vae.h"
 
 #define TRY(x)                                                                 \
     do {                                                                       \
@@ -51,6 +52,8 @@ void fx_model_release_all(flux_ctx *ctx) {
     ctx->text_encoder = NULL;
     fx_dit_free(ctx->transformer);
     ctx->transformer = NULL;
+    fx_vae_free(ctx->vae);
+    ctx->vae = NULL;
     fx_model_free(ctx->model);
     ctx->model = NULL;
 }

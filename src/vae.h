@@ -15,6 +15,8 @@ typedef struct fx_vae fx_vae;
 /* Build the VAE from ctx->model (weight views + small f32 tensors). */
 flux_status fx_vae_load(flux_ctx *ctx, fx_vae **out);
 void fx_vae_free(fx_vae *v);
+/* The VAE of the context, built on first use (ctx->vae). */
+flux_status fx_vae_get(flux_ctx *ctx, fx_vae **out);
 
 /* z: [latent_channels, h8, w8] (after BN de-normalisation and unpatchify,
  * i.e. the golden decoder_in.npy) → image [3, 8·h8, 8·w8], raw decoder
@@ -25,5 +27,41 @@ flux_status fx_vae_decode(flux_ctx *ctx, fx_vae *v, const float *z, int h8, int 
  * posterior [latent_channels, H/8, W/8] (after quant_conv; golden mean.npy). */
 flux_status fx_vae_encode(flux_ctx *ctx, fx_vae *v, const float *image, int height, int width,
                           float *mean);
+
+/* ---- memory, diagnostics ---------------------------------------------- */
+
+/* How the activations at full resolution are stored. AUTO: bf16 in the
+ * default precision mode (the bf16 dot products round conv inputs to bf16
+ * anyway), f32 with FLUX_PRECISION=f32 (exact). */
+typedef enum fx_vae_storage { FX_VAE_STORAGE_AUTO = 0, FX_VAE_STORAGE_F32, FX_VAE_STORAGE_BF16 } fx_vae_storage;
+void fx_vae_set_storage(fx_vae *v, fx_vae_storage s);
+
+/* Called with each stage's output as a planar f32 array [channels, height,
+ * width], named like the diffusers modules (the golden internals_decode/ and
+ * internals_encode/ files): "post_quant_conv", "decoder.conv_in",
+ * "decoder.mid_block.resnets.0", "decoder.mid_block.attentions.0", ...,
+ * "decoder.up_blocks.I.resnets.J", "decoder.up_blocks.I.upsamplers.0",
+ * "decoder.conv_norm_out" (GroupNorm output before SiLU), "decoder.conv_out";
+ * "encoder.*" likewise, "quant_conv" (mean and log-variance). Costs a full
+ * f32 copy per stage: for tests. NULL removes it. */
+typedef void (*fx_vae_observer)(void *user, const char *name, const float *chw, int channels, int height,
+                                int width);
+void fx_vae_set_observer(fx_vae *v, fx_vae_observer fn, void *user);
+
+/* Measured by the last decode/encode. Activation memory = the arena (level
+ * regions, attention Q/K/V) + strip buffers + packed conv weights + small
+ * temporaries; the caller's input and output arrays are not counted. */
+typedef struct fx_vae_stats {
+    size_t arena_bytes;   /* stored activations */
+    size_t peak_bytes;    /* all activation memory at its peak */
+    double seconds;
+    double flops;         /* multiply-add = 2 */
+} fx_vae_stats;
+const fx_vae_stats *fx_vae_last_stats(const fx_vae *v);
+
+/* Floating-point operations of a decode of a [latent, h8, w8] latent and of
+ * an encode of a [3, height, width] image (convs, linear layers, attention). */
+double fx_vae_decode_flops(const fx_vae *v, int h8, int w8);
+double fx_vae_encode_flops(const fx_vae *v, int height, int width);
 
 #endif

@@ -1,0 +1,350 @@
+/*
+ * vae_stream.c — strip streaming for the VAE: stored tensors (f32 / bf16,
+ * row slots), GroupNorm statistics accumulated while a tensor is produced,
+ * and vs_run_conv, one conv layer run strip by strip:
+ *
+ *   for each strip of output rows [r0, r1):
+ *     load the input rows it reads (f32), side output (1×1 shortcut) from
+ *     the raw rows, GroupNorm + SiLU in place, conv → output strip;
+ *     then write the strip — or, with `delay`, the previous strip — adding
+ *     the residual, accumulating the output's statistics, converting to the
+ *     storage dtype.
+ *
+ * The strip height depends only on the layer's geometry, so the statistics'
+ * summation order (and every result) is the same for any thread count.
+ * Before a write, the rows it covers are checked against the input rows
+ * later strips still have to read: a storage plan that would overwrite
+ * unread data fails loudly instead of computing garbage.
+ */
+#include "vae_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+/* Output pixels per strip: enough rows for both threads' GEMM blocks,
+ * buffers of a few MB. */
+#define STRIP_PIXELS 4096
+#define STRIP_INPUT_BYTES ((size_t)12 << 20)
+
+/* ------------------------------------------------------------------------ */
+/* Scratch accounting                                                       */
+/* ------------------------------------------------------------------------ */
+
+void vs_account(vs_run *r, ptrdiff_t delta) {
+    r->live_bytes = (size_t)((ptrdiff_t)r->live_bytes + delta);
+    if (r->live_bytes > r->peak_bytes) r->peak_bytes = r->live_bytes;
+}
+
+float *vs_buf(vs_run *r, int i, size_t bytes) {
+    if (bytes > r->buf_bytes[i]) {
+        size_t b = (bytes + 63) & ~(size_t)63;
+        float *p = aligned_alloc(64, b);
+        if (!p) return NULL;
+        free(r->buf[i]);
+        vs_account(r, (ptrdiff_t)b - (ptrdiff_t)r->buf_bytes[i]);
+        r->buf[i] = p;
+        r->buf_bytes[i] = b;
+    }
+    return r->buf[i];
+}
+
+static void *packed_buf(vs_run *r, int i, size_t bytes) {
+    if (bytes > r->packed_bytes[i]) {
+        size_t b = (bytes + 63) & ~(size_t)63;
+        void *p = aligned_alloc(64, b);
+        if (!p) return NULL;
+        free(r->packed[i]);
+        vs_account(r, (ptrdiff_t)b - (ptrdiff_t)r->packed_bytes[i]);
+        r->packed[i] = p;
+        r->packed_bytes[i] = b;
+    }
+    return r->packed[i];
+}
+
+void vs_run_release(vs_run *r) {
+    for (int i = 0; i < 5; i++) free(r->buf[i]), r->buf[i] = NULL, r->buf_bytes[i] = 0;
+    for (int i = 0; i < 2; i++) free(r->packed[i]), r->packed[i] = NULL, r->packed_bytes[i] = 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Stored tensors                                                           */
+/* ------------------------------------------------------------------------ */
+
+static size_t es_of(const vs_tensor *t) { return t->dtype == FX_DTYPE_BF16 ? 2 : 4; }
+
+static char *row_ptr(const vs_tensor *t, int y) { return (char *)t->data + (size_t)y * (size_t)t->pitch * es_of(t); }
+
+void vs_load_rows(vs_run *r, const vs_tensor *t, int y0, int y1, float *dst) {
+    const int64_t rowlen = (int64_t)t->w * t->c;
+    if (y1 <= y0) return;
+    if (t->planar) { /* [c, h, w] f32 → [rows, w, c] */
+        const float *s = t->data;
+        const int64_t hw = (int64_t)t->h * t->w;
+        for (int y = y0; y < y1; y++)
+            for (int x = 0; x < t->w; x++) {
+                float *o = dst + ((int64_t)(y - y0) * t->w + x) * t->c;
+                for (int c = 0; c < t->c; c++) o[c] = s[c * hw + (int64_t)y * t->w + x];
+            }
+        return;
+    }
+    const int dense = t->pitch == rowlen;
+    for (int y = y0; y < y1; y++) {
+        int n = dense ? y1 - y0 : 1; /* contiguous rows in one call */
+        float *o = dst + (int64_t)(y - y0) * rowlen;
+        if (t->dtype == FX_DTYPE_BF16) fx_bf16_to_f32(r->kc, n * rowlen, (const uint16_t *)row_ptr(t, y), o);
+        else memcpy(o, row_ptr(t, y), sizeof(float) * (size_t)(n * rowlen));
+        if (dense) break;
+    }
+}
+
+void vs_store_rows(vs_run *r, const vs_tensor *t, int y0, int y1, const float *src) {
+    const int64_t rowlen = (int64_t)t->w * t->c;
+    if (y1 <= y0) return;
+    if (t->planar) {
+        float *d = t->data;
+        const int64_t hw = (int64_t)t->h * t->w;
+        for (int y = y0; y < y1; y++)
+            for (int x = 0; x < t->w; x++) {
+                const float *s = src + ((int64_t)(y - y0) * t->w + x) * t->c;
+                for (int c = 0; c < t->c; c++) d[c * hw + (int64_t)y * t->w + x] = s[c];
+            }
+        return;
+    }
+    const int dense = t->pitch == rowlen;
+    for (int y = y0; y < y1; y++) {
+        int n = dense ? y1 - y0 : 1;
+        const float *s = src + (int64_t)(y - y0) * rowlen;
+        if (t->dtype == FX_DTYPE_BF16) fx_f32_to_bf16(r->kc, n * rowlen, s, (uint16_t *)row_ptr(t, y));
+        else memcpy(row_ptr(t, y), s, sizeof(float) * (size_t)(n * rowlen));
+        if (dense) break;
+    }
+}
+
+/* Bytes [lo, hi) spanned by rows [y0, y1) of t (empty: lo == hi). */
+static void row_span(const vs_tensor *t, int y0, int y1, const char **lo, const char **hi) {
+    if (y1 <= y0 || t->planar) {
+        *lo = *hi = NULL;
+        return;
+    }
+    *lo = row_ptr(t, y0);
+    *hi = row_ptr(t, y1 - 1) + (size_t)t->w * (size_t)t->c * es_of(t);
+}
+
+static int spans_overlap(const vs_tensor *a, int a0, int a1, const vs_tensor *b, int b0, int b1) {
+    const char *alo, *ahi, *blo, *bhi;
+    row_span(a, a0, a1, &alo, &ahi);
+    row_span(b, b0, b1, &blo, &bhi);
+    return alo != ahi && blo != bhi && alo < bhi && blo < ahi;
+}
+
+/* ------------------------------------------------------------------------ */
+/* GroupNorm statistics                                                     */
+/* ------------------------------------------------------------------------ */
+
+void vs_stats_init(vs_stats *s, int channels, int groups) {
+    memset(s->acc, 0, sizeof(double) * 2 * (size_t)groups);
+    s->pixels = 0;
+    s->channels = channels;
+    s->groups = groups;
+}
+
+void vs_stats_add(vs_run *r, vs_stats *s, int64_t pixels, const float *x) {
+    fx_groupnorm_sums(r->kc, pixels, s->channels, s->groups, x, s->acc);
+    s->pixels += pixels;
+}
+
+void vs_stats_finish(vs_run *r, vs_stats *s) {
+    fx_groupnorm_finish(s->pixels, s->channels, s->groups, s->acc, r->eps, s->mean, s->rstd);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Strip-streamed convolution                                               */
+/* ------------------------------------------------------------------------ */
+
+static fx_conv2d_geom geom_of(const vs_conv *op) {
+    fx_conv2d_geom g = {op->src->h, op->src->w, op->conv->cin, op->conv->cout, op->conv->k, op->conv->k,
+                        op->stride > 0 ? op->stride : 1, op->pad_top, op->pad_left, op->pad_bottom,
+                        op->pad_right, op->upsample};
+    return g;
+}
+
+int vs_conv_strip_rows(const fx_conv2d_geom *g) {
+    int ho, wo;
+    fx_conv2d_out_size(g, &ho, &wo);
+    if (ho <= 0 || wo <= 0) return 1;
+    int s = STRIP_PIXELS / wo;
+    if (s < 1) s = 1;
+    for (; s > 1; s--) { /* input window within the budget */
+        int in0, in1;
+        fx_conv2d_input_rows(g, 0, s, &in0, &in1);
+        if ((size_t)(in1 - in0 + 2) * (size_t)g->w * (size_t)g->cin * sizeof(float) <= STRIP_INPUT_BYTES) break;
+    }
+    return s < ho ? s : ho;
+}
+
+typedef struct strip {
+    int r0, r1;
+} strip;
+
+/* Write strip rows (residual, statistics, storage) from out / side_out. */
+static flux_status flush(vs_run *r, const vs_conv *op, strip s, float *out, float *side_out, int next_in0) {
+    const int rows = s.r1 - s.r0;
+    const int64_t px = (int64_t)rows * op->dst.w, n = px * op->dst.c;
+    /* nothing later strips read may be overwritten */
+    if (spans_overlap(&op->dst, s.r0, s.r1, op->src, next_in0, op->src->h) ||
+        (op->side && spans_overlap(&op->side_dst, s.r0, s.r1, op->src, next_in0, op->src->h)))
+        return fx_fail(&r->ctx->err, FLUX_ERR_INTERNAL,
+                       "vae: the storage plan would overwrite rows a later strip reads (rows %d..%d)", s.r0,
+                       s.r1 - 1);
+    if (op->residual) {
+        float *res = vs_buf(r, 0, sizeof(float) * (size_t)n);
+        if (!res) return fx_fail(&r->ctx->err, FLUX_ERR_NOMEM, "out of memory (VAE strip)");
+        vs_load_rows(r, &op->dst, s.r0, s.r1, res);
+        fx_gated_add(r->kc, px, op->dst.c, out, op->dst.c, NULL, res, op->dst.c);
+    }
+    if (op->dst_stats) vs_stats_add(r, op->dst_stats, px, out);
+    vs_store_rows(r, &op->dst, s.r0, s.r1, out);
+    if (op->side) vs_store_rows(r, &op->side_dst, s.r0, s.r1, side_out);
+    return FLUX_OK;
+}
+
+flux_status vs_run_conv(vs_run *r, const vs_conv *op) {
+    fx_err *err = &r->ctx->err;
+    const fx_conv2d_geom g = geom_of(op);
+    int ho, wo;
+    fx_conv2d_out_size(&g, &ho, &wo);
+    if (ho != op->dst.h || wo != op->dst.w || op->dst.c != g.cout || op->src->c != g.cin)
+        return fx_fail(err, FLUX_ERR_INTERNAL, "vae: conv %dx%dx%d -> %dx%dx%d does not fit its output %dx%dx%d",
+                       g.h, g.w, g.cin, ho, wo, g.cout, op->dst.h, op->dst.w, op->dst.c);
+    if (op->side && (g.stride != 1 || g.upsample2x || op->side->cin != g.cin || op->side_dst.c != op->side->cout))
+        return fx_fail(err, FLUX_ERR_INTERNAL, "vae: bad shortcut geometry");
+
+    size_t pb = fx_conv2d_packed_bytes(r->kc, &g, op->conv->w.dtype);
+    void *packed = pb ? packed_buf(r, 0, pb) : NULL;
+    if (!packed) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (VAE conv weights, %zu bytes)", pb);
+    if (fx_conv2d_pack(r->kc, &g, &op->conv->w, packed))
+        return fx_fail(err, FLUX_ERR_INTERNAL, "vae: cannot pack a %dx%d conv weight", g.cout, g.cin);
+
+    const int srows = vs_conv_strip_rows(&g);
+    const int nstrips = (ho + srows - 1) / srows;
+    const int64_t out_floats = (int64_t)srows * wo * g.cout;
+    const int64_t side_floats = op->side ? (int64_t)srows * wo * op->side->cout : 0;
+    const fx_epilogue epi = {FX_EPI_STORE, op->conv->bias, NULL};
+    const fx_epilogue side_epi = {FX_EPI_STORE, op->side ? op->side->bias : NULL, NULL};
+    strip prev = {0, 0};
+    for (int k = 0; k < nstrips; k++) {
+        strip s = {k * srows, (k + 1) * srows < ho ? (k + 1) * srows : ho};
+        int in0, in1;
+        fx_conv2d_input_rows(&g, s.r0, s.r1, &in0, &in1);
+        float *in = vs_buf(r, 0, sizeof(float) * (size_t)(in1 - in0 > 0 ? in1 - in0 : 1) * g.w * g.cin);
+        float *out = vs_buf(r, 1 + k % 2, sizeof(float) * (size_t)out_floats);
+        float *side_out = op->side ? vs_buf(r, 3 + k % 2, sizeof(float) * (size_t)side_floats) : NULL;
+        if (!in || !out || (op->side && !side_out)) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (VAE strip)");
+        vs_load_rows(r, op->src, in0, in1, in);
+        if (op->side) { /* 1×1 on the raw rows r0..r1 (stride 1: inside the window) */
+            const fx_weight *sw = &op->side->w;
+            fx_linear(r->kc, (int64_t)(s.r1 - s.r0) * wo, in + (int64_t)(s.r0 - in0) * g.w * g.cin, g.cin, sw,
+                      side_out, op->side->cout, &side_epi);
+        }
+        if (op->gn)
+            fx_groupnorm_apply(r->kc, (int64_t)(in1 - in0) * g.w, g.cin, op->gn->groups, in, op->gn->mean,
+                               op->gn->rstd, op->norm->gamma, op->norm->beta, 1, in);
+        if (fx_conv2d_packed(r->kc, &g, in, in0, in1 - in0, packed, &epi, out, s.r0, s.r1))
+            return fx_fail(err, FLUX_ERR_INTERNAL, "vae: conv strip %d..%d failed", s.r0, s.r1 - 1);
+        /* rows later strips still read start at the next strip's window */
+        int next_in0 = op->src->h, unused;
+        if (k + 1 < nstrips)
+            fx_conv2d_input_rows(&g, s.r1, s.r1 + srows < ho ? s.r1 + srows : ho, &next_in0, &unused);
+        flux_status st = FLUX_OK;
+        if (!op->delay) st = flush(r, op, s, out, side_out, next_in0);
+        else if (k > 0) /* the previous strip, now that this one has read its halo */
+            st = flush(r, op, prev, r->buf[1 + (k - 1) % 2], op->side ? r->buf[3 + (k - 1) % 2] : NULL, next_in0);
+        if (st) return st;
+        prev = s;
+    }
+    if (op->delay && nstrips > 0) {
+        flux_status st = flush(r, op, prev, r->buf[1 + (nstrips - 1) % 2],
+                               op->side ? r->buf[3 + (nstrips - 1) % 2] : NULL, op->src->h);
+        if (st) return st;
+    }
+    return FLUX_OK;
+}
+
+int64_t vs_stream_gap(const fx_conv2d_geom *g, int64_t pitch_src, int64_t pitch_dst, int64_t dst_row_bytes) {
+    int ho, wo;
+    fx_conv2d_out_size(g, &ho, &wo);
+    const int s = vs_conv_strip_rows(g);
+    int64_t gap = INT64_MIN;
+    for (int r0 = 0; r0 < ho; r0 += s) {
+        int r1 = r0 + s < ho ? r0 + s : ho;
+        int k2 = r1 + s; /* first row of strip k + 2 */
+        if (k2 >= ho) break;
+        int in0, in1;
+        fx_conv2d_input_rows(g, k2, k2 + s < ho ? k2 + s : ho, &in0, &in1);
+        int64_t wend = (int64_t)(r1 - 1) * pitch_dst + dst_row_bytes, rstart = (int64_t)in0 * pitch_src;
+        if (wend - rstart > gap) gap = wend - rstart;
+    }
+    return gap;
+}
+
+vs_tensor vs_level_part(const vs_level *l, int c0, int c) {
+    vs_tensor t = {0};
+    size_t es = l->dtype == FX_DTYPE_BF16 ? 2 : 4;
+    t.data = l->base + (size_t)c0 * (size_t)l->w * es;
+    t.dtype = l->dtype;
+    t.h = l->h, t.w = l->w, t.c = c;
+    t.pitch = l->pitch;
+    return t;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Arena, storage, observer                                                 */
+/* ------------------------------------------------------------------------ */
+
+flux_status vs_arena_alloc(vs_run *r, size_t bytes) {
+    bytes = (bytes + 4095) & ~(size_t)4095;
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return fx_fail(&r->ctx->err, FLUX_ERR_NOMEM, "out of memory (VAE activations, %zu MB)", bytes >> 20);
+    madvise(p, bytes, MADV_HUGEPAGE);
+    r->arena = p;
+    r->arena_bytes = bytes;
+    vs_account(r, (ptrdiff_t)bytes);
+    return FLUX_OK;
+}
+
+void vs_arena_free(vs_run *r) {
+    if (r->arena) munmap(r->arena, r->arena_bytes), vs_account(r, -(ptrdiff_t)r->arena_bytes);
+    r->arena = NULL;
+}
+
+fx_dtype vs_storage_dtype(const vs_run *r) {
+    switch (r->v->storage) {
+    case FX_VAE_STORAGE_F32: return FX_DTYPE_F32;
+    case FX_VAE_STORAGE_BF16: return FX_DTYPE_BF16;
+    default: return r->ctx->force_f32 ? FX_DTYPE_F32 : FX_DTYPE_BF16;
+    }
+}
+
+void vs_observe(vs_run *r, const char *name, const vs_tensor *t, const vs_stats *gn, const vae_norm *norm) {
+    const fx_vae *v = r->v;
+    if (!v->observer) return;
+    const int64_t hw = (int64_t)t->h * t->w;
+    float *chw = malloc(sizeof(float) * (size_t)(hw * t->c));
+    float *row = malloc(sizeof(float) * (size_t)t->w * (size_t)t->c);
+    if (chw && row) {
+        for (int y = 0; y < t->h; y++) {
+            vs_load_rows(r, t, y, y + 1, row);
+            if (gn) /* the GroupNorm output itself (no SiLU) */
+                fx_groupnorm_apply(r->kc, t->w, t->c, gn->groups, row, gn->mean, gn->rstd, norm->gamma, norm->beta,
+                                   0, row);
+            for (int x = 0; x < t->w; x++)
+                for (int c = 0; c < t->c; c++) chw[c * hw + (int64_t)y * t->w + x] = row[(int64_t)x * t->c + c];
+        }
+        v->observer(v->observer_user, name, chw, t->c, t->h, t->w);
+    }
+    free(chw);
+    free(row);
+}
