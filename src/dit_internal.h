@@ -35,7 +35,9 @@ struct fx_dit {
     fx_weight t_linear_2;            /* [d, d] */
     fx_weight mod_img, mod_txt;      /* [6d, d] */
     fx_weight mod_single;            /* [3d, d] */
-    fx_weight norm_out;              /* [2d, d]: rows scale then shift */
+    fx_weight norm_out_scale;        /* rows [0, d) of norm_out.linear [2d, d] */
+    fx_weight norm_out_shift;        /* rows [d, 2d): two row views, as a BFL single
+                                        file stores the halves swapped */
     fx_weight proj_out;              /* [out_channels, d] */
     fx_dit_double_w *dbl;            /* [double_blocks] */
     fx_dit_single_w *sgl;            /* [single_blocks] */

@@ -18,8 +18,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "embcache.h"
 #include "json.h"
 #include "qwen3.h"
+#include "single_file.h"
 #include "tokenizer.h"
 #include "transformer.h"
 #include "vae.h"
@@ -48,6 +50,7 @@ void fx_model_release_all(flux_ctx *ctx) {
      * before the weights they point into. */
     fx_tokenizer_free(ctx->tokenizer);
     ctx->tokenizer = NULL;
+    fx_embcache_release(ctx);
     fx_qwen3_free(ctx->text_encoder);
     ctx->text_encoder = NULL;
     fx_dit_free(ctx->transformer);
@@ -150,11 +153,12 @@ static flux_status load_folder(struct fx_model *m, const flux_ctx *ctx, const fl
     if (stat(path, &st) != 0) return fx_fail(err, FLUX_ERR_IO, "cannot open %s: %s", path, strerror(errno));
     if (!(m->tokenizer_path = strdup(path))) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
 
-    if (lo->transformer_file)
-        return fx_fail(err, FLUX_ERR_NOT_IMPLEMENTED,
-                       "loading a single-file transformer (%s) is not yet available in flux.c %s",
-                       lo->transformer_file, FLUX_VERSION_STRING);
-    TRY(open_weights(m, "transformer", "diffusion_pytorch_model.safetensors", m->use_mmap, &m->transformer_w, err));
+    if (lo->transformer_file) { /* BFL / ComfyUI / diffusers names, mapped (single_file.h) */
+        m->transformer_w = fx_single_file_open(lo->transformer_file, m->use_mmap, ctx, NULL, err);
+        if (!m->transformer_w) return err->code;
+    } else {
+        TRY(open_weights(m, "transformer", "diffusion_pytorch_model.safetensors", m->use_mmap, &m->transformer_w, err));
+    }
     TRY(fx_check_dit_weights(m->transformer_w, &m->dit, err));
     TRY(open_weights(m, "vae", "diffusion_pytorch_model.safetensors", m->use_mmap, &m->vae_w, err));
     TRY(fx_check_vae_weights(m->vae_w, &m->vae, err));

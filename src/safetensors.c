@@ -158,6 +158,7 @@ struct fx_st_file {
 };
 
 const char *fx_st_display(const fx_st_file *f) { return f->display; }
+const char *fx_st_path(const fx_st_file *f) { return f->path; }
 size_t fx_st_count(const fx_st_file *f) { return f->n; }
 const fx_tensor *fx_st_tensor_at(const fx_st_file *f, size_t i) { return i < f->n ? &f->tensors[i] : NULL; }
 
@@ -583,7 +584,26 @@ struct fx_wset {
     fx_json_doc *index_doc;    /* sharded: the index (names point into the shards) */
     void **copies;             /* aligned copies of misaligned tensors */
     size_t n_copies;
+    /* views (fx_wset_view_new): files and data belong to base */
+    fx_wset *base;
+    struct view_tensor **views; /* [capacity], owned */
+    size_t capacity;
+    fx_st_file *stacked;       /* pseudo file (no data) of two-range tensors */
 };
+
+/* A tensor of a view: t is what lookups return (first member, so a view's
+ * fx_tensor pointers convert back). */
+typedef struct view_tensor {
+    fx_tensor t;
+    const fx_tensor *src[2];
+    int64_t row0[2], rows[2];
+    int n;
+    char name[];
+} view_tensor;
+
+static const view_tensor *as_view_tensor(const fx_wset *s, const fx_tensor *t) {
+    return s->base && t ? (const view_tensor *)(const void *)t : NULL;
+}
 
 const char *fx_wset_display(const fx_wset *s) { return s->display; }
 size_t fx_wset_count(const fx_wset *s) { return s->n; }
@@ -601,6 +621,14 @@ static void free_copies(fx_wset *s) {
 void fx_wset_close(fx_wset *s) {
     if (!s) return;
     free_copies(s);
+    if (s->base) { /* a view: the files are base's */
+        for (size_t i = 0; i < s->n; i++) free(s->views[i]);
+        free(s->views);
+        fx_st_close(s->stacked);
+        fx_wset_close(s->base);
+        s->files = NULL;
+        s->n_files = 0;
+    }
     for (size_t i = 0; i < s->n_files; i++) fx_st_close(s->files[i]);
     free(s->files);
     free(s->tensors);
@@ -783,6 +811,10 @@ flux_status fx_wset_load_data(fx_wset *s, int use_mmap, fx_err *err) {
 
 void fx_wset_drop_data(fx_wset *s) {
     free_copies(s);
+    if (s->base) {
+        fx_wset_drop_data(s->base);
+        return;
+    }
     for (size_t i = 0; i < s->n_files; i++) fx_st_drop_data(s->files[i]);
 }
 
@@ -810,9 +842,16 @@ flux_status fx_wset_get(const fx_wset *s, const char *name, const fx_shape *expe
     if (out) *out = t;
     if (!t) return fx_fail(err, FLUX_ERR_MODEL, "%s: tensor '%.200s' not found", s->display, name);
     if (expect && !fx_shape_eq(&t->shape, expect)) {
-        char a[160], b[160];
-        return fx_fail(err, FLUX_ERR_MODEL, "%s: tensor '%.200s' has shape %s, expected %s", t->file->display,
-                       name, fx_shape_str(&t->shape, a, sizeof a), fx_shape_str(expect, b, sizeof b));
+        char a[160], b[160], origin[600] = "";
+        const view_tensor *v = as_view_tensor(s, t);
+        for (int i = 0; v && i < v->n; i++) {
+            size_t len = strlen(origin);
+            snprintf(origin + len, sizeof origin - len, "%s rows %lld..%lld of '%.200s'", i ? " and" : " (from",
+                     (long long)v->row0[i], (long long)(v->row0[i] + v->rows[i]), v->src[i]->name);
+        }
+        if (v) strcat(origin, ")");
+        return fx_fail(err, FLUX_ERR_MODEL, "%s: tensor '%.200s'%s has shape %s, expected %s", t->file->display,
+                       name, origin, fx_shape_str(&t->shape, a, sizeof a), fx_shape_str(expect, b, sizeof b));
     }
     return FLUX_OK;
 }
@@ -841,7 +880,12 @@ static flux_status weight_tensor(const fx_wset *s, const char *name, const fx_sh
 
 static flux_status matrix_view(fx_wset *s, const char *name, const fx_shape *expect, int64_t rows,
                                int64_t cols, fx_weight *out, fx_err *err) {
-    const fx_tensor *t;
+    const fx_tensor *t = fx_wset_find(s, name);
+    if (t && s->stacked && t->file == s->stacked)
+        return fx_fail(err, FLUX_ERR_MODEL,
+                       "%s: tensor '%.200s' is stored as two row ranges; it can only be used by rows "
+                       "(fx_wset_linear_rows)",
+                       fx_wset_display(s), name);
     flux_status st = weight_tensor(s, name, expect, &t, err);
     if (st) return st;
     const void *data = fx_tensor_data(t);
@@ -876,9 +920,29 @@ flux_status fx_wset_conv(fx_wset *s, const char *name, int64_t cout, int64_t cin
     return matrix_view(s, name, &FX_SHAPE(cout, cin, kh, kw), cout, cin * kh * kw, out, err);
 }
 
+/* A two-range view tensor converted range by range into dst. */
+static flux_status read_stacked(const view_tensor *v, float *dst, fx_err *err) {
+    for (int i = 0; i < v->n; i++) {
+        const fx_tensor *src = v->src[i];
+        if (!fx_tensor_data(src))
+            return fx_fail(err, FLUX_ERR_STATE, "%s: data of tensor '%.200s' is not loaded", src->file->display,
+                           src->name);
+        int64_t row_elems = src->shape.d[0] ? fx_shape_numel(&src->shape) / src->shape.d[0] : 0;
+        size_t es = fx_st_dtype_size(src->dtype);
+        fx_st_convert_f32((const char *)fx_tensor_data(src) + (size_t)(v->row0[i] * row_elems) * es, src->dtype,
+                          v->rows[i] * row_elems, dst);
+        dst += v->rows[i] * row_elems;
+    }
+    return FLUX_OK;
+}
+
 flux_status fx_wset_read_f32(const fx_wset *s, const char *name, const fx_shape *expect, float *dst,
                              fx_err *err) {
-    const fx_tensor *t;
+    const fx_tensor *t = fx_wset_find(s, name);
+    if (t && s->stacked && t->file == s->stacked) {
+        flux_status st = fx_wset_check_weight(s, name, expect, err);
+        return st ? st : read_stacked(as_view_tensor(s, t), dst, err);
+    }
     flux_status st = weight_tensor(s, name, expect, &t, err);
     if (st) return st;
     fx_st_convert_f32(fx_tensor_data(t), t->dtype, fx_shape_numel(&t->shape), dst);
@@ -887,15 +951,141 @@ flux_status fx_wset_read_f32(const fx_wset *s, const char *name, const fx_shape 
 
 flux_status fx_wset_f32(const fx_wset *s, const char *name, const fx_shape *expect, float **out,
                         int64_t *numel, fx_err *err) {
-    const fx_tensor *t;
+    const fx_tensor *t = fx_wset_find(s, name);
     *out = NULL;
-    flux_status st = weight_tensor(s, name, expect, &t, err);
+    int stacked = t && s->stacked && t->file == s->stacked;
+    flux_status st = stacked ? fx_wset_check_weight(s, name, expect, err) : weight_tensor(s, name, expect, &t, err);
     if (st) return st;
     int64_t n = fx_shape_numel(&t->shape);
     float *buf = malloc(n ? (size_t)n * sizeof *buf : sizeof *buf);
     if (!buf) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory reading tensor '%.200s'", name);
-    fx_st_convert_f32(fx_tensor_data(t), t->dtype, n, buf);
+    if (stacked && (st = read_stacked(as_view_tensor(s, t), buf, err))) {
+        free(buf);
+        return st;
+    }
+    if (!stacked) fx_st_convert_f32(fx_tensor_data(t), t->dtype, n, buf);
     *out = buf;
     if (numel) *numel = n;
     return FLUX_OK;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Row views and view sets                                                  */
+/* ------------------------------------------------------------------------ */
+
+flux_status fx_wset_linear_rows(fx_wset *s, const char *name, int64_t rows, int64_t cols, int64_t row0, int64_t n,
+                                fx_weight *out, fx_err *err) {
+    if (row0 < 0 || n < 0 || row0 + n > rows)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "%s: rows [%lld, %lld) of tensor '%.200s' are outside [0, %lld)",
+                       fx_wset_display(s), (long long)row0, (long long)(row0 + n), name, (long long)rows);
+    const fx_tensor *t = fx_wset_find(s, name);
+    if (t && s->stacked && t->file == s->stacked) {
+        flux_status st = fx_wset_check_weight(s, name, &FX_SHAPE(rows, cols), err);
+        if (st) return st;
+        const view_tensor *v = as_view_tensor(s, t);
+        int64_t start = 0;
+        for (int i = 0; i < v->n; start += v->rows[i], i++) {
+            if (row0 < start || row0 + n > start + v->rows[i]) continue;
+            const fx_tensor *src = v->src[i];
+            st = matrix_view(s->base, src->name, &src->shape, src->shape.d[0], cols, out, err);
+            if (st) return st;
+            out->data = (const char *)out->data + (size_t)((v->row0[i] + row0 - start) * cols) * fx_dtype_size(out->dtype);
+            out->n = n;
+            return FLUX_OK;
+        }
+        return fx_fail(err, FLUX_ERR_MODEL, "%s: rows [%lld, %lld) of tensor '%.200s' span both of its stored ranges",
+                       fx_wset_display(s), (long long)row0, (long long)(row0 + n), name);
+    }
+    flux_status st = fx_wset_linear(s, name, rows, cols, out, err);
+    if (st) return st;
+    out->data = (const char *)out->data + (size_t)(row0 * cols) * fx_dtype_size(out->dtype);
+    out->n = n;
+    return FLUX_OK;
+}
+
+fx_wset *fx_wset_view_new(fx_wset *base, const char *display, size_t capacity, fx_err *err) {
+    fx_wset *v = calloc(1, sizeof *v);
+    const char *disp = display ? display : base->display;
+    if (!v || !(v->display = strdup(disp)) || !(v->views = calloc(capacity ? capacity : 1, sizeof *v->views)) ||
+        !(v->tensors = calloc(capacity ? capacity : 1, sizeof *v->tensors)) || table_init(&v->names, capacity) ||
+        !(v->stacked = file_new(NULL, disp, err))) {
+        if (v) {
+            free(v->display);
+            free(v->views);
+            free(v->tensors);
+            free(v->names.slots);
+            free(v);
+        }
+        fx_wset_close(base);
+        fx_fail(err, FLUX_ERR_NOMEM, "out of memory opening %s", disp);
+        return NULL;
+    }
+    v->base = base;
+    v->capacity = capacity;
+    v->files = base->files; /* borrowed: loading and dropping data go to base */
+    v->n_files = base->n_files;
+    return v;
+}
+
+flux_status fx_wset_view_add(fx_wset *view, const char *name, const fx_wset_range *ranges, int n, fx_err *err) {
+    if (!view->base || n < 1 || n > 2)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "fx_wset_view_add: not a view, or %d ranges (1 or 2)", n);
+    if (view->n == view->capacity)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "%s: view is full (%zu tensors)", view->display, view->capacity);
+    size_t len = strlen(name);
+    view_tensor *v = calloc(1, sizeof *v + len + 1);
+    if (!v) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory mapping tensor '%.200s'", name);
+    memcpy(v->name, name, len + 1);
+    v->n = n;
+    int64_t total_rows = 0;
+    for (int i = 0; i < n; i++) {
+        const fx_tensor *src = fx_wset_find(view->base, ranges[i].src);
+        const char *problem = NULL;
+        if (!src) problem = "not found";
+        else if (src->shape.ndim < 1) problem = "is a scalar (no rows)";
+        else if (ranges[i].row0 < 0 || ranges[i].rows < 0 || ranges[i].row0 + ranges[i].rows > src->shape.d[0])
+            problem = "has fewer rows than the range";
+        else if (i && (src->dtype != v->src[0]->dtype || src->shape.ndim != v->src[0]->shape.ndim ||
+                       memcmp(src->shape.d + 1, v->src[0]->shape.d + 1, (size_t)(src->shape.ndim - 1) * sizeof(int64_t))))
+            problem = "differs from the first range in dtype or trailing dimensions";
+        if (problem) {
+            char shape[160] = "";
+            if (src) fx_shape_str(&src->shape, shape, sizeof shape);
+            flux_status st = fx_fail(err, FLUX_ERR_MODEL, "%s: tensor '%.200s' %s (%s%s%s rows %lld..%lld wanted for '%.200s')",
+                                     fx_wset_display(view->base), ranges[i].src, problem, src ? "shape " : "", shape,
+                                     src ? "," : "", (long long)ranges[i].row0,
+                                     (long long)(ranges[i].row0 + ranges[i].rows), name);
+            free(v);
+            return st;
+        }
+        v->src[i] = src;
+        v->row0[i] = ranges[i].row0;
+        v->rows[i] = ranges[i].rows;
+        total_rows += ranges[i].rows;
+    }
+    const fx_tensor *first = v->src[0];
+    int64_t row_bytes = first->shape.d[0] ? first->nbytes / first->shape.d[0] : 0;
+    v->t.name = v->name;
+    v->t.dtype = first->dtype;
+    v->t.shape = first->shape;
+    v->t.shape.d[0] = total_rows;
+    v->t.nbytes = total_rows * row_bytes;
+    if (n == 1) { /* an ordinary tensor: a range of the same file */
+        v->t.file = first->file;
+        v->t.offset = first->offset + v->row0[0] * row_bytes;
+    } else {      /* no single data pointer */
+        v->t.file = view->stacked;
+        v->t.offset = 0;
+    }
+    view->views[view->n] = v;
+    view->tensors[view->n] = &v->t;
+    if (table_insert(&view->names, view->tensors, view->n) >= 0) {
+        view->views[view->n] = NULL;
+        free(v);
+        return fx_fail(err, FLUX_ERR_FORMAT, "%s: tensor '%.200s' mapped twice", view->display, name);
+    }
+    view->n++;
+    return FLUX_OK;
+}
+
+const fx_wset *fx_wset_view_base(const fx_wset *s) { return s->base; }

@@ -104,6 +104,7 @@ void fx_st_drop_data(fx_st_file *f);
 void fx_st_close(fx_st_file *f);
 
 const char *fx_st_display(const fx_st_file *f);
+const char *fx_st_path(const fx_st_file *f); /* file system path; NULL for in-memory files */
 size_t fx_st_count(const fx_st_file *f);
 const fx_tensor *fx_st_tensor_at(const fx_st_file *f, size_t i); /* header order */
 const fx_tensor *fx_st_find(const fx_st_file *f, const char *name);
@@ -188,6 +189,49 @@ flux_status fx_wset_read_f32(const fx_wset *s, const char *name, const fx_shape 
  * if not NULL. For norm weights, biases and BatchNorm statistics. */
 flux_status fx_wset_f32(const fx_wset *s, const char *name, const fx_shape *expect, float **out,
                         int64_t *numel, fx_err *err);
+
+/* Rows [row0, row0 + n) of a linear weight [rows, cols]: a view like
+ * fx_wset_linear (nothing copied), also of two-range view tensors (below)
+ * when the rows lie inside one range. */
+flux_status fx_wset_linear_rows(fx_wset *s, const char *name, int64_t rows, int64_t cols, int64_t row0, int64_t n,
+                                fx_weight *out, fx_err *err);
+
+/* ------------------------------------------------------------------------ */
+/* Views: tensors of another set under new names (single-file checkpoints)  */
+/* ------------------------------------------------------------------------ */
+
+/* A view set shows tensors of a base set under other names, each one row
+ * range of a base tensor, or two row ranges stacked (rows = the first
+ * dimension). Nothing is copied: src/single_file.c maps the BFL / ComfyUI
+ * transformer names onto the diffusers ones this way (fused qkv split into
+ * thirds, the final layer's halves swapped).
+ *   - A one-range tensor is an ordinary fx_tensor (same file, offset moved
+ *     to the range): every getter works on it.
+ *   - A two-range tensor has no single data pointer: fx_tensor_data gives
+ *     NULL, fx_wset_linear / fx_wset_conv refuse it (FLUX_ERR_MODEL),
+ *     fx_wset_linear_rows views rows inside one range, fx_wset_read_f32 /
+ *     fx_wset_f32 assemble it.
+ * Lookups, shape and dtype checks work on every view tensor; shape errors
+ * also name the source tensor and rows. Data loading and dropping act on
+ * the base's files. Only view tensors are visible in a view. */
+typedef struct fx_wset_range {
+    const char *src;      /* tensor name in the base set */
+    int64_t row0, rows;   /* its rows [row0, row0 + rows) */
+} fx_wset_range;
+
+/* An empty view of base with room for `capacity` tensors. The view owns
+ * base from here on (closing the view closes it; on failure it is closed
+ * too). display names the view in messages (NULL = base's). */
+fx_wset *fx_wset_view_new(fx_wset *base, const char *display, size_t capacity, fx_err *err);
+
+/* Add `name` = ranges[0], then ranges[1] (n = 1 or 2), stacked by rows.
+ * FLUX_ERR_MODEL when a source is missing, a range is outside its tensor,
+ * or two ranges differ in dtype or trailing dimensions; FLUX_ERR_FORMAT for
+ * a duplicate name; FLUX_ERR_INVALID_ARG when the capacity is used up. */
+flux_status fx_wset_view_add(fx_wset *view, const char *name, const fx_wset_range *ranges, int n, fx_err *err);
+
+/* The base of a view (NULL for other sets). */
+const fx_wset *fx_wset_view_base(const fx_wset *s);
 
 /* Convert n elements of a weight dtype to f32, exactly, from possibly
  * unaligned memory (F16 NaNs come out quiet with their payload, as F16C

@@ -100,7 +100,8 @@ static flux_status load_all(fx_dit *t, fx_wset *w, fx_err *err) {
     TRY(lin(w, &t->mod_img, 6 * d, d, err, "double_stream_modulation_img.linear.weight"));
     TRY(lin(w, &t->mod_txt, 6 * d, d, err, "double_stream_modulation_txt.linear.weight"));
     TRY(lin(w, &t->mod_single, 3 * d, d, err, "single_stream_modulation.linear.weight"));
-    TRY(lin(w, &t->norm_out, 2 * d, d, err, "norm_out.linear.weight"));
+    TRY(fx_wset_linear_rows(w, "norm_out.linear.weight", 2 * d, d, 0, d, &t->norm_out_scale, err));
+    TRY(fx_wset_linear_rows(w, "norm_out.linear.weight", 2 * d, d, d, d, &t->norm_out_shift, err));
     TRY(lin(w, &t->proj_out, c->out_channels, d, err, "proj_out.weight"));
     for (int i = 0; i < c->double_blocks; i++) TRY(load_double(w, c, i, &t->dbl[i], err));
     for (int j = 0; j < c->single_blocks; j++) TRY(load_single(w, c, j, &t->sgl[j], err));
@@ -352,7 +353,8 @@ static void modulation(fx_dit_run *r, float sigma, fx_dit_mod *m) {
     fx_linear(kc, 1, s, d, &t->mod_img, m_img, 6 * d, NULL);
     fx_linear(kc, 1, s, d, &t->mod_txt, m_txt, 6 * d, NULL);
     fx_linear(kc, 1, s, d, &t->mod_single, m_sgl, 3 * d, NULL);
-    fx_linear(kc, 1, s, d, &t->norm_out, m_fin, 2 * d, NULL);
+    fx_linear(kc, 1, s, d, &t->norm_out_scale, m_fin, d, NULL);
+    fx_linear(kc, 1, s, d, &t->norm_out_shift, m_fin + d, d, NULL);
     m->img = m_img;
     m->txt = m_txt;
     m->single = m_sgl;

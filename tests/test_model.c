@@ -387,11 +387,11 @@ TEST(model_load_config_errors) {
     /* a failing load after a good one leaves no model behind */
     CHECK(flux_load(ctx, "/nonexistent", NULL) == FLUX_ERR_IO);
     CHECK(flux_get_model_info(ctx, &info) == FLUX_ERR_STATE);
-    /* single-file transformers are announced as not yet available */
+    /* a missing single-file transformer is named (test_single_file.c has the rest) */
     flux_load_options lo;
     flux_load_options_init(&lo);
     lo.transformer_file = "flux-2-klein-4b.safetensors";
-    CHECK(flux_load(ctx, m, &lo) == FLUX_ERR_NOT_IMPLEMENTED);
-    CHECK(strstr(flux_error(ctx), "not yet available") != NULL);
+    CHECK(flux_load(ctx, m, &lo) == FLUX_ERR_IO);
+    CHECK(strstr(flux_error(ctx), "flux-2-klein-4b.safetensors") != NULL);
     flux_free(ctx);
 }
