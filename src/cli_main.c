@@ -315,9 +315,6 @@ int main(int argc, char **argv) {
     /* Features whose implementation has not landed: say so up front rather
      * than ignore them (remove each line when its feature lands). */
     if (a.show) return fail(CLI_EXIT_FAIL, "--show is not yet available in flux.c %s", flux_version());
-    if (a.cache_dir)
-        return fail(CLI_EXIT_FAIL, "--cache-dir: the embedding cache is not yet available in flux.c %s",
-                    flux_version());
     if (!a.cpu_info && !a.tokenize && !a.prompt && !a.embeddings_file)
         return fail(CLI_EXIT_FAIL, "interactive mode (running without -p) is not yet available in flux.c %s; "
                                    "give a prompt with -p and an output with -o", flux_version());

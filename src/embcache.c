@@ -497,6 +497,17 @@ static int model_identity(const struct fx_model *m, uint8_t id[FX_SHA256_BYTES],
     if (hash_file(&h, path) != 0) return snprintf(which, size, "%s", path), -1;
     if (hash_file(&h, m->tokenizer_path) != 0) return snprintf(which, size, "%s", m->tokenizer_path), -1;
     const fx_wset *w = m->text_encoder_w;
+    /* the weights: size and modification time of every shard (stat only) */
+    for (size_t i = 0; w && i < fx_wset_file_count(w); i++) {
+        const char *p = fx_st_path(fx_wset_file_at(w, i));
+        struct stat st;
+        if (!p || stat(p, &st) != 0) return snprintf(which, size, "%s", p ? p : "(in-memory weights)"), -1;
+        uint8_t le[24];
+        put_u64(le, (uint64_t)st.st_size);
+        put_u64(le + 8, (uint64_t)st.st_mtim.tv_sec);
+        put_u64(le + 16, (uint64_t)st.st_mtim.tv_nsec);
+        fx_sha256_update(&h, le, sizeof le);
+    }
     size_t n = w ? fx_wset_count(w) : 0;
     for (size_t i = 0; i < n; i++) {
         const fx_tensor *t = fx_wset_tensor_at(w, i);

@@ -7,6 +7,7 @@
  *   prompt → tokenizer (chat template, truncate/pad to 512, mask)   tokenizer.h
  *          → Qwen3 → out [512, 3·hidden]                           qwen3.h
  */
+#include "embcache.h"
 #include "model.h"
 #include "qwen3.h"
 #include "tokenizer.h"
@@ -40,7 +41,13 @@ flux_status flux_encode_text(flux_ctx *ctx, const char *prompt, float *out) {
     st = fx_tokenizer_encode_prompt(tok, prompt, FLUX_TEXT_TOKENS, ids, mask, &n_real, &ctx->err);
     if (st) return st;
     fx_log(ctx, 2, "flux: prompt: %d tokens + %d padding", n_real, FLUX_TEXT_TOKENS - n_real);
-    return fx_text_encode_ids(ctx, ids, mask, FLUX_TEXT_TOKENS, out);
+    /* embedding cache (embcache.h): a hit never loads the encoder */
+    const int cols = FX_KLEIN_N_TEXT_STATES * ctx->model->qwen3.hidden;
+    uint8_t key[FX_SHA256_BYTES];
+    if (fx_text_cache_lookup(ctx, ids, mask, FLUX_TEXT_TOKENS, cols, out, key)) return FLUX_OK;
+    st = fx_text_encode_ids(ctx, ids, mask, FLUX_TEXT_TOKENS, out);
+    if (st == FLUX_OK) fx_text_cache_store(ctx, key, FLUX_TEXT_TOKENS, cols, out);
+    return st;
 }
 
 void flux_release_text_encoder(flux_ctx *ctx) { fx_text_encoder_release(ctx); }

@@ -256,8 +256,6 @@ TEST(cli_features_not_yet_available_say_so) {
     EXPECT(args, 1, "not yet available");
     snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/out.png' --show", g_model, tmp);
     EXPECT(args, 1, "--show is not yet available");
-    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/out.png' --cache-dir '%s'", g_model, tmp, tmp);
-    EXPECT(args, 1, "not yet available");
     CHECK_EQ_INT(dir_entries(tmp), 0);
 }
 

@@ -549,3 +549,171 @@ TEST(embcache_default_directory) {
     free(saved_home);
     free(saved_xdg);
 }
+
+/* ------------------------------------------------------------------------ */
+/* flux_encode_text through the cache                                       */
+/* ------------------------------------------------------------------------ */
+
+static float *encode(flux_ctx *ctx, const char *prompt) {
+    size_t n = (size_t)FLUX_TEXT_TOKENS * FX_KLEIN_N_TEXT_STATES * (size_t)ctx->model->qwen3.hidden;
+    float *out = malloc(n * sizeof *out);
+    if (flux_encode_text(ctx, prompt, out) != FLUX_OK) {
+        fx_test_fail(__FILE__, __LINE__, "flux_encode_text: %s", flux_error(ctx));
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+static size_t emb_bytes(const flux_ctx *ctx) {
+    return (size_t)FLUX_TEXT_TOKENS * FX_KLEIN_N_TEXT_STATES * (size_t)ctx->model->qwen3.hidden * sizeof(float);
+}
+
+TEST(embcache_hit_never_loads_the_text_encoder) {
+    char cache[1024];
+    snprintf(cache, sizeof cache, "%s/cache", fx_test_tmpdir());
+    const char *model = fx_test_path("golden/model");
+    for (int p = 0; p < 2; p++) { /* default precision, then f32 */
+        /* uncached reference: no disk cache, fresh context */
+        flux_ctx *ctx = load_ctx(model, NULL, 1, p);
+        REQUIRE(ctx);
+        float *ref = encode(ctx, "a cat on a skateboard");
+        size_t bytes = emb_bytes(ctx);
+        REQUIRE(ref);
+        CHECK(ctx->text_encoder != NULL);
+        /* the same prompt again: from memory, same bits */
+        flux_release_text_encoder(ctx);
+        float *again = encode(ctx, "a cat on a skateboard");
+        CHECK(again && !memcmp(ref, again, bytes));
+        CHECK(ctx->text_encoder == NULL && !fx_wset_data_loaded(ctx->model->text_encoder_w));
+        free(again);
+        flux_free(ctx);
+
+        /* first run with the disk cache: encodes and stores */
+        ctx = load_ctx(model, cache, 0, p);
+        REQUIRE(ctx);
+        float *first = encode(ctx, "a cat on a skateboard");
+        CHECK(first && !memcmp(ref, first, bytes));
+        CHECK(ctx->text_encoder != NULL);
+        flux_free(ctx);
+
+        /* second run: from disk, bit-identical, the encoder never built and
+         * its weights never mapped */
+        ctx = load_ctx(model, cache, 0, p);
+        REQUIRE(ctx);
+        float *second = encode(ctx, "a cat on a skateboard");
+        CHECK(second && !memcmp(ref, second, bytes));
+        CHECK(ctx->text_encoder == NULL);
+        CHECK(!fx_wset_data_loaded(ctx->model->text_encoder_w));
+        CHECK_EQ_INT(fx_embcache_get_stats(ctx->embcache).disk_hits, 1);
+        free(first), free(second), free(ref);
+        flux_free(ctx);
+    }
+    CHECK_EQ_INT(count_files(cache, ".emb"), 2); /* one entry per kernel path */
+}
+
+/* Overwrite the data section of every text-encoder shard of a model copy
+ * with 0x7f bytes (bf16 ~3.4e38: the encoder's output becomes garbage).
+ * keep_mtime: restore each file's modification time afterwards, so the
+ * model identity (which stats the shards) stays the same. */
+static void spoil_text_encoder(const char *model, int keep_mtime) {
+    char index[1200];
+    snprintf(index, sizeof index, "%s/text_encoder", model);
+    DIR *d = opendir(index);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n < 12 || strcmp(e->d_name + n - 12, ".safetensors")) continue;
+        char path[2400];
+        snprintf(path, sizeof path, "%s/%s", index, e->d_name);
+        int fd = open(path, O_RDWR);
+        uint8_t len8[8];
+        struct stat st;
+        if (fd < 0 || pread(fd, len8, 8, 0) != 8 || fstat(fd, &st) != 0) {
+            if (fd >= 0) close(fd);
+            continue;
+        }
+        uint64_t hl = 0;
+        for (int i = 7; i >= 0; i--) hl = hl << 8 | len8[i];
+        size_t data = (size_t)st.st_size - 8 - hl;
+        uint8_t *junk = malloc(data);
+        memset(junk, 0x7f, data);
+        if (pwrite(fd, junk, data, (off_t)(8 + hl)) != (ssize_t)data) printf("spoil: short write\n");
+        struct timespec times[2] = {st.st_atim, st.st_mtim};
+        if (keep_mtime) futimens(fd, times);
+        free(junk);
+        close(fd);
+    }
+    closedir(d);
+}
+
+TEST(embcache_hit_works_with_unusable_encoder_weights) {
+    char cache[1024], model[1024];
+    snprintf(cache, sizeof cache, "%s/cache", fx_test_tmpdir());
+    snprintf(model, sizeof model, "%s/model", fx_test_tmpdir());
+    copy_model(model);
+    flux_ctx *ctx = load_ctx(model, cache, 0, 0);
+    REQUIRE(ctx);
+    float *good = encode(ctx, "a red apple on a wooden table");
+    size_t bytes = emb_bytes(ctx);
+    flux_free(ctx);
+    REQUIRE(good);
+
+    spoil_text_encoder(model, 1);
+    /* the cache serves the prompt without reading a weight: same bits as
+     * before the damage */
+    ctx = load_ctx(model, cache, 0, 0);
+    REQUIRE(ctx);
+    float *cached = encode(ctx, "a red apple on a wooden table");
+    CHECK(cached && !memcmp(good, cached, bytes));
+    flux_free(ctx);
+    /* proof that the damage matters: without the cache the encoder runs on it */
+    ctx = load_ctx(model, NULL, 1, 0);
+    REQUIRE(ctx);
+    float *spoiled = encode(ctx, "a red apple on a wooden table");
+    CHECK(spoiled && memcmp(good, spoiled, bytes));
+    flux_free(ctx);
+    /* a corrupt entry is recomputed (here: from the damaged weights) */
+    DIR *d = opendir(cache);
+    REQUIRE(d);
+    struct dirent *e;
+    char entry[2400] = "";
+    while ((e = readdir(d)))
+        if (strstr(e->d_name, ".emb")) snprintf(entry, sizeof entry, "%s/%s", cache, e->d_name);
+    closedir(d);
+    REQUIRE(entry[0]);
+    patch_byte(entry, FX_EMBCACHE_HEADER + 4, 0x40);
+    ctx = load_ctx(model, cache, 0, 0);
+    REQUIRE(ctx);
+    float *recomputed = encode(ctx, "a red apple on a wooden table");
+    CHECK(recomputed && spoiled && !memcmp(recomputed, spoiled, bytes));
+    CHECK_EQ_INT(fx_embcache_get_stats(ctx->embcache).corrupt, 1);
+    flux_free(ctx);
+    free(good), free(cached), free(spoiled), free(recomputed);
+}
+
+TEST(embcache_new_weights_are_another_model) {
+    /* Same config, tokenizer and tensor table, other weight files (a
+     * fine-tune written over the original): entries are not shared. */
+    char cache[1024], model[1024];
+    snprintf(cache, sizeof cache, "%s/cache", fx_test_tmpdir());
+    snprintf(model, sizeof model, "%s/model", fx_test_tmpdir());
+    copy_model(model);
+    flux_ctx *ctx = load_ctx(model, cache, 0, 0);
+    REQUIRE(ctx);
+    float *good = encode(ctx, "a red apple on a wooden table");
+    size_t bytes = emb_bytes(ctx);
+    flux_free(ctx);
+    REQUIRE(good);
+    spoil_text_encoder(model, 0);
+    ctx = load_ctx(model, cache, 0, 0);
+    REQUIRE(ctx);
+    float *now = encode(ctx, "a red apple on a wooden table");
+    CHECK(now && memcmp(good, now, bytes)); /* encoded from the new weights */
+    CHECK_EQ_INT(fx_embcache_get_stats(ctx->embcache).disk_hits, 0);
+    CHECK(ctx->text_encoder != NULL);
+    flux_free(ctx);
+    CHECK_EQ_INT(count_files(cache, ".emb"), 2);
+    free(good), free(now);
+}
