@@ -223,6 +223,8 @@ flux_status fx_vae_get(flux_ctx *ctx, fx_vae **out) {
 
 void fx_vae_set_storage(fx_vae *v, fx_vae_storage s) { v->storage = s; }
 
+void fx_vae_set_strip_pixels(fx_vae *v, int pixels) { v->strip_pixels = pixels > 0 ? pixels : 0; }
+
 void fx_vae_set_observer(fx_vae *v, fx_vae_observer fn, void *user) {
     v->observer = fn;
     v->observer_user = user;
@@ -293,6 +295,7 @@ static void run_begin(vs_run *r, flux_ctx *ctx, fx_vae *v) {
     r->v = v;
     r->groups = v->c.norm_num_groups;
     r->eps = v->c.norm_eps;
+    r->strip_pixels = v->strip_pixels > 0 ? v->strip_pixels : VS_STRIP_PIXELS;
 }
 
 static flux_status run_end(vs_run *r, flux_status st, double t0, double flops) {

@@ -36,6 +36,11 @@ flux_status fx_vae_encode(flux_ctx *ctx, fx_vae *v, const float *image, int heig
 typedef enum fx_vae_storage { FX_VAE_STORAGE_AUTO = 0, FX_VAE_STORAGE_F32, FX_VAE_STORAGE_BF16 } fx_vae_storage;
 void fx_vae_set_storage(fx_vae *v, fx_vae_storage s);
 
+/* Output pixels per streamed strip (0 = the default, 4096). Results do not
+ * depend on it except for the summation order of the GroupNorm statistics;
+ * tests use tiny strips to exercise the in-place streaming. */
+void fx_vae_set_strip_pixels(fx_vae *v, int pixels);
+
 /* Called with each stage's output as a planar f32 array [channels, height,
  * width], named like the diffusers modules (the golden internals_decode/ and
  * internals_encode/ files): "post_quant_conv", "decoder.conv_in",

@@ -56,7 +56,7 @@ flux_status vb_attention(vs_run *r, const vae_attn *a, const vs_level *lv, vs_st
     const vs_tensor x = vs_level_part(lv, 0, C);
     const int64_t P = (int64_t)x.h * x.w;
     float *q = qkv, *k = qkv + P * C, *v = qkv + 2 * P * C;
-    int rows = 4096 / x.w > 0 ? 4096 / x.w : 1;
+    int rows = r->strip_pixels / x.w > 0 ? r->strip_pixels / x.w : 1;
     const fx_epilogue eq = {FX_EPI_STORE, a->bq, NULL}, ek = {FX_EPI_STORE, a->bk, NULL},
                       ev = {FX_EPI_STORE, a->bv, NULL}, eo = {FX_EPI_STORE, a->bout, NULL};
     float *t = vs_buf(r, 0, sizeof(float) * (size_t)rows * x.w * C);

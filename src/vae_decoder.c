@@ -38,7 +38,7 @@ typedef struct dec_plan {
     size_t qkv_off, qkv_bytes, arena;
 } dec_plan;
 
-static void plan(const fx_vae *v, int h8, int w8, fx_dtype dt, dec_plan *p) {
+static void plan(const fx_vae *v, int h8, int w8, fx_dtype dt, int strip_pixels, dec_plan *p) {
     const vae_half *d = &v->dec;
     const int L = v->c.levels;
     const size_t es = dt == FX_DTYPE_BF16 ? 2 : 4;
@@ -66,7 +66,7 @@ static void plan(const fx_vae *v, int h8, int w8, fx_dtype dt, dec_plan *p) {
             const vs_level *a = &p->lv[i], *b = &p->lv[i + 1];
             const vae_conv *up = &d->level[i].sample;
             fx_conv2d_geom g = {a->h, a->w, up->cin, up->cout, 3, 3, 1, 1, 1, 1, 1, 1};
-            int64_t gap = vs_stream_gap(&g, a->pitch * (int64_t)es, b->pitch * (int64_t)es,
+            int64_t gap = vs_stream_gap(&g, strip_pixels, a->pitch * (int64_t)es, b->pitch * (int64_t)es,
                                         (int64_t)b->w * up->cout * (int64_t)es);
             need = gap > 0 ? p->bytes[i] + round64((size_t)gap) : p->bytes[i];
         }
@@ -84,7 +84,7 @@ flux_status vd_decode(vs_run *r, const float *z, int h8, int w8, float *image) {
     const int64_t P = (int64_t)h8 * w8;
     char name[96];
     dec_plan p;
-    plan(v, h8, w8, vs_storage_dtype(r), &p);
+    plan(v, h8, w8, vs_storage_dtype(r), r->strip_pixels, &p);
     TRY(vs_arena_alloc(r, p.arena));
     for (int i = 0; i < L; i++) p.lv[i].base = r->arena + p.off[i];
 

@@ -35,7 +35,7 @@ typedef struct enc_plan {
     size_t qkv_off, qkv_bytes, arena;
 } enc_plan;
 
-static void plan(const fx_vae *v, int height, int width, fx_dtype dt, enc_plan *p) {
+static void plan(const fx_vae *v, int height, int width, fx_dtype dt, int strip_pixels, enc_plan *p) {
     const vae_half *e = &v->enc;
     const int L = v->c.levels;
     const size_t es = dt == FX_DTYPE_BF16 ? 2 : 4;
@@ -51,7 +51,7 @@ static void plan(const fx_vae *v, int height, int width, fx_dtype dt, enc_plan *
             const vs_level *a = &p->lv[i - 1];
             const vae_conv *down = &e->level[i - 1].sample;
             fx_conv2d_geom g = {a->h, a->w, down->cin, down->cout, 3, 3, 2, 0, 0, 1, 1, 0};
-            int64_t gap = vs_stream_gap(&g, a->pitch * (int64_t)es, l->pitch * (int64_t)es,
+            int64_t gap = vs_stream_gap(&g, strip_pixels, a->pitch * (int64_t)es, l->pitch * (int64_t)es,
                                         (int64_t)l->w * down->cout * (int64_t)es);
             p->off[i] = gap <= 0 ? p->off[i - 1] : p->off[i - 1] + p->bytes[i - 1];
         }
@@ -70,7 +70,7 @@ flux_status ve_encode(vs_run *r, const float *image, int height, int width, floa
     const int L = v->c.levels, lat = v->c.latent_channels;
     char name[96];
     enc_plan p;
-    plan(v, height, width, vs_storage_dtype(r), &p);
+    plan(v, height, width, vs_storage_dtype(r), r->strip_pixels, &p);
     TRY(vs_arena_alloc(r, p.arena));
     for (int i = 0; i < L; i++) p.lv[i].base = r->arena + p.off[i];
 

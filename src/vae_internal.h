@@ -92,6 +92,7 @@ struct fx_vae {
     fx_vae_observer observer;
     void *observer_user;
     fx_vae_storage storage;
+    int strip_pixels;
     fx_vae_stats stats;
 };
 
@@ -127,6 +128,7 @@ typedef struct vs_run {
     fx_vae *v;
     int groups;
     float eps;
+    int strip_pixels;        /* output pixels per strip */
     char *arena;             /* level regions (see the plan) */
     size_t arena_bytes;
     float *buf[5];           /* strip buffers: input, output ×2, side output ×2 */
@@ -152,14 +154,17 @@ typedef struct vs_conv {
 } vs_conv;
 
 flux_status vs_run_conv(vs_run *r, const vs_conv *op);
-/* Output rows per strip of a conv (a function of the geometry only). */
-int vs_conv_strip_rows(const fx_conv2d_geom *g);
+/* Output rows per strip of a conv: a function of the geometry and the
+ * target pixels per strip only. */
+#define VS_STRIP_PIXELS 4096
+int vs_conv_strip_rows(const fx_conv2d_geom *g, int strip_pixels);
 /* For a conv streamed with delay 1 from src (rows pitch_src bytes apart)
  * into dst (rows pitch_dst bytes apart, the first dst_row_bytes of each row
  * written): max over strips k of (end of dst rows of strip k) − (start of
  * the src rows strip k + 2 reads), both relative to their tensor's start.
  * dst may share memory with src when that is <= the offset of dst above src. */
-int64_t vs_stream_gap(const fx_conv2d_geom *g, int64_t pitch_src, int64_t pitch_dst, int64_t dst_row_bytes);
+int64_t vs_stream_gap(const fx_conv2d_geom *g, int strip_pixels, int64_t pitch_src, int64_t pitch_dst,
+                      int64_t dst_row_bytes);
 
 /* One level region: rows h of `pitch` elements in `dtype` at base. */
 typedef struct vs_level {

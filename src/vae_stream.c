@@ -23,9 +23,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
-/* Output pixels per strip: enough rows for both threads' GEMM blocks,
- * buffers of a few MB. */
-#define STRIP_PIXELS 4096
+/* Strips of VS_STRIP_PIXELS output pixels give both threads enough GEMM
+ * blocks; the input window stays within this many bytes. */
 #define STRIP_INPUT_BYTES ((size_t)12 << 20)
 
 /* ------------------------------------------------------------------------ */
@@ -170,11 +169,11 @@ static fx_conv2d_geom geom_of(const vs_conv *op) {
     return g;
 }
 
-int vs_conv_strip_rows(const fx_conv2d_geom *g) {
+int vs_conv_strip_rows(const fx_conv2d_geom *g, int strip_pixels) {
     int ho, wo;
     fx_conv2d_out_size(g, &ho, &wo);
     if (ho <= 0 || wo <= 0) return 1;
-    int s = STRIP_PIXELS / wo;
+    int s = strip_pixels / wo;
     if (s < 1) s = 1;
     for (; s > 1; s--) { /* input window within the budget */
         int in0, in1;
@@ -227,7 +226,7 @@ flux_status vs_run_conv(vs_run *r, const vs_conv *op) {
     if (fx_conv2d_pack(r->kc, &g, &op->conv->w, packed))
         return fx_fail(err, FLUX_ERR_INTERNAL, "vae: cannot pack a %dx%d conv weight", g.cout, g.cin);
 
-    const int srows = vs_conv_strip_rows(&g);
+    const int srows = vs_conv_strip_rows(&g, r->strip_pixels);
     const int nstrips = (ho + srows - 1) / srows;
     const int64_t out_floats = (int64_t)srows * wo * g.cout;
     const int64_t side_floats = op->side ? (int64_t)srows * wo * op->side->cout : 0;
@@ -272,10 +271,11 @@ flux_status vs_run_conv(vs_run *r, const vs_conv *op) {
     return FLUX_OK;
 }
 
-int64_t vs_stream_gap(const fx_conv2d_geom *g, int64_t pitch_src, int64_t pitch_dst, int64_t dst_row_bytes) {
+int64_t vs_stream_gap(const fx_conv2d_geom *g, int strip_pixels, int64_t pitch_src, int64_t pitch_dst,
+                      int64_t dst_row_bytes) {
     int ho, wo;
     fx_conv2d_out_size(g, &ho, &wo);
-    const int s = vs_conv_strip_rows(g);
+    const int s = vs_conv_strip_rows(g, strip_pixels);
     int64_t gap = INT64_MIN;
     for (int r0 = 0; r0 < ho; r0 += s) {
         int r1 = r0 + s < ho ? r0 + s : ho;
