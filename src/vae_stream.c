@@ -121,21 +121,23 @@ void vs_store_rows(vs_run *r, const vs_tensor *t, int y0, int y1, const float *s
     }
 }
 
-/* Bytes [lo, hi) spanned by rows [y0, y1) of t (empty: lo == hi). */
-static void row_span(const vs_tensor *t, int y0, int y1, const char **lo, const char **hi) {
-    if (y1 <= y0 || t->planar) {
-        *lo = *hi = NULL;
-        return;
-    }
-    *lo = row_ptr(t, y0);
-    *hi = row_ptr(t, y1 - 1) + (size_t)t->w * (size_t)t->c * es_of(t);
-}
+static int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
-static int spans_overlap(const vs_tensor *a, int a0, int a1, const vs_tensor *b, int b0, int b1) {
-    const char *alo, *ahi, *blo, *bhi;
-    row_span(a, a0, a1, &alo, &ahi);
-    row_span(b, b0, b1, &blo, &bhi);
-    return alo != ahi && blo != bhi && alo < bhi && blo < ahi;
+/* Whether any byte of rows [a0, a1) of a meets rows [b0, b1) of b (row
+ * slots: each row is w·c elements at the start of its pitch). */
+static int rows_overlap(const vs_tensor *a, int a0, int a1, const vs_tensor *b, int b0, int b1) {
+    if (a->planar || b->planar || a0 >= a1 || b0 >= b1) return 0;
+    const int64_t bp = b->pitch * (int64_t)es_of(b), blen = (int64_t)b->w * b->c * (int64_t)es_of(b);
+    const int64_t alen = (int64_t)a->w * a->c * (int64_t)es_of(a);
+    for (int y = a0; y < a1; y++) {
+        /* b's row t meets [lo, hi) iff t·bp < hi and t·bp + blen > lo (offsets from b's start) */
+        int64_t lo = row_ptr(a, y) - (const char *)b->data, hi = lo + alen;
+        int64_t t0 = floor_div(lo - blen, bp) + 1, t1 = floor_div(hi - 1, bp);
+        if (t0 < b0) t0 = b0;
+        if (t1 > b1 - 1) t1 = b1 - 1;
+        if (t0 <= t1) return 1;
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -192,8 +194,8 @@ static flux_status flush(vs_run *r, const vs_conv *op, strip s, float *out, floa
     const int rows = s.r1 - s.r0;
     const int64_t px = (int64_t)rows * op->dst.w, n = px * op->dst.c;
     /* nothing later strips read may be overwritten */
-    if (spans_overlap(&op->dst, s.r0, s.r1, op->src, next_in0, op->src->h) ||
-        (op->side && spans_overlap(&op->side_dst, s.r0, s.r1, op->src, next_in0, op->src->h)))
+    if (rows_overlap(&op->dst, s.r0, s.r1, op->src, next_in0, op->src->h) ||
+        (op->side && rows_overlap(&op->side_dst, s.r0, s.r1, op->src, next_in0, op->src->h)))
         return fx_fail(&r->ctx->err, FLUX_ERR_INTERNAL,
                        "vae: the storage plan would overwrite rows a later strip reads (rows %d..%d)", s.r0,
                        s.r1 - 1);
