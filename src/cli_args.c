@@ -48,6 +48,7 @@ static const char *const isa_names[] = {"scalar", "avx2", "avx512", "avx512bf16"
 
 void cli_print_help(FILE *f) {
     fputs("usage: flux -d DIR -p PROMPT -o OUT.png [options]\n"
+          "       flux -d DIR [options]             interactive mode (prompts from stdin)\n"
           "       flux -d DIR --tokenize [--raw] [-p TEXT]\n"
           "       flux --cpu-info | --version | --help\n"
           "\n"
@@ -55,7 +56,9 @@ void cli_print_help(FILE *f) {
           "\n"
           "Model:\n"
           "  -d, --dir DIR          model folder (model_index.json, transformer/, text_encoder/, vae/, tokenizer/)\n"
-          "      --transformer FILE single-file transformer checkpoint (BFL or ComfyUI names) replacing transformer/\n"
+          "      --transformer FILE single-file transformer checkpoint replacing the weights in transformer/:\n"
+          "                         the official BFL file (flux-2-klein-4b.safetensors), a ComfyUI file\n"
+          "                         (model.diffusion_model. prefix) or diffusers names; mapped, not copied\n"
           "      --base             treat the model as the undistilled base model (CFG, 50 steps)\n"
           "      --distilled        treat the model as distilled (4 steps, no CFG); default: model_index.json\n"
           "\n"
@@ -75,8 +78,8 @@ void cli_print_help(FILE *f) {
           "      --negative TEXT    negative prompt for CFG on the base model (default: empty)\n"
           "  -i, --input FILE       reference image (PNG or PPM) for img2img; repeat for multi-reference,\n"
           "                         up to 16\n"
-          "  -n, --batch N          N images from one prompt with seeds S, S+1, ...: OUT.png, OUT-1.png,\n"
-          "                         OUT-2.png, ... (1..64)\n"
+          "  -n, --batch N          N images from one prompt with seeds S, S+1, ... and one text encoding,\n"
+          "                         written as OUT.png, OUT-1.png, OUT-2.png, ... (1..64)\n"
           "\n"
           "Schedule (default: the official shifted schedule):\n"
           "      --linear           sigma_i = 1 - i/S\n"
@@ -90,8 +93,10 @@ void cli_print_help(FILE *f) {
           "      --isa NAME         use a lower kernel level: scalar, avx2, avx512, avx512bf16, neon\n"
           "                         (env FLUX_ISA does the same)\n"
           "      --no-mmap          read the weights into memory instead of mapping them\n"
-          "      --cache-dir DIR    text-embedding cache (default $XDG_CACHE_HOME/flux/embeddings)\n"
-          "      --no-cache         do not read or write the on-disk embedding cache\n"
+          "      --cache-dir DIR    text-embedding cache: a prompt seen before skips the text encoder, with\n"
+          "                         bit-identical results (default $XDG_CACHE_HOME/flux/embeddings or\n"
+          "                         ~/.cache/flux/embeddings; size budget FLUX_CACHE_MAX_MB, default 1024)\n"
+          "      --no-cache         do not read or write the on-disk embedding cache (memory only)\n"
           "\n"
           "Verification and debugging:\n"
           "      --noise FILE.npy   initial noise, float32 [128, H/16, W/16] (sets the size when -W/-H\n"
@@ -102,12 +107,19 @@ void cli_print_help(FILE *f) {
           "      --raw              with --tokenize: no chat template\n"
           "\n"
           "Output and information:\n"
-          "      --show             show the result in the terminal (Kitty / iTerm2 graphics)\n"
+          "      --show             also show the image in the terminal: Kitty graphics (kitty, Ghostty,\n"
+          "                         Konsole) or iTerm2 inline images (iTerm2, WezTerm), detected from the\n"
+          "                         environment; FLUX_SHOW=kitty|iterm2|none overrides\n"
           "  -q, --quiet            no progress or messages, only errors\n"
           "  -v, --verbose          progress also when stderr is not a terminal; -vv for debug output\n"
           "      --cpu-info         detected CPU features and the kernels that would be used\n"
           "      --version          version and build information\n"
           "  -h, --help             this text\n"
+          "\n"
+          "Interactive mode (no -p): each line is a prompt, optionally after a size and image handles\n"
+          "(\"512x512 a cat\", \"$0 make it blue\", \"$0 $3 combine them\"); every image gets a handle $N and is\n"
+          "written to a session folder in $TMPDIR; !help lists the commands (!seed, !size, !steps,\n"
+          "!guidance, !schedule, !batch, !save, !show, !images, !quit). -i images become $0, $1, ...\n"
           "\n"
           "Long options also take their value as --name=VALUE; short ones as -W256.\n"
           "Exit status: 0 success, 1 runtime failure, 2 bad command line, 130 interrupted.\n",
@@ -430,7 +442,9 @@ static int validate(parse_ctx *pc, cli_args *a) {
     }
     if (!a->prompt && !a->embeddings_file) {
         if (a->output) return usage_error(pc, "missing -p PROMPT (or --embeddings FILE.npy) for -o");
-        return CLI_EXIT_OK; /* interactive mode */
+        if (a->noise_file) return usage_error(pc, "--noise: not used in interactive mode (give a prompt with -p)");
+        if (a->dump_dir) return usage_error(pc, "--dump: not used in interactive mode (give a prompt with -p)");
+        return CLI_EXIT_OK; /* interactive mode (cli_repl.h) */
     }
     if (!a->output) return usage_error(pc, "missing -o OUTPUT (.png or .ppm)");
     return check_output(pc, "-o", a->output);

@@ -20,6 +20,8 @@
 #include "../flux.h"
 #include "cli_args.h"
 #include "cli_progress.h"
+#include "cli_repl.h"
+#include "cli_show.h"
 #include "json.h"
 #include "npy.h"
 
@@ -231,6 +233,13 @@ static int run_generate(flux_ctx *ctx, cli_args *a) {
         return CLI_EXIT_FAIL;
     }
 
+    cli_show_proto show = CLI_SHOW_NONE;
+    char why[512];
+    if (a->show) { /* decided before the work, so the reason comes first */
+        show = cli_show_detect(isatty(STDOUT_FILENO), why, sizeof why);
+        if (show == CLI_SHOW_NONE && !a->quiet) fprintf(stderr, "flux: %s\n", why);
+    }
+
     uint64_t seed = a->seed_given ? a->seed : random_seed();
     if (!a->quiet) {
         if (a->batch > 1) fprintf(stderr, "flux: seeds %" PRIu64 "..%" PRIu64 "\n", seed, seed + (uint64_t)a->batch - 1);
@@ -292,9 +301,19 @@ static int run_generate(flux_ctx *ctx, cli_args *a) {
         if (!a->quiet)
             fprintf(stderr, "flux: wrote %s (%dx%d, seed %" PRIu64 ", %s schedule) in %.1f s\n", name,
                     in.out[i]->width, in.out[i]->height, seed_used + (uint64_t)i, sched, now_s() - t0);
+        if (show != CLI_SHOW_NONE && cli_show_image(stdout, in.out[i], show, getenv("TMUX") != NULL, why, sizeof why))
+            fprintf(stderr, "flux: %s\n", why); /* the image is written; the preview is extra */
     }
     free_inputs(&in);
     return rc;
+}
+
+/* ------------------------------------------------------------ interactive */
+
+/* No prompt: the prompt loop of cli_repl.c on the loaded model. */
+static int run_interactive(flux_ctx *ctx, const cli_args *a) {
+    if (load_model(ctx, a) != FLUX_OK) return fail(CLI_EXIT_FAIL, "%s", flux_error(ctx));
+    return cli_repl_run(ctx, a, stdin, stdout);
 }
 
 /* ------------------------------------------------------------ main */
@@ -312,13 +331,6 @@ int main(int argc, char **argv) {
         printf("%s\n", flux_build_info());
         return CLI_EXIT_OK;
     }
-    /* Features whose implementation has not landed: say so up front rather
-     * than ignore them (remove each line when its feature lands). */
-    if (a.show) return fail(CLI_EXIT_FAIL, "--show is not yet available in flux.c %s", flux_version());
-    if (!a.cpu_info && !a.tokenize && !a.prompt && !a.embeddings_file)
-        return fail(CLI_EXIT_FAIL, "interactive mode (running without -p) is not yet available in flux.c %s; "
-                                   "give a prompt with -p and an output with -o", flux_version());
-
     flux_ctx *ctx = make_context(&a);
     if (!ctx) return fail(CLI_EXIT_FAIL, "out of memory creating the context");
     if (a.isa && flux_error(ctx)[0]) {
@@ -330,6 +342,8 @@ int main(int argc, char **argv) {
         rc = CLI_EXIT_OK;
     } else if (a.tokenize) {
         rc = run_tokenize(ctx, &a);
+    } else if (!a.prompt && !a.embeddings_file) {
+        rc = run_interactive(ctx, &a);
     } else {
         rc = run_generate(ctx, &a);
     }

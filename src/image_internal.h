@@ -45,6 +45,9 @@ flux_status fx_image_decode(const uint8_t *data, size_t n, const char *name, flu
  * dropping alpha and metadata. `name` is used in error messages. */
 flux_status fx_png_write(FILE *f, const flux_image *img, const char *name, fx_err *err);
 flux_status fx_ppm_write(FILE *f, const flux_image *img, const char *name, fx_err *err);
+/* The same PNG into a new malloc'd buffer (*out, *len; free() it), for
+ * consumers that need the bytes, e.g. the terminal preview (--show). */
+flux_status fx_png_encode(const flux_image *img, const char *name, uint8_t **out, size_t *len, fx_err *err);
 
 /* Text helpers shared by the PNG codec (exposed for tests).
  * fx_utf8_to_latin1: 1 and a malloc'd Latin-1 string when `s` is valid

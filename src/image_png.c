@@ -414,3 +414,21 @@ flux_status fx_png_write(FILE *f, const flux_image *img, const char *name, fx_er
     free(w.rows);
     return s;
 }
+
+flux_status fx_png_encode(const flux_image *img, const char *name, uint8_t **out, size_t *len, fx_err *err) {
+    char *buf = NULL;
+    size_t n = 0;
+    *out = NULL;
+    *len = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory encoding %s", name);
+    flux_status s = fx_png_write(f, img, name, err);
+    if (fclose(f) != 0 && s == FLUX_OK) s = fx_fail(err, FLUX_ERR_NOMEM, "out of memory encoding %s", name);
+    if (s != FLUX_OK) {
+        free(buf);
+        return s;
+    }
+    *out = (uint8_t *)buf;
+    *len = n;
+    return FLUX_OK;
+}

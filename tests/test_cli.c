@@ -247,17 +247,6 @@ TEST(cli_runtime_failures_exit_1_without_output) {
     CHECK_EQ_INT(dir_entries(tmp), 4); /* empty_model, bad.png, empty.png, bad.npy: no out.png */
 }
 
-TEST(cli_features_not_yet_available_say_so) {
-    setup();
-    char args[4096];
-    const char *tmp = fx_test_tmpdir();
-    snprintf(args, sizeof args, "-d '%s'", g_model);
-    EXPECT(args, 1, "interactive mode");
-    EXPECT(args, 1, "not yet available");
-    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/out.png' --show", g_model, tmp);
-    EXPECT(args, 1, "--show is not yet available");
-    CHECK_EQ_INT(dir_entries(tmp), 0);
-}
 
 TEST(cli_tokenize_shell) {
     /* The CLI side of --tokenize: -p, stdin JSON lines, and bad lines. */
