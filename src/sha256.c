@@ -57,6 +57,77 @@ static void compress(uint32_t state[8], const uint8_t *block) {
     state[4] += e, state[5] += f, state[6] += g, state[7] += h;
 }
 
+/* ------------------------------------------------------------------------ */
+/* x86 SHA extensions                                                       */
+/* ------------------------------------------------------------------------ */
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#include <immintrin.h>
+#define HAVE_SHA_NI_PATH 1
+
+/* CPUID.(EAX=7,ECX=0):EBX bit 29 = SHA; SSSE3 and SSE4.1 (leaf 1 ECX bits
+ * 9 and 19) for the shuffles around it. Asked per hash (init), no global
+ * state. */
+static int cpu_has_sha_ni(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 9)) || !(c & (1u << 19))) return 0;
+    if (__get_cpuid_max(0, NULL) < 7) return 0;
+    __cpuid_count(7, 0, a, b, c, d);
+    return (b >> 29) & 1;
+}
+
+/* n 64-byte blocks. The extension keeps the state as two vectors, ABEF and
+ * CDGH (lane 3 first); each sha256rnds2 does two rounds, so a group of four
+ * message words W[4g..4g+3] (+ K) takes two, the second on the upper half.
+ * From group 4 on the schedule is
+ *   W[g] = msg2(msg1(W[g-4], W[g-3]) + words t-7..t-4, W[g-1]). */
+__attribute__((target("sha,sse4.1,ssse3"))) static void compress_sha_ni(uint32_t state[8], const uint8_t *p,
+                                                                        size_t n) {
+    const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bll, 0x0405060700010203ll);
+    __m128i dcba = _mm_loadu_si128((const __m128i *)state);
+    __m128i hgfe = _mm_loadu_si128((const __m128i *)(state + 4));
+    __m128i cdab = _mm_shuffle_epi32(dcba, 0xB1);
+    __m128i efgh = _mm_shuffle_epi32(hgfe, 0x1B);
+    __m128i abef = _mm_alignr_epi8(cdab, efgh, 8);
+    __m128i cdgh = _mm_blend_epi16(efgh, cdab, 0xF0);
+    for (; n; n--, p += 64) {
+        __m128i save0 = abef, save1 = cdgh, w[4];
+        for (int g = 0; g < 16; g++) {
+            __m128i cur;
+            if (g < 4) {
+                cur = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * g)), bswap);
+            } else {
+                __m128i t7_4 = _mm_alignr_epi8(w[(g + 3) & 3], w[(g + 2) & 3], 4);
+                cur = _mm_sha256msg2_epu32(_mm_add_epi32(_mm_sha256msg1_epu32(w[g & 3], w[(g + 1) & 3]), t7_4),
+                                           w[(g + 3) & 3]);
+            }
+            w[g & 3] = cur;
+            __m128i msg = _mm_add_epi32(cur, _mm_loadu_si128((const __m128i *)(K + 4 * g)));
+            cdgh = _mm_sha256rnds2_epu32(cdgh, abef, msg);
+            abef = _mm_sha256rnds2_epu32(abef, cdgh, _mm_shuffle_epi32(msg, 0x0E));
+        }
+        abef = _mm_add_epi32(abef, save0);
+        cdgh = _mm_add_epi32(cdgh, save1);
+    }
+    __m128i feba = _mm_shuffle_epi32(abef, 0x1B);
+    __m128i dchg = _mm_shuffle_epi32(cdgh, 0xB1);
+    _mm_storeu_si128((__m128i *)state, _mm_blend_epi16(feba, dchg, 0xF0));
+    _mm_storeu_si128((__m128i *)(state + 4), _mm_alignr_epi8(dchg, feba, 8));
+}
+#endif
+
+/* n consecutive blocks with the chosen implementation. */
+static void compress_blocks(fx_sha256 *h, const uint8_t *p, size_t n) {
+#ifdef HAVE_SHA_NI_PATH
+    if (h->sha_ni) {
+        compress_sha_ni(h->state, p, n);
+        return;
+    }
+#endif
+    for (; n; n--, p += 64) compress(h->state, p);
+}
+
 void fx_sha256_init(fx_sha256 *h) {
     /* first 32 bits of the fractional parts of the square roots of the first
      * 8 primes (§5.3.3) */
@@ -65,6 +136,11 @@ void fx_sha256_init(fx_sha256 *h) {
     memcpy(h->state, H0, sizeof H0);
     h->bytes = 0;
     h->used = 0;
+#ifdef HAVE_SHA_NI_PATH
+    h->sha_ni = cpu_has_sha_ni();
+#else
+    h->sha_ni = 0;
+#endif
 }
 
 void fx_sha256_update(fx_sha256 *h, const void *data, size_t n) {
@@ -75,10 +151,11 @@ void fx_sha256_update(fx_sha256 *h, const void *data, size_t n) {
         memcpy(h->block + h->used, p, take);
         h->used += take, p += take, n -= take;
         if (h->used < 64) return;
-        compress(h->state, h->block);
+        compress_blocks(h, h->block, 1);
         h->used = 0;
     }
-    for (; n >= 64; p += 64, n -= 64) compress(h->state, p);
+    compress_blocks(h, p, n / 64);
+    p += n / 64 * 64, n %= 64;
     memcpy(h->block, p, n);
     h->used = n;
 }
@@ -88,12 +165,12 @@ void fx_sha256_final(fx_sha256 *h, uint8_t digest[FX_SHA256_BYTES]) {
     h->block[h->used++] = 0x80;
     if (h->used > 56) { /* no room for the length: one more block */
         memset(h->block + h->used, 0, 64 - h->used);
-        compress(h->state, h->block);
+        compress_blocks(h, h->block, 1);
         h->used = 0;
     }
     memset(h->block + h->used, 0, 56 - h->used);
     for (int i = 0; i < 8; i++) h->block[56 + i] = (uint8_t)(bits >> (56 - 8 * i));
-    compress(h->state, h->block);
+    compress_blocks(h, h->block, 1);
     for (int i = 0; i < 8; i++) store_be32(digest + 4 * i, h->state[i]);
     memset(h, 0, sizeof *h);
 }

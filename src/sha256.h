@@ -3,7 +3,10 @@
  *
  * Used where content must be identified exactly: the embedding cache keys
  * (model identity + token ids) and the checksums of its on-disk entries.
- * Streaming: init, any number of updates of any length, final.
+ * Streaming: init, any number of updates of any length, final. On x86-64
+ * CPUs with the SHA extensions (SHA-NI: Intel since Ice Lake / Goldmont, AMD
+ * since Zen) the block function uses them (~5x faster: hashing a 15.7 MB
+ * klein-4B cache entry takes a few ms); elsewhere portable C.
  *
  *     fx_sha256 h;
  *     fx_sha256_init(&h);
@@ -24,6 +27,8 @@ typedef struct fx_sha256 {
     uint64_t bytes;        /* message length so far */
     uint8_t block[64];     /* pending input, `used` bytes */
     size_t used;
+    int sha_ni;            /* 1: x86 SHA extensions (chosen by init; tests
+                              may set 0 to force the portable rounds) */
 } fx_sha256;
 
 void fx_sha256_init(fx_sha256 *h);

@@ -15,10 +15,22 @@ static void check_digest(int line, const uint8_t d[FX_SHA256_BYTES], const char 
     if (strcmp(hex, want)) fx_test_fail(__FILE__, line, "digest %s, want %s", hex, want);
 }
 
+/* Digest with the portable rounds (ni = 0) or the default choice (1). */
+static void digest_with(const void *msg, size_t n, int ni, uint8_t d[FX_SHA256_BYTES]) {
+    fx_sha256 h;
+    fx_sha256_init(&h);
+    if (!ni) h.sha_ni = 0;
+    fx_sha256_update(&h, msg, n);
+    fx_sha256_final(&h, d);
+}
+
+/* Both implementations (the SHA extensions where the CPU has them). */
 static void check_text(int line, const char *msg, const char *want) {
     uint8_t d[FX_SHA256_BYTES];
-    fx_sha256_buf(msg, strlen(msg), d);
-    check_digest(line, d, want);
+    for (int ni = 0; ni < 2; ni++) {
+        digest_with(msg, strlen(msg), ni, d);
+        check_digest(line, d, want);
+    }
 }
 
 TEST(sha256_fips_vectors) {
@@ -40,8 +52,10 @@ TEST(sha256_fips_vectors) {
     REQUIRE(a);
     memset(a, 'a', n);
     uint8_t d[FX_SHA256_BYTES];
-    fx_sha256_buf(a, n, d);
-    check_digest(__LINE__, d, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    for (int ni = 0; ni < 2; ni++) {
+        digest_with(a, n, ni, d);
+        check_digest(__LINE__, d, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    }
     fx_sha256 h;
     fx_sha256_init(&h);
     for (int i = 0; i < 1000; i++) fx_sha256_update(&h, a + 1000 * i, 1000);
@@ -85,5 +99,24 @@ TEST(sha256_streaming_splits) {
         }
         fx_sha256_final(&h, parts);
         CHECK_MSG(!memcmp(whole, parts, sizeof whole), "length %zu: split digest differs", n);
+    }
+}
+
+TEST(sha256_extensions_match_portable) {
+    /* Random messages of random lengths: the default implementation (SHA-NI
+     * on CPUs that have it) equals the portable rounds. */
+    fx_sha256 probe;
+    fx_sha256_init(&probe);
+    printf("    implementation: %s\n", probe.sha_ni ? "x86 SHA extensions vs portable" : "portable only (no SHA-NI)");
+    fx_test_rng rng;
+    fx_test_rng_seed(&rng, 99);
+    static uint8_t msg[70000];
+    for (size_t i = 0; i < sizeof msg; i++) msg[i] = (uint8_t)fx_test_rng_u64(&rng);
+    for (int trial = 0; trial < 100; trial++) {
+        size_t n = (size_t)(fx_test_rng_u64(&rng) % (trial < 50 ? 300 : sizeof msg));
+        uint8_t a[FX_SHA256_BYTES], b[FX_SHA256_BYTES];
+        digest_with(msg, n, 0, a);
+        digest_with(msg, n, 1, b);
+        CHECK_MSG(!memcmp(a, b, sizeof a), "length %zu: implementations differ", n);
     }
 }
