@@ -94,6 +94,11 @@ double fx_bench_now(void); /* monotonic seconds */
  * fx_bench_report marks the result as "loaded" and warns on stderr. */
 double fx_bench_time(const fx_bench_env *env, void (*fn)(void *), void *arg);
 
+/* Busy CPU seconds of the whole machine so far (/proc/stat; < 0 if
+ * unknown), and this process's own CPU seconds (all threads). */
+double fx_bench_machine_busy(void);
+double fx_bench_self_cpu(void);
+
 /* CPU seconds used by other processes during the fx_bench_time calls since
  * the last fx_bench_report (from /proc/stat minus our own rusage); < 0 if
  * unknown. fx_bench_report prints it and resets it. */

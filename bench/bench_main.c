@@ -109,7 +109,7 @@ double fx_bench_now(void) {
 }
 
 /* Busy CPU seconds of the whole machine (all CPUs) from /proc/stat. */
-static double machine_busy_seconds(void) {
+double fx_bench_machine_busy(void) {
     FILE *f = fopen("/proc/stat", "r");
     if (!f) return -1;
     unsigned long long v[8] = {0};
@@ -122,7 +122,7 @@ static double machine_busy_seconds(void) {
     return (double)busy / (double)sysconf(_SC_CLK_TCK);
 }
 
-static double self_cpu_seconds(void) {
+double fx_bench_self_cpu(void) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
@@ -138,7 +138,7 @@ double fx_bench_last_foreign_cpu(void) { return g_foreign_unknown ? -1 : g_forei
 
 double fx_bench_time(const fx_bench_env *env, void (*fn)(void *), void *arg) {
     fn(arg); /* warm-up: page faults, scratch growth, caches */
-    double busy0 = machine_busy_seconds(), self0 = self_cpu_seconds(), t_start = fx_bench_now();
+    double busy0 = fx_bench_machine_busy(), self0 = fx_bench_self_cpu(), t_start = fx_bench_now();
     double best = INFINITY, total = 0;
     for (int rep = 0;; rep++) {
         double t0 = fx_bench_now();
@@ -149,7 +149,7 @@ double fx_bench_time(const fx_bench_env *env, void (*fn)(void *), void *arg) {
         if (rep + 1 >= 2 && total >= env->min_seconds && (rep + 1 >= env->reps || total >= env->max_seconds))
             break;
     }
-    double busy1 = machine_busy_seconds(), self1 = self_cpu_seconds();
+    double busy1 = fx_bench_machine_busy(), self1 = fx_bench_self_cpu();
     g_foreign_wall += fx_bench_now() - t_start;
     if (busy0 < 0 || busy1 < 0) g_foreign_unknown = 1;
     else if ((busy1 - busy0) - (self1 - self0) > 0) /* < 0: tick rounding */

@@ -163,7 +163,20 @@ double fx_bench_peak(fx_bench_peak_kind kind, int threads) {
         return g_peak[kind][threads] < 0 ? 0 : g_peak[kind][threads];
     const char *what;
     loop_fn fn = pick_loop(kind, &what);
-    double g = fn ? measure(fn, threads) : 0;
+    double g = 0;
+    /* A busy machine gives a peak that is too low (and percentages that
+     * are too high): measure up to 3 times while other processes use CPU. */
+    for (int attempt = 0; fn && attempt < 3; attempt++) {
+        double busy0 = fx_bench_machine_busy(), self0 = fx_bench_self_cpu();
+        double t = measure(fn, threads);
+        double foreign = (fx_bench_machine_busy() - busy0) - (fx_bench_self_cpu() - self0);
+        if (t > g) g = t;
+        if (busy0 < 0 || foreign < 0.05) break;
+        if (attempt == 2)
+            fprintf(stderr, "flux-bench: warning: the %s peak (%d threads) was measured on a busy machine "
+                            "(%.2f CPU-s used by other processes): %% of peak is overstated\n",
+                    fx_bench_peak_name(kind), threads, foreign);
+    }
     if (threads <= MAX_CACHED_THREADS) g_peak[kind][threads] = g > 0 ? g : -1;
     return g;
 }
