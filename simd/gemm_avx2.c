@@ -5,8 +5,8 @@
  * Register tile 6×16: 12 ymm accumulators (6 rows × 2 vectors of 8 output
  * columns), 2 ymm for the B row, 1 for the broadcast A element (15 of 16
  * registers). Per k: 2 B loads + 6 broadcasts feed 12 FMAs (two ymm FMA
- * pipes: 6 cycles). Blocking: KC = 256 (B micro-panel 16 KiB + A
- * micro-panel 6 KiB in L1d), MC = 144 (A block 144 KiB in L2), NC = 3072.
+ * pipes: 6 cycles). Blocking: KC = 768 (B micro-panel 48 KiB in L2, reused
+ * by every row of the super-block), MC = 576, NC = 8192.
  */
 #include "gemm.h"
 

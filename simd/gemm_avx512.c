@@ -8,9 +8,12 @@
  * output columns), 2 zmm for the B row, 1–2 for the broadcast A element.
  * Per k: 2 aligned B loads + 14 broadcasts feed 28 FMAs (on Zen 4 a zmm FMA
  * is double-pumped, so 28 FMAs take ~28 cycles: load ports stay idle half
- * the time). Blocking: KC = 128 (B micro-panel 16 KiB + A micro-panel 7 KiB
- * in L1d), MC = 336 (A block 168 KiB in L2), NC = 3072 (B panel 1.5 MiB,
- * shared, in L3).
+ * the time). The last tile of a block uses 4- or 8-row variants.
+ * Blocking: KC = 768 (B micro-panel 96 KiB, reused from L2 by every row of
+ * the super-block; A micro-panel 42 KiB streamed), MC = 576 rows per A
+ * panel (1.7 MiB, L3), NC = 8192. Long K blocks keep the per-call
+ * overhead (loading and storing the C tile) small: 95% of peak in the
+ * kernel at KC = 768 versus 87% at KC = 128.
  *
  * Packing transposes 16×16 blocks in registers: rows of X / W are
  * contiguous along k, the panels want k-major order. bf16 and f16 weights

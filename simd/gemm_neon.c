@@ -5,8 +5,8 @@
  * Register tile 8×12: 24 q-register accumulators (8 rows × 3 vectors of 4
  * output columns), 3 for the B row, 2 holding the 8 A values of this k
  * (used lane by lane with fmla-by-element): 29 of 32 registers.
- * Blocking: KC = 256 (B micro-panel 12 KiB + A micro-panel 8 KiB in L1d),
- * MC = 128, NC = 3072. Packing uses the portable routines.
+ * Blocking: KC = 512 (B micro-panel 24 KiB), MC = 256, NC = 3072. Packing
+ * uses the portable routines; the driver issues the weight prefetches.
  */
 #include "gemm.h"
 
