@@ -299,3 +299,27 @@ TEST(kernel_gemm_degenerate) {
         fx_scratch_free(s);
     }
 }
+
+/* Every table's GEMM matches its dispatch entry: vdpbf16ps paths exactly on
+ * the tables that report bf16 dot products, blocks the driver can use. */
+TEST(kernel_gemm_tables) {
+    isa_table tabs[2 * FX_ISA_COUNT];
+    int nt = all_tables(tabs);
+    for (int t = 0; t < nt; t++) {
+        const fx_gemm_kernels *g = tabs[t].k->gemm ? tabs[t].k->gemm : &fx_gemm_scalar;
+        const int dot = fx_kernels_uses_bf16_dot(tabs[t].k);
+        CHECK_MSG((g->path[FX_DTYPE_BF16]->kpair == 2) == dot, "%s: bf16 path kpair %d, table bf16_dot %d",
+                  tabs[t].label, g->path[FX_DTYPE_BF16]->kpair, dot);
+        CHECK_MSG(g->gemv_bf16_dot == dot, "%s: gemv_bf16_dot %d", tabs[t].label, g->gemv_bf16_dot);
+        for (int dt = 0; dt < 3; dt++) {
+            const fx_gemm_path *p = g->path[dt];
+            CHECK_MSG(p && p->pack_x && p->pack_w[dt] && p->kernel && g->gemv[dt], "%s: dtype %d incomplete",
+                      tabs[t].label, dt);
+            if (!p) continue;
+            CHECK_MSG(p->kc % 32 == 0 && p->mc % p->mr == 0 && p->nc % p->nr == 0,
+                      "%s %s: blocks kc %d mc %d nc %d vs tile %dx%d", tabs[t].label, p->name, p->kc, p->mc,
+                      p->nc, p->mr, p->nr);
+            CHECK(dt == FX_DTYPE_BF16 || p->kpair == 1); /* f32/f16 weights: always the f32 path */
+        }
+    }
+}
