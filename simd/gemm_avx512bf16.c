@@ -14,7 +14,7 @@
  * vdpbf16ps (1/cycle/core on Zen 4: 64 flops per cycle). The last tile of a
  * block uses 4- or 8-row variants. Blocking: KC = 1536 (B micro-panel
  * 96 KiB, reused from L2 by every row of the super-block; A micro-panel
- * 42 KiB streamed), MC = 576 rows per A panel (1.7 MiB, L3), NC = 8192.
+ * 42 KiB streamed), MC = 588 rows per A panel (1.7 MiB, L3), NC = 8192.
  * Measured kernel alone on Zen 4: 87% of peak at KC = 256, 98% at 3072.
  *
  * Numerics: products of two bf16 are exact in f32; the accumulation rounds
@@ -221,7 +221,7 @@ static void gemv_bf16_dot(int64_t m, int64_t n0, int64_t n1, int64_t k, const fl
 static const fx_gemm_path bf16_path = {
     .name = "avx512bf16 bf16-dot 14x32",
     .mr = MR, .nr = NR,
-    .kc = 1536, .mc = 576, .nc = 8192,
+    .kc = 1536, .mc = 588, .nc = 8192,
     .kpair = 2, .elem = 2,
     .pack_x = pack_x,
     .pack_w = {NULL, NULL, pack_w},
