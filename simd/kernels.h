@@ -141,7 +141,8 @@ void fx_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx,
  * O [sq, hq·d]. hq must be a multiple of hkv (GQA); d even.
  * causal: key j is visible to query i only if j <= i + causal_offset.
  * key_mask: [sk] bytes, 0 = key excluded (padding); NULL = all keys.
- * A query row that sees no key gets an all-zero output row. */
+ * A query row that sees no key gets an all-zero output row.
+ * O may overwrite Q exactly (o == q, ldo == ldq); it must not overlap K or V. */
 typedef struct fx_attn_args {
     int64_t sq, sk;
     int hq, hkv, d;
