@@ -1,0 +1,414 @@
+/*
+ * pipeline.c — text-to-image (spec §4): flux_generate, flux_generate_batch.
+ *
+ *   text embeddings [512, D]  (flux_encode_text, or flux_params.embeddings)
+ *   noise [128, h, w]         (rng.h from the seed, or flux_params.noise)
+ *   σ_0..σ_S                  (schedule.h; μ from the target token count)
+ *   for each step: v = F(x, σ_i) (CFG: v_u + g·(v_c − v_u));  x += (σ_{i+1} − σ_i)·v
+ *   unpack → BN de-normalise → unpatchify → VAE decode [3, H, W]
+ *   → RGB8 with round(clamp(x/2 + 0.5, 0, 1)·255) → metadata (image_meta.h)
+ *
+ * The images of a batch (seeds S, S+1, ...) and the two passes of
+ * classifier-free guidance are sequences stacked in one transformer run
+ * (transformer.h), so the weights stream once per step for all of them; a
+ * batch too large for the memory budget is split into chunks of whole
+ * images. All memory of a generation is allocated before the first step.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ctx.h"
+#include "dump.h"
+#include "image_meta.h"
+#include "latents.h"
+#include "model.h"
+#include "rng.h"
+#include "schedule.h"
+#include "tokenizer.h"
+#include "transformer.h"
+#include "vae.h"
+
+#define TRY(x)                                                                 \
+    do {                                                                       \
+        flux_status st_ = (x);                                                 \
+        if (st_) return st_;                                                   \
+    } while (0)
+
+#define GEN_MIN_SIDE 16
+#define GEN_MAX_SIDE 4096
+#define GEN_MAX_STEPS 1000
+#define GEN_MAX_BATCH 4096
+#define GEN_DEFAULT_SIDE 256
+/* Workspace budget for stacking images into one transformer run (at least
+ * one image, with its CFG pair, always runs). */
+#define GEN_STACK_BYTES ((int64_t)1536 << 20)
+#define GEN_MAX_STACK 8
+
+typedef struct gen {
+    flux_ctx *ctx;
+    const flux_params *p;
+    fx_err *err;
+    fx_dit *dit;
+    fx_vae *vae;
+    int width, height;        /* pixels */
+    int gh, gw;               /* target token grid: H/16, W/16 */
+    int ph, pw;               /* VAE patch (2, 2) */
+    int vae_scale;            /* VAE down-sampling: 2^(levels − 1) = 8 */
+    int64_t N;                /* target tokens gh·gw */
+    int cin;                  /* packed latent channels (128) */
+    int steps, n_images, cfg;
+    float guidance;
+    uint64_t seed;
+    float *sigmas;            /* [steps + 1] */
+    const float *emb, *neg;   /* [512, text_dim] */
+    float *emb_own, *neg_own;
+    float *bn_mean, *bn_var;  /* [cin] */
+    int chunks, chunk;        /* progress over the chunks of a batch */
+    double t_denoise;
+    char sched[32];
+} gen;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static flux_status progress(gen *g, flux_stage stage, int step, int total, int sub, int subtotal) {
+    if (g->p->progress && g->p->progress(g->p->progress_user, stage, step, total, sub, subtotal))
+        return fx_fail(g->err, FLUX_ERR_CANCELLED, "generation cancelled by the progress callback");
+    return FLUX_OK;
+}
+
+/* A seed from the clock (below 2^32, short enough to retype). */
+static uint64_t clock_seed(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return fx_rng_mix64((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) >> 32;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Parameters                                                               */
+/* ------------------------------------------------------------------------ */
+
+static flux_status resolve(gen *g, int n_images) {
+    const flux_params *p = g->p;
+    const struct fx_model *m = g->ctx->model;
+    fx_err *err = g->err;
+    if (p->n_refs < 0 || p->n_refs > FLUX_MAX_REFS)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "n_refs must be in 0..%d, got %d", FLUX_MAX_REFS, p->n_refs);
+    if (p->n_refs > 0)
+        return fx_fail(err, FLUX_ERR_NOT_IMPLEMENTED,
+                       "reference images (img2img, multi-reference) are not yet available in flux.c %s",
+                       FLUX_VERSION_STRING);
+    g->vae_scale = 1 << (m->vae.levels - 1);
+    g->ph = m->vae.patch[0];
+    g->pw = m->vae.patch[1];
+    int unit_h = g->vae_scale * g->ph, unit_w = g->vae_scale * g->pw;
+    g->width = p->width ? p->width : GEN_DEFAULT_SIDE;
+    g->height = p->height ? p->height : GEN_DEFAULT_SIDE;
+    if (g->width < GEN_MIN_SIDE || g->width > GEN_MAX_SIDE || g->height < GEN_MIN_SIDE || g->height > GEN_MAX_SIDE)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "image size %dx%d is outside %d..%d per side", g->width, g->height,
+                       GEN_MIN_SIDE, GEN_MAX_SIDE);
+    if (g->width % unit_w || g->height % unit_h)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "image size %dx%d: width must be a multiple of %d and height of %d",
+                       g->width, g->height, unit_w, unit_h);
+    g->gh = g->height / unit_h;
+    g->gw = g->width / unit_w;
+    g->N = (int64_t)g->gh * g->gw;
+    g->cin = m->dit.in_channels;
+    if (m->dit.out_channels != g->cin || g->cin != m->vae.latent_channels * g->ph * g->pw)
+        return fx_fail(err, FLUX_ERR_MODEL, "transformer channels %d → %d do not match the VAE's %d x %dx%d",
+                       m->dit.in_channels, m->dit.out_channels, m->vae.latent_channels, g->ph, g->pw);
+    g->steps = p->steps ? p->steps : (m->distilled ? 4 : 50);
+    if (g->steps < 1 || g->steps > GEN_MAX_STEPS)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "steps must be in 1..%d, got %d", GEN_MAX_STEPS, g->steps);
+    g->guidance = p->guidance < 0 ? (m->distilled ? 1.0f : 4.0f) : p->guidance;
+    if (!(g->guidance <= 100.0f))
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "guidance must be in 0..100, got %g", (double)g->guidance);
+    g->cfg = !m->distilled && g->guidance > 1.0f;
+    if (p->schedule != FLUX_SCHEDULE_SHIFTED && p->schedule != FLUX_SCHEDULE_LINEAR &&
+        p->schedule != FLUX_SCHEDULE_POWER)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "unknown schedule %d", (int)p->schedule);
+    fx_schedule_describe(p->schedule, p->power_alpha, g->sched, sizeof g->sched);
+    if (n_images < 1 || n_images > GEN_MAX_BATCH)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "batch must be in 1..%d, got %d", GEN_MAX_BATCH, n_images);
+    g->n_images = n_images;
+    if (p->noise && n_images > 1)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "noise is given for one image; a batch of %d draws its own from the seeds",
+                       n_images);
+    if (!p->embeddings && !p->prompt)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "no prompt and no text embeddings given");
+    g->seed = p->seed == FLUX_SEED_RANDOM ? clock_seed() : p->seed;
+    if (p->seed_used) *p->seed_used = g->seed;
+    return FLUX_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Inputs                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Write tokens.npy / attention_mask.npy of the prompt (dump only). */
+static flux_status dump_tokens(gen *g, const char *prompt) {
+    flux_ctx *ctx = g->ctx;
+    fx_tokenizer *tok;
+    TRY(fx_ctx_tokenizer(ctx, &tok));
+    int32_t ids[FLUX_TEXT_TOKENS];
+    uint8_t mask[FLUX_TEXT_TOKENS];
+    int n_real = 0;
+    TRY(fx_tokenizer_encode_prompt(tok, prompt, FLUX_TEXT_TOKENS, ids, mask, &n_real, g->err));
+    return fx_dump_tokens(g->p->dump_dir, ids, mask, FLUX_TEXT_TOKENS, g->err);
+}
+
+static flux_status encode(gen *g, const char *prompt, float **out) {
+    const int64_t n = (int64_t)FLUX_TEXT_TOKENS * g->ctx->model->dit.text_dim;
+    if (!(*out = malloc((size_t)n * sizeof(float))))
+        return fx_fail(g->err, FLUX_ERR_NOMEM, "out of memory (text embeddings)");
+    return flux_encode_text(g->ctx, prompt, *out);
+}
+
+/* The prompt's (and for CFG the negative prompt's) embeddings. The text
+ * encoder's weights are released afterwards: the transformer needs the
+ * memory more. */
+static flux_status text_embeddings(gen *g) {
+    const flux_params *p = g->p;
+    const int text_dim = g->ctx->model->dit.text_dim;
+    int encoded = 0;
+    double t0 = now_s();
+    TRY(progress(g, FLUX_STAGE_TEXT_ENCODE, 0, 1, 0, 0));
+    if (p->embeddings) {
+        g->emb = p->embeddings;
+    } else {
+        if (p->dump_dir) TRY(dump_tokens(g, p->prompt));
+        TRY(encode(g, p->prompt, &g->emb_own));
+        g->emb = g->emb_own;
+        encoded = 1;
+    }
+    if (g->cfg) {
+        if (p->negative_embeddings) {
+            g->neg = p->negative_embeddings;
+        } else {
+            TRY(encode(g, p->negative_prompt ? p->negative_prompt : "", &g->neg_own));
+            g->neg = g->neg_own;
+            encoded = 1;
+        }
+    }
+    if (encoded) {
+        flux_release_text_encoder(g->ctx);
+        fx_log(g->ctx, 1, "flux: text encoding %.2f s", now_s() - t0);
+    }
+    int64_t shape[2] = {FLUX_TEXT_TOKENS, text_dim};
+    TRY(fx_dump_f32(p->dump_dir, "text_embeddings.npy", g->emb, 2, shape, g->err));
+    return progress(g, FLUX_STAGE_TEXT_ENCODE, 1, 1, 0, 0);
+}
+
+static flux_status load_components(gen *g) {
+    flux_ctx *ctx = g->ctx;
+    TRY(fx_dit_get(ctx, &g->dit));
+    TRY(fx_vae_get(ctx, &g->vae));
+    fx_shape shape = FX_SHAPE(g->cin);
+    TRY(fx_wset_f32(ctx->model->vae_w, "bn.running_mean", &shape, &g->bn_mean, NULL, g->err));
+    TRY(fx_wset_f32(ctx->model->vae_w, "bn.running_var", &shape, &g->bn_var, NULL, g->err));
+    if (!(g->sigmas = malloc((size_t)(g->steps + 1) * sizeof(float))))
+        return fx_fail(g->err, FLUX_ERR_NOMEM, "out of memory (schedule)");
+    TRY(fx_schedule_sigmas(g->p->schedule, g->steps, g->N, g->p->power_alpha, g->sigmas, g->err));
+    int64_t shape1[1] = {g->steps + 1};
+    return fx_dump_f32(g->p->dump_dir, "sigmas.npy", g->sigmas, 1, shape1, g->err);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Denoising                                                                */
+/* ------------------------------------------------------------------------ */
+
+typedef struct step_progress {
+    gen *g;
+    int step;
+} step_progress;
+
+static int on_block(void *user, int block, int n_blocks) {
+    step_progress *sp = user;
+    gen *g = sp->g;
+    int total = g->steps * g->chunks, step = g->chunk * g->steps + sp->step;
+    return g->p->progress && g->p->progress(g->p->progress_user, FLUX_STAGE_DENOISE, step, total, block, n_blocks);
+}
+
+/* Euler sampling of `count` images stacked in one run. lat [count, N, cin]
+ * (packed tokens) holds the noise on entry and the final latents on exit.
+ * Scratch: xin [B, N, cin] and v [B, N, cin] with B = count (×2 with CFG). */
+static flux_status denoise(gen *g, int first, int count, float *lat, float *xin, float *v) {
+    flux_ctx *ctx = g->ctx;
+    const int per = g->cfg ? 2 : 1, B = count * per, nb = fx_dit_cfg(g->dit)->double_blocks + fx_dit_cfg(g->dit)->single_blocks;
+    const int64_t tok = g->N * g->cin;
+    fx_dit_layout lay = {.batch = B, .text_len = FLUX_TEXT_TOKENS, .n_images = 1, .grid_h = {g->gh}, .grid_w = {g->gw}};
+    fx_dit_run *run = NULL;
+    TRY(fx_dit_run_new(ctx, g->dit, &lay, &run));
+    const float *texts[2 * GEN_MAX_STACK];
+    for (int j = 0; j < count; j++) {
+        if (g->cfg) texts[2 * j] = g->neg; /* unconditional first, as the reference batches [uncond, cond] */
+        texts[j * per + per - 1] = g->emb;
+    }
+    flux_status st = fx_dit_run_set_text(run, texts);
+    step_progress sp = {g, 0};
+    for (int i = 0; i < g->steps && !st; i++) {
+        double t0 = now_s();
+        sp.step = i;
+        int total = g->steps * g->chunks, step = g->chunk * g->steps + i;
+        if ((st = progress(g, FLUX_STAGE_DENOISE, step, total, 0, nb))) break;
+        const float *x = lat;
+        if (g->cfg) {
+            for (int j = 0; j < count; j++)
+                for (int k = 0; k < per; k++) memcpy(xin + (int64_t)(j * per + k) * tok, lat + (int64_t)j * tok, (size_t)tok * sizeof(float));
+            x = xin;
+        }
+        if ((st = fx_dit_forward(run, x, g->sigmas[i], v, on_block, &sp))) break;
+        if (g->cfg) /* v_j = v_u + g·(v_c − v_u), compacted to [count, N, cin] */
+            for (int j = 0; j < count; j++) {
+                const float *vu = v + (int64_t)(2 * j) * tok, *vc = vu + tok;
+                float *vj = v + (int64_t)j * tok;
+                for (int64_t e = 0; e < tok; e++) vj[e] = vu[e] + g->guidance * (vc[e] - vu[e]);
+            }
+        if (first == 0 && (st = fx_dump_velocity(g->p->dump_dir, i, v, g->N, g->cin, g->err))) break;
+        const float dt = g->sigmas[i + 1] - g->sigmas[i];
+        for (int64_t e = 0; e < (int64_t)count * tok; e++) lat[e] += dt * v[e];
+        double dt_s = now_s() - t0;
+        g->t_denoise += dt_s;
+        fx_log(ctx, 1, "flux: step %d/%d (sigma %.4f, %d sequence(s) x %lld tokens): %.2f s", i + 1, g->steps,
+               (double)g->sigmas[i], B, (long long)(FLUX_TEXT_TOKENS + g->N), dt_s);
+        st = progress(g, FLUX_STAGE_DENOISE, step + 1, total, 0, 0);
+    }
+    fx_dit_run_free(run);
+    return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Decoding                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* Packed tokens [N, cin] → RGB image with metadata. chw [cin, N] and z
+ * [cin, N] and pix [3, H, W] are scratch. */
+static flux_status decode(gen *g, int index, const float *tokens, float *chw, float *z, float *pix, flux_image **out) {
+    flux_ctx *ctx = g->ctx;
+    const char *dump = index == 0 ? g->p->dump_dir : NULL;
+    fx_latents_unpack(tokens, g->cin, g->cin, g->gh, g->gw, chw);
+    TRY(fx_dump_chw(dump, "latents.npy", chw, g->cin, g->gh, g->gw, g->err));
+    fx_bn_denormalize(chw, g->cin, g->N, g->bn_mean, g->bn_var, ctx->model->vae.batch_norm_eps);
+    fx_unpatchify(chw, g->cin / (g->ph * g->pw), g->gh, g->gw, g->ph, g->pw, z);
+    TRY(fx_vae_decode(ctx, g->vae, z, g->gh * g->ph, g->gw * g->pw, pix));
+    TRY(fx_dump_chw(dump, "decoded.npy", pix, 3, g->height, g->width, g->err));
+    flux_image *img = flux_image_new(g->width, g->height, 3);
+    if (!img) return fx_fail(g->err, FLUX_ERR_NOMEM, "out of memory (%dx%d image)", g->width, g->height);
+    fx_image_to_rgb8(pix, g->height, g->width, img->data);
+    const char *neg = g->cfg ? (g->p->negative_prompt ? g->p->negative_prompt : "") : NULL;
+    flux_status st = fx_image_set_generation_text(img, g->p->prompt, neg, g->steps, g->seed + (uint64_t)index,
+                                                  g->width, g->height, g->cfg ? g->guidance : 1.0f, g->sched,
+                                                  ctx->model->name, NULL);
+    if (st) {
+        flux_image_free(img);
+        return fx_fail(g->err, st, "out of memory (image metadata)");
+    }
+    *out = img;
+    return FLUX_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Driver                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Images per transformer run: as many as the workspace budget allows. */
+static int images_per_run(gen *g) {
+    fx_dit_layout lay = {.batch = g->cfg ? 2 : 1, .text_len = FLUX_TEXT_TOKENS, .n_images = 1, .grid_h = {g->gh},
+                         .grid_w = {g->gw}};
+    int64_t per_image = fx_dit_run_bytes(g->dit, &lay);
+    int64_t k = per_image > 0 ? GEN_STACK_BYTES / per_image : 1;
+    if (k < 1) k = 1;
+    if (k > GEN_MAX_STACK) k = GEN_MAX_STACK;
+    if (k > g->n_images) k = g->n_images;
+    return (int)k;
+}
+
+static flux_status run_all(gen *g, flux_image **out) {
+    const flux_params *p = g->p;
+    fx_err *err = g->err;
+    /* Start reading the transformer and VAE weights into the page cache
+     * while the text encoder runs (no effect on RSS until they are used). */
+    fx_wset_willneed(g->ctx->model->transformer_w);
+    fx_wset_willneed(g->ctx->model->vae_w);
+    TRY(text_embeddings(g));
+    TRY(load_components(g));
+    const int per_run = images_per_run(g), per = g->cfg ? 2 : 1;
+    const int64_t tok = g->N * g->cin, hw = (int64_t)g->height * g->width;
+    g->chunks = (g->n_images + per_run - 1) / per_run;
+
+    /* Every buffer of the generation, before the first step. */
+    float *lat = malloc((size_t)(per_run * tok) * sizeof(float));
+    float *xin = malloc((size_t)(per_run * per * tok) * sizeof(float));
+    float *v = malloc((size_t)(per_run * per * tok) * sizeof(float));
+    float *chw = malloc((size_t)tok * sizeof(float)), *z = malloc((size_t)tok * sizeof(float));
+    float *pix = malloc((size_t)(3 * hw) * sizeof(float));
+    flux_status st = FLUX_OK;
+    if (!lat || !xin || !v || !chw || !z || !pix)
+        st = fx_fail(err, FLUX_ERR_NOMEM, "out of memory (latents of %d image(s))", per_run);
+    for (g->chunk = 0; !st && g->chunk < g->chunks; g->chunk++) {
+        int first = g->chunk * per_run, count = g->n_images - first < per_run ? g->n_images - first : per_run;
+        for (int j = 0; j < count; j++) {
+            float *noise = chw;
+            if (p->noise) memcpy(noise, p->noise, (size_t)tok * sizeof(float));
+            else fx_rng_noise(&g->ctx->kc, g->seed + (uint64_t)(first + j), g->cin, g->gh, g->gw, noise);
+            if (first + j == 0 && (st = fx_dump_chw(p->dump_dir, "noise.npy", noise, g->cin, g->gh, g->gw, err))) break;
+            fx_latents_pack(noise, g->cin, g->gh, g->gw, lat + j * tok, g->cin);
+        }
+        if (!st) st = denoise(g, first, count, lat, xin, v);
+        for (int j = 0; j < count && !st; j++) {
+            double t0 = now_s();
+            if (!(st = progress(g, FLUX_STAGE_VAE_DECODE, first + j, g->n_images, 0, 0)))
+                st = decode(g, first + j, lat + j * tok, chw, z, pix, &out[first + j]);
+            fx_log(g->ctx, 1, "flux: VAE decode %.2f s", now_s() - t0);
+        }
+    }
+    if (!st) st = progress(g, FLUX_STAGE_VAE_DECODE, g->n_images, g->n_images, 0, 0);
+    if (!st) st = progress(g, FLUX_STAGE_DONE, 0, 0, 0, 0);
+    free(lat), free(xin), free(v), free(chw), free(z), free(pix);
+    return st;
+}
+
+static flux_status generate(flux_ctx *ctx, const flux_params *p, int n_images, flux_image **out) {
+    if (!ctx) return FLUX_ERR_INVALID_ARG;
+    fx_err_clear(&ctx->err);
+    if (!p || !out) return fx_fail(&ctx->err, FLUX_ERR_INVALID_ARG, "%s is NULL", p ? "out" : "params");
+    if (!ctx->model) return fx_fail(&ctx->err, FLUX_ERR_STATE, "no model is loaded (call flux_load first)");
+    gen g;
+    memset(&g, 0, sizeof g);
+    g.ctx = ctx;
+    g.p = p;
+    g.err = &ctx->err;
+    flux_status st = resolve(&g, n_images);
+    if (!st) {
+        for (int i = 0; i < n_images; i++) out[i] = NULL;
+        double t0 = now_s();
+        st = run_all(&g, out);
+        if (!st)
+            fx_log(ctx, 1, "flux: %d image(s) %dx%d, %d steps: denoising %.2f s, total %.2f s", n_images, g.width,
+                   g.height, g.steps, g.t_denoise, now_s() - t0);
+        if (st)
+            for (int i = 0; i < n_images; i++) {
+                flux_image_free(out[i]);
+                out[i] = NULL;
+            }
+    }
+    free(g.emb_own);
+    free(g.neg_own);
+    free(g.bn_mean);
+    free(g.bn_var);
+    free(g.sigmas);
+    return st;
+}
+
+flux_status flux_generate(flux_ctx *ctx, const flux_params *p, flux_image **out) {
+    return generate(ctx, p, 1, out);
+}
+
+flux_status flux_generate_batch(flux_ctx *ctx, const flux_params *p, flux_image **out) {
+    return generate(ctx, p, p && p->batch > 1 ? p->batch : 1, out);
+}
