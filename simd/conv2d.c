@@ -11,8 +11,9 @@
  * layer into the microkernel's B micro-panels for the whole K
  * (fx_conv2d_pack: ceil(cout/NR) panels of [ceil(K/kpair)][NR][kpair]),
  * shared read-only by all threads. A is never materialised: each thread
- * takes whole blocks of BLOCK_TILES × MR output pixels (raster order; a tile
- * may wrap to the next output row), gathers a tile's im2col rows — kh·kw
+ * takes a contiguous range of MR-pixel tiles (raster order; a tile may wrap
+ * to the next output row) in blocks of up to BLOCK_TILES tiles, gathers a
+ * tile's im2col rows — kh·kw
  * contiguous copies of cin floats, or zeros for padding — into a small
  * per-thread buffer [MR][K] (L2), packs it into an A micro-panel, and once
  * the block is packed runs, for every B panel, the microkernel over the
@@ -201,22 +202,23 @@ static void gather_tile(const conv_run *r, int64_t pix, int m, float *gbuf) {
     }
 }
 
+/* Thread tid's share: a contiguous range of MR-pixel tiles (balanced to one
+ * tile), processed in blocks of block_tiles tiles. */
 static void conv_thread(const conv_run *r, int tid, int nt) {
     const fx_gemm_path *p = r->h->path;
     const int mr = p->mr, nr = p->nr;
-    const int64_t block_px = (int64_t)r->block_tiles * mr;
-    const int64_t blocks = ceil_div(r->npix, block_px);
-    const int64_t b0 = blocks * tid / nt, b1 = blocks * (tid + 1) / nt;
+    const int64_t tiles_all = ceil_div(r->npix, mr);
+    const int64_t t0 = tiles_all * tid / nt, t1 = tiles_all * (tid + 1) / nt;
     char *mine = r->scratch + (size_t)tid * r->thread_bytes;
     float *gbuf = (float *)(void *)mine;
     char *ablk = mine + r->gather_bytes;
     const fx_epilogue *e = r->epi;
     const int cout = r->g->cout;
 
-    for (int64_t b = b0; b < b1; b++) {
-        const int64_t bp0 = r->pix0 + b * block_px;
-        const int64_t bpix = r->pix0 + r->npix - bp0 < block_px ? r->pix0 + r->npix - bp0 : block_px;
-        const int tiles = (int)ceil_div(bpix, mr);
+    for (int64_t b = t0; b < t1; b += r->block_tiles) {
+        const int tiles = (int)(t1 - b < r->block_tiles ? t1 - b : r->block_tiles);
+        const int64_t bp0 = r->pix0 + b * mr; /* first pixel of the block */
+        const int64_t bpix = r->pix0 + r->npix - bp0 < (int64_t)tiles * mr ? r->pix0 + r->npix - bp0 : (int64_t)tiles * mr;
         for (int t = 0; t < tiles; t++) { /* increasing order: pack slack lands in the next tile */
             int m = (int)(bpix - (int64_t)t * mr < mr ? bpix - (int64_t)t * mr : mr);
             gather_tile(r, bp0 + (int64_t)t * mr, m, gbuf);
@@ -278,8 +280,8 @@ int fx_conv2d_packed(const fx_kctx *kc, const fx_conv2d_geom *g, const float *x,
     r.thread_bytes = r.gather_bytes + (size_t)r.block_tiles * r.apanel_bytes + round64(FX_GEMM_PACK_SLACK);
 
     int threads = kc && kc->threads > 0 ? kc->threads : 1;
-    const int64_t blocks = ceil_div(npix, (int64_t)r.block_tiles * p->mr);
-    if (threads > blocks) threads = (int)blocks;
+    const int64_t tiles = ceil_div(npix, p->mr);
+    if (threads > tiles) threads = (int)tiles;
     if (2.0 * (double)npix * (double)h->k * (double)g->cout < 2e6) threads = 1;
     if (!kc || !kc->scratch || fx_scratch_reserve(kc->scratch, 0, (size_t)threads * r.thread_bytes)) {
         fill_nan_rows(y, npix * g->cout);

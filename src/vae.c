@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define TRY(x)                                                                 \
     do {                                                                       \
@@ -282,12 +281,6 @@ double fx_vae_encode_flops(const fx_vae *v, int height, int width) {
 /* Runs                                                                     */
 /* ------------------------------------------------------------------------ */
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void run_begin(vs_run *r, flux_ctx *ctx, fx_vae *v) {
     memset(r, 0, sizeof *r);
     r->ctx = ctx;
@@ -304,8 +297,10 @@ static flux_status run_end(vs_run *r, flux_status st, double t0, double flops) {
     vs_arena_free(r);
     vs_run_release(r);
     v->stats.peak_bytes = r->peak_bytes;
-    v->stats.seconds = now_seconds() - t0;
+    v->stats.seconds = vs_now() - t0;
     v->stats.flops = flops;
+    v->stats.conv_seconds = r->conv_seconds;
+    v->stats.conv_flops = r->conv_flops;
     return st;
 }
 
@@ -319,7 +314,7 @@ flux_status fx_vae_decode(flux_ctx *ctx, fx_vae *v, const float *z, int h8, int 
         return fx_fail(&ctx->err, FLUX_ERR_INVALID_ARG, "fx_vae_decode: latent size %dx%d out of range", h8, w8);
     vs_run r;
     run_begin(&r, ctx, v);
-    double t0 = now_seconds();
+    double t0 = vs_now();
     flux_status st = vd_decode(&r, z, h8, w8, image);
     return run_end(&r, st, t0, fx_vae_decode_flops(v, h8, w8));
 }
@@ -334,7 +329,7 @@ flux_status fx_vae_encode(flux_ctx *ctx, fx_vae *v, const float *image, int heig
                        width, f, VAE_MAX_SIDE);
     vs_run r;
     run_begin(&r, ctx, v);
-    double t0 = now_seconds();
+    double t0 = vs_now();
     flux_status st = ve_encode(&r, image, height, width, mean);
     return run_end(&r, st, t0, fx_vae_encode_flops(v, height, width));
 }

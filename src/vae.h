@@ -61,6 +61,8 @@ typedef struct fx_vae_stats {
     size_t peak_bytes;    /* all activation memory at its peak */
     double seconds;
     double flops;         /* multiply-add = 2 */
+    double conv_seconds;  /* inside the 3×3 conv GEMMs (fx_conv2d_packed) */
+    double conv_flops;    /*   and their flops */
 } fx_vae_stats;
 const fx_vae_stats *fx_vae_last_stats(const fx_vae *v);
 

@@ -136,6 +136,7 @@ typedef struct vs_run {
     void *packed[2];         /* packed conv weights (main, side) */
     size_t packed_bytes[2];
     size_t peak_bytes, live_bytes; /* malloc'd activation memory, for the stats */
+    double conv_seconds, conv_flops;
 } vs_run;
 
 /* A strip-streamed convolution (vae_stream.c). */
@@ -198,6 +199,7 @@ void vs_arena_free(vs_run *r);
 fx_dtype vs_storage_dtype(const vs_run *r);
 
 void vs_account(vs_run *r, ptrdiff_t delta);
+double vs_now(void); /* monotonic seconds */
 void vs_run_release(vs_run *r);
 
 /* Observer / stats helpers (vae.c). */

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 /* Strips of VS_STRIP_PIXELS output pixels give both threads enough GEMM
  * blocks; the input window stays within this many bytes. */
@@ -30,6 +31,12 @@
 /* ------------------------------------------------------------------------ */
 /* Scratch accounting                                                       */
 /* ------------------------------------------------------------------------ */
+
+double vs_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 void vs_account(vs_run *r, ptrdiff_t delta) {
     r->live_bytes = (size_t)((ptrdiff_t)r->live_bytes + delta);
@@ -252,8 +259,11 @@ flux_status vs_run_conv(vs_run *r, const vs_conv *op) {
         if (op->gn)
             fx_groupnorm_apply(r->kc, (int64_t)(in1 - in0) * g.w, g.cin, op->gn->groups, in, op->gn->mean,
                                op->gn->rstd, op->norm->gamma, op->norm->beta, 1, in);
+        double t0 = vs_now();
         if (fx_conv2d_packed(r->kc, &g, in, in0, in1 - in0, packed, &epi, out, s.r0, s.r1))
             return fx_fail(err, FLUX_ERR_INTERNAL, "vae: conv strip %d..%d failed", s.r0, s.r1 - 1);
+        r->conv_seconds += vs_now() - t0;
+        r->conv_flops += 2.0 * (s.r1 - s.r0) * wo * (double)g.cout * g.cin * g.kh * g.kw;
         /* rows later strips still read start at the next strip's window */
         int next_in0 = op->src->h, unused;
         if (k + 1 < nstrips)
