@@ -286,8 +286,8 @@ static int run_generate(flux_ctx *ctx, cli_args *a) {
         free_inputs(&in);
         return rc;
     }
-    char name[4096], sched[64];
-    (void)schedule_name(a, sched, sizeof sched);
+    char name[4096], sched_buf[64];
+    const char *sched = schedule_name(a, sched_buf, sizeof sched_buf);
     for (int i = 0; i < in.n_out; i++) {
         if (!in.out[i]) continue;
         if (!cli_batch_name(a->output, i, name, sizeof name)) {

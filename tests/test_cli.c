@@ -271,3 +271,32 @@ TEST(cli_tokenize_shell) {
     CHECK_MSG(rc == 1 && strstr(out, "expected a JSON string, found number"), "rc %d: %s", rc, out);
     free(out);
 }
+
+TEST(cli_batch_output_names) {
+    /* -n 3 -o out.png: out.png, out-1.png, out-2.png with seeds S, S+1, S+2,
+     * each the image a single run with its seed gives */
+    setup();
+    const char *tmp = fx_test_tmpdir();
+    char args[4096];
+    snprintf(args, sizeof args, "-q -d '%s' -p 'a red apple' -W 64 -H 64 -s 2 -S 40 -n 3 -o '%s/out.png'", g_model, tmp);
+    EXPECT(args, 0, NULL);
+    snprintf(args, sizeof args, "-q -d '%s' -p 'a red apple' -W 64 -H 64 -s 2 -S 41 -o '%s/single.png'", g_model, tmp);
+    EXPECT(args, 0, NULL);
+    CHECK_EQ_INT(dir_entries(tmp), 5); /* 3 + single.png + the per-test cache folder */
+    flux_ctx *ctx = flux_new(NULL);
+    const char *names[3] = {"out.png", "out-1.png", "out-2.png"}, *seeds[3] = {"40", "41", "42"};
+    flux_image *img[3] = {NULL, NULL, NULL}, *single = NULL;
+    char path[2048];
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", tmp, names[i]);
+        CHECK_MSG(flux_image_load(ctx, path, &img[i]) == FLUX_OK, "%s: %s", names[i], flux_error(ctx));
+        const char *seed = img[i] ? flux_image_get_text(img[i], "seed") : NULL;
+        CHECK_MSG(seed && !strcmp(seed, seeds[i]), "%s: seed %s, want %s", names[i], seed ? seed : "none", seeds[i]);
+    }
+    snprintf(path, sizeof path, "%s/single.png", tmp);
+    CHECK(flux_image_load(ctx, path, &single) == FLUX_OK);
+    CHECK(img[1] && single && !memcmp(img[1]->data, single->data, (size_t)64 * 64 * 3));
+    for (int i = 0; i < 3; i++) flux_image_free(img[i]);
+    flux_image_free(single);
+    flux_free(ctx);
+}

@@ -213,3 +213,72 @@ TEST(repl_command_line_checks) {
     CHECK_MSG(stat(copy, &st) == 0 && st.st_size > 0, "!save wrote nothing; stderr: %s", err);
     free(out), free(err);
 }
+
+/* ------------------------------------------------------------------------ */
+/* Generating                                                               */
+/* ------------------------------------------------------------------------ */
+
+static flux_image *load(flux_ctx *ctx, const char *path) {
+    flux_image *img = NULL;
+    if (flux_image_load(ctx, path, &img) != FLUX_OK) fx_test_fail(__FILE__, __LINE__, "%s", flux_error(ctx));
+    return img;
+}
+
+/* The file of handle $n from the session's stdout ("$n FILE (...)"). */
+static int handle_path(const char *out, int n, char *buf, size_t size) {
+    char key[32];
+    snprintf(key, sizeof key, "$%d ", n);
+    for (const char *p = out; (p = strstr(p, key)); p++) {
+        if (p != out && p[-1] != '\n') continue;
+        p += strlen(key);
+        size_t len = strcspn(p, " \n");
+        snprintf(buf, size, "%.*s", (int)len, p);
+        return 1;
+    }
+    return 0;
+}
+
+TEST(repl_session_generates) {
+    char args[2048], *out = NULL, *err = NULL, path[3][2048];
+    snprintf(args, sizeof args, "-v -t 1 -d '%s' -s 2", fx_test_path("golden/model"));
+    const char *input = "!seed 5\n"
+                        "!size 64x64\n"
+                        "a cat on a skateboard\n"       /* $0 */
+                        "a cat on a skateboard\n"       /* $1: same seed and prompt, embeddings from memory */
+                        "96x64 a cat on a skateboard\n" /* $2: other size */
+                        "!save $2 kept.png\n"
+                        "!seed random\n"
+                        "!batch 2\n"
+                        "a dog\n"                       /* $3 $4: seeds S, S+1 */
+                        "!images\n";
+    setenv("TMPDIR", fx_test_tmpdir(), 1); /* the session folder goes to the test's folder */
+    int rc = run_session(args, input, &out, &err);
+    REQUIRE_MSG(rc == 0, "rc %d\nstdout: %s\nstderr: %s", rc, out, err);
+    for (int i = 0; i < 3; i++) CHECK_MSG(handle_path(out, i, path[i], sizeof path[i]), "no $%d in: %s", i, out);
+    CHECK_MSG(strstr(out, "\n$3 ") && strstr(out, "\n$4 "), "stdout: %s", out);
+    CHECK_MSG(strstr(out, "(64x64, seed 5,") && strstr(out, "(96x64, seed 5,"), "stdout: %s", out);
+    CHECK_MSG(strstr(path[0], fx_test_tmpdir()) == path[0] && strstr(path[0], "/image-0.png"), "$0 at %s", path[0]);
+    /* the repeated prompt came from the memory cache */
+    CHECK_MSG(strstr(err, "text embeddings from the memory cache"), "stderr: %s", err);
+
+    flux_ctx *ctx = flux_new(NULL);
+    flux_image *a = load(ctx, path[0]), *b = load(ctx, path[1]), *c = load(ctx, path[2]);
+    REQUIRE(a && b && c);
+    CHECK(!memcmp(a->data, b->data, (size_t)64 * 64 * 3)); /* same seed, same prompt, same bits */
+    CHECK(c->width == 96 && c->height == 64);
+    char kept[2100];
+    snprintf(kept, sizeof kept, "%s/kept.png", fx_test_tmpdir());
+    flux_image *k = load(ctx, kept);
+    CHECK(k && k->width == 96 && !memcmp(k->data, c->data, (size_t)96 * 64 * 3));
+    /* $0 is what flux -p gives for the same settings */
+    char cmd[8192], *cli_out = NULL, single[2100];
+    snprintf(single, sizeof single, "%s/single.png", fx_test_tmpdir());
+    snprintf(cmd, sizeof cmd, "'%s' -q -t 1 -d '%s' -s 2 -S 5 -W 64 -H 64 -p 'a cat on a skateboard' -o '%s'",
+             fx_test_flux_bin(), fx_test_path("golden/model"), single);
+    CHECK_MSG(fx_test_run(cmd, &cli_out) == 0, "%s", cli_out);
+    flux_image *e = load(ctx, single);
+    CHECK_MSG(e && !memcmp(e->data, a->data, (size_t)64 * 64 * 3), "REPL image differs from flux -p");
+    flux_image_free(a), flux_image_free(b), flux_image_free(c), flux_image_free(k), flux_image_free(e);
+    flux_free(ctx);
+    free(cli_out), free(out), free(err);
+}

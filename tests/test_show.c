@@ -251,3 +251,35 @@ TEST(show_tmux_passthrough) {
     }
     flux_image_free(img);
 }
+
+TEST(show_through_the_cli) {
+    /* flux --show with FLUX_SHOW=kitty: stdout carries exactly the Kitty
+     * sequences of the image that was written */
+    char cmd[8192], out_png[1024], *out = NULL;
+    snprintf(out_png, sizeof out_png, "%s/cat.png", fx_test_tmpdir());
+    snprintf(cmd, sizeof cmd,
+             "FLUX_SHOW=kitty '%s' -q -d '%s' -p 'a cat' -W 64 -H 64 -s 2 -S 9 -o '%s' --show 2>/dev/null",
+             fx_test_flux_bin(), fx_test_path("golden/model"), out_png);
+    int rc = fx_test_run(cmd, &out);
+    REQUIRE_MSG(rc == 0, "flux: %s", out);
+    size_t b64_len = 0, png_len = 0;
+    int chunks = 0;
+    char *b64 = parse_kitty(__LINE__, out, strlen(out), &b64_len, &chunks);
+    uint8_t *png = unbase64(b64, b64_len, &png_len);
+    flux_ctx *ctx = flux_new(NULL);
+    flux_image *written = NULL;
+    REQUIRE(png && flux_image_load(ctx, out_png, &written) == FLUX_OK);
+    expect_pixels(__LINE__, png, png_len, written);
+    flux_image_free(written);
+    flux_free(ctx);
+    free(png), free(b64), free(out);
+
+    /* not a terminal and nothing forced: the image is written, a message
+     * says why there is no preview, stdout stays empty */
+    snprintf(cmd, sizeof cmd,
+             "env -u FLUX_SHOW '%s' -d '%s' -p 'a cat' -W 64 -H 64 -s 2 -S 9 -o '%s' --show 2>&1 >/dev/null",
+             fx_test_flux_bin(), fx_test_path("golden/model"), out_png);
+    rc = fx_test_run(cmd, &out);
+    CHECK_MSG(rc == 0 && strstr(out, "flux: --show: stdout is not a terminal"), "rc %d: %s", rc, out);
+    free(out);
+}

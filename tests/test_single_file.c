@@ -576,3 +576,62 @@ TEST(single_file_errors) {
               "message: %s", flux_error(ctx));
     flux_free(ctx);
 }
+
+/* ------------------------------------------------------------------------ */
+/* Whole generations                                                        */
+/* ------------------------------------------------------------------------ */
+
+static flux_image *generate_with(const char *transformer_file) {
+    flux_ctx *ctx = flux_new(NULL);
+    flux_load_options lo;
+    flux_load_options_init(&lo);
+    lo.transformer_file = transformer_file;
+    flux_image *img = NULL;
+    if (!ctx || flux_load(ctx, fx_test_path("golden/model"), &lo) != FLUX_OK) {
+        fx_test_fail(__FILE__, __LINE__, "flux_load: %s", flux_error(ctx));
+    } else {
+        flux_params p;
+        flux_params_init(&p);
+        p.prompt = "a lighthouse at dusk";
+        p.width = 64, p.height = 80, p.steps = 2, p.seed = 17;
+        if (flux_generate(ctx, &p, &img) != FLUX_OK) fx_test_fail(__FILE__, __LINE__, "%s", flux_error(ctx));
+    }
+    flux_free(ctx);
+    return img;
+}
+
+static int same_pixels(const flux_image *a, const flux_image *b) {
+    return a && b && a->width == b->width && a->height == b->height && a->channels == b->channels &&
+           !memcmp(a->data, b->data, (size_t)a->width * a->height * a->channels);
+}
+
+TEST(single_file_same_image_as_the_folder) {
+    const char *bfl = make_file("bfl", "--guidance-in");
+    REQUIRE(bfl);
+    char bfl_path[PATH_MAX];
+    snprintf(bfl_path, sizeof bfl_path, "%s", bfl);
+    const char *comfy = make_file("comfyui", "--extra-component");
+    REQUIRE(comfy);
+    flux_image *ref = generate_with(NULL), *a = generate_with(bfl_path), *b = generate_with(comfy);
+    CHECK_MSG(same_pixels(ref, a), "BFL file: image differs from the folder's");
+    CHECK_MSG(same_pixels(ref, b), "ComfyUI file: image differs from the folder's");
+    flux_image_free(ref), flux_image_free(a), flux_image_free(b);
+
+    /* the same through the CLI's --transformer */
+    char cmd[4 * PATH_MAX], *out = NULL, p1[PATH_MAX], p2[PATH_MAX];
+    snprintf(p1, sizeof p1, "%s/folder.png", fx_test_tmpdir());
+    snprintf(p2, sizeof p2, "%s/single.png", fx_test_tmpdir());
+    snprintf(cmd, sizeof cmd, "'%s' -q -d '%s' -p 'a boat' -W 64 -H 64 -s 2 -S 5 -o '%s' && "
+             "'%s' -q -d '%s' -p 'a boat' -W 64 -H 64 -s 2 -S 5 -o '%s' --transformer '%s'",
+             fx_test_flux_bin(), fx_test_path("golden/model"), p1, fx_test_flux_bin(), fx_test_path("golden/model"), p2,
+             bfl_path);
+    int rc = fx_test_run(cmd, &out);
+    CHECK_MSG(rc == 0, "flux: %s", out);
+    free(out);
+    flux_ctx *ctx = flux_new(NULL);
+    flux_image *x = NULL, *y = NULL;
+    CHECK(flux_image_load(ctx, p1, &x) == FLUX_OK && flux_image_load(ctx, p2, &y) == FLUX_OK);
+    CHECK_MSG(same_pixels(x, y), "CLI --transformer: image differs");
+    flux_image_free(x), flux_image_free(y);
+    flux_free(ctx);
+}
