@@ -989,7 +989,7 @@ flux_status fx_wset_linear_rows(fx_wset *s, const char *name, int64_t rows, int6
             const fx_tensor *src = v->src[i];
             st = matrix_view(s->base, src->name, &src->shape, src->shape.d[0], cols, out, err);
             if (st) return st;
-            out->data = (const char *)out->data + (size_t)((v->row0[i] + row0 - start) * cols) * fx_dtype_size(out->dtype);
+            out->data = (const char *)out->data + (size_t)((v->row0[i] + row0 - start) * cols) * fx_st_dtype_size(src->dtype);
             out->n = n;
             return FLUX_OK;
         }
@@ -998,7 +998,7 @@ flux_status fx_wset_linear_rows(fx_wset *s, const char *name, int64_t rows, int6
     }
     flux_status st = fx_wset_linear(s, name, rows, cols, out, err);
     if (st) return st;
-    out->data = (const char *)out->data + (size_t)(row0 * cols) * fx_dtype_size(out->dtype);
+    out->data = (const char *)out->data + (size_t)(row0 * cols) * fx_st_dtype_size(fx_wset_find(s, name)->dtype);
     out->n = n;
     return FLUX_OK;
 }
