@@ -306,7 +306,10 @@ static int parse_dtype(const char *s, fx_dtype *dt) {
     return 0;
 }
 
+static int gemm_defaults(const fx_bench_env *env);
+
 static int gemm_main(int argc, char **argv, const fx_bench_env *env) {
+    if (fx_bench_arg_flag(argc, argv, "--model-shapes")) return gemm_defaults(env);
     int bad = 0;
     int64_t m = fx_bench_arg_int(argc, argv, "--m", 768, &bad);
     int64_t n = fx_bench_arg_int(argc, argv, "--n", 9216, &bad);
@@ -360,5 +363,6 @@ static int gemm_defaults(const fx_bench_env *env) {
 
 FX_BENCH_COMMAND(gemm,
                  "gemm --m M --n N --k K [--dtype bf16|f32|f16] [--epilogue store|acc|gated]\n"
-                 "                        [--kc KC --mc MC --nc NC (block sizes, for tuning)] [--no-yardsticks]",
+                 "                        [--kc KC --mc MC --nc NC (block sizes, for tuning)] [--no-yardsticks]\n"
+                 "  gemm --model-shapes    the model's linear shapes (bf16 dot, then f32 math)",
                  gemm_main, gemm_defaults)
