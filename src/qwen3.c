@@ -179,8 +179,10 @@ flux_status fx_qwen3_load(flux_ctx *ctx, fx_qwen3 **out) {
         fx_qwen3_free(q);
         return st;
     }
-    fx_log(ctx, 2, "flux: text encoder: %d of %d layers, hidden %d, %d/%d heads x %d, ff %d", q->layers_run,
-           q->c.layers, q->c.hidden, q->c.heads, q->c.kv_heads, q->c.head_dim, q->c.intermediate);
+    int fused = 0;
+    for (int n = 0; n < q->layers_run; n++) fused += q->layers[n].gate_up.n > 0;
+    fx_log(ctx, 2, "flux: text encoder: %d of %d layers, hidden %d, %d/%d heads x %d, ff %d, gate+up as one GEMM in %d layers",
+           q->layers_run, q->c.layers, q->c.hidden, q->c.heads, q->c.kv_heads, q->c.head_dim, q->c.intermediate, fused);
     *out = q;
     return FLUX_OK;
 }

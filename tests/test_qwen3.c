@@ -356,6 +356,80 @@ TEST(qwen3_padding_rows_and_causality) {
     flux_free(ctx);
 }
 
+/* Rewrite a safetensors file with its tensors' data in reverse order (the
+ * header lists them in the new order). */
+static int write_reversed(const char *src, const char *dst) {
+    fx_err err = {0};
+    fx_st_file *f = fx_st_open(src, NULL, 1, &err);
+    if (!f) {
+        fx_test_fail(__FILE__, __LINE__, "%s", err.msg);
+        return 0;
+    }
+    size_t n = fx_st_count(f), hcap = 256 + n * 256, hlen = 0;
+    char *hdr = malloc(hcap);
+    int64_t off = 0;
+    hlen += (size_t)snprintf(hdr + hlen, hcap - hlen, "{");
+    for (size_t i = n; i-- > 0;) {
+        const fx_tensor *t = fx_st_tensor_at(f, i);
+        hlen += (size_t)snprintf(hdr + hlen, hcap - hlen, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", i + 1 < n ? "," : "",
+                                 t->name, fx_st_dtype_name(t->dtype));
+        for (int d = 0; d < t->shape.ndim; d++)
+            hlen += (size_t)snprintf(hdr + hlen, hcap - hlen, "%s%lld", d ? "," : "", (long long)t->shape.d[d]);
+        hlen += (size_t)snprintf(hdr + hlen, hcap - hlen, "],\"data_offsets\":[%lld,%lld]}", (long long)off,
+                                 (long long)(off + t->nbytes));
+        off += t->nbytes;
+    }
+    hlen += (size_t)snprintf(hdr + hlen, hcap - hlen, "}");
+    while (hlen % 8) hdr[hlen++] = ' ';
+    FILE *o = fopen(dst, "wb");
+    uint64_t len = hlen;
+    int ok = o && fwrite(&len, 8, 1, o) == 1 && fwrite(hdr, 1, hlen, o) == hlen;
+    for (size_t i = n; ok && i-- > 0;) {
+        const fx_tensor *t = fx_st_tensor_at(f, i);
+        ok = fwrite(fx_tensor_data(t), 1, (size_t)t->nbytes, o) == (size_t)t->nbytes;
+    }
+    if (o && fclose(o)) ok = 0;
+    if (!ok) fx_test_fail(__FILE__, __LINE__, "cannot write %s", dst);
+    free(hdr);
+    fx_st_close(f);
+    return ok;
+}
+
+/* The tensors' order inside the files does not matter: with the data
+ * reversed, up_proj no longer follows gate_proj, so the MLP takes two
+ * GEMMs instead of one; the output is the same, bit for bit. */
+TEST(qwen3_tensor_order_in_file_is_irrelevant) {
+    const char *tmp = fx_test_tmpdir();
+    char dir[1024], cmd[4096], src[1200], dst[1200];
+    snprintf(dir, sizeof dir, "%s/model", tmp);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s/text_encoder' && cd '%s' && for d in model_index.json scheduler "
+             "tokenizer transformer vae; do ln -s '%s'/$d .; done && cp '%s'/text_encoder/*.json text_encoder/",
+             dir, dir, fx_test_path("golden/model"), fx_test_path("golden/model"));
+    char *log = NULL;
+    int rc = fx_test_run(cmd, &log);
+    REQUIRE_MSG(rc == 0, "%s: %s", cmd, log ? log : "");
+    free(log);
+    for (int k = 1; k <= 2; k++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "golden/model/text_encoder/model-0000%d-of-00002.safetensors", k);
+        snprintf(src, sizeof src, "%s", fx_test_path(rel));
+        snprintf(dst, sizeof dst, "%s/text_encoder/model-0000%d-of-00002.safetensors", dir, k);
+        REQUIRE(write_reversed(src, dst));
+    }
+    for (int prec = 0; prec < 2; prec++) {
+        flux_precision pr = prec ? FLUX_PRECISION_F32 : FLUX_PRECISION_DEFAULT;
+        flux_ctx *a = new_ctx(fx_test_path("golden/model"), 2, pr), *b = new_ctx(dir, 2, pr);
+        REQUIRE(a && b);
+        float *ea = encode_case(a, "t2i-48x64-2step", ""), *eb = encode_case(b, "t2i-48x64-2step", "");
+        REQUIRE(ea && eb);
+        const size_t n = L * text_dim(a);
+        CHECK_MSG(memcmp(ea, eb, n * sizeof(float)) == 0, "%s: reordered file differs (%.3g)",
+                  prec ? "f32" : "default", fx_test_rel_err(eb, ea, n));
+        free(ea), free(eb);
+        flux_free(a), flux_free(b);
+    }
+}
+
 TEST(qwen3_bad_inputs) {
     float *out = malloc(L * 48 * sizeof(float));
     CHECK(flux_encode_text(NULL, "x", out) == FLUX_ERR_INVALID_ARG);
