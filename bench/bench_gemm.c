@@ -345,6 +345,9 @@ static int gemm_defaults(const fx_bench_env *env) {
     static const int64_t qwen_nk[][2] = {{4096, 2560}, {1024, 2560}, {9728, 2560}, {2560, 4096}, {2560, 9728}};
     static const int64_t gemv_mnk[][3] = {{1, 18432, 3072}, {1, 3072, 256}, {2, 9216, 3072}};
     int rc = 0;
+    /* the denominators first, while nothing else of ours runs */
+    fx_bench_peak(FX_PEAK_FMA_F32, env->threads);
+    fx_bench_peak(FX_PEAK_BF16_DOT, env->threads);
     const int math_f32[2] = {env->force_f32, 1};
     const int passes = env->force_f32 ? 1 : 2;
     for (int pass = 0; pass < passes; pass++) {

@@ -59,11 +59,6 @@
 /* m at or below this uses the GEMV kernel (no packing). */
 #define FX_GEMV_MAX_M 4
 
-/* One microkernel tile's write-back (all pointers already at the tile).
- *   acc  = (first ? 0 : partial) + Σ_k A·B      (one chain per element)
- *   !last: c = acc
- *   last:  t = acc + bias;  c = t | c += t | c += gate ⊙ t   (by mode)
- * Only rows < m and columns < n are read or written. */
 /* Lines of weight rows to prefetch (the next B micro-panel's source):
  * `rows` rows of `lines` 64-byte lines from `row`, `row_bytes` apart.
  * The microkernel issues `per_call` of them, spread over its k loop, so the
@@ -93,6 +88,11 @@ static inline int64_t fx_gemm_prefetch_every(const fx_gemm_prefetch *pf, int64_t
     return e > 0 ? e : 1;
 }
 
+/* One microkernel tile's write-back (all pointers already at the tile).
+ *   acc  = (first ? 0 : partial) + Σ_k A·B      (one chain per element)
+ *   !last: c = acc
+ *   last:  t = acc + bias;  c = t | c += t | c += gate ⊙ t   (by mode)
+ * Only rows < m and columns < n are read or written. */
 typedef struct fx_gemm_tile {
     float *c;
     int64_t ldc;
