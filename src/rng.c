@@ -3,13 +3,15 @@
  *
  * Bit-exact everywhere: only +, −, ×, ÷, sqrt and compares on IEEE doubles,
  * each rounded once. FP contraction (a·b + c → fma) would change results
- * on machines with FMA, so it is switched off for this file: clang honours
- * the STDC pragma; GCC does not implement it but never contracts in ISO C
- * mode (-std=c11, which the Makefile uses), and the optimize pragma makes
- * that explicit for builds that use -std=gnu11.
+ * on machines with FMA. Every product that feeds an addition therefore
+ * goes through rounded() (a volatile store: the compiler must produce the
+ * rounded product, so nothing can be fused, whatever -ffp-contract says);
+ * the pragmas below switch contraction off as well where compilers honour
+ * them (clang without -ffp-contract=fast, GCC).
  */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
+#pragma clang fp contract(off) /* also wins over -ffp-contract=fast */
 #elif defined(__GNUC__)
 #pragma GCC optimize("fp-contract=off")
 #endif
@@ -35,6 +37,12 @@ uint64_t fx_rng_mix64(uint64_t z) {
     z ^= z >> 27;
     z *= 0x94D049BB133111EBull;
     return z ^ (z >> 31);
+}
+
+/* The product/sum x rounded to double, never fused with what follows. */
+static double rounded(double x) {
+    volatile double v = x;
+    return v;
 }
 
 static uint64_t double_bits(double x) {
@@ -67,26 +75,18 @@ double fx_rng_log(double x) {
         e += 1;
     }
     double f = (m - 1.0) / (m + 1.0), f2 = f * f;
-    double p = 1.0 / 23.0;
-    p = p * f2 + 1.0 / 21.0;
-    p = p * f2 + 1.0 / 19.0;
-    p = p * f2 + 1.0 / 17.0;
-    p = p * f2 + 1.0 / 15.0;
-    p = p * f2 + 1.0 / 13.0;
-    p = p * f2 + 1.0 / 11.0;
-    p = p * f2 + 1.0 / 9.0;
-    p = p * f2 + 1.0 / 7.0;
-    p = p * f2 + 1.0 / 5.0;
-    p = p * f2 + 1.0 / 3.0;
-    p = p * f2 + 1.0;
-    double lnm = 2.0 * f * p;
+    static const double inv_odd[12] = {1.0 / 23.0, 1.0 / 21.0, 1.0 / 19.0, 1.0 / 17.0, 1.0 / 15.0, 1.0 / 13.0,
+                                       1.0 / 11.0, 1.0 / 9.0,  1.0 / 7.0,  1.0 / 5.0,  1.0 / 3.0,  1.0};
+    double p = inv_odd[0];
+    for (int k = 1; k < 12; k++) p = rounded(p * f2) + inv_odd[k];
+    double lnm = rounded(2.0 * f * p);
     double de = (double)e;
-    return de * LN2_HI + (de * LN2_LO + lnm);
+    return rounded(de * LN2_HI) + (rounded(de * LN2_LO) + lnm);
 }
 
 static double unit(uint64_t r) {
     /* 2·(r >> 12) + 1 < 2^53 is exact; the scaling by 2^−52 is exact. */
-    return (double)(2 * (r >> 12) + 1) * (1.0 / 4503599627370496.0) - 1.0;
+    return rounded((double)(2 * (r >> 12) + 1) * (1.0 / 4503599627370496.0)) - 1.0;
 }
 
 static float normal_with_key(uint64_t key, uint64_t i) {
@@ -94,7 +94,7 @@ static float normal_with_key(uint64_t key, uint64_t i) {
     for (int j = 0; j < RNG_ATTEMPTS; j++, c += 2) {
         double u = unit(fx_rng_mix64(key + (c + 1) * RNG_GOLDEN));
         double v = unit(fx_rng_mix64(key + (c + 2) * RNG_GOLDEN));
-        double s = u * u + v * v;
+        double s = rounded(u * u) + rounded(v * v);
         if (s < 1.0) return (float)(u * sqrt(-2.0 * fx_rng_log(s) / s));
     }
     return 0.0f;
@@ -108,6 +108,7 @@ void fx_rng_normal_fill(const fx_kctx *kc, uint64_t seed, uint64_t first, int64_
     uint64_t key = fx_rng_mix64(seed ^ RNG_KEY_SALT);
     int threads = kc && kc->threads > 0 ? kc->threads : 1;
     if (n < 4096) threads = 1;
+    (void)threads; /* unused without OpenMP */
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t k = 0; k < n; k++) out[k] = normal_with_key(key, first + (uint64_t)k);
 }
