@@ -109,7 +109,9 @@ void fx_rng_normal_fill(const fx_kctx *kc, uint64_t seed, uint64_t first, int64_
     int threads = kc && kc->threads > 0 ? kc->threads : 1;
     if (n < 4096) threads = 1;
     (void)threads; /* unused without OpenMP */
+#ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(threads)
+#endif
     for (int64_t k = 0; k < n; k++) out[k] = normal_with_key(key, first + (uint64_t)k);
 }
 
