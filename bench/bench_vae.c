@@ -132,6 +132,7 @@ static int vae_main(int argc, char **argv, const fx_bench_env *env) {
     int encode = fx_bench_arg_flag(argc, argv, "--encode");
     const char *storage = fx_bench_arg_str(argc, argv, "--storage", "auto");
     int compare = fx_bench_arg_flag(argc, argv, "--compare");
+    int64_t strip = fx_bench_arg_int(argc, argv, "--strip", 0, &bad); /* output pixels per strip (tuning) */
     if (bad || !model || width < 8 || height < 8 || width % 8 || height % 8 ||
         (strcmp(storage, "auto") && strcmp(storage, "f32") && strcmp(storage, "bf16"))) {
         fprintf(stderr, "usage: flux-bench vae --model DIR [--width W --height H (multiples of 8)] [--encode] "
@@ -150,6 +151,7 @@ static int vae_main(int argc, char **argv, const fx_bench_env *env) {
     int rc = -1;
     if (!ctx) return -1;
     if (flux_load(ctx, model, NULL) != FLUX_OK || fx_vae_get(ctx, &v) != FLUX_OK) goto out;
+    fx_vae_set_strip_pixels(v, (int)strip);
     fx_vae_set_storage(v, !strcmp(storage, "f32") ? FX_VAE_STORAGE_F32
                           : !strcmp(storage, "bf16") ? FX_VAE_STORAGE_BF16 : FX_VAE_STORAGE_AUTO);
     const int lat = ctx->model->vae.latent_channels;
@@ -182,6 +184,12 @@ static int vae_main(int argc, char **argv, const fx_bench_env *env) {
     r.extra[r.n_extra++].value = st->conv_seconds;
     snprintf(r.extra[r.n_extra].key, sizeof r.extra[0].key, "conv_gflops");
     r.extra[r.n_extra++].value = st->conv_seconds > 0 ? st->conv_flops / st->conv_seconds * 1e-9 : 0;
+    snprintf(r.extra[r.n_extra].key, sizeof r.extra[0].key, "pack_s");
+    r.extra[r.n_extra++].value = st->pack_seconds;
+    snprintf(r.extra[r.n_extra].key, sizeof r.extra[0].key, "load_s");
+    r.extra[r.n_extra++].value = st->load_seconds;
+    snprintf(r.extra[r.n_extra].key, sizeof r.extra[0].key, "store_s");
+    r.extra[r.n_extra++].value = st->store_seconds;
     fx_bench_report(env, &r);
     rc = 0;
 out:

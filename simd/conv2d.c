@@ -10,19 +10,19 @@
  * W' is the weight reordered to [cout, kh, kw, cin] and packed once per
  * layer into the microkernel's B micro-panels for the whole K
  * (fx_conv2d_pack: ceil(cout/NR) panels of [ceil(K/kpair)][NR][kpair]),
- * shared read-only by all threads. A is never materialised: each thread
- * takes a contiguous range of MR-pixel tiles (raster order; a tile may wrap
- * to the next output row) in blocks of up to BLOCK_TILES tiles, gathers a
- * tile's im2col rows — kh·kw
+ * shared read-only by all threads. A is never materialised: the output
+ * pixels (raster order) are cut into MR-pixel tiles (a tile may wrap to the
+ * next output row) and blocks of up to BLOCK_TILES tiles, handed out to the
+ * threads dynamically. For each tile a thread gathers its im2col rows — kh·kw
  * contiguous copies of cin floats, or zeros for padding — into a small
  * per-thread buffer [MR][K] (L2), packs it into an A micro-panel, and once
  * the block is packed runs, for every B panel, the microkernel over the
  * block's tiles with the full K in one call.
  *
  * Determinism: every output element is one microkernel reduction over the
- * full K in k order, whatever the split of blocks over threads: results are
- * bit-identical for any thread count. One parallel region per call, no
- * barrier inside.
+ * full K in k order, whichever thread computes its block: results are
+ * bit-identical for any thread count and schedule. One parallel region per
+ * call.
  *
  * Nearest ×2 upsampling and asymmetric zero padding are folded into the
  * gather indexing: the upsampled, padded input is never materialised.
@@ -134,19 +134,19 @@ int fx_conv2d_pack(const fx_kctx *kc, const fx_conv2d_geom *g, const fx_weight *
     h->panel_bytes = round64(panel_bytes(p, k) + FX_GEMM_PACK_SLACK);
     h->panels = (int)ceil_div(g->cout, p->nr);
 
-    /* k order (ky, kx, ci): reordered copy unless the kernel is 1×1 */
+    /* k order (ky, kx, ci): a reordered copy unless the kernel is 1×1; each
+     * thread reorders the rows of its own panels, then packs them */
     const size_t es = fx_dtype_size(w->dtype);
-    const void *src = w->data;
-    int64_t ld = w->ld;
-    void *owned = NULL;
-    if (g->kh * g->kw > 1) {
+    const int kk = g->kh * g->kw;
+    void *owned = NULL, *r = NULL;
+    if (kk > 1) {
         size_t bytes = (size_t)w->n * (size_t)k * es;
-        void *r = kc && kc->scratch ? fx_scratch_slot_get(kc->scratch, FX_SLOT_CONVW, bytes) : NULL;
+        r = kc && kc->scratch ? fx_scratch_slot_get(kc->scratch, FX_SLOT_CONVW, bytes) : NULL;
         if (!r) r = owned = malloc(bytes);
         if (!r) return -1;
-        reorder_weight(w, g->cin, g->kh * g->kw, es, r);
-        src = r, ld = k;
     }
+    const void *src = r ? r : w->data;
+    const int64_t ld = r ? k : w->ld;
     char *panels = (char *)packed + HEADER_BYTES;
     const int threads = kc && kc->threads > 0 ? kc->threads : 1;
     (void)threads; /* unused without OpenMP */
@@ -156,6 +156,12 @@ int fx_conv2d_pack(const fx_kctx *kc, const fx_conv2d_geom *g, const fx_weight *
         int j0 = (int)((int64_t)h->panels * tid / nt), j1 = (int)((int64_t)h->panels * (tid + 1) / nt);
         for (int j = j0; j < j1; j++) {
             int n = g->cout - j * p->nr < p->nr ? g->cout - j * p->nr : p->nr;
+            if (r) {
+                fx_weight rows = *w;
+                rows.data = (const char *)w->data + (size_t)j * (size_t)p->nr * (size_t)w->ld * es;
+                rows.n = n;
+                reorder_weight(&rows, g->cin, kk, es, (char *)r + (size_t)j * (size_t)p->nr * (size_t)k * es);
+            }
             p->pack_w[w->dtype](p, n, k, (const char *)src + (size_t)j * (size_t)p->nr * (size_t)ld * es, ld,
                                 panels + (size_t)j * h->panel_bytes);
         }
@@ -202,45 +208,40 @@ static void gather_tile(const conv_run *r, int64_t pix, int m, float *gbuf) {
     }
 }
 
-/* Thread tid's share: a contiguous range of MR-pixel tiles (balanced to one
- * tile), processed in blocks of block_tiles tiles. */
-static void conv_thread(const conv_run *r, int tid, int nt) {
+/* One block: tiles [b, b + tiles) (MR pixels each, the last may be short)
+ * gathered and packed into this thread's A buffer, then multiplied by every
+ * B panel. */
+static void conv_block(const conv_run *r, int tid, int64_t b, int tiles) {
     const fx_gemm_path *p = r->h->path;
     const int mr = p->mr, nr = p->nr;
-    const int64_t tiles_all = ceil_div(r->npix, mr);
-    const int64_t t0 = tiles_all * tid / nt, t1 = tiles_all * (tid + 1) / nt;
     char *mine = r->scratch + (size_t)tid * r->thread_bytes;
     float *gbuf = (float *)(void *)mine;
     char *ablk = mine + r->gather_bytes;
     const fx_epilogue *e = r->epi;
     const int cout = r->g->cout;
-
-    for (int64_t b = t0; b < t1; b += r->block_tiles) {
-        const int tiles = (int)(t1 - b < r->block_tiles ? t1 - b : r->block_tiles);
-        const int64_t bp0 = r->pix0 + b * mr; /* first pixel of the block */
-        const int64_t bpix = r->pix0 + r->npix - bp0 < (int64_t)tiles * mr ? r->pix0 + r->npix - bp0 : (int64_t)tiles * mr;
-        for (int t = 0; t < tiles; t++) { /* increasing order: pack slack lands in the next tile */
-            int m = (int)(bpix - (int64_t)t * mr < mr ? bpix - (int64_t)t * mr : mr);
-            gather_tile(r, bp0 + (int64_t)t * mr, m, gbuf);
-            p->pack_x(p, m, r->h->k, gbuf, r->h->k, ablk + (size_t)t * r->apanel_bytes);
-        }
-        for (int j = 0; j < r->h->panels; j++) {
-            const char *bpan = r->panels + (size_t)j * r->h->panel_bytes;
-            const int n = cout - j * nr < nr ? cout - j * nr : nr;
-            for (int t = 0; t < tiles; t++) {
-                fx_gemm_tile tile;
-                tile.m = (int)(bpix - (int64_t)t * mr < mr ? bpix - (int64_t)t * mr : mr);
-                tile.n = n;
-                tile.first = tile.last = 1;
-                tile.mode = e->mode;
-                tile.bias = e->bias ? e->bias + (int64_t)j * nr : NULL;
-                tile.gate = e->gate ? e->gate + (int64_t)j * nr : NULL;
-                tile.pf = NULL;
-                float *c = r->y + (bp0 - r->pix0 + (int64_t)t * mr) * cout + (int64_t)j * nr;
-                tile.c = c, tile.ldc = cout;
-                tile.partial = c, tile.ldp = cout;
-                p->kernel(r->h->ksteps, ablk + (size_t)t * r->apanel_bytes, bpan, &tile);
-            }
+    const int64_t bp0 = r->pix0 + b * mr; /* first pixel of the block */
+    const int64_t bpix = r->pix0 + r->npix - bp0 < (int64_t)tiles * mr ? r->pix0 + r->npix - bp0 : (int64_t)tiles * mr;
+    for (int t = 0; t < tiles; t++) { /* increasing order: pack slack lands in the next tile */
+        int m = (int)(bpix - (int64_t)t * mr < mr ? bpix - (int64_t)t * mr : mr);
+        gather_tile(r, bp0 + (int64_t)t * mr, m, gbuf);
+        p->pack_x(p, m, r->h->k, gbuf, r->h->k, ablk + (size_t)t * r->apanel_bytes);
+    }
+    for (int j = 0; j < r->h->panels; j++) {
+        const char *bpan = r->panels + (size_t)j * r->h->panel_bytes;
+        const int n = cout - j * nr < nr ? cout - j * nr : nr;
+        for (int t = 0; t < tiles; t++) {
+            fx_gemm_tile tile;
+            tile.m = (int)(bpix - (int64_t)t * mr < mr ? bpix - (int64_t)t * mr : mr);
+            tile.n = n;
+            tile.first = tile.last = 1;
+            tile.mode = e->mode;
+            tile.bias = e->bias ? e->bias + (int64_t)j * nr : NULL;
+            tile.gate = e->gate ? e->gate + (int64_t)j * nr : NULL;
+            tile.pf = NULL;
+            float *c = r->y + (bp0 - r->pix0 + (int64_t)t * mr) * cout + (int64_t)j * nr;
+            tile.c = c, tile.ldc = cout;
+            tile.partial = c, tile.ldp = cout;
+            p->kernel(r->h->ksteps, ablk + (size_t)t * r->apanel_bytes, bpan, &tile);
         }
     }
 }
@@ -288,8 +289,14 @@ int fx_conv2d_packed(const fx_kctx *kc, const fx_conv2d_geom *g, const float *x,
         return -1;
     }
     r.scratch = fx_scratch_shared(kc->scratch);
-#pragma omp parallel num_threads(threads) if (threads > 1)
-    conv_thread(&r, fx_thread_id(), fx_thread_count());
+    /* Blocks are handed out dynamically (a slower or disturbed core takes
+     * fewer); every tile is computed the same way wherever it runs. */
+    const int64_t nblocks = ceil_div(tiles, r.block_tiles);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
+    for (int64_t b = 0; b < nblocks; b++) {
+        int64_t t0 = b * r.block_tiles;
+        conv_block(&r, fx_thread_id(), t0, (int)(tiles - t0 < r.block_tiles ? tiles - t0 : r.block_tiles));
+    }
     return 0;
 }
 

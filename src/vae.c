@@ -301,6 +301,9 @@ static flux_status run_end(vs_run *r, flux_status st, double t0, double flops) {
     v->stats.flops = flops;
     v->stats.conv_seconds = r->conv_seconds;
     v->stats.conv_flops = r->conv_flops;
+    v->stats.pack_seconds = r->pack_seconds;
+    v->stats.load_seconds = r->load_seconds;
+    v->stats.store_seconds = r->store_seconds;
     return st;
 }
 
@@ -315,7 +318,8 @@ flux_status fx_vae_decode(flux_ctx *ctx, fx_vae *v, const float *z, int h8, int 
     vs_run r;
     run_begin(&r, ctx, v);
     double t0 = vs_now();
-    flux_status st = vd_decode(&r, z, h8, w8, image);
+    flux_status st = vs_run_init(&r);
+    if (!st) st = vd_decode(&r, z, h8, w8, image);
     return run_end(&r, st, t0, fx_vae_decode_flops(v, h8, w8));
 }
 
@@ -330,6 +334,7 @@ flux_status fx_vae_encode(flux_ctx *ctx, fx_vae *v, const float *image, int heig
     vs_run r;
     run_begin(&r, ctx, v);
     double t0 = vs_now();
-    flux_status st = ve_encode(&r, image, height, width, mean);
+    flux_status st = vs_run_init(&r);
+    if (!st) st = ve_encode(&r, image, height, width, mean);
     return run_end(&r, st, t0, fx_vae_encode_flops(v, height, width));
 }

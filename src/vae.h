@@ -63,6 +63,9 @@ typedef struct fx_vae_stats {
     double flops;         /* multiply-add = 2 */
     double conv_seconds;  /* inside the 3×3 conv GEMMs (fx_conv2d_packed) */
     double conv_flops;    /*   and their flops */
+    double pack_seconds;  /* packing conv weights (once per layer) */
+    double load_seconds;  /* loading strips: dtype conversion, GroupNorm + SiLU, shortcut */
+    double store_seconds; /* writing strips: residual, statistics, dtype conversion */
 } fx_vae_stats;
 const fx_vae_stats *fx_vae_last_stats(const fx_vae *v);
 

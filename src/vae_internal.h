@@ -131,12 +131,18 @@ typedef struct vs_run {
     int strip_pixels;        /* output pixels per strip */
     char *arena;             /* level regions (see the plan) */
     size_t arena_bytes;
-    float *buf[5];           /* strip buffers: input, output ×2, side output ×2 */
-    size_t buf_bytes[5];
+#define VS_NBUF 7
+    float *buf[VS_NBUF];     /* strip buffers: input, output ×2, side output ×2,
+                                row statistics, residual rows (per thread) */
+    size_t buf_bytes[VS_NBUF];
+    int threads;
+    fx_kctx *kc1;            /* [threads]: the kernels on one thread, each with
+                                its own scratch (row kernels inside a parallel
+                                region over rows) */
     void *packed[2];         /* packed conv weights (main, side) */
     size_t packed_bytes[2];
     size_t peak_bytes, live_bytes; /* malloc'd activation memory, for the stats */
-    double conv_seconds, conv_flops;
+    double conv_seconds, conv_flops, pack_seconds, load_seconds, store_seconds;
 } vs_run;
 
 /* A strip-streamed convolution (vae_stream.c). */
@@ -200,6 +206,9 @@ fx_dtype vs_storage_dtype(const vs_run *r);
 
 void vs_account(vs_run *r, ptrdiff_t delta);
 double vs_now(void); /* monotonic seconds */
+/* Per-thread kernel contexts (call once r->ctx, r->kc are set); release
+ * frees them and every buffer. */
+flux_status vs_run_init(vs_run *r);
 void vs_run_release(vs_run *r);
 
 /* Observer / stats helpers (vae.c). */

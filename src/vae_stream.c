@@ -22,6 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <time.h>
 
 /* Strips of VS_STRIP_PIXELS output pixels give both threads enough GEMM
@@ -69,8 +72,24 @@ static void *packed_buf(vs_run *r, int i, size_t bytes) {
     return r->packed[i];
 }
 
+flux_status vs_run_init(vs_run *r) {
+    r->threads = r->kc->threads > 0 ? r->kc->threads : 1;
+    r->kc1 = calloc((size_t)r->threads, sizeof *r->kc1);
+    if (!r->kc1) return fx_fail(&r->ctx->err, FLUX_ERR_NOMEM, "out of memory (VAE run)");
+    for (int t = 0; t < r->threads; t++) {
+        fx_scratch *sc = fx_scratch_new(1);
+        if (!sc) return fx_fail(&r->ctx->err, FLUX_ERR_NOMEM, "out of memory (VAE run)");
+        fx_kctx_init(&r->kc1[t], r->kc->k, 1, sc);
+    }
+    return FLUX_OK;
+}
+
 void vs_run_release(vs_run *r) {
-    for (int i = 0; i < 5; i++) free(r->buf[i]), r->buf[i] = NULL, r->buf_bytes[i] = 0;
+    if (r->kc1)
+        for (int t = 0; t < r->threads; t++) fx_scratch_free(r->kc1[t].scratch);
+    free(r->kc1);
+    r->kc1 = NULL;
+    for (int i = 0; i < VS_NBUF; i++) free(r->buf[i]), r->buf[i] = NULL, r->buf_bytes[i] = 0;
     for (int i = 0; i < 2; i++) free(r->packed[i]), r->packed[i] = NULL, r->packed_bytes[i] = 0;
 }
 
@@ -82,49 +101,78 @@ static size_t es_of(const vs_tensor *t) { return t->dtype == FX_DTYPE_BF16 ? 2 :
 
 static char *row_ptr(const vs_tensor *t, int y) { return (char *)t->data + (size_t)y * (size_t)t->pitch * es_of(t); }
 
-void vs_load_rows(vs_run *r, const vs_tensor *t, int y0, int y1, float *dst) {
-    const int64_t rowlen = (int64_t)t->w * t->c;
-    if (y1 <= y0) return;
-    if (t->planar) { /* [c, h, w] f32 → [rows, w, c] */
-        const float *s = t->data;
+/* One row of t as dense f32 [w, c] / the reverse, single-threaded (kc1). */
+static void load_row(const fx_kctx *kc1, const vs_tensor *t, int y, float *dst) {
+    const int64_t n = (int64_t)t->w * t->c;
+    if (t->planar) { /* [c, h, w] f32 */
+        const float *s = (const float *)t->data + (int64_t)y * t->w;
         const int64_t hw = (int64_t)t->h * t->w;
-        for (int y = y0; y < y1; y++)
-            for (int x = 0; x < t->w; x++) {
-                float *o = dst + ((int64_t)(y - y0) * t->w + x) * t->c;
-                for (int c = 0; c < t->c; c++) o[c] = s[c * hw + (int64_t)y * t->w + x];
-            }
-        return;
-    }
-    const int dense = t->pitch == rowlen;
-    for (int y = y0; y < y1; y++) {
-        int n = dense ? y1 - y0 : 1; /* contiguous rows in one call */
-        float *o = dst + (int64_t)(y - y0) * rowlen;
-        if (t->dtype == FX_DTYPE_BF16) fx_bf16_to_f32(r->kc, n * rowlen, (const uint16_t *)row_ptr(t, y), o);
-        else memcpy(o, row_ptr(t, y), sizeof(float) * (size_t)(n * rowlen));
-        if (dense) break;
+        for (int x = 0; x < t->w; x++)
+            for (int c = 0; c < t->c; c++) dst[(int64_t)x * t->c + c] = s[c * hw + x];
+    } else if (t->dtype == FX_DTYPE_BF16) {
+        fx_bf16_to_f32(kc1, n, (const uint16_t *)row_ptr(t, y), dst);
+    } else {
+        memcpy(dst, row_ptr(t, y), sizeof(float) * (size_t)n);
     }
 }
 
-void vs_store_rows(vs_run *r, const vs_tensor *t, int y0, int y1, const float *src) {
-    const int64_t rowlen = (int64_t)t->w * t->c;
-    if (y1 <= y0) return;
+static void store_row(const fx_kctx *kc1, const vs_tensor *t, int y, const float *src) {
+    const int64_t n = (int64_t)t->w * t->c;
     if (t->planar) {
-        float *d = t->data;
+        float *d = (float *)t->data + (int64_t)y * t->w;
         const int64_t hw = (int64_t)t->h * t->w;
-        for (int y = y0; y < y1; y++)
-            for (int x = 0; x < t->w; x++) {
-                const float *s = src + ((int64_t)(y - y0) * t->w + x) * t->c;
-                for (int c = 0; c < t->c; c++) d[c * hw + (int64_t)y * t->w + x] = s[c];
-            }
-        return;
+        for (int x = 0; x < t->w; x++)
+            for (int c = 0; c < t->c; c++) d[c * hw + x] = src[(int64_t)x * t->c + c];
+    } else if (t->dtype == FX_DTYPE_BF16) {
+        fx_f32_to_bf16(kc1, n, src, (uint16_t *)row_ptr(t, y));
+    } else {
+        memcpy(row_ptr(t, y), src, sizeof(float) * (size_t)n);
     }
-    const int dense = t->pitch == rowlen;
+}
+
+/* Thread id inside a parallel region. */
+static int tid(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+/* Threads for work over `rows` rows of `n` elements each. */
+static int row_threads(const vs_run *r, int rows, int64_t n) {
+    return rows > 1 && (int64_t)rows * n >= 16384 ? (r->threads < rows ? r->threads : rows) : 1;
+}
+
+void vs_load_rows(vs_run *r, const vs_tensor *t, int y0, int y1, float *dst) {
+    const int64_t n = (int64_t)t->w * t->c;
+    const int nt = row_threads(r, y1 - y0, n);
+    (void)nt; /* unused without OpenMP */
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int y = y0; y < y1; y++) load_row(&r->kc1[tid()], t, y, dst + (int64_t)(y - y0) * n);
+}
+
+void vs_store_rows(vs_run *r, const vs_tensor *t, int y0, int y1, const float *src) {
+    const int64_t n = (int64_t)t->w * t->c;
+    const int nt = row_threads(r, y1 - y0, n);
+    (void)nt;
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int y = y0; y < y1; y++) store_row(&r->kc1[tid()], t, y, src + (int64_t)(y - y0) * n);
+}
+
+/* Input rows [y0, y1) of src into dst, normalised (GroupNorm + SiLU) when
+ * gn is set: one pass per row. */
+static void load_rows_gn(vs_run *r, const vs_tensor *t, int y0, int y1, const vs_stats *gn, const vae_norm *norm,
+                         int load, float *dst) {
+    const int64_t n = (int64_t)t->w * t->c;
+    const int nt = row_threads(r, y1 - y0, n);
+    (void)nt;
+#pragma omp parallel for schedule(static) num_threads(nt)
     for (int y = y0; y < y1; y++) {
-        int n = dense ? y1 - y0 : 1;
-        const float *s = src + (int64_t)(y - y0) * rowlen;
-        if (t->dtype == FX_DTYPE_BF16) fx_f32_to_bf16(r->kc, n * rowlen, s, (uint16_t *)row_ptr(t, y));
-        else memcpy(row_ptr(t, y), s, sizeof(float) * (size_t)(n * rowlen));
-        if (dense) break;
+        const fx_kctx *kc1 = &r->kc1[tid()];
+        float *row = dst + (int64_t)(y - y0) * n;
+        if (load) load_row(kc1, t, y, row);
+        if (gn) fx_groupnorm_apply(kc1, t->w, t->c, gn->groups, row, gn->mean, gn->rstd, norm->gamma, norm->beta, 1, row);
     }
 }
 
@@ -196,25 +244,49 @@ typedef struct strip {
     int r0, r1;
 } strip;
 
-/* Write strip rows (residual, statistics, storage) from out / side_out. */
+/* Write strip rows (residual, statistics, storage) from out / side_out:
+ * one pass per row; the statistics are summed per row, then added in row
+ * order (independent of the thread count). */
 static flux_status flush(vs_run *r, const vs_conv *op, strip s, float *out, float *side_out, int next_in0) {
     const int rows = s.r1 - s.r0;
-    const int64_t px = (int64_t)rows * op->dst.w, n = px * op->dst.c;
+    const vs_tensor *d = &op->dst;
+    const int64_t n = (int64_t)d->w * d->c;
     /* nothing later strips read may be overwritten */
-    if (rows_overlap(&op->dst, s.r0, s.r1, op->src, next_in0, op->src->h) ||
+    if (rows_overlap(d, s.r0, s.r1, op->src, next_in0, op->src->h) ||
         (op->side && rows_overlap(&op->side_dst, s.r0, s.r1, op->src, next_in0, op->src->h)))
         return fx_fail(&r->ctx->err, FLUX_ERR_INTERNAL,
                        "vae: the storage plan would overwrite rows a later strip reads (rows %d..%d)", s.r0,
                        s.r1 - 1);
-    if (op->residual) {
-        float *res = vs_buf(r, 0, sizeof(float) * (size_t)n);
-        if (!res) return fx_fail(&r->ctx->err, FLUX_ERR_NOMEM, "out of memory (VAE strip)");
-        vs_load_rows(r, &op->dst, s.r0, s.r1, res);
-        fx_gated_add(r->kc, px, op->dst.c, out, op->dst.c, NULL, res, op->dst.c);
+    vs_stats *st = op->dst_stats;
+    const int G = st ? st->groups : 0;
+    double *acc = st ? (double *)(void *)vs_buf(r, 5, sizeof(double) * 2 * (size_t)G * (size_t)rows) : NULL;
+    float *tmp = op->residual ? vs_buf(r, 6, sizeof(float) * (size_t)n * (size_t)r->threads) : NULL;
+    if ((st && !acc) || (op->residual && !tmp)) return fx_fail(&r->ctx->err, FLUX_ERR_NOMEM, "out of memory (VAE strip)");
+    const int nt = row_threads(r, rows, n);
+    (void)nt;
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int i = 0; i < rows; i++) {
+        const int t = tid();
+        const fx_kctx *kc1 = &r->kc1[t];
+        float *row = out + (int64_t)i * n;
+        if (op->residual) {
+            float *res = tmp + (int64_t)t * n;
+            load_row(kc1, d, s.r0 + i, res);
+            fx_gated_add(kc1, 1, n, row, n, NULL, res, n);
+        }
+        if (st) {
+            double *a = acc + 2 * (size_t)G * (size_t)i;
+            memset(a, 0, sizeof(double) * 2 * (size_t)G);
+            fx_groupnorm_sums(kc1, d->w, d->c, G, row, a);
+        }
+        store_row(kc1, d, s.r0 + i, row);
+        if (op->side) store_row(kc1, &op->side_dst, s.r0 + i, side_out + (int64_t)i * op->side_dst.w * op->side_dst.c);
     }
-    if (op->dst_stats) vs_stats_add(r, op->dst_stats, px, out);
-    vs_store_rows(r, &op->dst, s.r0, s.r1, out);
-    if (op->side) vs_store_rows(r, &op->side_dst, s.r0, s.r1, side_out);
+    if (st) {
+        for (int i = 0; i < rows; i++)
+            for (int g = 0; g < 2 * G; g++) st->acc[g] += acc[2 * (size_t)G * (size_t)i + g];
+        st->pixels += (int64_t)rows * d->w;
+    }
     return FLUX_OK;
 }
 
@@ -232,8 +304,10 @@ flux_status vs_run_conv(vs_run *r, const vs_conv *op) {
     size_t pb = fx_conv2d_packed_bytes(r->kc, &g, op->conv->w.dtype);
     void *packed = pb ? packed_buf(r, 0, pb) : NULL;
     if (!packed) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (VAE conv weights, %zu bytes)", pb);
+    double tp = vs_now();
     if (fx_conv2d_pack(r->kc, &g, &op->conv->w, packed))
         return fx_fail(err, FLUX_ERR_INTERNAL, "vae: cannot pack a %dx%d conv weight", g.cout, g.cin);
+    r->pack_seconds += vs_now() - tp;
 
     const int srows = vs_conv_strip_rows(&g, r->strip_pixels);
     const int nstrips = (ho + srows - 1) / srows;
@@ -250,16 +324,17 @@ flux_status vs_run_conv(vs_run *r, const vs_conv *op) {
         float *out = vs_buf(r, 1 + k % 2, sizeof(float) * (size_t)out_floats);
         float *side_out = op->side ? vs_buf(r, 3 + k % 2, sizeof(float) * (size_t)side_floats) : NULL;
         if (!in || !out || (op->side && !side_out)) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (VAE strip)");
-        vs_load_rows(r, op->src, in0, in1, in);
-        if (op->side) { /* 1×1 on the raw rows r0..r1 (stride 1: inside the window) */
-            const fx_weight *sw = &op->side->w;
-            fx_linear(r->kc, (int64_t)(s.r1 - s.r0) * wo, in + (int64_t)(s.r0 - in0) * g.w * g.cin, g.cin, sw,
-                      side_out, op->side->cout, &side_epi);
+        double tl = vs_now();
+        if (op->side) { /* 1×1 on the raw rows r0..r1 (stride 1: inside the window), then normalise */
+            load_rows_gn(r, op->src, in0, in1, NULL, NULL, 1, in);
+            fx_linear(r->kc, (int64_t)(s.r1 - s.r0) * wo, in + (int64_t)(s.r0 - in0) * g.w * g.cin, g.cin,
+                      &op->side->w, side_out, op->side->cout, &side_epi);
+            if (op->gn) load_rows_gn(r, op->src, in0, in1, op->gn, op->norm, 0, in);
+        } else {
+            load_rows_gn(r, op->src, in0, in1, op->gn, op->norm, 1, in);
         }
-        if (op->gn)
-            fx_groupnorm_apply(r->kc, (int64_t)(in1 - in0) * g.w, g.cin, op->gn->groups, in, op->gn->mean,
-                               op->gn->rstd, op->norm->gamma, op->norm->beta, 1, in);
         double t0 = vs_now();
+        r->load_seconds += t0 - tl;
         if (fx_conv2d_packed(r->kc, &g, in, in0, in1 - in0, packed, &epi, out, s.r0, s.r1))
             return fx_fail(err, FLUX_ERR_INTERNAL, "vae: conv strip %d..%d failed", s.r0, s.r1 - 1);
         r->conv_seconds += vs_now() - t0;
@@ -268,10 +343,12 @@ flux_status vs_run_conv(vs_run *r, const vs_conv *op) {
         int next_in0 = op->src->h, unused;
         if (k + 1 < nstrips)
             fx_conv2d_input_rows(&g, s.r1, s.r1 + srows < ho ? s.r1 + srows : ho, &next_in0, &unused);
+        double ts = vs_now();
         flux_status st = FLUX_OK;
         if (!op->delay) st = flush(r, op, s, out, side_out, next_in0);
         else if (k > 0) /* the previous strip, now that this one has read its halo */
             st = flush(r, op, prev, r->buf[1 + (k - 1) % 2], op->side ? r->buf[3 + (k - 1) % 2] : NULL, next_in0);
+        r->store_seconds += vs_now() - ts;
         if (st) return st;
         prev = s;
     }
