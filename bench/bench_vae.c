@@ -8,9 +8,9 @@
  *
  * --compare (decode only, not timed): the image-level effect of storing the
  * activations in bf16. Decodes the same latent in the default mode with
- * bf16 storage and with f32 storage, and with FLUX_PRECISION=f32, then
- * prints max / mean |difference| of the RGB8 images (diffusers rounding)
- * and of the raw outputs.
+ * bf16, f32 and the automatic (bf16 at the two largest levels) storage, and
+ * with FLUX_PRECISION=f32, then prints max / mean |difference| of the RGB8
+ * images (diffusers rounding) and of the raw outputs.
  *
  * Inputs are random (a normal latent, or a smooth image); the time does not
  * depend on the values. Reports seconds, GFLOPS (fx_vae_*_flops), % of the
@@ -113,14 +113,16 @@ static int vae_compare(const fx_bench_env *env, const char *model, int h, int w)
     float *ref = decode_once(env, model, 1, FX_VAE_STORAGE_AUTO, h, w, z);
     float *bf = decode_once(env, model, 0, FX_VAE_STORAGE_BF16, h, w, z);
     float *fs = decode_once(env, model, 0, FX_VAE_STORAGE_F32, h, w, z);
-    int rc = ref && bf && fs ? 0 : -1;
+    float *au = decode_once(env, model, 0, FX_VAE_STORAGE_AUTO, h, w, z);
+    int rc = ref && bf && fs && au ? 0 : -1;
     if (!rc) {
         printf("vae decode %dx%d, random latent; reference = FLUX_PRECISION=f32 (f32 math, f32 storage)\n", w, h);
         compare_line("default, bf16 storage vs f32 stor.", bf, fs, 3 * (int64_t)h * w);
         compare_line("default, f32 storage vs reference", fs, ref, 3 * (int64_t)h * w);
         compare_line("default, bf16 storage vs reference", bf, ref, 3 * (int64_t)h * w);
+        compare_line("default, auto storage vs reference", au, ref, 3 * (int64_t)h * w);
     }
-    free(z), free(ref), free(bf), free(fs);
+    free(z), free(ref), free(bf), free(fs), free(au);
     return rc;
 }
 

@@ -30,9 +30,11 @@ flux_status fx_vae_encode(flux_ctx *ctx, fx_vae *v, const float *image, int heig
 
 /* ---- memory, diagnostics ---------------------------------------------- */
 
-/* How the activations at full resolution are stored. AUTO: bf16 in the
- * default precision mode (the bf16 dot products round conv inputs to bf16
- * anyway), f32 with FLUX_PRECISION=f32 (exact). */
+/* How the stored activations are kept. AUTO: with FLUX_PRECISION=f32 all
+ * in f32 (exact); in the default mode bf16 at the two largest resolutions
+ * (full and half: where the memory is; the bf16 dot products round the conv
+ * inputs to bf16 anyway) and f32 below, which fits the same arena as all-bf16
+ * (the real VAE: 512 MiB at 1024²; all-f32 would need 1 GiB). */
 typedef enum fx_vae_storage { FX_VAE_STORAGE_AUTO = 0, FX_VAE_STORAGE_F32, FX_VAE_STORAGE_BF16 } fx_vae_storage;
 void fx_vae_set_storage(fx_vae *v, fx_vae_storage s);
 

@@ -38,17 +38,17 @@ typedef struct dec_plan {
     size_t qkv_off, qkv_bytes, arena;
 } dec_plan;
 
-static void plan(const fx_vae *v, int h8, int w8, fx_dtype dt, int strip_pixels, dec_plan *p) {
+static void plan(const fx_vae *v, int h8, int w8, const fx_dtype *dt, int strip_pixels, dec_plan *p) {
     const vae_half *d = &v->dec;
     const int L = v->c.levels;
-    const size_t es = dt == FX_DTYPE_BF16 ? 2 : 4;
     int at_end[FX_VAE_MAX_LEVELS];
     size_t A = 0;
     memset(p, 0, sizeof *p);
     for (int i = 0; i < L; i++) {
         vs_level *l = &p->lv[i];
         const vae_resnet *first = &d->level[i].res[0];
-        l->dtype = dt;
+        const size_t es = dt[i] == FX_DTYPE_BF16 ? 2 : 4;
+        l->dtype = dt[i];
         l->h = h8 << i, l->w = w8 << i;
         l->pitch = (int64_t)imax(first->cin, 2 * first->cout) * l->w;
         p->bytes[i] = round64((size_t)l->h * (size_t)l->pitch * es);
@@ -65,9 +65,9 @@ static void plan(const fx_vae *v, int h8, int w8, fx_dtype dt, int strip_pixels,
         } else { /* end → start: the writes may trail the reads */
             const vs_level *a = &p->lv[i], *b = &p->lv[i + 1];
             const vae_conv *up = &d->level[i].sample;
+            const int64_t ea = dt[i] == FX_DTYPE_BF16 ? 2 : 4, eb = dt[i + 1] == FX_DTYPE_BF16 ? 2 : 4;
             fx_conv2d_geom g = {a->h, a->w, up->cin, up->cout, 3, 3, 1, 1, 1, 1, 1, 1};
-            int64_t gap = vs_stream_gap(&g, strip_pixels, a->pitch * (int64_t)es, b->pitch * (int64_t)es,
-                                        (int64_t)b->w * up->cout * (int64_t)es);
+            int64_t gap = vs_stream_gap(&g, strip_pixels, a->pitch * ea, b->pitch * eb, (int64_t)b->w * up->cout * eb);
             need = gap > 0 ? p->bytes[i] + round64((size_t)gap) : p->bytes[i];
         }
         if (need > A) A = need;
@@ -84,7 +84,9 @@ flux_status vd_decode(vs_run *r, const float *z, int h8, int w8, float *image) {
     const int64_t P = (int64_t)h8 * w8;
     char name[96];
     dec_plan p;
-    plan(v, h8, w8, vs_storage_dtype(r), r->strip_pixels, &p);
+    fx_dtype dt[FX_VAE_MAX_LEVELS];
+    for (int i = 0; i < L; i++) dt[i] = vs_storage_dtype(r, 1 << (L - 1 - i));
+    plan(v, h8, w8, dt, r->strip_pixels, &p);
     TRY(vs_arena_alloc(r, p.arena));
     for (int i = 0; i < L; i++) p.lv[i].base = r->arena + p.off[i];
 

@@ -35,24 +35,24 @@ typedef struct enc_plan {
     size_t qkv_off, qkv_bytes, arena;
 } enc_plan;
 
-static void plan(const fx_vae *v, int height, int width, fx_dtype dt, int strip_pixels, enc_plan *p) {
+static void plan(const fx_vae *v, int height, int width, const fx_dtype *dt, int strip_pixels, enc_plan *p) {
     const vae_half *e = &v->enc;
     const int L = v->c.levels;
-    const size_t es = dt == FX_DTYPE_BF16 ? 2 : 4;
     memset(p, 0, sizeof *p);
     for (int i = 0; i < L; i++) {
         vs_level *l = &p->lv[i];
         const vae_resnet *first = &e->level[i].res[0];
-        l->dtype = dt;
+        const int64_t es = dt[i] == FX_DTYPE_BF16 ? 2 : 4;
+        l->dtype = dt[i];
         l->h = height >> i, l->w = width >> i;
         l->pitch = (int64_t)imax(first->cin, 2 * first->cout) * l->w;
         p->bytes[i] = round64((size_t)l->h * (size_t)l->pitch * es);
         if (i > 0) { /* in place over level i − 1 when the writes trail the reads */
             const vs_level *a = &p->lv[i - 1];
             const vae_conv *down = &e->level[i - 1].sample;
+            const int64_t ea = dt[i - 1] == FX_DTYPE_BF16 ? 2 : 4;
             fx_conv2d_geom g = {a->h, a->w, down->cin, down->cout, 3, 3, 2, 0, 0, 1, 1, 0};
-            int64_t gap = vs_stream_gap(&g, strip_pixels, a->pitch * (int64_t)es, l->pitch * (int64_t)es,
-                                        (int64_t)l->w * down->cout * (int64_t)es);
+            int64_t gap = vs_stream_gap(&g, strip_pixels, a->pitch * ea, l->pitch * es, (int64_t)l->w * down->cout * es);
             p->off[i] = gap <= 0 ? p->off[i - 1] : p->off[i - 1] + p->bytes[i - 1];
         }
         if (p->off[i] + p->bytes[i] > p->arena) p->arena = p->off[i] + p->bytes[i];
@@ -70,7 +70,9 @@ flux_status ve_encode(vs_run *r, const float *image, int height, int width, floa
     const int L = v->c.levels, lat = v->c.latent_channels;
     char name[96];
     enc_plan p;
-    plan(v, height, width, vs_storage_dtype(r), r->strip_pixels, &p);
+    fx_dtype dt[FX_VAE_MAX_LEVELS];
+    for (int i = 0; i < L; i++) dt[i] = vs_storage_dtype(r, 1 << i);
+    plan(v, height, width, dt, r->strip_pixels, &p);
     TRY(vs_arena_alloc(r, p.arena));
     for (int i = 0; i < L; i++) p.lv[i].base = r->arena + p.off[i];
 

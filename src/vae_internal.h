@@ -23,8 +23,9 @@
  *   - the decoder's upsample writes the next (larger) level at one end of the
  *     arena while the previous level is read from the other end; the encoder's
  *     downsample compacts the next level in place.
- * Level regions are stored in bf16 in the default precision mode and in f32
- * with FLUX_PRECISION=f32 (exact).
+ * Level regions at full and half resolution are stored in bf16 in the
+ * default precision mode, everything else (and everything with
+ * FLUX_PRECISION=f32) in f32 (vs_storage_dtype).
  */
 #ifndef FX_VAE_INTERNAL_H
 #define FX_VAE_INTERNAL_H
@@ -201,8 +202,8 @@ flux_status ve_encode(vs_run *r, const float *image, int height, int width, floa
 /* Map an arena of `bytes` (huge pages advised); accounted. */
 flux_status vs_arena_alloc(vs_run *r, size_t bytes);
 void vs_arena_free(vs_run *r);
-/* Storage dtype of the level regions for this run. */
-fx_dtype vs_storage_dtype(const vs_run *r);
+/* Storage dtype of a level region at 1/scale of the image resolution. */
+fx_dtype vs_storage_dtype(const vs_run *r, int scale);
 
 void vs_account(vs_run *r, ptrdiff_t delta);
 double vs_now(void); /* monotonic seconds */

@@ -409,11 +409,11 @@ void vs_arena_free(vs_run *r) {
     r->arena = NULL;
 }
 
-fx_dtype vs_storage_dtype(const vs_run *r) {
+fx_dtype vs_storage_dtype(const vs_run *r, int scale) {
     switch (r->v->storage) {
     case FX_VAE_STORAGE_F32: return FX_DTYPE_F32;
     case FX_VAE_STORAGE_BF16: return FX_DTYPE_BF16;
-    default: return r->ctx->force_f32 ? FX_DTYPE_F32 : FX_DTYPE_BF16;
+    default: return r->ctx->force_f32 || scale > 2 ? FX_DTYPE_F32 : FX_DTYPE_BF16;
     }
 }
 

@@ -7,9 +7,11 @@
  * Error = max|ours − golden| / max|golden| per array.
  *  - FLUX_PRECISION=f32: ≤ 1e-4 (spec of the project).
  *  - default mode on AVX512_BF16: conv and linear inputs are rounded to bf16
- *    (relative 2⁻⁹) and the stored activations are bf16 too; each layer adds
- *    errors of that size and the GroupNorms rescale them. Tolerances below
- *    are about 2× the worst measured value.
+ *    (relative 2⁻⁹) and the activations of the two largest levels are stored
+ *    in bf16; each layer adds errors of that size and the GroupNorms rescale
+ *    them. Measured: decoded images ≤ 9.8e-3 (16 cases), encoder means
+ *    ≤ 1.1e-2, internal stages ≤ 1.9e-2; with bf16 storage at every level
+ *    ≤ 1.1e-2 on t2i-48x64. Tolerances are about 2× the worst value.
  */
 #include "test.h"
 
@@ -82,9 +84,9 @@ static void check_stage(void *user, const char *name, const float *chw, int c, i
 /* Decode `in_rel` ([lat, h8, w8]) on `model` and compare with `out_rel`;
  * internals_dir (or NULL) names the per-stage goldens. Returns the image
  * error (or 1e30 on failure). */
-static double decode_case_strips(const char *model_path, const char *in_rel, const char *out_rel,
-                                 flux_precision prec, int threads, double tol, const char *internals_dir, int quiet,
-                                 int strip_pixels) {
+static double decode_case_opts(const char *model_path, const char *in_rel, const char *out_rel,
+                               flux_precision prec, int threads, double tol, const char *internals_dir, int quiet,
+                               int strip_pixels, fx_vae_storage storage) {
     char model[1024]; /* fx_test_path returns a static buffer */
     snprintf(model, sizeof model, "%s", model_path);
     fx_npy z, img;
@@ -100,6 +102,7 @@ static double decode_case_strips(const char *model_path, const char *in_rel, con
         stage_check sc = {internals_dir, tol, 0, 0, quiet};
         if (internals_dir) fx_vae_set_observer(v, check_stage, &sc);
         fx_vae_set_strip_pixels(v, strip_pixels);
+        fx_vae_set_storage(v, storage);
         float *out = malloc(sizeof(float) * img.count);
         flux_status st = fx_vae_decode(ctx, v, z.data, (int)z.shape[1], (int)z.shape[2], out);
         CHECK_MSG(st == FLUX_OK, "fx_vae_decode: %s", flux_error(ctx));
@@ -120,7 +123,8 @@ static double decode_case_strips(const char *model_path, const char *in_rel, con
 
 static double decode_case(const char *model_path, const char *in_rel, const char *out_rel, flux_precision prec,
                           int threads, double tol, const char *internals_dir, int quiet) {
-    return decode_case_strips(model_path, in_rel, out_rel, prec, threads, tol, internals_dir, quiet, 0);
+    return decode_case_opts(model_path, in_rel, out_rel, prec, threads, tol, internals_dir, quiet, 0,
+                            FX_VAE_STORAGE_AUTO);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -136,8 +140,20 @@ TEST(vae_decode_golden_f32) {
 
 /* One-row strips: every layer streams with many strips, in place. */
 TEST(vae_decode_golden_f32_small_strips) {
-    decode_case_strips(fx_test_path("golden/model"), T2I "decode_decoder_in.npy", T2I "decode.npy",
-                       FLUX_PRECISION_F32, 2, TOL_F32, T2I "internals_decode", 1, 16);
+    decode_case_opts(fx_test_path("golden/model"), T2I "decode_decoder_in.npy", T2I "decode.npy",
+                     FLUX_PRECISION_F32, 2, TOL_F32, T2I "internals_decode", 1, 16, FX_VAE_STORAGE_AUTO);
+}
+
+/* The default mode with the activations stored in f32, in bf16 at every
+ * level, and automatically (bf16 at the two largest levels): all within
+ * the default tolerance. */
+TEST(vae_decode_golden_storage) {
+    static const char *names[3] = {"auto", "f32", "bf16"};
+    for (int s = 0; s < 3; s++) {
+        printf("      storage %s\n", names[s]);
+        decode_case_opts(fx_test_path("golden/model"), T2I "decode_decoder_in.npy", T2I "decode.npy",
+                         FLUX_PRECISION_DEFAULT, 2, TOL_BF16_IMAGE, NULL, 0, 0, (fx_vae_storage)s);
+    }
 }
 
 TEST(vae_decode_golden_default) {
