@@ -10,13 +10,15 @@
  * weights and faults them in; the timed runs are warm. Reports seconds,
  * GFLOPS (fx_qwen3_flops: 2·params·tokens for the linears plus
  * 4·(S(S+1)/2)·head_dim per query head for causal attention), % of the
- * measured peak, and the process's peak RSS (ru_maxrss, MB) as extras.
+ * measured peak, and as extras the process's peak RSS (ru_maxrss), its RSS
+ * after the runs and after flux_release_text_encoder (MB).
  * The default run measures nothing: it needs a model folder.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "bench.h"
 #include "ctx.h"
@@ -41,6 +43,16 @@ static void run_encode(void *arg) {
 static double peak_rss_mb(void) {
     struct rusage ru;
     return getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss / 1024.0 : 0.0;
+}
+
+/* Resident set now (/proc/self/statm), MB; 0 if unknown. */
+static double rss_mb(void) {
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return 0.0;
+    int ok = fscanf(f, "%ld %ld", &pages, &resident) == 2;
+    fclose(f);
+    return ok ? (double)resident * (double)sysconf(_SC_PAGESIZE) / (1024.0 * 1024.0) : 0.0;
 }
 
 static int text_main(int argc, char **argv, const fx_bench_env *env) {
@@ -91,6 +103,9 @@ static int text_main(int argc, char **argv, const fx_bench_env *env) {
     r.peak = fx_kernels_uses_bf16_dot(ctx->kernels) ? FX_PEAK_BF16_DOT : FX_PEAK_FMA_F32;
     fx_bench_extra(&r, "first_s", first);
     fx_bench_extra(&r, "peak_rss_mb", peak_rss_mb());
+    fx_bench_extra(&r, "rss_mb", rss_mb());
+    flux_release_text_encoder(ctx);
+    fx_bench_extra(&r, "released_rss_mb", rss_mb());
     fx_bench_report(env, &r);
     rc = 0;
 out:
