@@ -19,7 +19,7 @@ enum { MR = 6, NR = 16 };
 /* ------------------------------------------------------------------------ */
 
 /* Transpose 8×8 floats held in r[0..7] (row i in r[i] → column j in r[j]). */
-static inline void transpose8x8(__m256 r[8]) {
+static inline __attribute__((always_inline)) void transpose8x8(__m256 r[8]) {
     __m256 t[8], u[8];
     for (int i = 0; i < 8; i += 2) {
         t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
@@ -34,6 +34,34 @@ static inline void transpose8x8(__m256 r[8]) {
     for (int c = 0; c < 4; c++) {
         r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
         r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+    }
+}
+
+/* Lanes [0, n) of an 8-lane mask vector for maskload/maskstore. */
+static inline __m256i mask8(int64_t n) {
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 0 ? 0 : n > 8 ? 8 : n)), idx);
+}
+
+/* X rows [0, mc) × k [0, kc) → micro-panels [kc][6]: 8×8 blocks (6 rows +
+ * 2 zero rows) transposed in registers; each column is stored as 8 lanes
+ * at stride 6, the 2 extra lanes rewritten next or in the driver's slack,
+ * and whole blocks are stored past a K tail (also into the slack). */
+static void pack_x(const fx_gemm_path *p, int64_t mc, int64_t kc, const float *x, int64_t ldx, void *dst) {
+    (void)p;
+    float *d = dst;
+    for (int64_t i0 = 0; i0 < mc; i0 += MR, d += kc * MR) {
+        const int rows = (int)(mc - i0 < MR ? mc - i0 : MR);
+        for (int64_t k0 = 0; k0 < kc; k0 += 8) {
+            const __m256i km = mask8(kc - k0);
+            __m256 r[8];
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++)
+                r[i] = i < rows ? _mm256_maskload_ps(x + (i0 + i) * ldx + k0, km) : _mm256_setzero_ps();
+            transpose8x8(r);
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) _mm256_storeu_ps(d + (k0 + j) * MR, r[j]);
+        }
     }
 }
 
@@ -92,12 +120,6 @@ static void pack_w_bf16(const fx_gemm_path *p, int64_t nc, int64_t kc, const voi
 /* ------------------------------------------------------------------------ */
 
 #define ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
-
-/* Lanes [0, n) of an 8-lane mask vector for maskload/maskstore. */
-static inline __m256i mask8(int64_t n) {
-    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 0 ? 0 : n > 8 ? 8 : n)), idx);
-}
 
 static inline __attribute__((always_inline)) void write_row(const fx_gemm_tile *t, int i, __m256 v0, __m256 v1,
                                                             __m256i k0, __m256i k1, __m256 b0, __m256 b1,
@@ -253,7 +275,7 @@ static const fx_gemm_path f32_path = {
     .mr = MR, .nr = NR,
     .kc = 768, .mc = 576, .nc = 8192,
     .kpair = 1, .elem = 4,
-    .pack_x = fx_gemm_pack_x_f32_c,
+    .pack_x = pack_x,
     .pack_w = {pack_w_f32, pack_w_f16, pack_w_bf16},
     .kernel = kernel_6x16,
     .kernel_prefetches = 1,
