@@ -24,6 +24,7 @@
 #include "image_meta.h"
 #include "latents.h"
 #include "model.h"
+#include "prefetch.h"
 #include "rng.h"
 #include "schedule.h"
 #include "tokenizer.h"
@@ -331,11 +332,19 @@ static int images_per_run(gen *g) {
 static flux_status run_all(gen *g, flux_image **out) {
     const flux_params *p = g->p;
     fx_err *err = g->err;
-    /* Start reading the transformer and VAE weights into the page cache
-     * while the text encoder runs (no effect on RSS until they are used). */
-    fx_wset_willneed(g->ctx->model->transformer_w);
-    fx_wset_willneed(g->ctx->model->vae_w);
-    TRY(text_embeddings(g));
+    /* While the text encoder computes, a background thread reads the
+     * transformer's weights into the page cache (prefetch.h: not into our
+     * RSS), so the first step does not wait for the disk. */
+    const struct fx_model *m = g->ctx->model;
+    int encodes = !p->embeddings || (g->cfg && !p->negative_embeddings);
+    fx_prefetch *pf = encodes && m->use_mmap ? fx_prefetch_start(m->transformer_w) : NULL;
+    double t_text = now_s();
+    flux_status st = text_embeddings(g);
+    int64_t pf_bytes = fx_prefetch_stop(pf);
+    if (pf)
+        fx_log(g->ctx, 2, "flux: prefetched %.2f GB of transformer weights in %.2f s", (double)pf_bytes * 1e-9,
+               now_s() - t_text);
+    if (st) return st;
     TRY(load_components(g));
     const int per_run = images_per_run(g), per = g->cfg ? 2 : 1;
     const int64_t tok = g->N * g->cin, hw = (int64_t)g->height * g->width;
@@ -347,7 +356,6 @@ static flux_status run_all(gen *g, flux_image **out) {
     float *v = malloc((size_t)(per_run * per * tok) * sizeof(float));
     float *chw = malloc((size_t)tok * sizeof(float)), *z = malloc((size_t)tok * sizeof(float));
     float *pix = malloc((size_t)(3 * hw) * sizeof(float));
-    flux_status st = FLUX_OK;
     if (!lat || !xin || !v || !chw || !z || !pix)
         st = fx_fail(err, FLUX_ERR_NOMEM, "out of memory (latents of %d image(s))", per_run);
     for (g->chunk = 0; !st && g->chunk < g->chunks; g->chunk++) {
