@@ -92,12 +92,18 @@ fx_prefetch *fx_prefetch_start(const fx_wset *s) {
     return p;
 }
 
-int64_t fx_prefetch_stop(fx_prefetch *p) {
-    if (!p) return 0;
-    atomic_store(&p->stop, 1);
+static int64_t join(fx_prefetch *p) {
     pthread_join(p->thread, NULL);
     int64_t done = p->done;
     free(p->ranges);
     free(p);
     return done;
 }
+
+int64_t fx_prefetch_stop(fx_prefetch *p) {
+    if (!p) return 0;
+    atomic_store(&p->stop, 1);
+    return join(p);
+}
+
+int64_t fx_prefetch_finish(fx_prefetch *p) { return p ? join(p) : 0; }

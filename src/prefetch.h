@@ -32,5 +32,7 @@ fx_prefetch *fx_prefetch_start(const fx_wset *s);
 /* Stop after the current chunk, join the thread, free. Returns the bytes
  * read. NULL is allowed (returns 0). */
 int64_t fx_prefetch_stop(fx_prefetch *p);
+/* Wait until everything is read, then free; returns the bytes read. */
+int64_t fx_prefetch_finish(fx_prefetch *p);
 
 #endif
