@@ -182,6 +182,7 @@ typedef struct conv_run {
     int64_t pix0, npix; /* output pixels [pix0, pix0 + npix) (pixel = oy·wo + ox) */
     const fx_epilogue *epi;
     int block_tiles;
+    int tapwise;        /* pack_tile_taps (else gather whole im2col rows) */
     size_t gather_bytes, apanel_bytes, thread_bytes;
     char *scratch;      /* thread_bytes per thread */
 } conv_run;
@@ -208,6 +209,40 @@ static void gather_tile(const conv_run *r, int64_t pix, int m, float *gbuf) {
     }
 }
 
+/* The A micro-panel of a tile tap by tap (k = tap·cin + ci; needs cin a
+ * multiple of kpair, no upsampling): where the tile's pixels lie in one
+ * output row and the tap reads inside the input, its rows are a strided
+ * matrix of the input (row stride stride·cin) packed in place; otherwise
+ * (padding, a tile wrapping to the next row) they are gathered first. Taps
+ * in increasing order: a packer's slack lands in the next tap. */
+static void pack_tile_taps(const conv_run *r, int64_t pix, int m, float *gbuf, char *a) {
+    const fx_conv2d_geom *g = r->g;
+    const fx_gemm_path *p = r->h->path;
+    const int64_t cin = g->cin;
+    const size_t tap_bytes = (size_t)(cin / p->kpair) * (size_t)p->mr * (size_t)p->kpair * (size_t)p->elem;
+    const int64_t oy0 = pix / r->wo, ox0 = pix % r->wo;
+    const int one_row = ox0 + m <= r->wo;
+    for (int ky = 0; ky < g->kh; ky++)
+        for (int kx = 0; kx < g->kw; kx++) {
+            char *dst = a + (size_t)(ky * g->kw + kx) * tap_bytes;
+            const int64_t iy = oy0 * g->stride - g->pad_top + ky;
+            const int64_t ix0 = ox0 * g->stride - g->pad_left + kx, ix1 = ix0 + (int64_t)(m - 1) * g->stride;
+            if (one_row && iy >= 0 && iy < g->h && ix0 >= 0 && ix1 < g->w) {
+                const float *src = r->x + ((iy - r->x_row0) * g->w + ix0) * cin;
+                p->pack_x(p, m, cin, src, g->stride * cin, dst);
+                continue;
+            }
+            for (int i = 0; i < m; i++) {
+                const int64_t q = pix + i, oy = q / r->wo, ox = q % r->wo;
+                const int64_t y = oy * g->stride - g->pad_top + ky, x = ox * g->stride - g->pad_left + kx;
+                float *d = gbuf + i * cin;
+                if (y < 0 || y >= g->h || x < 0 || x >= g->w) memset(d, 0, sizeof(float) * (size_t)cin);
+                else memcpy(d, r->x + ((y - r->x_row0) * g->w + x) * cin, sizeof(float) * (size_t)cin);
+            }
+            p->pack_x(p, m, cin, gbuf, cin, dst);
+        }
+}
+
 /* One block: tiles [b, b + tiles) (MR pixels each, the last may be short)
  * gathered and packed into this thread's A buffer, then multiplied by every
  * B panel. */
@@ -223,8 +258,13 @@ static void conv_block(const conv_run *r, int tid, int64_t b, int tiles) {
     const int64_t bpix = r->pix0 + r->npix - bp0 < (int64_t)tiles * mr ? r->pix0 + r->npix - bp0 : (int64_t)tiles * mr;
     for (int t = 0; t < tiles; t++) { /* increasing order: pack slack lands in the next tile */
         int m = (int)(bpix - (int64_t)t * mr < mr ? bpix - (int64_t)t * mr : mr);
-        gather_tile(r, bp0 + (int64_t)t * mr, m, gbuf);
-        p->pack_x(p, m, r->h->k, gbuf, r->h->k, ablk + (size_t)t * r->apanel_bytes);
+        char *a = ablk + (size_t)t * r->apanel_bytes;
+        if (r->tapwise) {
+            pack_tile_taps(r, bp0 + (int64_t)t * mr, m, gbuf, a);
+        } else {
+            gather_tile(r, bp0 + (int64_t)t * mr, m, gbuf);
+            p->pack_x(p, m, r->h->k, gbuf, r->h->k, a);
+        }
     }
     for (int j = 0; j < r->h->panels; j++) {
         const char *bpan = r->panels + (size_t)j * r->h->panel_bytes;
@@ -277,6 +317,7 @@ int fx_conv2d_packed(const fx_kctx *kc, const fx_conv2d_geom *g, const float *x,
     r.apanel_bytes = round64((size_t)h->ksteps * (size_t)p->mr * (size_t)p->kpair * (size_t)p->elem);
     int bt = (int)(L2_BUDGET > h->panel_bytes ? (L2_BUDGET - h->panel_bytes) / r.apanel_bytes : 0);
     r.block_tiles = bt < 1 ? 1 : bt > BLOCK_TILES_MAX ? BLOCK_TILES_MAX : bt;
+    r.tapwise = !g->upsample2x && g->cin % p->kpair == 0;
     r.gather_bytes = round64(sizeof(float) * (size_t)p->mr * (size_t)h->k);
     r.thread_bytes = r.gather_bytes + (size_t)r.block_tiles * r.apanel_bytes + round64(FX_GEMM_PACK_SLACK);
 
