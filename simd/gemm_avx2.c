@@ -5,8 +5,9 @@
  * Register tile 6×16: 12 ymm accumulators (6 rows × 2 vectors of 8 output
  * columns), 2 ymm for the B row, 1 for the broadcast A element (15 of 16
  * registers). Per k: 2 B loads + 6 broadcasts feed 12 FMAs (two ymm FMA
- * pipes: 6 cycles). Blocking: KC = 768 (B micro-panel 48 KiB in L2, reused
- * by every row of the super-block), MC = 576, NC = 8192.
+ * pipes: 6 cycles). Blocking: KC = 1536 (B micro-panel 96 KiB in L2, reused
+ * by every row of the super-block), MC = 576, NC = 8192. On Zen 4 at
+ * 768×9216×3072: KC 384 → 82% of the FMA peak, 768 → 85%, 1536 → 91%.
  */
 #include "gemm.h"
 
@@ -273,7 +274,7 @@ static void gemv_bf16(int64_t m, int64_t n0, int64_t n1, int64_t k, const float 
 static const fx_gemm_path f32_path = {
     .name = "avx2 f32 6x16",
     .mr = MR, .nr = NR,
-    .kc = 768, .mc = 576, .nc = 8192,
+    .kc = 1536, .mc = 576, .nc = 8192,
     .kpair = 1, .elem = 4,
     .pack_x = pack_x,
     .pack_w = {pack_w_f32, pack_w_f16, pack_w_bf16},
