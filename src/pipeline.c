@@ -3,6 +3,9 @@
  *
  *   text embeddings [512, D]  (flux_encode_text, or flux_params.embeddings)
  *   noise [128, h, w]         (rng.h from the seed, or flux_params.noise)
+ *   references (optional)     ref_image.h pre-processing → VAE encode → patchify
+ *                             → BN normalise → tokens [h_r·w_r, 128], once per
+ *                             generation (spec §7)
  *   σ_0..σ_S                  (schedule.h; μ from the target token count)
  *   for each step: v = F(x, σ_i) (CFG: v_u + g·(v_c − v_u));  x += (σ_{i+1} − σ_i)·v
  *   unpack → BN de-normalise → unpatchify → VAE decode [3, H, W]
@@ -13,11 +16,18 @@
  * (transformer.h), so the weights stream once per step for all of them; a
  * batch too large for the memory budget is split into chunks of whole
  * images. All memory of a generation is allocated before the first step.
+ *
+ * References (img2img, multi-reference) are clean latents appended after the
+ * target tokens with positions (10·(r+1), y, x, 0): never noised, never
+ * updated, the same for every sequence of a run (both CFG passes, every
+ * image of a batch); the transformer computes no output rows for them. The
+ * default output size is the first reference's processed size.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ctx.h"
 #include "dump.h"
@@ -25,6 +35,7 @@
 #include "latents.h"
 #include "model.h"
 #include "prefetch.h"
+#include "ref_image.h"
 #include "rng.h"
 #include "schedule.h"
 #include "tokenizer.h"
@@ -66,6 +77,10 @@ typedef struct gen {
     const float *emb, *neg;   /* [512, text_dim] */
     float *emb_own, *neg_own;
     float *bn_mean, *bn_var;  /* [cin] */
+    int n_refs;
+    fx_ref_geom ref_geom[FLUX_MAX_REFS];
+    float *ref_tokens[FLUX_MAX_REFS]; /* [h_r·w_r, cin] BN-normalised packed latents */
+    int64_t ref_N;            /* reference tokens in total */
     int chunks, chunk;        /* progress over the chunks of a batch */
     double t_denoise;
     char sched[32];
@@ -100,16 +115,29 @@ static flux_status resolve(gen *g, int n_images) {
     fx_err *err = g->err;
     if (p->n_refs < 0 || p->n_refs > FLUX_MAX_REFS)
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "n_refs must be in 0..%d, got %d", FLUX_MAX_REFS, p->n_refs);
-    if (p->n_refs > 0)
-        return fx_fail(err, FLUX_ERR_NOT_IMPLEMENTED,
-                       "reference images (img2img, multi-reference) are not yet available in flux.c %s",
-                       FLUX_VERSION_STRING);
+    if (p->n_refs > 0 && !p->refs)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "n_refs is %d but refs is NULL", p->n_refs);
     g->vae_scale = 1 << (m->vae.levels - 1);
     g->ph = m->vae.patch[0];
     g->pw = m->vae.patch[1];
     int unit_h = g->vae_scale * g->ph, unit_w = g->vae_scale * g->pw;
-    g->width = p->width ? p->width : GEN_DEFAULT_SIDE;
-    g->height = p->height ? p->height : GEN_DEFAULT_SIDE;
+    /* References: checked and sized now (pre-processed and encoded later). */
+    g->n_refs = p->n_refs;
+    if (g->n_refs && unit_h != unit_w)
+        return fx_fail(err, FLUX_ERR_UNSUPPORTED, "reference images need a square VAE patch (found %dx%d)", g->ph, g->pw);
+    for (int r = 0; r < g->n_refs; r++) {
+        const flux_image *img = p->refs[r];
+        char what[64];
+        snprintf(what, sizeof what, "reference image %d", r);
+        if (!img || !img->data || img->channels < 1 || img->channels > 4)
+            return fx_fail(err, FLUX_ERR_INVALID_ARG, "%s: not a valid image (%s)", what,
+                           !img ? "NULL" : !img->data ? "no pixel data" : "channels must be 1..4");
+        TRY(fx_ref_geometry(img->width, img->height, unit_h, what, &g->ref_geom[r], err));
+        g->ref_N += (int64_t)(g->ref_geom[r].height / unit_h) * (g->ref_geom[r].width / unit_w);
+    }
+    /* Default size: the first reference's processed size (diffusers), else 256. */
+    g->width = p->width ? p->width : g->n_refs ? g->ref_geom[0].width : GEN_DEFAULT_SIDE;
+    g->height = p->height ? p->height : g->n_refs ? g->ref_geom[0].height : GEN_DEFAULT_SIDE;
     if (g->width < GEN_MIN_SIDE || g->width > GEN_MAX_SIDE || g->height < GEN_MIN_SIDE || g->height > GEN_MAX_SIDE)
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "image size %dx%d is outside %d..%d per side", g->width, g->height,
                        GEN_MIN_SIDE, GEN_MAX_SIDE);
@@ -130,6 +158,24 @@ static flux_status resolve(gen *g, int n_images) {
     if (!(g->guidance <= 100.0f))
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "guidance must be in 0..100, got %g", (double)g->guidance);
     g->cfg = !m->distilled && g->guidance > 1.0f;
+    /* Options that only mean something with classifier-free guidance are
+     * refused rather than silently ignored. */
+    const int has_negative = p->negative_prompt || p->negative_embeddings;
+    if (m->distilled && g->guidance > 1.0f)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG,
+                       "guidance %g asks for classifier-free guidance, which only the base model has: %s is "
+                       "distilled (model_index.json is_distilled); leave the guidance at 1, or force the base "
+                       "path (--base, flux_load_options.distilled = 0)",
+                       (double)g->guidance, m->name);
+    if (m->distilled && has_negative)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG,
+                       "a negative prompt needs classifier-free guidance, which only the base model has: %s is "
+                       "distilled (model_index.json is_distilled)",
+                       m->name);
+    if (!g->cfg && has_negative)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG,
+                       "a negative prompt is only used with classifier-free guidance (guidance > 1); guidance is %g",
+                       (double)g->guidance);
     if (p->schedule != FLUX_SCHEDULE_SHIFTED && p->schedule != FLUX_SCHEDULE_LINEAR &&
         p->schedule != FLUX_SCHEDULE_POWER)
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "unknown schedule %d", (int)p->schedule);
@@ -219,6 +265,62 @@ static flux_status load_components(gen *g) {
     return fx_dump_f32(g->p->dump_dir, "sigmas.npy", g->sigmas, 1, shape1, g->err);
 }
 
+/* Each reference once per generation (spec §7): pre-process → VAE encode
+ * (mean) → patchify → BN normalise → pack to tokens [h_r·w_r, cin]. Dumps
+ * refK_image.npy [3, H_r, W_r] (pre-processed pixels in [−1, 1]) and
+ * refK_latents.npy [cin, h_r, w_r] (as the golden out/refK_latents.npy). */
+static flux_status encode_refs(gen *g) {
+    flux_ctx *ctx = g->ctx;
+    const int lat_c = g->cin / (g->ph * g->pw), unit = g->vae_scale * g->ph;
+    flux_status st = FLUX_OK;
+    for (int r = 0; r < g->n_refs && !st; r++) {
+        TRY(progress(g, FLUX_STAGE_VAE_ENCODE, r, g->n_refs, 0, 0));
+        double t0 = now_s();
+        char what[64], name[64];
+        snprintf(what, sizeof what, "reference image %d", r);
+        fx_ref_geom *rg = &g->ref_geom[r];
+        float *pix = NULL, *mean = NULL, *chw = NULL;
+        TRY(fx_ref_prepare(g->p->refs[r], unit, what, rg, &pix, g->err));
+        const int h8 = rg->height / g->vae_scale, w8 = rg->width / g->vae_scale;
+        const int gh = rg->height / unit, gw = rg->width / unit;
+        const int64_t n = (int64_t)gh * gw;
+        mean = malloc((size_t)lat_c * (size_t)h8 * (size_t)w8 * sizeof(float));
+        chw = malloc((size_t)(g->cin * n) * sizeof(float));
+        g->ref_tokens[r] = malloc((size_t)(g->cin * n) * sizeof(float));
+        if (!mean || !chw || !g->ref_tokens[r])
+            st = fx_fail(g->err, FLUX_ERR_NOMEM, "out of memory (%s latents)", what);
+        snprintf(name, sizeof name, "ref%d_image.npy", r);
+        if (!st) st = fx_dump_chw(g->p->dump_dir, name, pix, 3, rg->height, rg->width, g->err);
+        if (!st) st = fx_vae_encode(ctx, g->vae, pix, rg->height, rg->width, mean);
+        if (!st) {
+            fx_patchify(mean, lat_c, gh, gw, g->ph, g->pw, chw);
+            fx_bn_normalize(chw, g->cin, n, g->bn_mean, g->bn_var, ctx->model->vae.batch_norm_eps);
+            fx_latents_pack(chw, g->cin, gh, gw, g->ref_tokens[r], g->cin);
+            snprintf(name, sizeof name, "ref%d_latents.npy", r);
+            st = fx_dump_chw(g->p->dump_dir, name, chw, g->cin, gh, gw, g->err);
+        }
+        if (!st)
+            fx_log(ctx, 1, "flux: reference %d: %dx%d%s -> %dx%d (%lld tokens), VAE encode %.2f s", r, rg->src_w,
+                   rg->src_h, rg->scaled_w != rg->src_w || rg->scaled_h != rg->src_h ? " (Lanczos to area 1024^2)" : "",
+                   rg->width, rg->height, (long long)n, now_s() - t0);
+        free(pix), free(mean), free(chw);
+    }
+    if (!st) st = progress(g, FLUX_STAGE_VAE_ENCODE, g->n_refs, g->n_refs, 0, 0);
+    return st;
+}
+
+/* The token layout of a run of `batch` sequences: target, then references. */
+static fx_dit_layout run_layout(const gen *g, int batch) {
+    fx_dit_layout lay = {.batch = batch, .text_len = FLUX_TEXT_TOKENS, .n_images = 1 + g->n_refs,
+                         .grid_h = {g->gh}, .grid_w = {g->gw}};
+    const int unit = g->vae_scale * g->ph;
+    for (int r = 0; r < g->n_refs; r++) {
+        lay.grid_h[r + 1] = g->ref_geom[r].height / unit;
+        lay.grid_w[r + 1] = g->ref_geom[r].width / unit;
+    }
+    return lay;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Denoising                                                                */
 /* ------------------------------------------------------------------------ */
@@ -242,7 +344,7 @@ static flux_status denoise(gen *g, int first, int count, float *lat, float *xin,
     flux_ctx *ctx = g->ctx;
     const int per = g->cfg ? 2 : 1, B = count * per, nb = fx_dit_cfg(g->dit)->double_blocks + fx_dit_cfg(g->dit)->single_blocks;
     const int64_t tok = g->N * g->cin;
-    fx_dit_layout lay = {.batch = B, .text_len = FLUX_TEXT_TOKENS, .n_images = 1, .grid_h = {g->gh}, .grid_w = {g->gw}};
+    fx_dit_layout lay = run_layout(g, B);
     fx_dit_run *run = NULL;
     TRY(fx_dit_run_new(ctx, g->dit, &lay, &run));
     const float *texts[2 * GEN_MAX_STACK];
@@ -251,6 +353,8 @@ static flux_status denoise(gen *g, int first, int count, float *lat, float *xin,
         texts[j * per + per - 1] = g->emb;
     }
     flux_status st = fx_dit_run_set_text(run, texts);
+    /* reference tokens: projected once per run, shared by all B sequences */
+    for (int r = 0; r < g->n_refs && !st; r++) st = fx_dit_run_set_image(run, r + 1, g->ref_tokens[r]);
     step_progress sp = {g, 0};
     for (int i = 0; i < g->steps && !st; i++) {
         double t0 = now_s();
@@ -276,7 +380,7 @@ static flux_status denoise(gen *g, int first, int count, float *lat, float *xin,
         double dt_s = now_s() - t0;
         g->t_denoise += dt_s;
         fx_log(ctx, 1, "flux: step %d/%d (sigma %.4f, %d sequence(s) x %lld tokens): %.2f s", i + 1, g->steps,
-               (double)g->sigmas[i], B, (long long)(FLUX_TEXT_TOKENS + g->N), dt_s);
+               (double)g->sigmas[i], B, (long long)(FLUX_TEXT_TOKENS + g->N + g->ref_N), dt_s);
         st = progress(g, FLUX_STAGE_DENOISE, step + 1, total, 0, 0);
     }
     fx_dit_run_free(run);
@@ -305,6 +409,11 @@ static flux_status decode(gen *g, int index, const float *tokens, float *chw, fl
     flux_status st = fx_image_set_generation_text(img, g->p->prompt, neg, g->steps, g->seed + (uint64_t)index,
                                                   g->width, g->height, g->cfg ? g->guidance : 1.0f, g->sched,
                                                   ctx->model->name, NULL);
+    if (!st && g->n_refs) {
+        char n[16];
+        snprintf(n, sizeof n, "%d", g->n_refs);
+        st = flux_image_set_text(img, "references", n);
+    }
     if (st) {
         flux_image_free(img);
         return fx_fail(g->err, st, "out of memory (image metadata)");
@@ -317,10 +426,26 @@ static flux_status decode(gen *g, int index, const float *tokens, float *chw, fl
 /* Driver                                                                   */
 /* ------------------------------------------------------------------------ */
 
+/* A run that cannot fit in physical memory (huge images or many large
+ * references) fails here with the numbers instead of thrashing later. */
+static flux_status check_memory(gen *g) {
+    fx_dit_layout lay = run_layout(g, g->cfg ? 2 : 1);
+    const double need = (double)fx_dit_run_bytes(g->dit, &lay);
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    const double have = pages > 0 && page > 0 ? (double)pages * (double)page : 0.0;
+    if (have > 0 && need > 0.75 * have)
+        return fx_fail(g->err, FLUX_ERR_NOMEM,
+                       "this generation needs a %.1f GB transformer workspace (%d sequence(s) x %lld tokens: %lld "
+                       "target + %lld from %d reference(s)), more than 3/4 of this machine's %.1f GB; use a smaller "
+                       "size or fewer/smaller references",
+                       need * 1e-9, lay.batch, (long long)(FLUX_TEXT_TOKENS + g->N + g->ref_N), (long long)g->N,
+                       (long long)g->ref_N, g->n_refs, have * 1e-9);
+    return FLUX_OK;
+}
+
 /* Images per transformer run: as many as the workspace budget allows. */
 static int images_per_run(gen *g) {
-    fx_dit_layout lay = {.batch = g->cfg ? 2 : 1, .text_len = FLUX_TEXT_TOKENS, .n_images = 1, .grid_h = {g->gh},
-                         .grid_w = {g->gw}};
+    fx_dit_layout lay = run_layout(g, g->cfg ? 2 : 1);
     int64_t per_image = fx_dit_run_bytes(g->dit, &lay);
     int64_t k = per_image > 0 ? GEN_STACK_BYTES / per_image : 1;
     if (k < 1) k = 1;
@@ -346,6 +471,8 @@ static flux_status run_all(gen *g, flux_image **out) {
                now_s() - t_text);
     if (st) return st;
     TRY(load_components(g));
+    TRY(check_memory(g));
+    TRY(encode_refs(g));
     const int per_run = images_per_run(g), per = g->cfg ? 2 : 1;
     const int64_t tok = g->N * g->cin, hw = (int64_t)g->height * g->width;
     g->chunks = (g->n_images + per_run - 1) / per_run;
@@ -407,6 +534,7 @@ static flux_status generate(flux_ctx *ctx, const flux_params *p, int n_images, f
     }
     free(g.emb_own);
     free(g.neg_own);
+    for (int r = 0; r < g.n_refs; r++) free(g.ref_tokens[r]);
     free(g.bn_mean);
     free(g.bn_var);
     free(g.sigmas);

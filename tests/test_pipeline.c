@@ -402,7 +402,7 @@ TEST(pipeline_bad_params) {
         {8192, 32, 1, 0, 1, -1, 0, FLUX_ERR_INVALID_ARG, "outside"},
         {32, 32, 1001, 0, 1, -1, 0, FLUX_ERR_INVALID_ARG, "steps"},
         {32, 32, -2, 0, 1, -1, 0, FLUX_ERR_INVALID_ARG, "steps"},
-        {32, 32, 1, 1, 1, -1, 0, FLUX_ERR_NOT_IMPLEMENTED, "reference"},
+        {32, 32, 1, 1, 1, -1, 0, FLUX_ERR_INVALID_ARG, "refs is NULL"},
         {32, 32, 1, 17, 1, -1, 0, FLUX_ERR_INVALID_ARG, "n_refs"},
         {32, 32, 1, 0, 1, 1e9f, 0, FLUX_ERR_INVALID_ARG, "guidance"},
         {32, 32, 1, 0, 1, -1, 1, FLUX_ERR_INVALID_ARG, "prompt"},
