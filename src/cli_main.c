@@ -24,6 +24,7 @@
 #include "cli_show.h"
 #include "json.h"
 #include "npy.h"
+#include "ref_image.h"
 
 /* Set by the SIGINT handler; the progress callback turns it into a
  * cancellation so no output file is written. */
@@ -168,6 +169,12 @@ static int read_inputs(flux_ctx *ctx, cli_args *a, gen_inputs *in) {
         if (flux_image_load(ctx, a->refs[i], &in->refs[i]) != FLUX_OK)
             return fail(CLI_EXIT_FAIL, "-i: %s", flux_error(ctx));
         in->n_refs++;
+        /* the reference limits (size, aspect ratio) before the model loads;
+         * 16 = the klein VAE's pixels per token side */
+        fx_ref_geom geom;
+        fx_err gerr = {0};
+        if (fx_ref_geometry(in->refs[i]->width, in->refs[i]->height, 16, a->refs[i], &geom, &gerr) != FLUX_OK)
+            return fail(CLI_EXIT_FAIL, "-i: %s", gerr.msg);
     }
     fx_err err = {0};
     if (a->noise_file) {
