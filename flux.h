@@ -226,10 +226,16 @@ typedef struct flux_params {
                                     is written back to *seed_used if set */
     uint64_t *seed_used;
     float guidance;              /* < 0 = model default (1.0 / 4.0); CFG runs
-                                    only on base models with guidance > 1 */
+                                    only on base models with guidance > 1
+                                    (> 1 on a distilled model is an error, as
+                                    is a negative prompt without CFG) */
     flux_schedule schedule;
     float power_alpha;           /* for FLUX_SCHEDULE_POWER; default 2 */
-    const flux_image *const *refs; /* reference images (img2img / multi-ref) */
+    const flux_image *const *refs; /* reference images (img2img / multi-ref),
+                                    pre-processed as the official pipeline:
+                                    RGB, sides >= 16 px, aspect <= 8:1, area
+                                    > 1024² resized (Lanczos) to 1024², centre
+                                    crop to multiples of 16; not modified */
     int n_refs;                  /* 0..FLUX_MAX_REFS */
     int batch;                   /* images from one prompt (seeds seed, seed+1,
                                     ...); 0 or 1 = one image */

@@ -11,6 +11,9 @@
  *   latents.npy          f32 [128, h, w]    final packed latents, before BN
  *                                           de-normalisation
  *   decoded.npy          f32 [3, H, W]      VAE output before clamping
+ *   refK_image.npy       f32 [3, H_K, W_K]  reference K after pre-processing, in [−1, 1]
+ *   refK_latents.npy     f32 [128, h_K, w_K] its BN-normalised latents (as
+ *                                           the golden out/refK_latents.npy)
  *
  * h = H/16, w = W/16. With a batch, the files describe the first image.
  * Every file is written atomically (npy.h); the directory must exist.
