@@ -19,8 +19,6 @@
  * several K blocks): at most this many bytes, which bounds the column
  * chunk. */
 enum { STAGE_BYTES = 4 << 20 };
-/* Below this many flops one thread does the whole product. */
-#define SERIAL_FLOPS 2e6
 
 static int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 static int64_t ceil_div(int64_t v, int64_t a) { return (v + a - 1) / a; }
@@ -227,7 +225,7 @@ void fx_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const 
     }
     const fx_gemm_kernels *g = kc->k && kc->k->gemm ? kc->k->gemm : &fx_gemm_scalar;
     int threads = kc->threads > 0 ? kc->threads : 1;
-    if (2.0 * (double)m * (double)n * (double)k < SERIAL_FLOPS) threads = 1;
+    if (2.0 * (double)m * (double)n * (double)k < FX_GEMM_SERIAL_FLOPS) threads = 1;
 
     if (m <= FX_GEMV_MAX_M) {
         const uint16_t *xb = NULL;

@@ -58,6 +58,8 @@
 
 /* m at or below this uses the GEMV kernel (no packing). */
 #define FX_GEMV_MAX_M 4
+/* Below this many flops (2·m·n·k) one thread does the whole product. */
+#define FX_GEMM_SERIAL_FLOPS 2e6
 
 /* Lines of weight rows to prefetch (the next B micro-panel's source):
  * `rows` rows of `lines` 64-byte lines from `row`, `row_bytes` apart.

@@ -247,20 +247,22 @@ TEST(kernel_gemm_blocks_epilogues_slices) {
     }
 }
 
-/* Bitwise identical results for 1, 2 and 3 threads: row split (large m),
- * column split (small m), staging, GEMV. */
+/* Bitwise identical results for 1, 2 and 3 threads: threads owning column
+ * panels (wide n) or row tiles (narrow n), staging, GEMV. */
 TEST(kernel_gemm_thread_invariance) {
     const gemm_case shapes[] = {
-        {BIG(300, 30), BIG(200, 40), BIG(700, 70), FX_DTYPE_BF16, FX_EPI_GATED_ACCUMULATE, 1, 1, 0, 0, 2},
-        {BIG(300, 30), BIG(200, 40), BIG(700, 70), FX_DTYPE_F32, FX_EPI_STORE, 1, 0, 0, 0, 0},
-        {BIG(9, 6), BIG(1000, 64), BIG(400, 40), FX_DTYPE_BF16, FX_EPI_ACCUMULATE, 0, 0, 3, 1, 0},
-        {BIG(9, 6), BIG(1000, 64), BIG(400, 40), FX_DTYPE_F16, FX_EPI_STORE, 1, 0, 0, 0, 0},
-        {BIG(3, 2), BIG(2000, 64), BIG(1000, 64), FX_DTYPE_BF16, FX_EPI_STORE, 1, 0, 0, 0, 0},
+        {BIG(300, 40), BIG(200, 60), BIG(700, 601), FX_DTYPE_BF16, FX_EPI_GATED_ACCUMULATE, 1, 1, 0, 0, 2},
+        {BIG(600, 200), BIG(40, 20), BIG(700, 601), FX_DTYPE_F32, FX_EPI_ACCUMULATE, 1, 0, 0, 0, 0},
+        {BIG(9, 9), BIG(1000, 400), BIG(400, 300), FX_DTYPE_BF16, FX_EPI_ACCUMULATE, 0, 0, 3, 1, 0},
+        {BIG(9, 9), BIG(1000, 400), BIG(400, 300), FX_DTYPE_F16, FX_EPI_STORE, 1, 0, 0, 0, 0},
+        {BIG(3, 3), BIG(2000, 700), BIG(1000, 600), FX_DTYPE_BF16, FX_EPI_STORE, 1, 0, 0, 0, 0},
     };
     isa_table tabs[2 * FX_ISA_COUNT];
     int nt = all_tables(tabs);
     for (int t = 0; t < nt; t++)
         for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+            /* big enough that fx_linear really uses several threads */
+            CHECK(2.0 * (double)(shapes[s].m * shapes[s].n * shapes[s].k) >= FX_GEMM_SERIAL_FLOPS);
             float *ref = NULL;
             double worst = 0;
             int64_t m = shapes[s].m, ldy = shapes[s].n + shapes[s].ypad;
