@@ -4,6 +4,17 @@
  * of stacked sequences (B = 2 is a CFG step, N a batch of N images).
  *
  *   flux-bench dit --model DIR [--width 256 --height 256] [--batch 1]
+ *                  [--cfg] [--refs R [--ref-width W --ref-height H]] [--sequential]
+ *
+ * --cfg doubles the sequences (the conditional and unconditional pass of
+ * each image, as the pipeline stacks them); --refs appends R reference
+ * images (default: the target's size) after the target tokens, as img2img
+ * / multi-reference generation does. --sequential also times the same
+ * sequences run one at a time (B forwards of a one-sequence run, as an
+ * implementation without stacking would: two passes per CFG step, one run
+ * per image of a batch) and reports the stacked speed-up; the two
+ * measurements alternate (stacked, one at a time, stacked, ...) so both
+ * see the same machine state.
  *
  * Inputs are random (text embeddings, noisy latents); the time does not
  * depend on the values. Reports seconds per forward, GFLOPS (flops from
@@ -23,12 +34,28 @@ typedef struct dit_problem {
     const float *x;
     float *v;
     float sigma;
+    int repeat;       /* forwards per call: B for the one-at-a-time run */
+    int64_t x_stride; /* floats between the inputs (outputs) of the repeats */
+    int64_t v_stride;
     int failed;
 } dit_problem;
 
 static void run_forward(void *arg) {
     dit_problem *p = arg;
-    if (fx_dit_forward(p->run, p->x, p->sigma, p->v, NULL, NULL) != FLUX_OK) p->failed = 1;
+    for (int i = 0; i < p->repeat; i++)
+        if (fx_dit_forward(p->run, p->x + i * p->x_stride, p->sigma, p->v + i * p->v_stride, NULL, NULL) != FLUX_OK)
+            p->failed = 1;
+}
+
+/* A run with the text and reference tokens set (random values). */
+static flux_status make_run(flux_ctx *ctx, fx_dit *dit, const fx_dit_layout *lay, const float *emb,
+                            const float *ref_tokens, fx_dit_run **out) {
+    flux_status st = fx_dit_run_new(ctx, dit, lay, out);
+    const float *texts[128];
+    for (int b = 0; b < lay->batch && b < 128; b++) texts[b] = emb;
+    if (!st) st = fx_dit_run_set_text(*out, texts);
+    for (int k = 1; k < lay->n_images && !st; k++) st = fx_dit_run_set_image(*out, k, ref_tokens);
+    return st;
 }
 
 static int dit_main(int argc, char **argv, const fx_bench_env *env) {
@@ -37,10 +64,17 @@ static int dit_main(int argc, char **argv, const fx_bench_env *env) {
     int64_t width = fx_bench_arg_int(argc, argv, "--width", 256, &bad);
     int64_t height = fx_bench_arg_int(argc, argv, "--height", 256, &bad);
     int64_t batch = fx_bench_arg_int(argc, argv, "--batch", 1, &bad);
-    if (bad || !model || width < 16 || height < 16 || width % 16 || height % 16 || batch < 1 || batch > 64) {
-        fprintf(stderr, "usage: flux-bench dit --model DIR [--width W --height H (multiples of 16)] [--batch B]\n");
+    int64_t refs = fx_bench_arg_int(argc, argv, "--refs", 0, &bad);
+    int64_t ref_w = fx_bench_arg_int(argc, argv, "--ref-width", width, &bad);
+    int64_t ref_h = fx_bench_arg_int(argc, argv, "--ref-height", height, &bad);
+    const int cfg = fx_bench_arg_flag(argc, argv, "--cfg"), sequential = fx_bench_arg_flag(argc, argv, "--sequential");
+    if (bad || !model || width < 16 || height < 16 || width % 16 || height % 16 || batch < 1 || batch > 64 || refs < 0 ||
+        refs > FLUX_MAX_REFS || ref_w < 16 || ref_h < 16 || ref_w % 16 || ref_h % 16 || ref_w > 4096 || ref_h > 4096) {
+        fprintf(stderr, "usage: flux-bench dit --model DIR [--width W --height H (multiples of 16)] [--batch B] [--cfg]\n"
+                        "                      [--refs R (0..16) [--ref-width W --ref-height H]] [--sequential]\n");
         return -1;
     }
+    const int64_t seqs = batch * (cfg ? 2 : 1); /* stacked sequences */
     flux_options o;
     flux_options_init(&o);
     o.threads = env->threads;
@@ -49,54 +83,80 @@ static int dit_main(int argc, char **argv, const fx_bench_env *env) {
     flux_ctx *ctx = flux_new(&o);
     fx_dit *dit = NULL;
     fx_dit_run *run = NULL;
-    float *emb = NULL, *x = NULL, *v = NULL;
+    fx_dit_run *one = NULL;
+    float *emb = NULL, *x = NULL, *v = NULL, *ref_tok = NULL;
     int rc = -1;
     if (!ctx) return -1;
     if (flux_load(ctx, model, NULL) != FLUX_OK || fx_dit_get(ctx, &dit) != FLUX_OK) goto out;
     const fx_dit_config *c = fx_dit_cfg(dit);
-    fx_dit_layout lay = {.batch = (int)batch, .text_len = FLUX_TEXT_TOKENS, .n_images = 1,
+    fx_dit_layout lay = {.batch = (int)seqs, .text_len = FLUX_TEXT_TOKENS, .n_images = 1 + (int)refs,
                          .grid_h = {(int)height / 16}, .grid_w = {(int)width / 16}};
-    if (fx_dit_run_new(ctx, dit, &lay, &run) != FLUX_OK) goto out;
-    int64_t n = (int64_t)lay.grid_h[0] * lay.grid_w[0];
+    for (int k = 1; k <= refs; k++) lay.grid_h[k] = (int)ref_h / 16, lay.grid_w[k] = (int)ref_w / 16;
+    int64_t n = (int64_t)lay.grid_h[0] * lay.grid_w[0], n_ref = (ref_h / 16) * (ref_w / 16);
     emb = malloc((size_t)FLUX_TEXT_TOKENS * c->text_dim * sizeof(float));
-    x = malloc((size_t)(batch * n * c->in_channels) * sizeof(float));
-    v = malloc((size_t)(batch * n * c->out_channels) * sizeof(float));
-    if (!emb || !x || !v) goto out;
+    x = malloc((size_t)(seqs * n * c->in_channels) * sizeof(float));
+    v = malloc((size_t)(seqs * n * c->out_channels) * sizeof(float));
+    ref_tok = malloc((size_t)(n_ref * c->in_channels) * sizeof(float));
+    if (!emb || !x || !v || !ref_tok) goto out;
     uint64_t s = 88172645463325252ull;
     for (int64_t i = 0; i < (int64_t)FLUX_TEXT_TOKENS * c->text_dim; i++) {
         s ^= s << 13, s ^= s >> 7, s ^= s << 17;
         emb[i] = (float)((double)(s >> 11) * 0x1p-53 - 0.5);
     }
-    for (int64_t i = 0; i < batch * n * c->in_channels; i++) x[i] = emb[i % ((int64_t)FLUX_TEXT_TOKENS * c->text_dim)] * 2.0f;
-    const float *texts[64];
-    for (int b = 0; b < batch; b++) texts[b] = emb;
-    if (fx_dit_run_set_text(run, texts) != FLUX_OK) goto out;
-    dit_problem p = {run, x, v, 0.9f, 0};
-    double t = fx_bench_time(env, run_forward, &p);
+    const int64_t n_emb = (int64_t)FLUX_TEXT_TOKENS * c->text_dim;
+    for (int64_t i = 0; i < seqs * n * c->in_channels; i++) x[i] = emb[i % n_emb] * 2.0f;
+    for (int64_t i = 0; i < n_ref * c->in_channels; i++) ref_tok[i] = emb[(i * 7) % n_emb] * 2.0f;
+    if (make_run(ctx, dit, &lay, emb, ref_tok, &run) != FLUX_OK) goto out;
+    dit_problem p = {run, x, v, 0.9f, 1, 0, 0, 0};
+    double t = fx_bench_time(env, run_forward, &p), t_seq = 0;
+    if (sequential) { /* the same sequences one at a time, alternating with the stacked run */
+        fx_dit_layout lay1 = lay;
+        lay1.batch = 1;
+        if (make_run(ctx, dit, &lay1, emb, ref_tok, &one) != FLUX_OK) goto out;
+        dit_problem q = {one, x, v, 0.9f, (int)seqs, n * c->in_channels, n * c->out_channels, 0};
+        t_seq = fx_bench_time(env, run_forward, &q);
+        double t2 = fx_bench_time(env, run_forward, &p), t_seq2 = fx_bench_time(env, run_forward, &q);
+        if (t2 < t) t = t2;
+        if (t_seq2 < t_seq) t_seq = t_seq2;
+        if (q.failed) goto out;
+    }
     if (p.failed) goto out;
     fx_bench_result r;
     memset(&r, 0, sizeof r);
     r.op = "dit";
-    snprintf(r.shape, sizeof r.shape, "%lldx%lld B=%lld tokens=%lld d=%d blocks=%d+%d", (long long)width,
-             (long long)height, (long long)batch, (long long)(FLUX_TEXT_TOKENS + n), c->hidden, c->double_blocks,
-             c->single_blocks);
-    snprintf(r.shape_json, sizeof r.shape_json, "\"width\":%lld,\"height\":%lld,\"batch\":%lld,\"hidden\":%d",
-             (long long)width, (long long)height, (long long)batch, c->hidden);
+    snprintf(r.shape, sizeof r.shape, "%lldx%lld B=%lld%s refs=%lld tokens=%lld d=%d blocks=%d+%d", (long long)width,
+             (long long)height, (long long)seqs, cfg ? " (CFG)" : "", (long long)refs,
+             (long long)(FLUX_TEXT_TOKENS + n + refs * n_ref), c->hidden, c->double_blocks, c->single_blocks);
+    snprintf(r.shape_json, sizeof r.shape_json,
+             "\"width\":%lld,\"height\":%lld,\"batch\":%lld,\"cfg\":%d,\"refs\":%lld,\"ref_width\":%lld,"
+             "\"ref_height\":%lld,\"hidden\":%d",
+             (long long)width, (long long)height, (long long)batch, cfg, (long long)refs, (long long)ref_w,
+             (long long)ref_h, c->hidden);
     r.dtype = env->force_f32 ? "f32" : "bf16";
     r.isa = fx_isa_name(fx_kernels_isa(ctx->kernels));
     r.threads = ctx->threads;
     r.seconds = t;
     r.flops = fx_dit_run_flops(run);
     r.peak = fx_kernels_uses_bf16_dot(ctx->kernels) ? FX_PEAK_BF16_DOT : FX_PEAK_FMA_F32;
+    if (sequential) {
+        fx_bench_extra(&r, "sequential_s", t_seq);
+        fx_bench_extra(&r, "stacked_speedup", t_seq / t);
+    }
     fx_bench_report(env, &r);
+    if (sequential && !env->json)
+        printf("dit: %lld sequence(s) stacked %.3f s, one at a time %.3f s: stacked is %.2fx faster\n", (long long)seqs,
+               t, t_seq, t_seq / t);
     rc = 0;
 out:
     if (rc) fprintf(stderr, "flux-bench dit: %s\n", flux_error(ctx)[0] ? flux_error(ctx) : "out of memory");
     fx_dit_run_free(run);
-    free(emb), free(x), free(v);
+    fx_dit_run_free(one);
+    free(emb), free(x), free(v), free(ref_tok);
     flux_free(ctx);
     return rc;
 }
 
-FX_BENCH_COMMAND(dit, "dit --model DIR [--width W --height H --batch B]   one transformer forward (a denoising step)",
+FX_BENCH_COMMAND(dit,
+                 "dit --model DIR [--width W --height H --batch B --cfg --refs R --ref-width W --ref-height H "
+                 "--sequential]   one transformer forward (a denoising step)",
                  dit_main, NULL)
