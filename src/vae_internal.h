@@ -140,8 +140,8 @@ typedef struct vs_run {
     fx_kctx *kc1;            /* [threads]: the kernels on one thread, each with
                                 its own scratch (row kernels inside a parallel
                                 region over rows) */
-    void *packed[2];         /* packed conv weights (main, side) */
-    size_t packed_bytes[2];
+    void *packed;            /* the current layer's packed conv weight */
+    size_t packed_bytes;
     size_t peak_bytes, live_bytes; /* malloc'd activation memory, for the stats */
     double conv_seconds, conv_flops, pack_seconds, load_seconds, store_seconds;
 } vs_run;

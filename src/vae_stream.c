@@ -10,8 +10,11 @@
  *     the residual, accumulating the output's statistics, converting to the
  *     storage dtype.
  *
- * The strip height depends only on the layer's geometry, so the statistics'
- * summation order (and every result) is the same for any thread count.
+ * The load and write phases are one parallel region each: rows are split
+ * over the threads, each running the row kernels on one thread with its own
+ * kernel context (vs_run.kc1). Statistics are summed per row and the rows
+ * added in order, so every result is the same for any thread count (and,
+ * but for the last bits of those sums, for any strip height).
  * Before a write, the rows it covers are checked against the input rows
  * later strips still have to read: a storage plan that would overwrite
  * unread data fails loudly instead of computing garbage.
@@ -59,17 +62,17 @@ float *vs_buf(vs_run *r, int i, size_t bytes) {
     return r->buf[i];
 }
 
-static void *packed_buf(vs_run *r, int i, size_t bytes) {
-    if (bytes > r->packed_bytes[i]) {
+static void *packed_buf(vs_run *r, size_t bytes) {
+    if (bytes > r->packed_bytes) {
         size_t b = (bytes + 63) & ~(size_t)63;
         void *p = aligned_alloc(64, b);
         if (!p) return NULL;
-        free(r->packed[i]);
-        vs_account(r, (ptrdiff_t)b - (ptrdiff_t)r->packed_bytes[i]);
-        r->packed[i] = p;
-        r->packed_bytes[i] = b;
+        free(r->packed);
+        vs_account(r, (ptrdiff_t)b - (ptrdiff_t)r->packed_bytes);
+        r->packed = p;
+        r->packed_bytes = b;
     }
-    return r->packed[i];
+    return r->packed;
 }
 
 flux_status vs_run_init(vs_run *r) {
@@ -90,7 +93,7 @@ void vs_run_release(vs_run *r) {
     free(r->kc1);
     r->kc1 = NULL;
     for (int i = 0; i < VS_NBUF; i++) free(r->buf[i]), r->buf[i] = NULL, r->buf_bytes[i] = 0;
-    for (int i = 0; i < 2; i++) free(r->packed[i]), r->packed[i] = NULL, r->packed_bytes[i] = 0;
+    free(r->packed), r->packed = NULL, r->packed_bytes = 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -302,7 +305,7 @@ flux_status vs_run_conv(vs_run *r, const vs_conv *op) {
         return fx_fail(err, FLUX_ERR_INTERNAL, "vae: bad shortcut geometry");
 
     size_t pb = fx_conv2d_packed_bytes(r->kc, &g, op->conv->w.dtype);
-    void *packed = pb ? packed_buf(r, 0, pb) : NULL;
+    void *packed = pb ? packed_buf(r, pb) : NULL;
     if (!packed) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (VAE conv weights, %zu bytes)", pb);
     double tp = vs_now();
     if (fx_conv2d_pack(r->kc, &g, &op->conv->w, packed))
