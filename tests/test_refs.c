@@ -870,3 +870,24 @@ TEST(refs_interactive_img2img) {
     flux_free(ctx);
     free(out), free(log);
 }
+
+/* flux-bench dit --cfg --refs --sequential (the closing-note measurements)
+ * runs and reports what it measured; no timing is asserted. */
+TEST(refs_bench_dit_options) {
+    const char *bench = getenv("FLUX_BENCH");
+    if (!bench) SKIP("FLUX_BENCH is not set (make test sets it)");
+    char cmd[4000], *out = NULL;
+    snprintf(cmd, sizeof cmd,
+             "'%s' dit --model '%s' --width 32 --height 48 --cfg --refs 2 --ref-width 64 --ref-height 16 --sequential "
+             "--reps 1 --threads 1 --json",
+             bench, fx_test_path("golden/model"));
+    int rc = fx_test_run(cmd, &out);
+    CHECK_MSG(rc == 0, "exit %d: %s", rc, out ? out : "");
+    static const char *keys[] = {"\"op\":\"dit\"", "\"batch\":1", "\"cfg\":1", "\"refs\":2", "\"ref_width\":64",
+                                 "\"ref_height\":16", "\"sequential_s\":", "\"stacked_speedup\":"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) CHECK_MSG(out && strstr(out, keys[i]), "no %s in: %s", keys[i], out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "'%s' dit --model '%s' --refs 17", bench, fx_test_path("golden/model"));
+    CHECK(fx_test_run(cmd, &out) != 0);
+    free(out);
+}
