@@ -33,6 +33,7 @@
 /* Strips of VS_STRIP_PIXELS output pixels give both threads enough GEMM
  * blocks; the input window stays within this many bytes. */
 #define STRIP_INPUT_BYTES ((size_t)12 << 20)
+#define MIN_STRIP_ROWS 8
 
 /* ------------------------------------------------------------------------ */
 /* Scratch accounting                                                       */
@@ -233,7 +234,10 @@ int vs_conv_strip_rows(const fx_conv2d_geom *g, int strip_pixels) {
     int ho, wo;
     fx_conv2d_out_size(g, &ho, &wo);
     if (ho <= 0 || wo <= 0) return 1;
+    /* at least MIN_STRIP_ROWS rows, so the halo rows a strip loads twice stay
+     * a small fraction (unless a tiny strip was asked for) */
     int s = strip_pixels / wo;
+    if (s < MIN_STRIP_ROWS && strip_pixels >= VS_STRIP_PIXELS) s = MIN_STRIP_ROWS;
     if (s < 1) s = 1;
     for (; s > 1; s--) { /* input window within the budget */
         int in0, in1;
