@@ -27,6 +27,9 @@ ifeq ($(VULKAN),1)
 $(error VULKAN=1: the Vulkan backend is not yet available in this version)
 endif
 
+VERSION := $(shell sed -n 's/^\#define FLUX_VERSION_STRING "\(.*\)"/\1/p' flux.h)
+SOMAJOR := $(shell sed -n 's/^\#define FLUX_VERSION_MAJOR //p' flux.h)
+
 ARCH := $(shell $(CC) -dumpmachine 2>/dev/null | cut -d- -f1)
 CCNAME := $(notdir $(firstword $(CC)))
 
@@ -148,7 +151,7 @@ $(LIB_A): $(LIB_OBJ)
 $(LIB_SO): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	@$(if $(filter 0,$(V)),echo "  LD      $@")
-	$(Q)$(CC) -shared -Wl,-soname,libflux.so.$(word 1,$(subst ., ,$(shell sed -n 's/^#define FLUX_VERSION_MAJOR //p' flux.h))) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+	$(Q)$(CC) -shared -Wl,-soname,libflux.so.$(SOMAJOR) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 $(FLUX_BIN): $(CLI_OBJ) $(LIB_A)
 	@mkdir -p $(dir $@)
@@ -266,16 +269,19 @@ install: all                           ## install binary, libraries, header, flu
 	           $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 755 $(FLUX_BIN) $(DESTDIR)$(PREFIX)/bin/flux
 	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/libflux.a
-	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/libflux.so
+	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/libflux.so.$(VERSION)
+	ln -sf libflux.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libflux.so.$(SOMAJOR)
+	ln -sf libflux.so.$(SOMAJOR) $(DESTDIR)$(PREFIX)/lib/libflux.so
 	install -m 644 flux.h $(DESTDIR)$(PREFIX)/include/flux.h
 	sed -e 's|@PREFIX@|$(PREFIX)|g' \
-	    -e "s|@VERSION@|$$(sed -n 's/^#define FLUX_VERSION_STRING "\(.*\)"/\1/p' flux.h)|g" \
+	    -e 's|@VERSION@|$(VERSION)|g' \
 	    -e 's|@OPENMP@|$(if $(filter 1,$(OPENMP)),-fopenmp,)|g' \
 	    tools/flux.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/flux.pc
 
 uninstall:                             ## remove what install put in PREFIX
 	rm -f $(DESTDIR)$(PREFIX)/bin/flux $(DESTDIR)$(PREFIX)/lib/libflux.a \
-	      $(DESTDIR)$(PREFIX)/lib/libflux.so $(DESTDIR)$(PREFIX)/include/flux.h \
+	      $(DESTDIR)$(PREFIX)/lib/libflux.so $(DESTDIR)$(PREFIX)/lib/libflux.so.$(SOMAJOR) \
+	      $(DESTDIR)$(PREFIX)/lib/libflux.so.$(VERSION) $(DESTDIR)$(PREFIX)/include/flux.h \
 	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/flux.pc
 
 clean:                                 ## remove every build product
