@@ -33,8 +33,6 @@
 typedef struct qwen3_layer {
     fx_weight q, k, v, o;        /* [hq·hd, h], [hkv·hd, h] ×2, [h, hq·hd] */
     fx_weight gate, up, down;    /* [ff, h] ×2, [h, ff] */
-    fx_weight gate_up;           /* [2·ff, h] when up_proj directly follows gate_proj in
-                                    the same file (the usual name-sorted layout); n = 0 if not */
     float *norm_in, *norm_post;  /* [h] input_layernorm, post_attention_layernorm */
     float *norm_q, *norm_k;      /* [hd] per-head QK-RMSNorm */
 } qwen3_layer;
@@ -89,23 +87,6 @@ static flux_status vec(fx_wset *w, float **out, int64_t n, fx_err *err, const ch
     return fx_wset_f32(w, name, &shape, out, NULL, err);
 }
 
-/* One view over two weights whose rows are consecutive in one file ([a; b],
- * so one GEMM computes both); n = 0 when they are not. */
-static fx_weight adjacent_rows(const fx_wset *w, const fx_weight *a, const fx_weight *b, int layer) {
-    fx_weight both = {0};
-    char na[96], nb[96];
-    snprintf(na, sizeof na, "model.layers.%d.mlp.gate_proj.weight", layer);
-    snprintf(nb, sizeof nb, "model.layers.%d.mlp.up_proj.weight", layer);
-    const fx_tensor *ta = fx_wset_find(w, na), *tb = fx_wset_find(w, nb);
-    const size_t bytes = (size_t)(a->n * a->ld) * fx_dtype_size(a->dtype);
-    if (ta && tb && ta->file == tb->file && a->dtype == b->dtype && a->k == b->k && a->ld == b->ld &&
-        (const char *)a->data + bytes == (const char *)b->data) {
-        both = *a;
-        both.n = a->n + b->n;
-    }
-    return both;
-}
-
 static flux_status load_layer(fx_wset *w, const fx_qwen3_config *c, int n, qwen3_layer *l, fx_err *err) {
     const int64_t h = c->hidden, hd = c->head_dim, ff = c->intermediate;
     const int64_t qd = (int64_t)c->heads * hd, kvd = (int64_t)c->kv_heads * hd;
@@ -116,7 +97,6 @@ static flux_status load_layer(fx_wset *w, const fx_qwen3_config *c, int n, qwen3
     TRY(lin(w, &l->gate, ff, h, err, "model.layers.%d.mlp.gate_proj.weight", n));
     TRY(lin(w, &l->up, ff, h, err, "model.layers.%d.mlp.up_proj.weight", n));
     TRY(lin(w, &l->down, h, ff, err, "model.layers.%d.mlp.down_proj.weight", n));
-    l->gate_up = adjacent_rows(w, &l->gate, &l->up, n);
     TRY(vec(w, &l->norm_in, h, err, "model.layers.%d.input_layernorm.weight", n));
     TRY(vec(w, &l->norm_post, h, err, "model.layers.%d.post_attention_layernorm.weight", n));
     TRY(vec(w, &l->norm_q, hd, err, "model.layers.%d.self_attn.q_norm.weight", n));
@@ -179,10 +159,8 @@ flux_status fx_qwen3_load(flux_ctx *ctx, fx_qwen3 **out) {
         fx_qwen3_free(q);
         return st;
     }
-    int fused = 0;
-    for (int n = 0; n < q->layers_run; n++) fused += q->layers[n].gate_up.n > 0;
-    fx_log(ctx, 2, "flux: text encoder: %d of %d layers, hidden %d, %d/%d heads x %d, ff %d, gate+up as one GEMM in %d layers",
-           q->layers_run, q->c.layers, q->c.hidden, q->c.heads, q->c.kv_heads, q->c.head_dim, q->c.intermediate, fused);
+    fx_log(ctx, 2, "flux: text encoder: %d of %d layers, hidden %d, %d/%d heads x %d, ff %d", q->layers_run,
+           q->c.layers, q->c.hidden, q->c.heads, q->c.kv_heads, q->c.head_dim, q->c.intermediate);
     *out = q;
     return FLUX_OK;
 }
@@ -299,13 +277,8 @@ static void mlp_block(flux_ctx *ctx, fx_qwen3 *q, const qwen3_layer *w, int64_t 
     const fx_epilogue residual = {.mode = FX_EPI_ACCUMULATE};
 
     fx_rmsnorm(kc, seq, h, q->x, h, w->norm_post, c->rms_eps, q->a, h);
-    if (w->gate_up.n) {
-        /* one GEMM: row l of u = [gate_l | up_l], ld 2·ff */
-        fx_linear(kc, seq, q->a, h, &w->gate_up, g, 2 * ff, NULL);
-        fx_swiglu(kc, seq, ff, g, 2 * ff, g + ff, 2 * ff, g, 2 * ff);
-        fx_linear(kc, seq, g, 2 * ff, &w->down, q->x, h, &residual);
-        return;
-    }
+    /* Two GEMMs: one [2·ff, h] view over gate_proj and up_proj (adjacent in
+     * name-sorted files) measured the same on the 4B (6.61 vs 6.53–6.62 s). */
     fx_linear(kc, seq, q->a, h, &w->gate, g, ff, NULL);
     fx_linear(kc, seq, q->a, h, &w->up, p, ff, NULL);
     fx_swiglu(kc, seq, ff, g, ff, p, ff, g, ff);

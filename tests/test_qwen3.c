@@ -395,9 +395,8 @@ static int write_reversed(const char *src, const char *dst) {
     return ok;
 }
 
-/* The tensors' order inside the files does not matter: with the data
- * reversed, up_proj no longer follows gate_proj, so the MLP takes two
- * GEMMs instead of one; the output is the same, bit for bit. */
+/* The tensors' order inside the files does not matter (views are found by
+ * name): with the data of both shards reversed, the same bits come out. */
 TEST(qwen3_tensor_order_in_file_is_irrelevant) {
     const char *tmp = fx_test_tmpdir();
     char dir[1024], cmd[4096], src[1200], dst[1200];
