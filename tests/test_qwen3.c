@@ -3,10 +3,12 @@
  *  - every HF hidden state 00..27 of t2i-48x64-2step (internals_text/);
  *  - out/emb.npy (and out/neg_emb.npy) of every golden case that has
  *    tokens.npy, official and ours-* (their models rebuilt by gen_model),
- *    which covers GQA groups 1, 2 and 4 (4B-like), head_dim ≠ hidden/heads,
- *    3 shards, F16 and F32 weights and an untied lm_head;
+ *    which covers GQA with 1 and 2 kv heads (group 2), head_dim ≠
+ *    hidden/heads (16 vs 8, 8 vs 6), 27 and 28 layers, 2 and 3 shards, F16
+ *    and F32 weights and an untied lm_head;
  *  - prompt → flux_encode_text equals the encoding of the golden tokens;
  *  - release + re-encode and 1 vs 2 threads give bit-identical output.
+ * The embedding cache (embcache.h) is switched off in every context here.
  * Error = max|ours − golden| / max|golden| per array. The many-case tests
  * use one thread (the tiny models are all overhead; 2 threads are proven
  * bit-identical by qwen3_threads_bit_identical). */
@@ -18,6 +20,7 @@
 #include <unistd.h>
 
 #include "../src/ctx.h"
+#include "../src/embcache.h"
 #include "../src/model.h"
 #include "../src/npy.h"
 #include "../src/qwen3.h"
@@ -79,9 +82,20 @@ static int read_tokens(const char *case_name, const char *sub, int32_t *ids, uin
     return ok;
 }
 
+/* A context on a model whose embedding cache never hits (no memory
+ * entries, no directory), so flux_encode_text always runs the encoder. */
 static flux_ctx *new_ctx(const char *model, int threads, flux_precision prec) {
     flux_ctx *ctx = fx_gcase_ctx(model, threads, prec);
-    if (!ctx) fx_test_fail(__FILE__, __LINE__, "no context on %s", model);
+    if (!ctx) {
+        fx_test_fail(__FILE__, __LINE__, "no context on %s", model);
+        return NULL;
+    }
+    fx_embcache_config off = {0};
+    if (!(ctx->embcache = fx_embcache_new(&off))) {
+        fx_test_fail(__FILE__, __LINE__, "fx_embcache_new");
+        flux_free(ctx);
+        return NULL;
+    }
     return ctx;
 }
 
@@ -292,7 +306,10 @@ TEST(qwen3_release_then_reencode_bit_identical) {
     CHECK(!fx_wset_data_loaded(ctx->model->text_encoder_w));
     flux_release_text_encoder(ctx); /* twice is fine */
     REQUIRE_MSG(flux_encode_text(ctx, "a cat on a skateboard", b) == FLUX_OK, "%s", flux_error(ctx));
+    CHECK(ctx->text_encoder != NULL); /* rebuilt, not served by a cache */
+    CHECK(fx_wset_data_loaded(ctx->model->text_encoder_w));
     CHECK(memcmp(a, b, n * sizeof(float)) == 0);
+    CHECK(fx_embcache_get_stats(ctx->embcache).misses >= 2);
     /* a different prompt in between does not leak into the next encode */
     REQUIRE(flux_encode_text(ctx, "something else entirely, and longer than the first one", c) == FLUX_OK);
     CHECK(memcmp(a, c, n * sizeof(float)) != 0);
