@@ -111,12 +111,6 @@ static flux_status need_object(const fx_json *root, const char *file, fx_err *er
     return FLUX_OK;
 }
 
-#define TRY(x)                                                                 \
-    do {                                                                       \
-        flux_status st_ = (x);                                                 \
-        if (st_) return st_;                                                   \
-    } while (0)
-
 #define DIM_MAX (1 << 20)
 
 /* ------------------------------------------------------------------------ */

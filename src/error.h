@@ -35,4 +35,11 @@ flux_status fx_prefix(fx_err *err, const char *fmt, ...) FX_PRINTF(2, 3);
 /* Reset to FLUX_OK / "". */
 void fx_err_clear(fx_err *err);
 
+/* Evaluate a flux_status expression; return it from the caller unless OK. */
+#define TRY(x)                                                                 \
+    do {                                                                       \
+        flux_status st_ = (x);                                                 \
+        if (st_) return st_;                                                   \
+    } while (0)
+
 #endif

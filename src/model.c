@@ -26,12 +26,6 @@
 #include "transformer.h"
 #include "vae.h"
 
-#define TRY(x)                                                                 \
-    do {                                                                       \
-        flux_status st_ = (x);                                                 \
-        if (st_) return st_;                                                   \
-    } while (0)
-
 void fx_model_free(struct fx_model *m) {
     if (!m) return;
     fx_wset_close(m->transformer_w);

@@ -25,12 +25,6 @@ static flux_status want(const fx_wset *w, fx_err *err, fx_shape shape, const cha
         flux_status st_ = want(w, err, shape, __VA_ARGS__);                    \
         if (st_) return st_;                                                   \
     } while (0)
-#define TRY(x)                                                                 \
-    do {                                                                       \
-        flux_status st_ = (x);                                                 \
-        if (st_) return st_;                                                   \
-    } while (0)
-
 /* ------------------------------------------------------------------------ */
 /* Transformer (spec §2.1): d = hidden, m = MLP width, no biases            */
 /* ------------------------------------------------------------------------ */

@@ -24,12 +24,6 @@
 
 #include "model.h"
 
-#define TRY(x)                                                                 \
-    do {                                                                       \
-        flux_status st_ = (x);                                                 \
-        if (st_) return st_;                                                   \
-    } while (0)
-
 typedef struct qwen3_layer {
     fx_weight q, k, v, o;        /* [hq·hd, h], [hkv·hd, h] ×2, [h, hq·hd] */
     fx_weight gate, up, down;    /* [ff, h] ×2, [h, ff] */

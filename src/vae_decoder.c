@@ -23,12 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TRY(x)                                                                 \
-    do {                                                                       \
-        flux_status st_ = (x);                                                 \
-        if (st_) return st_;                                                   \
-    } while (0)
-
 static size_t round64(size_t v) { return (v + 63) & ~(size_t)63; }
 static int imax(int a, int b) { return a > b ? a : b; }
 
