@@ -12,7 +12,7 @@
 static flux_status want(const fx_wset *w, fx_err *err, fx_shape shape, const char *fmt, ...) FX_PRINTF(4, 5);
 
 static flux_status want(const fx_wset *w, fx_err *err, fx_shape shape, const char *fmt, ...) {
-    char name[256];
+    char name[FX_ST_MAX_NAME];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(name, sizeof name, fmt, ap);
@@ -20,11 +20,8 @@ static flux_status want(const fx_wset *w, fx_err *err, fx_shape shape, const cha
     return fx_wset_check_weight(w, name, &shape, err);
 }
 
-#define WANT(shape, ...)                                                       \
-    do {                                                                       \
-        flux_status st_ = want(w, err, shape, __VA_ARGS__);                    \
-        if (st_) return st_;                                                   \
-    } while (0)
+#define WANT(shape, ...) TRY(want(w, err, shape, __VA_ARGS__))
+
 /* ------------------------------------------------------------------------ */
 /* Transformer (spec §2.1): d = hidden, m = MLP width, no biases            */
 /* ------------------------------------------------------------------------ */

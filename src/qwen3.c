@@ -16,7 +16,6 @@
 #include "qwen3.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,45 +55,23 @@ struct fx_qwen3 {
 /* Weights                                                                  */
 /* ------------------------------------------------------------------------ */
 
-static flux_status lin(fx_wset *w, fx_weight *out, int64_t rows, int64_t cols, fx_err *err, const char *fmt, ...)
-    FX_PRINTF(6, 7);
-static flux_status lin(fx_wset *w, fx_weight *out, int64_t rows, int64_t cols, fx_err *err, const char *fmt, ...) {
-    char name[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
-    TRY(fx_wset_linear(w, name, rows, cols, out, err));
-    /* start reading the weight in the background (cold page cache) */
-    fx_tensor_willneed(fx_wset_find(w, name));
-    return FLUX_OK;
-}
-
-static flux_status vec(fx_wset *w, float **out, int64_t n, fx_err *err, const char *fmt, ...) FX_PRINTF(5, 6);
-static flux_status vec(fx_wset *w, float **out, int64_t n, fx_err *err, const char *fmt, ...) {
-    char name[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
-    fx_shape shape = FX_SHAPE(n);
-    return fx_wset_f32(w, name, &shape, out, NULL, err);
-}
-
 static flux_status load_layer(fx_wset *w, const fx_qwen3_config *c, int n, qwen3_layer *l, fx_err *err) {
     const int64_t h = c->hidden, hd = c->head_dim, ff = c->intermediate;
     const int64_t qd = (int64_t)c->heads * hd, kvd = (int64_t)c->kv_heads * hd;
-    TRY(lin(w, &l->q, qd, h, err, "model.layers.%d.self_attn.q_proj.weight", n));
-    TRY(lin(w, &l->k, kvd, h, err, "model.layers.%d.self_attn.k_proj.weight", n));
-    TRY(lin(w, &l->v, kvd, h, err, "model.layers.%d.self_attn.v_proj.weight", n));
-    TRY(lin(w, &l->o, h, qd, err, "model.layers.%d.self_attn.o_proj.weight", n));
-    TRY(lin(w, &l->gate, ff, h, err, "model.layers.%d.mlp.gate_proj.weight", n));
-    TRY(lin(w, &l->up, ff, h, err, "model.layers.%d.mlp.up_proj.weight", n));
-    TRY(lin(w, &l->down, h, ff, err, "model.layers.%d.mlp.down_proj.weight", n));
-    TRY(vec(w, &l->norm_in, h, err, "model.layers.%d.input_layernorm.weight", n));
-    TRY(vec(w, &l->norm_post, h, err, "model.layers.%d.post_attention_layernorm.weight", n));
-    TRY(vec(w, &l->norm_q, hd, err, "model.layers.%d.self_attn.q_norm.weight", n));
-    TRY(vec(w, &l->norm_k, hd, err, "model.layers.%d.self_attn.k_norm.weight", n));
+    TRY(fx_wset_linearf(w, &l->q, qd, h, err, "model.layers.%d.self_attn.q_proj.weight", n));
+    TRY(fx_wset_linearf(w, &l->k, kvd, h, err, "model.layers.%d.self_attn.k_proj.weight", n));
+    TRY(fx_wset_linearf(w, &l->v, kvd, h, err, "model.layers.%d.self_attn.v_proj.weight", n));
+    TRY(fx_wset_linearf(w, &l->o, h, qd, err, "model.layers.%d.self_attn.o_proj.weight", n));
+    TRY(fx_wset_linearf(w, &l->gate, ff, h, err, "model.layers.%d.mlp.gate_proj.weight", n));
+    TRY(fx_wset_linearf(w, &l->up, ff, h, err, "model.layers.%d.mlp.up_proj.weight", n));
+    TRY(fx_wset_linearf(w, &l->down, h, ff, err, "model.layers.%d.mlp.down_proj.weight", n));
+    TRY(fx_wset_vecf(w, &l->norm_in, h, err, "model.layers.%d.input_layernorm.weight", n));
+    TRY(fx_wset_vecf(w, &l->norm_post, h, err, "model.layers.%d.post_attention_layernorm.weight", n));
+    TRY(fx_wset_vecf(w, &l->norm_q, hd, err, "model.layers.%d.self_attn.q_norm.weight", n));
+    TRY(fx_wset_vecf(w, &l->norm_k, hd, err, "model.layers.%d.self_attn.k_norm.weight", n));
+    /* start reading the projections in the background (cold page cache) */
+    const fx_weight *proj[] = {&l->q, &l->k, &l->v, &l->o, &l->gate, &l->up, &l->down};
+    for (size_t i = 0; i < sizeof proj / sizeof *proj; i++) fx_wset_weight_willneed(w, proj[i]);
     return FLUX_OK;
 }
 

@@ -920,6 +920,38 @@ flux_status fx_wset_conv(fx_wset *s, const char *name, int64_t cout, int64_t cin
     return matrix_view(s, name, &FX_SHAPE(cout, cin, kh, kw), cout, cin * kh * kw, out, err);
 }
 
+flux_status fx_wset_linearf(fx_wset *s, fx_weight *out, int64_t rows, int64_t cols, fx_err *err,
+                            const char *fmt, ...) {
+    char name[FX_ST_MAX_NAME];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    return fx_wset_linear(s, name, rows, cols, out, err);
+}
+
+flux_status fx_wset_vecf(const fx_wset *s, float **out, int64_t n, fx_err *err, const char *fmt, ...) {
+    char name[FX_ST_MAX_NAME];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    return fx_wset_f32(s, name, &FX_SHAPE(n), out, NULL, err);
+}
+
+void fx_wset_weight_willneed(const fx_wset *s, const fx_weight *w) {
+    if (s->base) s = s->base;
+    const unsigned char *p = w->data;
+    size_t len = w->n > 0 ? (size_t)((w->n - 1) * w->ld + w->k) * fx_dtype_size(w->dtype) : 0;
+    for (size_t i = 0; i < s->n_files; i++) {
+        const fx_st_file *f = s->files[i];
+        if (f->data && p >= f->data && p < f->data + (f->file_size - 8 - f->header_len)) {
+            madvise_range(f, p, len);
+            return;
+        }
+    }
+}
+
 /* A two-range view tensor converted range by range into dst. */
 static flux_status read_stacked(const view_tensor *v, float *dst, fx_err *err) {
     for (int i = 0; i < v->n; i++) {

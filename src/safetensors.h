@@ -181,6 +181,19 @@ flux_status fx_wset_linear(fx_wset *s, const char *name, int64_t rows, int64_t c
 flux_status fx_wset_conv(fx_wset *s, const char *name, int64_t cout, int64_t cin, int64_t kh,
                          int64_t kw, fx_weight *out, fx_err *err);
 
+/* fx_wset_linear and fx_wset_f32 (shape [n]) on the tensor named by a printf
+ * format, e.g. fx_wset_linearf(w, &q, d, d, err, "blocks.%d.attn.to_q.weight", i). */
+#define FX_ST_MAX_NAME 256
+flux_status fx_wset_linearf(fx_wset *s, fx_weight *out, int64_t rows, int64_t cols, fx_err *err,
+                            const char *fmt, ...) FX_PRINTF(6, 7);
+flux_status fx_wset_vecf(const fx_wset *s, float **out, int64_t n, fx_err *err, const char *fmt, ...)
+    FX_PRINTF(5, 6);
+
+/* Ask the kernel to start reading a weight view's bytes in the background
+ * (madvise WILLNEED where they are mmap'd from one of s's files; no-op
+ * otherwise). */
+void fx_wset_weight_willneed(const fx_wset *s, const fx_weight *w);
+
 /* Read a tensor of the expected shape (NULL = any) converted to f32 into
  * dst (room for numel floats); exact for F32/F16/BF16. */
 flux_status fx_wset_read_f32(const fx_wset *s, const char *name, const fx_shape *expect,

@@ -13,7 +13,6 @@
 #include "dit_internal.h"
 #include "model.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,28 +21,6 @@
 /* ------------------------------------------------------------------------ */
 /* Weights                                                                  */
 /* ------------------------------------------------------------------------ */
-
-static flux_status lin(fx_wset *w, fx_weight *out, int64_t rows, int64_t cols, fx_err *err, const char *fmt, ...)
-    FX_PRINTF(6, 7);
-static flux_status lin(fx_wset *w, fx_weight *out, int64_t rows, int64_t cols, fx_err *err, const char *fmt, ...) {
-    char name[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
-    return fx_wset_linear(w, name, rows, cols, out, err);
-}
-
-static flux_status vec(fx_wset *w, float **out, int64_t n, fx_err *err, const char *fmt, ...) FX_PRINTF(5, 6);
-static flux_status vec(fx_wset *w, float **out, int64_t n, fx_err *err, const char *fmt, ...) {
-    char name[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
-    fx_shape shape = FX_SHAPE(n);
-    return fx_wset_f32(w, name, &shape, out, NULL, err);
-}
 
 /* Rows [r0, r0 + n) of a linear weight (a view, nothing copied). */
 static fx_weight row_slice(const fx_weight *w, int64_t r0, int64_t n) {
@@ -60,14 +37,14 @@ static flux_status load_double(fx_wset *w, const fx_dit_config *c, int i, fx_dit
                       *nq[2] = {"attn.norm_added_q", "attn.norm_q"}, *nk[2] = {"attn.norm_added_k", "attn.norm_k"},
                       *ff[2] = {"ff_context", "ff"};
     for (int s = 0; s < 2; s++) {
-        TRY(lin(w, &b->q[s], d, d, err, "transformer_blocks.%d.%s.weight", i, q[s]));
-        TRY(lin(w, &b->k[s], d, d, err, "transformer_blocks.%d.%s.weight", i, k[s]));
-        TRY(lin(w, &b->v[s], d, d, err, "transformer_blocks.%d.%s.weight", i, v[s]));
-        TRY(lin(w, &b->out[s], d, d, err, "transformer_blocks.%d.%s.weight", i, o[s]));
-        TRY(lin(w, &b->ff_in[s], 2 * m, d, err, "transformer_blocks.%d.%s.linear_in.weight", i, ff[s]));
-        TRY(lin(w, &b->ff_out[s], d, m, err, "transformer_blocks.%d.%s.linear_out.weight", i, ff[s]));
-        TRY(vec(w, &b->norm_q[s], hd, err, "transformer_blocks.%d.%s.weight", i, nq[s]));
-        TRY(vec(w, &b->norm_k[s], hd, err, "transformer_blocks.%d.%s.weight", i, nk[s]));
+        TRY(fx_wset_linearf(w, &b->q[s], d, d, err, "transformer_blocks.%d.%s.weight", i, q[s]));
+        TRY(fx_wset_linearf(w, &b->k[s], d, d, err, "transformer_blocks.%d.%s.weight", i, k[s]));
+        TRY(fx_wset_linearf(w, &b->v[s], d, d, err, "transformer_blocks.%d.%s.weight", i, v[s]));
+        TRY(fx_wset_linearf(w, &b->out[s], d, d, err, "transformer_blocks.%d.%s.weight", i, o[s]));
+        TRY(fx_wset_linearf(w, &b->ff_in[s], 2 * m, d, err, "transformer_blocks.%d.%s.linear_in.weight", i, ff[s]));
+        TRY(fx_wset_linearf(w, &b->ff_out[s], d, m, err, "transformer_blocks.%d.%s.linear_out.weight", i, ff[s]));
+        TRY(fx_wset_vecf(w, &b->norm_q[s], hd, err, "transformer_blocks.%d.%s.weight", i, nq[s]));
+        TRY(fx_wset_vecf(w, &b->norm_k[s], hd, err, "transformer_blocks.%d.%s.weight", i, nk[s]));
     }
     return FLUX_OK;
 }
@@ -75,28 +52,30 @@ static flux_status load_double(fx_wset *w, const fx_dit_config *c, int i, fx_dit
 static flux_status load_single(fx_wset *w, const fx_dit_config *c, int j, fx_dit_single_w *b, fx_err *err) {
     const int64_t d = c->hidden, m = c->mlp_hidden, hd = c->head_dim;
     fx_weight fused;
-    TRY(lin(w, &fused, 3 * d + 2 * m, d, err, "single_transformer_blocks.%d.attn.to_qkv_mlp_proj.weight", j));
+    TRY(fx_wset_linearf(w, &fused, 3 * d + 2 * m, d, err, "single_transformer_blocks.%d.attn.to_qkv_mlp_proj.weight",
+                        j));
     b->qkv = row_slice(&fused, 0, 3 * d);
     b->mlp_in = row_slice(&fused, 3 * d, 2 * m);
-    TRY(lin(w, &b->out, d, d + m, err, "single_transformer_blocks.%d.attn.to_out.weight", j));
-    TRY(vec(w, &b->norm_q, hd, err, "single_transformer_blocks.%d.attn.norm_q.weight", j));
-    TRY(vec(w, &b->norm_k, hd, err, "single_transformer_blocks.%d.attn.norm_k.weight", j));
+    TRY(fx_wset_linearf(w, &b->out, d, d + m, err, "single_transformer_blocks.%d.attn.to_out.weight", j));
+    TRY(fx_wset_vecf(w, &b->norm_q, hd, err, "single_transformer_blocks.%d.attn.norm_q.weight", j));
+    TRY(fx_wset_vecf(w, &b->norm_k, hd, err, "single_transformer_blocks.%d.attn.norm_k.weight", j));
     return FLUX_OK;
 }
 
 static flux_status load_all(fx_dit *t, fx_wset *w, fx_err *err) {
     const fx_dit_config *c = &t->c;
     const int64_t d = c->hidden;
-    TRY(lin(w, &t->x_embedder, d, c->in_channels, err, "x_embedder.weight"));
-    TRY(lin(w, &t->context_embedder, d, c->text_dim, err, "context_embedder.weight"));
-    TRY(lin(w, &t->t_linear_1, d, c->timestep_dim, err, "time_guidance_embed.timestep_embedder.linear_1.weight"));
-    TRY(lin(w, &t->t_linear_2, d, d, err, "time_guidance_embed.timestep_embedder.linear_2.weight"));
-    TRY(lin(w, &t->mod_img, 6 * d, d, err, "double_stream_modulation_img.linear.weight"));
-    TRY(lin(w, &t->mod_txt, 6 * d, d, err, "double_stream_modulation_txt.linear.weight"));
-    TRY(lin(w, &t->mod_single, 3 * d, d, err, "single_stream_modulation.linear.weight"));
+    TRY(fx_wset_linear(w, "x_embedder.weight", d, c->in_channels, &t->x_embedder, err));
+    TRY(fx_wset_linear(w, "context_embedder.weight", d, c->text_dim, &t->context_embedder, err));
+    TRY(fx_wset_linear(w, "time_guidance_embed.timestep_embedder.linear_1.weight", d, c->timestep_dim, &t->t_linear_1,
+                       err));
+    TRY(fx_wset_linear(w, "time_guidance_embed.timestep_embedder.linear_2.weight", d, d, &t->t_linear_2, err));
+    TRY(fx_wset_linear(w, "double_stream_modulation_img.linear.weight", 6 * d, d, &t->mod_img, err));
+    TRY(fx_wset_linear(w, "double_stream_modulation_txt.linear.weight", 6 * d, d, &t->mod_txt, err));
+    TRY(fx_wset_linear(w, "single_stream_modulation.linear.weight", 3 * d, d, &t->mod_single, err));
     TRY(fx_wset_linear_rows(w, "norm_out.linear.weight", 2 * d, d, 0, d, &t->norm_out_scale, err));
     TRY(fx_wset_linear_rows(w, "norm_out.linear.weight", 2 * d, d, d, d, &t->norm_out_shift, err));
-    TRY(lin(w, &t->proj_out, c->out_channels, d, err, "proj_out.weight"));
+    TRY(fx_wset_linear(w, "proj_out.weight", c->out_channels, d, &t->proj_out, err));
     for (int i = 0; i < c->double_blocks; i++) TRY(load_double(w, c, i, &t->dbl[i], err));
     for (int j = 0; j < c->single_blocks; j++) TRY(load_single(w, c, j, &t->sgl[j], err));
     return FLUX_OK;

@@ -6,7 +6,6 @@
  */
 #include "vae_internal.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,30 +14,18 @@
 /* Weights                                                                  */
 /* ------------------------------------------------------------------------ */
 
-static void name_of(char *buf, size_t size, const char *prefix, const char *suffix) {
-    snprintf(buf, size, "%s%s", prefix, suffix);
-}
-
-static flux_status load_vec(fx_wset *w, const char *prefix, const char *suffix, int64_t n, float **out,
-                            fx_err *err) {
-    char name[192];
-    name_of(name, sizeof name, prefix, suffix);
-    fx_shape shape = FX_SHAPE(n);
-    return fx_wset_f32(w, name, &shape, out, NULL, err);
-}
-
 static flux_status load_conv(fx_wset *w, const char *prefix, int cin, int cout, int k, vae_conv *c, fx_err *err) {
-    char name[192];
+    char name[FX_ST_MAX_NAME];
     c->cin = cin, c->cout = cout, c->k = k;
-    name_of(name, sizeof name, prefix, ".weight");
+    snprintf(name, sizeof name, "%s.weight", prefix);
     TRY(fx_wset_conv(w, name, cout, cin, k, k, &c->w, err));
-    return load_vec(w, prefix, ".bias", cout, &c->bias, err);
+    return fx_wset_vecf(w, &c->bias, cout, err, "%s.bias", prefix);
 }
 
 static flux_status load_norm(fx_wset *w, const char *prefix, int channels, vae_norm *n, fx_err *err) {
     n->channels = channels;
-    TRY(load_vec(w, prefix, ".weight", channels, &n->gamma, err));
-    return load_vec(w, prefix, ".bias", channels, &n->beta, err);
+    TRY(fx_wset_vecf(w, &n->gamma, channels, err, "%s.weight", prefix));
+    return fx_wset_vecf(w, &n->beta, channels, err, "%s.bias", prefix);
 }
 
 static flux_status load_resnet(fx_wset *w, const char *prefix, int cin, int cout, vae_resnet *r, fx_err *err) {
@@ -63,15 +50,13 @@ static flux_status load_attn(fx_wset *w, const char *prefix, int c, vae_attn *a,
     static const char *const proj[4] = {"to_q", "to_k", "to_v", "to_out.0"};
     fx_weight *wt[4] = {&a->q, &a->k, &a->v, &a->out};
     float **bias[4] = {&a->bq, &a->bk, &a->bv, &a->bout};
-    char p[160], name[192];
+    char p[160];
     a->channels = c;
     snprintf(p, sizeof p, "%s.group_norm", prefix);
     TRY(load_norm(w, p, c, &a->norm, err));
     for (int i = 0; i < 4; i++) {
-        snprintf(p, sizeof p, "%s.%s", prefix, proj[i]);
-        name_of(name, sizeof name, p, ".weight");
-        TRY(fx_wset_linear(w, name, c, c, wt[i], err));
-        TRY(load_vec(w, p, ".bias", c, bias[i], err));
+        TRY(fx_wset_linearf(w, wt[i], c, c, err, "%s.%s.weight", prefix, proj[i]));
+        TRY(fx_wset_vecf(w, bias[i], c, err, "%s.%s.bias", prefix, proj[i]));
     }
     return FLUX_OK;
 }

@@ -314,6 +314,15 @@ TEST(safetensors_exact_f32_f16_bf16_reads) {
         REQUIRE(fx_wset_linear(s, "h", 256, 256, &w, &err) == FLUX_OK);
         CHECK(w.data == fx_tensor_data(fx_wset_find(s, "h")) && w.dtype == FX_DTYPE_F16);
         fx_tensor_willneed(fx_wset_find(s, "h")); /* must be harmless */
+        fx_wset_weight_willneed(s, &w);
+        /* printf-named getters: the same view, and the same vector */
+        fx_weight wf;
+        REQUIRE(fx_wset_linearf(s, &wf, 256, 256, &err, "%c", 'h') == FLUX_OK);
+        CHECK(wf.data == w.data && wf.dtype == w.dtype && wf.n == 256 && wf.k == 256);
+        float *fv = NULL;
+        REQUIRE(fx_wset_vecf(s, &fv, (int64_t)n32, &err, "%s", "f") == FLUX_OK);
+        CHECK(bits_of(fv[0]) == f32_bits[0] && bits_of(fv[n32 - 1]) == f32_bits[n32 - 1]);
+        free(fv);
         fx_wset_willneed(s);
         fx_wset_close(s);
     }
