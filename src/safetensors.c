@@ -942,7 +942,8 @@ flux_status fx_wset_vecf(const fx_wset *s, float **out, int64_t n, fx_err *err, 
 void fx_wset_weight_willneed(const fx_wset *s, const fx_weight *w) {
     if (s->base) s = s->base;
     const unsigned char *p = w->data;
-    size_t len = w->n > 0 ? (size_t)((w->n - 1) * w->ld + w->k) * fx_dtype_size(w->dtype) : 0;
+    size_t elem = w->dtype == FX_DTYPE_F32 ? 4 : 2; /* (fx_dtype_size is kernel code) */
+    size_t len = w->n > 0 ? (size_t)((w->n - 1) * w->ld + w->k) * elem : 0;
     for (size_t i = 0; i < s->n_files; i++) {
         const fx_st_file *f = s->files[i];
         if (f->data && p >= f->data && p < f->data + (f->file_size - 8 - f->header_len)) {
