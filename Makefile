@@ -212,7 +212,6 @@ test-native: all $(TEST_BIN) tools fixtures   ## only the native test binary
 
 # ---- fuzzing (clang + libFuzzer, ASan/UBSan): make fuzz-png, then
 #      build/fuzz/fuzz-png -max_total_time=300 build/fuzz/corpus-png
-FUZZ_CC    ?= clang
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
               -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
 FUZZ_PNG_SRC := tests/fuzz/fuzz_png.c src/image.c src/image_png.c src/image_ppm.c src/atomic_file.c src/error.c
@@ -238,7 +237,7 @@ FUZZ_BINS    := $(patsubst tests/fuzz/%.c,$(FUZZ_DIR)/%,$(wildcard tests/fuzz/fu
 FUZZ_CFLAGS  := -std=c11 -g -O1 -D_GNU_SOURCE -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -I. -Isrc -Isimd $(WARN) \
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 .PHONY: fuzz fuzz-build
-$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $(wildcard src/*.c src/*.h) flux.h
+$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $(wildcard src/*.c src/*.h) simd/float16.h flux.h
 	@mkdir -p $(dir $@)
 	@echo "  FUZZCC  $@"
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) $< $(or $(FUZZ_SRC_$*),$(FUZZ_SRC_DEFAULT)) -o $@ -lm $(FUZZ_LIBS_$*)

@@ -102,7 +102,7 @@ static float *weights_f32(const gemm_problem *p) {
     for (size_t i = 0; i < nk; i++) {
         if (p->dt == FX_DTYPE_F32) wf[i] = ((const float *)p->w)[i];
         else if (p->dt == FX_DTYPE_BF16) wf[i] = fx_bf16_bits_to_f32(((const uint16_t *)p->w)[i]);
-        else wf[i] = fx_gemm_f16_to_f32(((const uint16_t *)p->w)[i]);
+        else wf[i] = fx_f16_bits_to_f32(((const uint16_t *)p->w)[i]);
     }
     return wf;
 }

@@ -52,7 +52,6 @@
 #define FX_GEMM_H
 
 #include <stdint.h>
-#include <string.h>
 
 #include "dispatch.h"
 
@@ -158,25 +157,6 @@ typedef struct fx_gemm_kernels {
 } fx_gemm_kernels;
 
 /* ---- helpers shared by the per-ISA files ---- */
-
-/* IEEE half → float, exact (kept here so the gemm family is self-contained). */
-static inline float fx_gemm_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, u;
-    if (exp == 0x1f) {
-        u = sign | 0x7f800000u | (man << 13);
-    } else if (exp) {
-        u = sign | ((exp + 112u) << 23) | (man << 13);
-    } else if (man) { /* subnormal: normalise */
-        int e = -1;
-        do { man <<= 1; e++; } while (!(man & 0x400u));
-        u = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ffu) << 13);
-    } else {
-        u = sign;
-    }
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 /* The epilogue on one value t = X·Wᵀ (without bias) of column j. */
 static inline void fx_gemm_epi_scalar(const fx_epilogue *e, int64_t j, float t, float *yp) {

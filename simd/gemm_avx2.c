@@ -77,7 +77,7 @@ static inline __m256 load_w8(const void *w, fx_dtype dt, int64_t idx) {
 static inline float load_w1(const void *w, fx_dtype dt, int64_t idx) {
     if (dt == FX_DTYPE_F32) return ((const float *)w)[idx];
     uint16_t h = ((const uint16_t *)w)[idx];
-    return dt == FX_DTYPE_BF16 ? fx_bf16_bits_to_f32(h) : fx_gemm_f16_to_f32(h);
+    return dt == FX_DTYPE_BF16 ? fx_bf16_bits_to_f32(h) : fx_f16_bits_to_f32(h);
 }
 
 /* W outputs [0, nc) × k [0, kc) → micro-panels [kc][16] f32: 8×8 blocks

@@ -93,7 +93,7 @@ static inline float32x4_t load_w4(const void *w, fx_dtype dt, int64_t idx) {
 static inline float load_w1(const void *w, fx_dtype dt, int64_t idx) {
     if (dt == FX_DTYPE_F32) return ((const float *)w)[idx];
     uint16_t h = ((const uint16_t *)w)[idx];
-    return dt == FX_DTYPE_BF16 ? fx_bf16_bits_to_f32(h) : fx_gemm_f16_to_f32(h);
+    return dt == FX_DTYPE_BF16 ? fx_bf16_bits_to_f32(h) : fx_f16_bits_to_f32(h);
 }
 
 static void gemv_neon(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int64_t ldx,

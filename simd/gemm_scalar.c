@@ -72,7 +72,7 @@ void fx_gemm_pack_x_bf16pair_c(const fx_gemm_path *p, int64_t mc, int64_t kc, co
 
 #define CONV_F32(v) (v)
 PACK_W_WIDEN(fx_gemm_pack_w_f32_c, float, CONV_F32)
-PACK_W_WIDEN(fx_gemm_pack_w_f16_c, uint16_t, fx_gemm_f16_to_f32)
+PACK_W_WIDEN(fx_gemm_pack_w_f16_c, uint16_t, fx_f16_bits_to_f32)
 PACK_W_WIDEN(fx_gemm_pack_w_bf16_c, uint16_t, fx_bf16_bits_to_f32)
 
 void fx_gemm_pack_w_bf16pair_c(const fx_gemm_path *p, int64_t nc, int64_t kc, const void *w,
@@ -145,7 +145,7 @@ void fx_gemv_c(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int
                 for (int64_t q = 0; q < k; q++) acc += xr[q] * fx_bf16_bits_to_f32(wr[q]);
             } else {
                 const uint16_t *wr = (const uint16_t *)w->data + j * w->ld;
-                for (int64_t q = 0; q < k; q++) acc += xr[q] * fx_gemm_f16_to_f32(wr[q]);
+                for (int64_t q = 0; q < k; q++) acc += xr[q] * fx_f16_bits_to_f32(wr[q]);
             }
             fx_gemm_epi_scalar(epi, j, acc, y + i * ldy + j);
         }

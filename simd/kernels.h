@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "../src/error.h"
+#include "float16.h"
 
 /* ------------------------------------------------------------------------ */
 /* Types                                                                    */
@@ -263,20 +264,9 @@ void fx_f32_to_f16(const fx_kctx *kc, int64_t n, const float *src, uint16_t *dst
 /* Any stored dtype → f32 (small tensors: norm weights, biases, embeddings). */
 void fx_to_f32(const fx_kctx *kc, int64_t n, const void *src, fx_dtype t, float *dst);
 
-/* Single-element conversions, exact, usable anywhere. */
-static inline float fx_bf16_bits_to_f32(uint16_t h) {
-    union { uint32_t u; float f; } v;
-    v.u = (uint32_t)h << 16;
-    return v.f;
-}
-static inline uint16_t fx_f32_to_bf16_bits(float f) {
-    union { uint32_t u; float f; } v;
-    v.f = f;
-    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40u); /* NaN stays NaN */
-    return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
-}
-float fx_f16_bits_to_f32(uint16_t h);
-uint16_t fx_f32_to_f16_bits(float f);
+/* Single-element conversions (fx_bf16_bits_to_f32, fx_f32_to_bf16_bits,
+ * fx_f16_bits_to_f32, fx_f32_to_f16_bits): exact, inline, usable anywhere;
+ * defined in float16.h. */
 
 /* ------------------------------------------------------------------------ */
 /* Convolution (VAE)                                                        */

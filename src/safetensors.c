@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "float16.h"
 #include "json.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -525,30 +526,6 @@ void fx_st_close(fx_st_file *f) {
 /* Conversions                                                              */
 /* ------------------------------------------------------------------------ */
 
-/* Exact IEEE half → single. (simd/convert.c provides fx_f16_bits_to_f32
- * too; this private copy keeps the loader free of kernel dependencies so
- * the fuzz targets build from json.c + safetensors.c alone.) */
-static float f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu, bits;
-    if (exp == 0x1F) {
-        /* inf; NaN made quiet with its payload kept, as F16C hardware and
-         * the kernels' fx_f16_bits_to_f32 do */
-        bits = sign | 0x7F800000u | (man ? 0x400000u | man << 13 : 0);
-    } else if (exp != 0) {
-        bits = sign | (exp + 112) << 23 | man << 13;
-    } else if (man == 0) {
-        bits = sign; /* ±0 */
-    } else { /* subnormal: man·2^-24, renormalised */
-        uint32_t e = 113;
-        while (!(man & 0x400u)) man <<= 1, e--;
-        bits = sign | e << 23 | (man & 0x3FFu) << 13;
-    }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
 void fx_st_convert_f32(const void *src, fx_st_dtype t, int64_t n, float *dst) {
     const unsigned char *p = src;
     switch (t) {
@@ -556,13 +533,10 @@ void fx_st_convert_f32(const void *src, fx_st_dtype t, int64_t n, float *dst) {
         memcpy(dst, p, (size_t)n * 4);
         break;
     case FX_ST_BF16:
-        for (int64_t i = 0; i < n; i++) {
-            uint32_t b = (uint32_t)(p[2 * i] | p[2 * i + 1] << 8) << 16;
-            memcpy(&dst[i], &b, 4);
-        }
+        for (int64_t i = 0; i < n; i++) dst[i] = fx_bf16_bits_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
         break;
     case FX_ST_F16:
-        for (int64_t i = 0; i < n; i++) dst[i] = f16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+        for (int64_t i = 0; i < n; i++) dst[i] = fx_f16_bits_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
         break;
     default:
         for (int64_t i = 0; i < n; i++) dst[i] = 0.0f; /* callers check the dtype first */

@@ -52,7 +52,7 @@ static int all_tables(isa_table *out) {
 static double stored_weight(const void *w, fx_dtype dt, int64_t idx) {
     if (dt == FX_DTYPE_F32) return ((const float *)w)[idx];
     uint16_t h = ((const uint16_t *)w)[idx];
-    return dt == FX_DTYPE_BF16 ? fx_bf16_bits_to_f32(h) : fx_gemm_f16_to_f32(h);
+    return dt == FX_DTYPE_BF16 ? fx_bf16_bits_to_f32(h) : fx_f16_bits_to_f32(h);
 }
 
 /* A random weight value exactly representable in dt, magnitude ~[2⁻⁵, 1]. */
@@ -163,7 +163,7 @@ static int64_t run_case(const fx_kernels *kt, int threads, const gemm_case *c, u
 /* ------------------------------------------------------------------------ */
 
 TEST(kernel_gemm_f16_conversion) {
-    /* fx_gemm_f16_to_f32 against the definition, all 65536 patterns */
+    /* fx_f16_bits_to_f32 against the definition, all 65536 patterns */
     for (uint32_t h = 0; h < 65536; h++) {
         int sign = h >> 15, e = (h >> 10) & 31, man = h & 1023;
         double v;
@@ -171,7 +171,7 @@ TEST(kernel_gemm_f16_conversion) {
         else if (e == 0) v = ldexp(man, -24);
         else v = ldexp(1024 + man, e - 25);
         if (sign) v = -v;
-        float got = fx_gemm_f16_to_f32((uint16_t)h);
+        float got = fx_f16_bits_to_f32((uint16_t)h);
         if (isnan(v)) CHECK_MSG(isnan(got), "f16 %04x: not NaN", h);
         else CHECK_MSG(got == (float)v, "f16 %04x: %g vs %g", h, got, v);
     }

@@ -546,9 +546,9 @@ TEST(safetensors_golden_model_files) {
     fx_wset_close(vae);
 }
 
-/* The loader's private F16 decode (kept so the fuzz targets need no kernel
- * code) agrees bit for bit with the kernels' fx_f16_bits_to_f32, and BF16
- * with fx_bf16_bits_to_f32, for every pattern. */
+/* The loader's F16 / BF16 decode (little-endian bytes, any alignment)
+ * agrees bit for bit with fx_f16_bits_to_f32 / fx_bf16_bits_to_f32 for
+ * every pattern. */
 TEST(safetensors_conversions_match_kernels) {
     uint16_t *src = malloc(65536 * sizeof *src);
     float *dst = malloc(65536 * sizeof *dst);
