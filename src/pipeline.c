@@ -305,7 +305,7 @@ static flux_status encode_refs(gen *g) {
                    rg->width, rg->height, (long long)n, now_s() - t0);
         free(pix), free(mean), free(chw);
     }
-    if (!st) st = progress(g, FLUX_STAGE_VAE_ENCODE, g->n_refs, g->n_refs, 0, 0);
+    if (!st && g->n_refs) st = progress(g, FLUX_STAGE_VAE_ENCODE, g->n_refs, g->n_refs, 0, 0);
     return st;
 }
 

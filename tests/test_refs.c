@@ -509,6 +509,27 @@ TEST(refs_batch_cfg_share_references) {
     flux_free(ctx);
 }
 
+/* Without references there is no reference-encoding stage at all. */
+TEST(refs_no_encode_stage_without_references) {
+    flux_ctx *ctx = fx_gcase_ctx(fx_test_path("golden/model"), 1, FLUX_PRECISION_DEFAULT);
+    REQUIRE(ctx);
+    fx_npy emb;
+    REQUIRE(fx_gcase_npy(fx_test_path("golden/t2i-48x64-2step"), "out/emb.npy", &emb));
+    flux_params p;
+    flux_params_init(&p);
+    p.embeddings = emb.data, p.width = p.height = 32, p.steps = 1, p.seed = 1;
+    stage_log l = {.order_ok = 1};
+    p.progress = on_stage, p.progress_user = &l;
+    flux_image *img = NULL;
+    REQUIRE_MSG(flux_generate(ctx, &p, &img) == FLUX_OK, "%s", flux_error(ctx));
+    CHECK_EQ_INT(l.encode_calls, 0);
+    CHECK_EQ_INT(l.denoise_steps, 1);
+    CHECK(l.order_ok);
+    flux_image_free(img);
+    fx_npy_free(&emb);
+    flux_free(ctx);
+}
+
 /* Guidance 1 on the base model is no CFG: the same image as the model
  * forced to the distilled path (one pass per step, no negative). */
 TEST(refs_base_guidance1_equals_no_cfg) {
