@@ -210,16 +210,7 @@ test: all $(TEST_BIN) $(BENCH_BIN) tools fixtures  ## build and run every test
 test-native: all $(TEST_BIN) tools fixtures   ## only the native test binary
 	$(Q)FLUX_BIN=$(abspath $(FLUX_BIN)) FLUX_TOOLS=$(abspath $(BUILD)/tools) $(TEST_BIN) $(TESTS)
 
-# ---- fuzzing (clang + libFuzzer, ASan/UBSan): make fuzz-png, then
-#      build/fuzz/fuzz-png -max_total_time=300 build/fuzz/corpus-png
-FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-              -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
-FUZZ_PNG_SRC := tests/fuzz/fuzz_png.c src/image.c src/image_png.c src/image_ppm.c src/atomic_file.c src/error.c
-build/fuzz/fuzz-png: $(FUZZ_PNG_SRC) $(wildcard src/image*.h) src/error.h flux.h
-	@mkdir -p $(dir $@) build/fuzz/corpus-png
-	$(FUZZ_CC) $(CPPFLAGS) -std=c11 $(WARN) $(FUZZ_FLAGS) $(FUZZ_PNG_SRC) -o $@ -lpng -lm
-.PHONY: fuzz-png
-fuzz-png: build/fuzz/fuzz-png           ## build the PNG/PPM decoder fuzzer (clang, libFuzzer)
+FUZZ_PNG_SRC := src/image.c src/image_png.c src/image_ppm.c src/atomic_file.c src/error.c
 
 # ---- fuzzing: libFuzzer targets tests/fuzz/fuzz_*.c (clang), each run for
 # FUZZ_SECONDS; new inputs go to build/fuzz/corpus-<target>, seeds are read
@@ -229,7 +220,7 @@ FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_DIR     := build/fuzz
 FUZZ_SRC_DEFAULT := src/json.c src/safetensors.c src/config.c src/error.c
-FUZZ_SRC_png  = $(filter-out tests/%,$(FUZZ_PNG_SRC))
+FUZZ_SRC_png  = $(FUZZ_PNG_SRC)
 FUZZ_LIBS_png = -lpng
 FUZZ_SRC_npy  = src/npy.c src/atomic_file.c src/error.c
 FUZZ_SRC_tokenizer = src/tokenizer.c src/unicode.c src/unicode_tables.c src/json.c src/error.c
@@ -287,8 +278,8 @@ clean:                                 ## remove every build product
 	rm -rf build flux libflux.a libflux.so bench/flux-bench
 
 help:                                  ## this list
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
+	@grep -hE '^[a-z-]+:.*## ' $(firstword $(MAKEFILE_LIST)) | sed -E 's/:.*## /\t/' | expand -t 16
 	@echo
-	@sed -n '/^# Build options/,/^$$/p' $(MAKEFILE_LIST) | sed 's/^# \{0,1\}//'
+	@sed -n '/^# Build options/,/^$$/p' $(firstword $(MAKEFILE_LIST)) | sed 's/^# \{0,1\}//'
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d)

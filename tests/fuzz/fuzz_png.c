@@ -1,6 +1,6 @@
 /*
  * fuzz_png.c — libFuzzer target for the image decoders (PNG via libpng,
- * binary PPM/PGM), built by `make fuzz-png` with clang and ASan/UBSan.
+ * binary PPM/PGM), built by `make fuzz-build` with clang and ASan/UBSan.
  *
  * Every input must either decode into a sane RGB image or fail with a
  * message; never crash, leak or allocate absurdly. A decoded image is also
@@ -8,7 +8,7 @@
  * give the same pixels: the encoder is exercised with whatever metadata a
  * hostile file carried.
  *
- *   make fuzz-png && build/fuzz/fuzz-png -max_total_time=300 build/fuzz/corpus-png
+ *   make fuzz FUZZ_SECONDS=300   (or build/fuzz/fuzz_png -max_total_time=300 DIR)
  */
 #include <stdint.h>
 #include <stdio.h>
