@@ -71,16 +71,18 @@ int cli_progress_cb(void *user, flux_stage stage, int step, int total, int subst
     }
     if (p->mode == 1 && !new_stage && t - p->last_draw < REDRAW_INTERVAL && !(total && step >= total))
         return cancel;
-    if (p->mode == 2 && !new_stage && step == p->last_step) return cancel; /* one line per step */
+    /* mode 2: one line per shown step (the closing step == total event
+     * shows the same number as the last step's line) */
+    const int shown = total > 0 && step >= total ? total - 1 : step;
+    if (p->mode == 2 && !new_stage && shown == p->last_step) return cancel;
     p->last_draw = t;
-    p->last_step = step;
+    p->last_step = shown;
 
     char line[160];
     int n = snprintf(line, sizeof line, "%s", stage_name(stage));
     if (total > 0) {
-        int shown = step < total ? step + 1 : total;
         const char *unit = stage == FLUX_STAGE_DENOISE ? "step" : stage == FLUX_STAGE_VAE_ENCODE ? "image" : "";
-        n += snprintf(line + n, sizeof line - (size_t)n, "  %s%s%d/%d", unit, *unit ? " " : "", shown, total);
+        n += snprintf(line + n, sizeof line - (size_t)n, "  %s%s%d/%d", unit, *unit ? " " : "", shown + 1, total);
     }
     if (subtotal > 0 && step < total && n < (int)sizeof line)
         n += snprintf(line + n, sizeof line - (size_t)n, " [%s %d/%d]",
