@@ -210,7 +210,7 @@ test: all $(TEST_BIN) $(BENCH_BIN) tools fixtures  ## build and run every test
 test-native: all $(TEST_BIN) tools fixtures   ## only the native test binary
 	$(Q)FLUX_BIN=$(abspath $(FLUX_BIN)) FLUX_TOOLS=$(abspath $(BUILD)/tools) $(TEST_BIN) $(TESTS)
 
-FUZZ_PNG_SRC := src/image.c src/image_png.c src/image_ppm.c src/atomic_file.c src/error.c
+FUZZ_PNG_SRC := src/file_read.c src/image.c src/image_png.c src/image_ppm.c src/atomic_file.c src/error.c
 
 # ---- fuzzing: libFuzzer targets tests/fuzz/fuzz_*.c (clang), each run for
 # FUZZ_SECONDS; new inputs go to build/fuzz/corpus-<target>, seeds are read
@@ -219,11 +219,11 @@ FUZZ_PNG_SRC := src/image.c src/image_png.c src/image_ppm.c src/atomic_file.c sr
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_DIR     := build/fuzz
-FUZZ_SRC_DEFAULT := src/json.c src/safetensors.c src/config.c src/error.c
+FUZZ_SRC_DEFAULT := src/file_read.c src/json.c src/safetensors.c src/config.c src/error.c
 FUZZ_SRC_png  = $(FUZZ_PNG_SRC)
 FUZZ_LIBS_png = -lpng
-FUZZ_SRC_npy  = src/npy.c src/atomic_file.c src/error.c
-FUZZ_SRC_tokenizer = src/tokenizer.c src/unicode.c src/unicode_tables.c src/json.c src/error.c
+FUZZ_SRC_npy  = src/file_read.c src/npy.c src/atomic_file.c src/error.c
+FUZZ_SRC_tokenizer = src/file_read.c src/tokenizer.c src/unicode.c src/unicode_tables.c src/json.c src/error.c
 FUZZ_BINS    := $(patsubst tests/fuzz/%.c,$(FUZZ_DIR)/%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_CFLAGS  := -std=c11 -g -O1 -D_GNU_SOURCE -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -I. -Isrc -Isimd $(WARN) \
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined

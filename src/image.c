@@ -4,15 +4,12 @@
  */
 #include "atomic_file.h"
 #include "ctx.h"
+#include "file_read.h"
 #include "image_internal.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /* Largest image file we read into memory. A maximal 16384² RGBA 16-bit PNG
  * stored uncompressed is 2 GiB; real files are far smaller. */
@@ -105,46 +102,6 @@ flux_status fx_image_decode(const uint8_t *data, size_t n, const char *name, flu
     return fx_fail(err, FLUX_ERR_FORMAT, "%s: not a PNG or binary PPM (P6/P5) image", name);
 }
 
-/* Read a whole regular file into memory. */
-static flux_status read_file(const char *path, uint8_t **data, size_t *n, fx_err *err) {
-    *data = NULL;
-    *n = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return fx_fail(err, FLUX_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return fx_fail(err, FLUX_ERR_IO, "cannot read %s: not a regular file", path);
-    }
-    if ((int64_t)st.st_size > MAX_IMAGE_FILE_BYTES) {
-        close(fd);
-        return fx_fail(err, FLUX_ERR_FORMAT, "%s: file too large for an image (%lld bytes)", path,
-                       (long long)st.st_size);
-    }
-    size_t size = (size_t)st.st_size;
-    uint8_t *buf = malloc(size ? size : 1);
-    if (!buf) {
-        close(fd);
-        return fx_fail(err, FLUX_ERR_NOMEM, "out of memory reading %s (%zu bytes)", path, size);
-    }
-    size_t got = 0;
-    while (got < size) {
-        ssize_t r = read(fd, buf + got, size - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            int e = r < 0 ? errno : 0;
-            free(buf);
-            close(fd);
-            return fx_fail(err, FLUX_ERR_IO, "cannot read %s: %s", path, e ? strerror(e) : "file shrank while reading");
-        }
-        got += (size_t)r;
-    }
-    close(fd);
-    *data = buf;
-    *n = size;
-    return FLUX_OK;
-}
-
 flux_status flux_image_load(flux_ctx *ctx, const char *path, flux_image **out) {
     fx_err *err = ctx ? &ctx->err : NULL;
     if (!out) return fx_fail(err, FLUX_ERR_INVALID_ARG, "flux_image_load: out is NULL");
@@ -152,7 +109,7 @@ flux_status flux_image_load(flux_ctx *ctx, const char *path, flux_image **out) {
     if (!path) return fx_fail(err, FLUX_ERR_INVALID_ARG, "flux_image_load: path is NULL");
     uint8_t *data;
     size_t n;
-    flux_status s = read_file(path, &data, &n, err);
+    flux_status s = fx_read_file(path, NULL, MAX_IMAGE_FILE_BYTES, "an image", &data, &n, err);
     if (s != FLUX_OK) return s;
     s = fx_image_decode(data, n, path, out, err);
     free(data);

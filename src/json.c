@@ -12,8 +12,9 @@
  */
 #include "json.h"
 
+#include "file_read.h"
+
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <locale.h>
 #include <math.h>
@@ -21,8 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 struct fx_json {
     const char *key;     /* member name when inside an object, else NULL */
@@ -602,44 +601,10 @@ done:
 
 fx_json_doc *fx_json_parse_file(const char *path, const char *display, fx_err *err) {
     const char *name = display ? display : path;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        fx_fail(err, FLUX_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        fx_fail(err, FLUX_ERR_IO, "cannot read %s: not a regular file", path);
-        close(fd);
-        return NULL;
-    }
-    if ((uint64_t)st.st_size > UINT32_MAX) {
-        fx_fail(err, FLUX_ERR_FORMAT, "%s: JSON file of %lld bytes is larger than the 4 GiB limit", name,
-                (long long)st.st_size);
-        close(fd);
-        return NULL;
-    }
-    size_t len = (size_t)st.st_size;
-    char *buf = malloc(len ? len : 1);
-    if (!buf) {
-        fx_fail(err, FLUX_ERR_NOMEM, "out of memory reading %s (%zu bytes)", name, len);
-        close(fd);
-        return NULL;
-    }
-    size_t got = 0;
-    while (got < len) {
-        ssize_t r = read(fd, buf + got, len - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            fx_fail(err, FLUX_ERR_IO, "cannot read %s: %s", path, r < 0 ? strerror(errno) : "file shrank while reading");
-            free(buf);
-            close(fd);
-            return NULL;
-        }
-        got += (size_t)r;
-    }
-    close(fd);
-    fx_json_doc *doc = fx_json_parse(buf, len, err);
+    uint8_t *buf;
+    size_t len;
+    if (fx_read_file(path, display, UINT32_MAX, "a JSON document", &buf, &len, err) != FLUX_OK) return NULL;
+    fx_json_doc *doc = fx_json_parse((const char *)buf, len, err);
     free(buf);
     if (!doc) fx_prefix(err, "%s", name);
     return doc;

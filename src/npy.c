@@ -9,16 +9,14 @@
 #include "npy.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "atomic_file.h"
+#include "file_read.h"
 
 #define NPY_MAGIC "\x93NUMPY"
 #define NPY_MAGIC_LEN 6
@@ -315,31 +313,10 @@ flux_status fx_npy_parse(const uint8_t *buf, size_t n, const char *name, fx_npy 
 
 flux_status fx_npy_read(const char *path, fx_npy *out, fx_err *err) {
     memset(out, 0, sizeof *out);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return fx_fail(err, FLUX_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return fx_fail(err, FLUX_ERR_IO, "cannot read %s: not a regular file", path);
-    }
-    size_t size = (size_t)st.st_size;
-    uint8_t *buf = malloc(size ? size : 1);
-    if (!buf) {
-        close(fd);
-        return fx_fail(err, FLUX_ERR_NOMEM, "out of memory reading %s (%zu bytes)", path, size);
-    }
-    size_t got = 0;
-    while (got < size) {
-        ssize_t r = read(fd, buf + got, size - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
-    close(fd);
-    if (got != size) {
-        free(buf);
-        return fx_fail(err, FLUX_ERR_IO, "cannot read %s: short read", path);
-    }
+    uint8_t *buf;
+    size_t size;
+    flux_status rs = fx_read_file(path, NULL, UINT64_MAX, "a .npy array", &buf, &size, err);
+    if (rs != FLUX_OK) return rs;
     npy_header h;
     flux_status s = parse_header(buf, size, size, path, &h, err);
     if (s != FLUX_OK) {

@@ -8,12 +8,12 @@
  */
 #include "tokenizer.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ctx.h"
+#include "file_read.h"
 #include "json.h"
 #include "model.h"
 #include "unicode.h"
@@ -495,30 +495,10 @@ done:
 
 flux_status fx_tokenizer_load(const char *path, fx_tokenizer **out, fx_err *err) {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return fx_fail(err, FLUX_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    flux_status st = FLUX_OK;
-    /* one read of the whole file when its size is known */
-    long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    rewind(f);
-    if (size > 0 && !grow((void **)&buf, &cap, (size_t)size + 1, 1))
-        st = fx_fail(err, FLUX_ERR_NOMEM, "%s: out of memory reading %ld bytes", path, size);
-    while (!st) {
-        if (len == cap && !grow((void **)&buf, &cap, len + 65536, 1)) {
-            st = fx_fail(err, FLUX_ERR_NOMEM, "%s: out of memory reading the file", path);
-            break;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) {
-            if (ferror(f)) st = fx_fail(err, FLUX_ERR_IO, "%s: read error", path);
-            break;
-        }
-    }
-    fclose(f);
-    if (!st) st = fx_tokenizer_load_json(buf, len, path, out, err);
+    uint8_t *buf;
+    size_t len;
+    flux_status st = fx_read_file(path, NULL, (uint64_t)1 << 30, "a tokenizer", &buf, &len, err);
+    if (!st) st = fx_tokenizer_load_json((const char *)buf, len, path, out, err);
     free(buf);
     return st;
 }

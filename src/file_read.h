@@ -1,0 +1,26 @@
+/*
+ * file_read.h — read a whole regular file into memory.
+ *
+ * The one reader behind every small input the library parses whole
+ * (config and index JSON, tokenizer.json, images, .npy). Large weight
+ * files are mmap'd by safetensors.c instead.
+ */
+#ifndef FX_FILE_READ_H
+#define FX_FILE_READ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+/* Reads `path` into a malloc'd buffer of *n bytes plus one NUL byte past the
+ * end (so text parsers may rely on a terminator); the caller frees *data.
+ * Errors, each naming `path` (or `display` where given):
+ *   FLUX_ERR_IO      cannot open, not a regular file, read error, file shrank
+ *   FLUX_ERR_FORMAT  larger than max_bytes ("... too large for <kind> ...")
+ *   FLUX_ERR_NOMEM   no memory for the buffer
+ * On error *data is NULL and *n is 0. */
+flux_status fx_read_file(const char *path, const char *display, uint64_t max_bytes, const char *kind,
+                         uint8_t **data, size_t *n, fx_err *err);
+
+#endif
