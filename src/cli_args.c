@@ -5,6 +5,7 @@
 #include "cli_args.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef enum opt_id {
@@ -529,4 +531,17 @@ int cli_batch_name(const char *out, int index, char *buf, size_t size) {
     size_t stem = dot ? (size_t)(dot - out) : strlen(out);
     int n = snprintf(buf, size, "%.*s-%d%s", (int)stem, out, index, dot ? dot : "");
     return n > 0 && (size_t)n < size;
+}
+
+uint64_t cli_random_seed(void) {
+    uint32_t v = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t r = read(fd, &v, sizeof v);
+        close(fd);
+        if (r == (ssize_t)sizeof v) return v;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint32_t)((uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec * 2654435761u ^ (uint64_t)getpid() << 16);
 }

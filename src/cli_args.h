@@ -93,4 +93,8 @@ void cli_print_help(FILE *f);
  * extension). Returns 0 when buf is too small. */
 int cli_batch_name(const char *out, int index, char *buf, size_t size);
 
+/* A fresh random seed below 2^32 (short enough to retype): /dev/urandom,
+ * else the clock and the pid. */
+uint64_t cli_random_seed(void);
+
 #endif

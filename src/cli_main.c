@@ -6,7 +6,6 @@
  * (help text, version, CPU info, token ids). Exit codes: see cli_args.h.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -14,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../flux.h"
@@ -22,6 +20,7 @@
 #include "cli_progress.h"
 #include "cli_repl.h"
 #include "cli_show.h"
+#include "clock.h"
 #include "json.h"
 #include "npy.h"
 #include "ref_image.h"
@@ -44,26 +43,6 @@ static int fail(int code, const char *fmt, ...) {
     fputc('\n', stderr);
     va_end(ap);
     return code;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* A fresh random seed below 2^32 (short enough to retype). */
-static uint64_t random_seed(void) {
-    uint32_t v = 0;
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        ssize_t r = read(fd, &v, sizeof v);
-        close(fd);
-        if (r == (ssize_t)sizeof v) return v;
-    }
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint32_t)((uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec * 2654435761u ^ (uint64_t)getpid() << 16);
 }
 
 static flux_ctx *make_context(const cli_args *a) {
@@ -216,7 +195,7 @@ static int run_generate(flux_ctx *ctx, cli_args *a) {
         free_inputs(&in);
         return rc;
     }
-    double t0 = now_s();
+    double t0 = fx_now_s();
     if (load_model(ctx, a) != FLUX_OK) {
         free_inputs(&in);
         return fail(CLI_EXIT_FAIL, "%s", flux_error(ctx));
@@ -247,7 +226,7 @@ static int run_generate(flux_ctx *ctx, cli_args *a) {
         if (show == CLI_SHOW_NONE && !a->quiet) fprintf(stderr, "flux: %s\n", why);
     }
 
-    uint64_t seed = a->seed_given ? a->seed : random_seed();
+    uint64_t seed = a->seed_given ? a->seed : cli_random_seed();
     if (!a->quiet) {
         if (a->batch > 1) fprintf(stderr, "flux: seeds %" PRIu64 "..%" PRIu64 "\n", seed, seed + (uint64_t)a->batch - 1);
         else fprintf(stderr, "flux: seed %" PRIu64 "\n", seed);
@@ -307,7 +286,7 @@ static int run_generate(flux_ctx *ctx, cli_args *a) {
         }
         if (!a->quiet)
             fprintf(stderr, "flux: wrote %s (%dx%d, seed %" PRIu64 ", %s schedule) in %.1f s\n", name,
-                    in.out[i]->width, in.out[i]->height, seed_used + (uint64_t)i, sched, now_s() - t0);
+                    in.out[i]->width, in.out[i]->height, seed_used + (uint64_t)i, sched, fx_now_s() - t0);
         if (show != CLI_SHOW_NONE && cli_show_image(stdout, in.out[i], show, getenv("TMUX") != NULL, why, sizeof why))
             fprintf(stderr, "flux: %s\n", why); /* the image is written; the preview is extra */
     }

@@ -3,17 +3,12 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "clock.h"
 
 /* Redraw the TTY line at most this often (seconds), except on stage changes. */
 #define REDRAW_INTERVAL 0.1
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 void cli_progress_init(cli_progress *p, int quiet, int verbose, const volatile sig_atomic_t *cancel) {
     memset(p, 0, sizeof *p);
@@ -58,7 +53,7 @@ int cli_progress_cb(void *user, flux_stage stage, int step, int total, int subst
     cli_progress *p = user;
     int cancel = p->cancel && *p->cancel;
     if (p->mode == 0) return cancel;
-    double t = now_s();
+    double t = fx_now_s();
     int new_stage = stage != p->stage;
     if (new_stage) {
         p->stage = stage;

@@ -6,16 +6,15 @@
 #include "cli_repl.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli_progress.h"
+#include "clock.h"
 #include "cli_show.h"
 
 /* ------------------------------------------------------------------------ */
@@ -67,25 +66,6 @@ static void fail_line(repl_state *st, const char *fmt, ...) {
     fputc('\n', stderr);
     va_end(ap);
     st->failures++;
-}
-
-static uint64_t new_seed(void) {
-    uint32_t v = 0;
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        ssize_t r = read(fd, &v, sizeof v);
-        close(fd);
-        if (r == (ssize_t)sizeof v) return v;
-    }
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint32_t)((uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec * 2654435761u ^ (uint64_t)getpid() << 16);
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* The file of image N, in the session folder (made on first use). */
@@ -150,7 +130,7 @@ static void generate(repl_state *st, const cli_repl_cmd *c) {
         }
         n_refs++;
     }
-    uint64_t seed = st->seed_fixed ? st->seed : new_seed(), used = seed;
+    uint64_t seed = st->seed_fixed ? st->seed : cli_random_seed(), used = seed;
     flux_params p;
     flux_params_init(&p);
     p.prompt = c->prompt;
@@ -177,9 +157,9 @@ static void generate(repl_state *st, const cli_repl_cmd *c) {
     }
     g_repl_interrupted = 0;
     void (*old)(int) = signal(SIGINT, on_sigint);
-    double t0 = now_s();
+    double t0 = fx_now_s();
     flux_status s = batch > 1 ? flux_generate_batch(st->ctx, &p, images) : flux_generate(st->ctx, &p, &images[0]);
-    double dt = now_s() - t0;
+    double dt = fx_now_s() - t0;
     signal(SIGINT, old);
     cli_progress_clear(&prog);
     if (s == FLUX_ERR_CANCELLED) {

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "ctx.h"
 #include "dump.h"
 #include "image_meta.h"
@@ -85,12 +86,6 @@ typedef struct gen {
     double t_denoise;
     char sched[32];
 } gen;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static flux_status progress(gen *g, flux_stage stage, int step, int total, int sub, int subtotal) {
     if (g->p->progress && g->p->progress(g->p->progress_user, stage, step, total, sub, subtotal))
@@ -223,7 +218,7 @@ static flux_status text_embeddings(gen *g) {
     const flux_params *p = g->p;
     const int text_dim = g->ctx->model->dit.text_dim;
     int encoded = 0;
-    double t0 = now_s();
+    double t0 = fx_now_s();
     TRY(progress(g, FLUX_STAGE_TEXT_ENCODE, 0, 1, 0, 0));
     if (p->embeddings) {
         g->emb = p->embeddings;
@@ -244,7 +239,7 @@ static flux_status text_embeddings(gen *g) {
     }
     if (encoded) {
         flux_release_text_encoder(g->ctx);
-        fx_log(g->ctx, 1, "flux: text encoding %.2f s", now_s() - t0);
+        fx_log(g->ctx, 1, "flux: text encoding %.2f s", fx_now_s() - t0);
     }
     int64_t shape[2] = {FLUX_TEXT_TOKENS, text_dim};
     TRY(fx_dump_f32(p->dump_dir, "text_embeddings.npy", g->emb, 2, shape, g->err));
@@ -275,7 +270,7 @@ static flux_status encode_refs(gen *g) {
     flux_status st = FLUX_OK;
     for (int r = 0; r < g->n_refs && !st; r++) {
         TRY(progress(g, FLUX_STAGE_VAE_ENCODE, r, g->n_refs, 0, 0));
-        double t0 = now_s();
+        double t0 = fx_now_s();
         char what[64], name[64];
         snprintf(what, sizeof what, "reference image %d", r);
         fx_ref_geom *rg = &g->ref_geom[r];
@@ -302,7 +297,7 @@ static flux_status encode_refs(gen *g) {
         if (!st)
             fx_log(ctx, 1, "flux: reference %d: %dx%d%s -> %dx%d (%lld tokens), VAE encode %.2f s", r, rg->src_w,
                    rg->src_h, rg->scaled_w != rg->src_w || rg->scaled_h != rg->src_h ? " (Lanczos to area 1024^2)" : "",
-                   rg->width, rg->height, (long long)n, now_s() - t0);
+                   rg->width, rg->height, (long long)n, fx_now_s() - t0);
         free(pix), free(mean), free(chw);
     }
     if (!st && g->n_refs) st = progress(g, FLUX_STAGE_VAE_ENCODE, g->n_refs, g->n_refs, 0, 0);
@@ -357,7 +352,7 @@ static flux_status denoise(gen *g, int first, int count, float *lat, float *xin,
     for (int r = 0; r < g->n_refs && !st; r++) st = fx_dit_run_set_image(run, r + 1, g->ref_tokens[r]);
     step_progress sp = {g, 0};
     for (int i = 0; i < g->steps && !st; i++) {
-        double t0 = now_s();
+        double t0 = fx_now_s();
         sp.step = i;
         int total = g->steps * g->chunks, step = g->chunk * g->steps + i;
         if ((st = progress(g, FLUX_STAGE_DENOISE, step, total, 0, nb))) break;
@@ -377,7 +372,7 @@ static flux_status denoise(gen *g, int first, int count, float *lat, float *xin,
         if (first == 0 && (st = fx_dump_velocity(g->p->dump_dir, i, v, g->N, g->cin, g->err))) break;
         const float dt = g->sigmas[i + 1] - g->sigmas[i];
         for (int64_t e = 0; e < (int64_t)count * tok; e++) lat[e] += dt * v[e];
-        double dt_s = now_s() - t0;
+        double dt_s = fx_now_s() - t0;
         g->t_denoise += dt_s;
         fx_log(ctx, 1, "flux: step %d/%d (sigma %.4f, %d sequence(s) x %lld tokens): %.2f s", i + 1, g->steps,
                (double)g->sigmas[i], B, (long long)(FLUX_TEXT_TOKENS + g->N + g->ref_N), dt_s);
@@ -463,12 +458,12 @@ static flux_status run_all(gen *g, flux_image **out) {
     const struct fx_model *m = g->ctx->model;
     int encodes = !p->embeddings || (g->cfg && !p->negative_embeddings);
     fx_prefetch *pf = encodes && m->use_mmap ? fx_prefetch_start(m->transformer_w) : NULL;
-    double t_text = now_s();
+    double t_text = fx_now_s();
     flux_status st = text_embeddings(g);
     int64_t pf_bytes = fx_prefetch_stop(pf);
     if (pf)
         fx_log(g->ctx, 2, "flux: prefetched %.2f GB of transformer weights in %.2f s", (double)pf_bytes * 1e-9,
-               now_s() - t_text);
+               fx_now_s() - t_text);
     if (st) return st;
     TRY(load_components(g));
     TRY(check_memory(g));
@@ -496,10 +491,10 @@ static flux_status run_all(gen *g, flux_image **out) {
         }
         if (!st) st = denoise(g, first, count, lat, xin, v);
         for (int j = 0; j < count && !st; j++) {
-            double t0 = now_s();
+            double t0 = fx_now_s();
             if (!(st = progress(g, FLUX_STAGE_VAE_DECODE, first + j, g->n_images, 0, 0)))
                 st = decode(g, first + j, lat + j * tok, chw, z, pix, &out[first + j]);
-            fx_log(g->ctx, 1, "flux: VAE decode %.2f s", now_s() - t0);
+            fx_log(g->ctx, 1, "flux: VAE decode %.2f s", fx_now_s() - t0);
         }
     }
     if (!st) st = progress(g, FLUX_STAGE_VAE_DECODE, g->n_images, g->n_images, 0, 0);
@@ -521,11 +516,11 @@ static flux_status generate(flux_ctx *ctx, const flux_params *p, int n_images, f
     flux_status st = resolve(&g, n_images);
     if (!st) {
         for (int i = 0; i < n_images; i++) out[i] = NULL;
-        double t0 = now_s();
+        double t0 = fx_now_s();
         st = run_all(&g, out);
         if (!st)
             fx_log(ctx, 1, "flux: %d image(s) %dx%d, %d steps: denoising %.2f s, total %.2f s", n_images, g.width,
-                   g.height, g.steps, g.t_denoise, now_s() - t0);
+                   g.height, g.steps, g.t_denoise, fx_now_s() - t0);
         if (st)
             for (int i = 0; i < n_images; i++) {
                 flux_image_free(out[i]);

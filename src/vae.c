@@ -276,7 +276,7 @@ static flux_status run_end(vs_run *r, flux_status st, double t0, double flops) {
     vs_arena_free(r);
     vs_run_release(r);
     v->stats.peak_bytes = r->peak_bytes;
-    v->stats.seconds = vs_now() - t0;
+    v->stats.seconds = fx_now_s() - t0;
     v->stats.flops = flops;
     v->stats.conv_seconds = r->conv_seconds;
     v->stats.conv_flops = r->conv_flops;
@@ -296,7 +296,7 @@ flux_status fx_vae_decode(flux_ctx *ctx, fx_vae *v, const float *z, int h8, int 
         return fx_fail(&ctx->err, FLUX_ERR_INVALID_ARG, "fx_vae_decode: latent size %dx%d out of range", h8, w8);
     vs_run r;
     run_begin(&r, ctx, v);
-    double t0 = vs_now();
+    double t0 = fx_now_s();
     flux_status st = vs_run_init(&r);
     if (!st) st = vd_decode(&r, z, h8, w8, image);
     return run_end(&r, st, t0, fx_vae_decode_flops(v, h8, w8));
@@ -312,7 +312,7 @@ flux_status fx_vae_encode(flux_ctx *ctx, fx_vae *v, const float *image, int heig
                        width, f, VAE_MAX_SIDE);
     vs_run r;
     run_begin(&r, ctx, v);
-    double t0 = vs_now();
+    double t0 = fx_now_s();
     flux_status st = vs_run_init(&r);
     if (!st) st = ve_encode(&r, image, height, width, mean);
     return run_end(&r, st, t0, fx_vae_encode_flops(v, height, width));

@@ -30,6 +30,7 @@
 #ifndef FX_VAE_INTERNAL_H
 #define FX_VAE_INTERNAL_H
 
+#include "clock.h"
 #include "config.h"
 #include "model.h"
 #include "vae.h"
@@ -206,7 +207,6 @@ void vs_arena_free(vs_run *r);
 fx_dtype vs_storage_dtype(const vs_run *r, int scale);
 
 void vs_account(vs_run *r, ptrdiff_t delta);
-double vs_now(void); /* monotonic seconds */
 /* Per-thread kernel contexts (call once r->ctx, r->kc are set); release
  * frees them and every buffer. */
 flux_status vs_run_init(vs_run *r);

@@ -39,12 +39,6 @@
 /* Scratch accounting                                                       */
 /* ------------------------------------------------------------------------ */
 
-double vs_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void vs_account(vs_run *r, ptrdiff_t delta) {
     r->live_bytes = (size_t)((ptrdiff_t)r->live_bytes + delta);
     if (r->live_bytes > r->peak_bytes) r->peak_bytes = r->live_bytes;
@@ -311,10 +305,10 @@ flux_status vs_run_conv(vs_run *r, const vs_conv *op) {
     size_t pb = fx_conv2d_packed_bytes(r->kc, &g, op->conv->w.dtype);
     void *packed = pb ? packed_buf(r, pb) : NULL;
     if (!packed) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (VAE conv weights, %zu bytes)", pb);
-    double tp = vs_now();
+    double tp = fx_now_s();
     if (fx_conv2d_pack(r->kc, &g, &op->conv->w, packed))
         return fx_fail(err, FLUX_ERR_INTERNAL, "vae: cannot pack a %dx%d conv weight", g.cout, g.cin);
-    r->pack_seconds += vs_now() - tp;
+    r->pack_seconds += fx_now_s() - tp;
 
     const int srows = vs_conv_strip_rows(&g, r->strip_pixels);
     const int nstrips = (ho + srows - 1) / srows;
@@ -331,7 +325,7 @@ flux_status vs_run_conv(vs_run *r, const vs_conv *op) {
         float *out = vs_buf(r, 1 + k % 2, sizeof(float) * (size_t)out_floats);
         float *side_out = op->side ? vs_buf(r, 3 + k % 2, sizeof(float) * (size_t)side_floats) : NULL;
         if (!in || !out || (op->side && !side_out)) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (VAE strip)");
-        double tl = vs_now();
+        double tl = fx_now_s();
         if (op->side) { /* 1×1 on the raw rows r0..r1 (stride 1: inside the window), then normalise */
             load_rows_gn(r, op->src, in0, in1, NULL, NULL, 1, in);
             fx_linear(r->kc, (int64_t)(s.r1 - s.r0) * wo, in + (int64_t)(s.r0 - in0) * g.w * g.cin, g.cin,
@@ -340,22 +334,22 @@ flux_status vs_run_conv(vs_run *r, const vs_conv *op) {
         } else {
             load_rows_gn(r, op->src, in0, in1, op->gn, op->norm, 1, in);
         }
-        double t0 = vs_now();
+        double t0 = fx_now_s();
         r->load_seconds += t0 - tl;
         if (fx_conv2d_packed(r->kc, &g, in, in0, in1 - in0, packed, &epi, out, s.r0, s.r1))
             return fx_fail(err, FLUX_ERR_INTERNAL, "vae: conv strip %d..%d failed", s.r0, s.r1 - 1);
-        r->conv_seconds += vs_now() - t0;
+        r->conv_seconds += fx_now_s() - t0;
         r->conv_flops += 2.0 * (s.r1 - s.r0) * wo * (double)g.cout * g.cin * g.kh * g.kw;
         /* rows later strips still read start at the next strip's window */
         int next_in0 = op->src->h, unused;
         if (k + 1 < nstrips)
             fx_conv2d_input_rows(&g, s.r1, s.r1 + srows < ho ? s.r1 + srows : ho, &next_in0, &unused);
-        double ts = vs_now();
+        double ts = fx_now_s();
         flux_status st = FLUX_OK;
         if (!op->delay) st = flush(r, op, s, out, side_out, next_in0);
         else if (k > 0) /* the previous strip, now that this one has read its halo */
             st = flush(r, op, prev, r->buf[1 + (k - 1) % 2], op->side ? r->buf[3 + (k - 1) % 2] : NULL, next_in0);
-        r->store_seconds += vs_now() - ts;
+        r->store_seconds += fx_now_s() - ts;
         if (st) return st;
         prev = s;
     }
