@@ -45,6 +45,11 @@ typedef struct fx_bench_env {
     int json;            /* --json: one JSON object per line */
 } fx_bench_env;
 
+struct flux_options;
+/* Library options for the model commands: flux_options_init, then the
+ * env's threads, ISA and precision. */
+void fx_bench_flux_options(const fx_bench_env *env, struct flux_options *o);
+
 /* ------------------------------------------------------------------------ */
 /* Command registry                                                         */
 /* ------------------------------------------------------------------------ */

@@ -93,10 +93,7 @@ static int dit_main(int argc, char **argv, const fx_bench_env *env) {
     }
     const int64_t seqs = batch * (cfg ? 2 : 1); /* stacked sequences */
     flux_options o;
-    flux_options_init(&o);
-    o.threads = env->threads;
-    o.precision = env->force_f32 ? FLUX_PRECISION_F32 : FLUX_PRECISION_DEFAULT;
-    o.isa = fx_isa_name((fx_isa)env->isa);
+    fx_bench_flux_options(env, &o);
     flux_ctx *ctx = flux_new(&o);
     fx_dit *dit = NULL;
     fx_dit_run *run = NULL;

@@ -40,10 +40,7 @@ typedef struct cache_problem {
 
 static flux_ctx *new_ctx(const cache_problem *p, int no_disk) {
     flux_options o;
-    flux_options_init(&o);
-    o.threads = p->env->threads;
-    o.precision = p->env->force_f32 ? FLUX_PRECISION_F32 : FLUX_PRECISION_DEFAULT;
-    o.isa = fx_isa_name((fx_isa)p->env->isa);
+    fx_bench_flux_options(p->env, &o);
     o.cache_dir = p->dir;
     o.no_disk_cache = no_disk;
     flux_ctx *ctx = flux_new(&o);

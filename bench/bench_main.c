@@ -3,6 +3,7 @@
  * with a machine-load check, and the table / JSON report (see bench.h).
  */
 #include "bench.h"
+#include "../flux.h"
 
 #include <errno.h>
 #include <math.h>
@@ -101,6 +102,13 @@ void fx_bench_kctx_free(fx_kctx *kc) {
 /* ------------------------------------------------------------------------ */
 /* Timing and machine load                                                  */
 /* ------------------------------------------------------------------------ */
+
+void fx_bench_flux_options(const fx_bench_env *env, flux_options *o) {
+    flux_options_init(o);
+    o->threads = env->threads;
+    o->precision = env->force_f32 ? FLUX_PRECISION_F32 : FLUX_PRECISION_DEFAULT;
+    o->isa = fx_isa_name((fx_isa)env->isa);
+}
 
 double fx_bench_now(void) {
     struct timespec ts;

@@ -65,10 +65,7 @@ static int text_main(int argc, char **argv, const fx_bench_env *env) {
         return -1;
     }
     flux_options o;
-    flux_options_init(&o);
-    o.threads = env->threads;
-    o.precision = env->force_f32 ? FLUX_PRECISION_F32 : FLUX_PRECISION_DEFAULT;
-    o.isa = fx_isa_name((fx_isa)env->isa);
+    fx_bench_flux_options(env, &o);
     flux_ctx *ctx = flux_new(&o);
     int32_t *ids = malloc((size_t)seq * sizeof *ids);
     uint8_t *mask = malloc((size_t)seq);

@@ -143,10 +143,7 @@ static int vae_main(int argc, char **argv, const fx_bench_env *env) {
     }
     if (compare) return vae_compare(env, model, (int)height, (int)width);
     flux_options o;
-    flux_options_init(&o);
-    o.threads = env->threads;
-    o.precision = env->force_f32 ? FLUX_PRECISION_F32 : FLUX_PRECISION_DEFAULT;
-    o.isa = fx_isa_name((fx_isa)env->isa);
+    fx_bench_flux_options(env, &o);
     flux_ctx *ctx = flux_new(&o);
     fx_vae *v = NULL;
     float *in = NULL, *out = NULL;
