@@ -43,12 +43,6 @@
 #include "transformer.h"
 #include "vae.h"
 
-#define TRY(x)                                                                 \
-    do {                                                                       \
-        flux_status st_ = (x);                                                 \
-        if (st_) return st_;                                                   \
-    } while (0)
-
 #define GEN_MIN_SIDE 16
 #define GEN_MAX_SIDE 4096
 #define GEN_MAX_STEPS 1000
