@@ -545,3 +545,16 @@ uint64_t cli_random_seed(void) {
     clock_gettime(CLOCK_REALTIME, &ts);
     return (uint32_t)((uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec * 2654435761u ^ (uint64_t)getpid() << 16);
 }
+
+void cli_vmessage(const char *fmt, va_list ap) {
+    fputs("flux: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
+void cli_message(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    cli_vmessage(fmt, ap);
+    va_end(ap);
+}

@@ -16,6 +16,7 @@
 #ifndef FX_CLI_ARGS_H
 #define FX_CLI_ARGS_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -96,5 +97,10 @@ int cli_batch_name(const char *out, int index, char *buf, size_t size);
 /* A fresh random seed below 2^32 (short enough to retype): /dev/urandom,
  * else the clock and the pid. */
 uint64_t cli_random_seed(void);
+
+/* One message line on stderr: "flux: ", the formatted text, a newline (the
+ * form of every diagnostic and status line of the CLI). */
+void cli_vmessage(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
+void cli_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

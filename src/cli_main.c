@@ -38,9 +38,7 @@ static int fail(int code, const char *fmt, ...) __attribute__((format(printf, 2,
 static int fail(int code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fputs("flux: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    cli_vmessage(fmt, ap);
     va_end(ap);
     return code;
 }
@@ -223,13 +221,13 @@ static int run_generate(flux_ctx *ctx, cli_args *a) {
     char why[512];
     if (a->show) { /* decided before the work, so the reason comes first */
         show = cli_show_detect(isatty(STDOUT_FILENO), why, sizeof why);
-        if (show == CLI_SHOW_NONE && !a->quiet) fprintf(stderr, "flux: %s\n", why);
+        if (show == CLI_SHOW_NONE && !a->quiet) cli_message("%s", why);
     }
 
     uint64_t seed = a->seed_given ? a->seed : cli_random_seed();
     if (!a->quiet) {
-        if (a->batch > 1) fprintf(stderr, "flux: seeds %" PRIu64 "..%" PRIu64 "\n", seed, seed + (uint64_t)a->batch - 1);
-        else fprintf(stderr, "flux: seed %" PRIu64 "\n", seed);
+        if (a->batch > 1) cli_message("seeds %" PRIu64 "..%" PRIu64, seed, seed + (uint64_t)a->batch - 1);
+        else cli_message("seed %" PRIu64, seed);
     }
 
     cli_progress prog;
@@ -285,10 +283,10 @@ static int run_generate(flux_ctx *ctx, cli_args *a) {
             break;
         }
         if (!a->quiet)
-            fprintf(stderr, "flux: wrote %s (%dx%d, seed %" PRIu64 ", %s schedule) in %.1f s\n", name,
-                    in.out[i]->width, in.out[i]->height, seed_used + (uint64_t)i, sched, fx_now_s() - t0);
+            cli_message("wrote %s (%dx%d, seed %" PRIu64 ", %s schedule) in %.1f s", name,
+                        in.out[i]->width, in.out[i]->height, seed_used + (uint64_t)i, sched, fx_now_s() - t0);
         if (show != CLI_SHOW_NONE && cli_show_image(stdout, in.out[i], show, getenv("TMUX") != NULL, why, sizeof why))
-            fprintf(stderr, "flux: %s\n", why); /* the image is written; the preview is extra */
+            cli_message("%s", why); /* the image is written; the preview is extra */
     }
     free_inputs(&in);
     return rc;

@@ -51,9 +51,7 @@ static void msg(const repl_state *st, const char *fmt, ...) {
     if (st->a->quiet) return;
     va_list ap;
     va_start(ap, fmt);
-    fputs("flux: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    cli_vmessage(fmt, ap);
     va_end(ap);
 }
 
@@ -61,9 +59,7 @@ static void fail_line(repl_state *st, const char *fmt, ...) __attribute__((forma
 static void fail_line(repl_state *st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fputs("flux: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    cli_vmessage(fmt, ap);
     va_end(ap);
     st->failures++;
 }
