@@ -33,27 +33,14 @@ char *fx_golden_case_get(const char *case_name, const char *key) {
     return out;
 }
 
-static int is_executable(const char *p) { return access(p, X_OK) == 0; }
-
 const char *fx_gen_model_bin(void) {
-    static char buf[PATH_MAX + 32];
-    const char *tools = getenv("FLUX_TOOLS");
-    if (tools) {
-        snprintf(buf, sizeof buf, "%s/gen_model", tools);
-        if (is_executable(buf)) return buf;
+    const char *bin = fx_test_tool("gen_model");
+    if (!bin) {
+        const char *tools = getenv("FLUX_TOOLS");
+        printf("    gen_model not found (FLUX_TOOLS=%s): build it with `make tools` in the same "
+               "BUILD directory as the tests\n", tools ? tools : "(unset)");
     }
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) *slash = 0;
-        snprintf(buf, sizeof buf, "%s/tools/gen_model", exe);
-        if (is_executable(buf)) return buf;
-    }
-    printf("    gen_model not found (FLUX_TOOLS=%s): build it with `make tools` in the same "
-           "BUILD directory as the tests\n", tools ? tools : "(unset)");
-    return NULL;
+    return bin;
 }
 
 const char *fx_golden_case_model(const char *case_name) {

@@ -81,4 +81,20 @@ int fx_test_run(const char *cmd, char **output);
 char *fx_test_read_file(const char *path, size_t *len);
 int fx_test_write_file(const char *path, const void *data, size_t len);
 
+/* "<fx_test_tmpdir()>/<name>" in one of four rotating static buffers (up to
+ * four such paths are valid at once). */
+const char *fx_test_tmp_path(const char *name);
+/* Entries of a directory other than . and .. (−1 if it cannot be opened). */
+int fx_test_dir_entries(const char *dir);
+/* 1 if path exists (stat succeeds), else 0. */
+int fx_test_file_exists(const char *path);
+/* A program of tools/: $FLUX_TOOLS/<name>, else tools/<name> next to the test
+ * binary (static buffer); NULL when neither is executable. */
+const char *fx_test_tool(const char *name);
+
+/* For forging PNG files: a big-endian 32-bit store and the CRC-32 of PNG
+ * chunks (zlib polynomial). */
+void fx_test_put_be32(uint8_t *p, uint32_t v);
+uint32_t fx_test_crc32(const uint8_t *p, size_t n);
+
 #endif

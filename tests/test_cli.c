@@ -8,7 +8,6 @@
  */
 #include "test.h"
 
-#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -48,17 +47,6 @@ static void expect_run(int line, const char *args, int code, const char *fragmen
     free(out);
 }
 #define EXPECT(args, code, fragment) expect_run(__LINE__, args, code, fragment)
-
-static int dir_entries(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
-    closedir(d);
-    return n;
-}
 
 /* ------------------------------------------------------------ info */
 
@@ -212,7 +200,7 @@ TEST(cli_missing_and_bad_paths) {
     snprintf(args, sizeof args, "--tokenize -p cat");
     EXPECT(args, 2, "missing -d DIR");
     /* nothing was written by any of these */
-    CHECK_EQ_INT(dir_entries(tmp), 2); /* plain.txt and dir.png */
+    CHECK_EQ_INT(fx_test_dir_entries(tmp), 2); /* plain.txt and dir.png */
 }
 
 TEST(cli_runtime_failures_exit_1_without_output) {
@@ -244,7 +232,7 @@ TEST(cli_runtime_failures_exit_1_without_output) {
     snprintf(args, sizeof args, "-d '%s' -o '%s/out.png' --embeddings '%s'", g_model, tmp, g_noise);
     EXPECT(args, 1, "--embeddings: ");
     EXPECT(args, 1, "expected float32 (512, any)");
-    CHECK_EQ_INT(dir_entries(tmp), 4); /* empty_model, bad.png, empty.png, bad.npy: no out.png */
+    CHECK_EQ_INT(fx_test_dir_entries(tmp), 4); /* empty_model, bad.png, empty.png, bad.npy: no out.png */
 }
 
 
@@ -282,7 +270,7 @@ TEST(cli_batch_output_names) {
     EXPECT(args, 0, NULL);
     snprintf(args, sizeof args, "-q -d '%s' -p 'a red apple' -W 64 -H 64 -s 2 -S 41 -o '%s/single.png'", g_model, tmp);
     EXPECT(args, 0, NULL);
-    CHECK_EQ_INT(dir_entries(tmp), 5); /* 3 + single.png + the per-test cache folder */
+    CHECK_EQ_INT(fx_test_dir_entries(tmp), 5); /* 3 + single.png + the per-test cache folder */
     flux_ctx *ctx = flux_new(NULL);
     const char *names[3] = {"out.png", "out-1.png", "out-2.png"}, *seeds[3] = {"40", "41", "42"};
     flux_image *img[3] = {NULL, NULL, NULL}, *single = NULL;

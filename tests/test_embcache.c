@@ -77,11 +77,6 @@ static int count_hidden(const char *dir) {
     return n;
 }
 
-static int file_exists(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0;
-}
-
 TEST(embcache_key_covers_every_input) {
     int32_t ids[ROWS];
     uint8_t mask[ROWS], base[FX_SHA256_BYTES], k[FX_SHA256_BYTES];
@@ -215,7 +210,7 @@ static void expect_detected(int line, const char *what, damage_fn damage) {
     fx_embcache_stats s = fx_embcache_get_stats(c);
     if (hit) fx_test_fail(__FILE__, line, "%s: damaged entry was served", what);
     if (s.corrupt != 1) fx_test_fail(__FILE__, line, "%s: corrupt count %ld, want 1", what, s.corrupt);
-    if (file_exists(path)) fx_test_fail(__FILE__, line, "%s: damaged entry not deleted", what);
+    if (fx_test_file_exists(path)) fx_test_fail(__FILE__, line, "%s: damaged entry not deleted", what);
     fx_embcache_put(c, k, ROWS, COLS, a); /* recomputed and stored again */
     memset(out, 0, sizeof out);
     if (!fx_embcache_get(c, k, ROWS, COLS, out) || memcmp(a, out, sizeof a))
@@ -339,9 +334,9 @@ TEST(embcache_disk_budget_evicts_least_recently_used) {
     fx_embcache_put(c, k[3], ROWS, COLS, a);
     fx_embcache_entry_path(dir, k[3], path[3], sizeof path[3]);
     CHECK_EQ_INT(count_files(dir, ".emb"), 3);
-    CHECK(file_exists(path[0]));
-    CHECK(!file_exists(path[1]));
-    CHECK(file_exists(path[2]) && file_exists(path[3]));
+    CHECK(fx_test_file_exists(path[0]));
+    CHECK(!fx_test_file_exists(path[1]));
+    CHECK(fx_test_file_exists(path[2]) && fx_test_file_exists(path[3]));
     CHECK_EQ_INT(fx_embcache_get_stats(c).disk_evictions, 1);
     fx_embcache_free(c);
 
@@ -350,7 +345,7 @@ TEST(embcache_disk_budget_evicts_least_recently_used) {
     key_of(4, k[4]);
     fx_embcache_put(c, k[4], ROWS, COLS, a);
     fx_embcache_entry_path(dir, k[4], path[4], sizeof path[4]);
-    CHECK(!file_exists(path[4]));
+    CHECK(!fx_test_file_exists(path[4]));
     CHECK_EQ_INT(fx_embcache_get_stats(c).disk_writes, 0);
     fx_embcache_free(c);
 }
@@ -371,9 +366,9 @@ TEST(embcache_removes_stale_temporary_files) {
     key_of(1, k);
     payload_of(1, a);
     fx_embcache_put(c, k, ROWS, COLS, a);
-    CHECK(!file_exists(stale));
-    CHECK(file_exists(fresh)); /* may belong to a writer still running */
-    CHECK(file_exists(other));
+    CHECK(!fx_test_file_exists(stale));
+    CHECK(fx_test_file_exists(fresh)); /* may belong to a writer still running */
+    CHECK(fx_test_file_exists(other));
     fx_embcache_free(c);
 }
 
@@ -527,7 +522,7 @@ TEST(embcache_context_keys_model_and_kernel_path) {
     CHECK(!fx_text_cache_lookup(ctx, ids, mask, 16, 4, out, key2));
     fx_text_cache_store(ctx, key2, 16, 4, emb);
     CHECK(fx_text_cache_lookup(ctx, ids, mask, 16, 4, out, key2)); /* memory */
-    CHECK(!file_exists(cache2));
+    CHECK(!fx_test_file_exists(cache2));
     flux_free(ctx);
 }
 

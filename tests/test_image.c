@@ -8,7 +8,6 @@
  */
 #include "test.h"
 
-#include <dirent.h>
 #include <png.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -24,31 +23,6 @@
 #include "../src/image_meta.h"
 
 /* ------------------------------------------------------------ helpers */
-
-static char *tmp_file(const char *name) {
-    static char buf[4][1024];
-    static int k;
-    char *b = buf[k++ & 3];
-    snprintf(b, 1024, "%s/%s", fx_test_tmpdir(), name);
-    return b;
-}
-
-/* Number of directory entries other than . and .. */
-static int dir_entries(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
-    closedir(d);
-    return n;
-}
-
-static int file_exists(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0;
-}
 
 static flux_image *noise_image(int w, int h, int c, uint64_t seed) {
     flux_image *img = flux_image_new(w, h, c);
@@ -138,41 +112,28 @@ static void png_chunk_list(const uint8_t *d, size_t n, char *out, size_t size) {
     }
 }
 
-static uint32_t crc32_of(const uint8_t *p, size_t n) {
-    uint32_t c = 0xFFFFFFFFu;
-    for (size_t i = 0; i < n; i++) {
-        c ^= p[i];
-        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1)));
-    }
-    return c ^ 0xFFFFFFFFu;
-}
-
-static void put_be32(uint8_t *p, uint32_t v) {
-    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8), p[3] = (uint8_t)v;
-}
-
 /* A PNG that is only signature + IHDR (w × h, 8-bit RGB) + a tiny IDAT. */
 static size_t forged_png(uint8_t *buf, uint32_t w, uint32_t h) {
     static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
     size_t n = 0;
     memcpy(buf, sig, 8);
     n = 8;
-    put_be32(buf + n, 13);
+    fx_test_put_be32(buf + n, 13);
     memcpy(buf + n + 4, "IHDR", 4);
-    put_be32(buf + n + 8, w);
-    put_be32(buf + n + 12, h);
+    fx_test_put_be32(buf + n + 8, w);
+    fx_test_put_be32(buf + n + 12, h);
     buf[n + 16] = 8, buf[n + 17] = 2, buf[n + 18] = 0, buf[n + 19] = 0, buf[n + 20] = 0;
-    put_be32(buf + n + 21, crc32_of(buf + n + 4, 17));
+    fx_test_put_be32(buf + n + 21, fx_test_crc32(buf + n + 4, 17));
     n += 25;
     static const uint8_t idat[] = {0x78, 0x9c, 0x63, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01};
-    put_be32(buf + n, sizeof idat);
+    fx_test_put_be32(buf + n, sizeof idat);
     memcpy(buf + n + 4, "IDAT", 4);
     memcpy(buf + n + 8, idat, sizeof idat);
-    put_be32(buf + n + 8 + sizeof idat, crc32_of(buf + n + 4, 4 + sizeof idat));
+    fx_test_put_be32(buf + n + 8 + sizeof idat, fx_test_crc32(buf + n + 4, 4 + sizeof idat));
     n += 12 + sizeof idat;
-    put_be32(buf + n, 0);
+    fx_test_put_be32(buf + n, 0);
     memcpy(buf + n + 4, "IEND", 4);
-    put_be32(buf + n + 8, crc32_of(buf + n + 4, 4));
+    fx_test_put_be32(buf + n + 8, fx_test_crc32(buf + n + 4, 4));
     return n + 12;
 }
 
@@ -252,7 +213,7 @@ TEST(image_text_encoding_helpers) {
 /* ------------------------------------------------------------ PNG */
 
 TEST(image_png_roundtrip_rgb_with_metadata) {
-    const char *path = tmp_file("rt.png");
+    const char *path = fx_test_tmp_path("rt.png");
     flux_image *img = noise_image(37, 23, 3, 1);
     const char *prompt = "\xE4\xB8\x80\xE5\x8F\xAA\xE7\x8C\xAB on a skateboard, caf\xC3\xA9"; /* 一只猫 ... café */
     REQUIRE(fx_image_set_generation_text(img, prompt, "", 4, 42, 37, 23, 1.0f, "shifted", "FLUX.2-klein-4B", NULL) ==
@@ -296,7 +257,7 @@ TEST(image_png_roundtrip_channels) {
     for (int c = 1; c <= 4; c++) {
         char name[32];
         snprintf(name, sizeof name, "c%d.png", c);
-        const char *path = tmp_file(name);
+        const char *path = fx_test_tmp_path(name);
         flux_image *img = noise_image(9, 5, c, 10 + c);
         REQUIRE(flux_image_save(NULL, img, path) == FLUX_OK);
         flux_image *back = load_ok(path);
@@ -344,7 +305,7 @@ TEST(image_png_reads_every_color_type) {
         {"rgb8_interlaced", PNG_COLOR_TYPE_RGB, 8, PNG_INTERLACE_ADAM7, samples},
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
-        const char *path = tmp_file("ct.png");
+        const char *path = fx_test_tmp_path("ct.png");
         raw_png rp = {W, H, cases[ci].color, cases[ci].depth, cases[ci].interlace, cases[ci].s, NULL, 0, NULL, NULL};
         if (cases[ci].color == PNG_COLOR_TYPE_PALETTE) rp.palette = pal, rp.n_palette = 16;
         REQUIRE(write_raw_png(path, &rp) == 0);
@@ -389,7 +350,7 @@ TEST(image_png_reads_every_color_type) {
 TEST(image_png_alpha_dropped_not_composited) {
     /* A fully transparent red pixel stays red (PIL convert("RGB")). */
     uint8_t px[8] = {255, 0, 0, 0, 0, 0, 255, 128};
-    const char *path = tmp_file("alpha.png");
+    const char *path = fx_test_tmp_path("alpha.png");
     raw_png rp = {2, 1, PNG_COLOR_TYPE_RGB_ALPHA, 8, 0, px, NULL, 0, NULL, NULL};
     REQUIRE(write_raw_png(path, &rp) == 0);
     flux_image *img = load_ok(path);
@@ -401,7 +362,7 @@ TEST(image_png_alpha_dropped_not_composited) {
 
 TEST(image_png_text_after_idat_and_latin1) {
     uint8_t px[3] = {1, 2, 3};
-    const char *path = tmp_file("late.png");
+    const char *path = fx_test_tmp_path("late.png");
     raw_png rp = {1, 1, PNG_COLOR_TYPE_RGB, 8, 0, px, NULL, 0, "Comment", "na\xEFve"}; /* Latin-1 ï */
     REQUIRE(write_raw_png(path, &rp) == 0);
     flux_image *img = load_ok(path);
@@ -422,20 +383,20 @@ TEST(image_png_reads_golden_reference) {
 
 TEST(image_png_rejects_bad_files) {
     /* zero bytes, not an image, signature only */
-    const char *p0 = tmp_file("zero.png");
+    const char *p0 = fx_test_tmp_path("zero.png");
     REQUIRE(fx_test_write_file(p0, "", 0) == 0);
     expect_load_fails(p0, "empty");
-    const char *p1 = tmp_file("text.png");
+    const char *p1 = fx_test_tmp_path("text.png");
     REQUIRE(fx_test_write_file(p1, "hello world", 11) == 0);
     expect_load_fails(p1, "not a PNG");
-    const char *p2 = tmp_file("sig.png");
+    const char *p2 = fx_test_tmp_path("sig.png");
     REQUIRE(fx_test_write_file(p2, "\x89PNG\r\n\x1a\n", 8) == 0);
     expect_load_fails(p2, NULL);
-    expect_load_fails(tmp_file("missing.png"), "cannot open");
+    expect_load_fails(fx_test_tmp_path("missing.png"), "cannot open");
     expect_load_fails(fx_test_tmpdir(), NULL); /* a directory */
 
     /* a valid PNG truncated at every length, and with flipped bytes */
-    const char *good = tmp_file("good.png");
+    const char *good = fx_test_tmp_path("good.png");
     flux_image *img = noise_image(20, 10, 3, 3);
     flux_image_set_text(img, "k", "v");
     REQUIRE(flux_image_save(NULL, img, good) == FLUX_OK);
@@ -490,7 +451,7 @@ TEST(image_png_rejects_huge_dimensions_before_allocating) {
 
 TEST(image_png_random_mutations_never_crash) {
     /* In-suite mini fuzzing (the real fuzzer is tests/fuzz/fuzz_png.c). */
-    const char *good = tmp_file("m.png");
+    const char *good = fx_test_tmp_path("m.png");
     flux_image *img = noise_image(16, 16, 3, 5);
     flux_image_set_text(img, "prompt", "\xE7\x8C\xAB");
     REQUIRE(flux_image_save(NULL, img, good) == FLUX_OK);
@@ -520,20 +481,20 @@ TEST(image_png_random_mutations_never_crash) {
 }
 
 TEST(image_png_rejects_bad_metadata_key) {
-    const char *path = tmp_file("key.png");
+    const char *path = fx_test_tmp_path("key.png");
     flux_image *img = noise_image(2, 2, 3, 1);
     flux_image_set_text(img, "\xE7\x8C\xAB", "cat"); /* not Latin-1 */
     flux_ctx *ctx = flux_new(NULL);
     CHECK(flux_image_save(ctx, img, path) == FLUX_ERR_INVALID_ARG);
     CHECK_MSG(strstr(flux_error(ctx), "keyword"), "%s", flux_error(ctx));
-    CHECK(!file_exists(path));
-    CHECK_EQ_INT(dir_entries(fx_test_tmpdir()), 0);
+    CHECK(!fx_test_file_exists(path));
+    CHECK_EQ_INT(fx_test_dir_entries(fx_test_tmpdir()), 0);
     flux_free(ctx);
     flux_image_free(img);
 }
 
 TEST(image_png_invalid_utf8_value_is_sanitized) {
-    const char *path = tmp_file("bad_utf8.png");
+    const char *path = fx_test_tmp_path("bad_utf8.png");
     flux_image *img = noise_image(2, 2, 3, 1);
     flux_image_set_text(img, "prompt", "cat \xFF\xE7\x8C\xAB");
     REQUIRE(flux_image_save(NULL, img, path) == FLUX_OK);
@@ -548,7 +509,7 @@ TEST(image_png_invalid_utf8_value_is_sanitized) {
 /* ------------------------------------------------------------ PPM */
 
 TEST(image_ppm_roundtrip_and_gray) {
-    const char *path = tmp_file("rt.ppm");
+    const char *path = fx_test_tmp_path("rt.ppm");
     flux_image *img = noise_image(13, 6, 3, 2);
     REQUIRE(flux_image_save(NULL, img, path) == FLUX_OK);
     size_t n;
@@ -562,7 +523,7 @@ TEST(image_ppm_roundtrip_and_gray) {
     flux_image_free(img);
 
     /* P5 with comments everywhere whitespace may be; gray → RGB */
-    const char *p5 = tmp_file("g.pgm");
+    const char *p5 = fx_test_tmp_path("g.pgm");
     const char hdr[] = "P5 # comment\n# another\n3 # w\n2\n#max\n255\n";
     uint8_t file[sizeof hdr - 1 + 6];
     memcpy(file, hdr, sizeof hdr - 1);
@@ -582,7 +543,7 @@ TEST(image_ppm_roundtrip_and_gray) {
     int hl = snprintf((char *)f16, sizeof f16, "P6\n1 1\n1000\n");
     uint16_t vals[3] = {0, 500, 1000};
     for (int k = 0; k < 3; k++) f16[hl + 2 * k] = (uint8_t)(vals[k] >> 8), f16[hl + 2 * k + 1] = (uint8_t)vals[k];
-    const char *p16 = tmp_file("16.ppm");
+    const char *p16 = fx_test_tmp_path("16.ppm");
     REQUIRE(fx_test_write_file(p16, f16, (size_t)hl + 6) == 0);
     back = load_ok(p16);
     REQUIRE(back);
@@ -606,7 +567,7 @@ TEST(image_ppm_rejects_bad_headers) {
         {"P3\n1 1\n255\n0 0 0\n", "not a PNG"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        const char *path = tmp_file("bad.ppm");
+        const char *path = fx_test_tmp_path("bad.ppm");
         REQUIRE(fx_test_write_file(path, cases[i][0], strlen(cases[i][0])) == 0);
         expect_load_fails(path, cases[i][1]);
     }
@@ -617,12 +578,12 @@ TEST(image_ppm_rejects_bad_headers) {
 TEST(image_save_unknown_extension) {
     flux_image *img = noise_image(2, 2, 3, 1);
     flux_ctx *ctx = flux_new(NULL);
-    CHECK(flux_image_save(ctx, img, tmp_file("x.jpg")) == FLUX_ERR_INVALID_ARG);
+    CHECK(flux_image_save(ctx, img, fx_test_tmp_path("x.jpg")) == FLUX_ERR_INVALID_ARG);
     CHECK_MSG(strstr(flux_error(ctx), ".png or .ppm"), "%s", flux_error(ctx));
-    CHECK(flux_image_save(ctx, img, tmp_file("noext")) == FLUX_ERR_INVALID_ARG);
+    CHECK(flux_image_save(ctx, img, fx_test_tmp_path("noext")) == FLUX_ERR_INVALID_ARG);
     CHECK_MSG(strstr(flux_error(ctx), "no file extension"), "%s", flux_error(ctx));
-    CHECK(flux_image_save(ctx, img, tmp_file("UPPER.PNG")) == FLUX_OK);
-    CHECK_EQ_INT(dir_entries(fx_test_tmpdir()), 1);
+    CHECK(flux_image_save(ctx, img, fx_test_tmp_path("UPPER.PNG")) == FLUX_OK);
+    CHECK_EQ_INT(fx_test_dir_entries(fx_test_tmpdir()), 1);
     flux_free(ctx);
     flux_image_free(img);
 }
@@ -631,38 +592,38 @@ TEST(image_save_failures_leave_no_file) {
     flux_image *img = noise_image(64, 64, 3, 4);
     flux_ctx *ctx = flux_new(NULL);
     /* the destination is a directory */
-    const char *dir = tmp_file("adir.png");
+    const char *dir = fx_test_tmp_path("adir.png");
     REQUIRE(mkdir(dir, 0755) == 0);
     CHECK(flux_image_save(ctx, img, dir) == FLUX_ERR_IO);
     CHECK_MSG(strstr(flux_error(ctx), dir), "%s", flux_error(ctx));
-    CHECK_EQ_INT(dir_entries(fx_test_tmpdir()), 1);
-    CHECK_EQ_INT(dir_entries(dir), 0);
+    CHECK_EQ_INT(fx_test_dir_entries(fx_test_tmpdir()), 1);
+    CHECK_EQ_INT(fx_test_dir_entries(dir), 0);
     /* the directory does not exist */
-    CHECK(flux_image_save(ctx, img, tmp_file("nodir/out.png")) == FLUX_ERR_IO);
+    CHECK(flux_image_save(ctx, img, fx_test_tmp_path("nodir/out.png")) == FLUX_ERR_IO);
     CHECK_MSG(strstr(flux_error(ctx), "nodir/out.png"), "%s", flux_error(ctx));
     /* a write that fails half-way (file size limit): the old file stays
      * intact and no temporary file is left behind */
-    const char *dst = tmp_file("keep.png");
+    const char *dst = fx_test_tmp_path("keep.png");
     REQUIRE(fx_test_write_file(dst, "old content", 11) == 0);
     signal(SIGXFSZ, SIG_IGN);
     struct rlimit lim = {2000, 2000};
     REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0);
     CHECK(flux_image_save(ctx, img, dst) == FLUX_ERR_IO);
     CHECK_MSG(strstr(flux_error(ctx), dst), "%s", flux_error(ctx));
-    CHECK(flux_image_save(ctx, img, tmp_file("new.ppm")) == FLUX_ERR_IO);
-    CHECK(!file_exists(tmp_file("new.ppm")));
+    CHECK(flux_image_save(ctx, img, fx_test_tmp_path("new.ppm")) == FLUX_ERR_IO);
+    CHECK(!fx_test_file_exists(fx_test_tmp_path("new.ppm")));
     size_t n;
     char *content = fx_test_read_file(dst, &n);
     CHECK(content && n == 11 && !memcmp(content, "old content", 11));
     free(content);
-    CHECK_EQ_INT(dir_entries(fx_test_tmpdir()), 2); /* adir.png and keep.png */
+    CHECK_EQ_INT(fx_test_dir_entries(fx_test_tmpdir()), 2); /* adir.png and keep.png */
     flux_free(ctx);
     flux_image_free(img);
 }
 
 TEST(image_save_read_only_directory) {
     /* root ignores permissions: this case only means something otherwise */
-    const char *dir = tmp_file("ro");
+    const char *dir = fx_test_tmp_path("ro");
     REQUIRE(mkdir(dir, 0555) == 0);
     char path[1100];
     snprintf(path, sizeof path, "%s/out.png", dir);
@@ -670,7 +631,7 @@ TEST(image_save_read_only_directory) {
     flux_status s = flux_image_save(NULL, img, path);
     if (geteuid() != 0) {
         CHECK(s == FLUX_ERR_IO);
-        CHECK_EQ_INT(dir_entries(dir), 0);
+        CHECK_EQ_INT(fx_test_dir_entries(dir), 0);
     } else {
         CHECK(s == FLUX_OK); /* root may write; the save is still whole */
         flux_image *back = load_ok(path);

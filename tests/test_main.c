@@ -10,7 +10,9 @@
 
 #include "test.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -130,10 +132,9 @@ double fx_test_max_abs_err(const float *a, const float *b, size_t n) {
     return m;
 }
 
-char *fx_test_read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
+/* All of a stream (malloc'd, NUL-terminated), growing from cap bytes. */
+static char *read_stream(FILE *f, size_t cap, size_t *len) {
+    size_t n = 0;
     char *buf = malloc(cap + 1);
     for (;;) {
         if (n == cap) buf = realloc(buf, (cap *= 2) + 1);
@@ -141,9 +142,16 @@ char *fx_test_read_file(const char *path, size_t *len) {
         if (r == 0) break;
         n += r;
     }
-    fclose(f);
     buf[n] = 0;
     if (len) *len = n;
+    return buf;
+}
+
+char *fx_test_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = read_stream(f, 1 << 16, len);
+    fclose(f);
     return buf;
 }
 
@@ -159,19 +167,67 @@ int fx_test_run(const char *cmd, char **output) {
     snprintf(full, sizeof full, "(%s) 2>&1", cmd);
     FILE *p = popen(full, "r");
     if (!p) return -1;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap + 1);
-    for (;;) {
-        if (n == cap) buf = realloc(buf, (cap *= 2) + 1);
-        size_t r = fread(buf + n, 1, cap - n, p);
-        if (r == 0) break;
-        n += r;
-    }
-    buf[n] = 0;
+    char *buf = read_stream(p, 4096, NULL);
     int st = pclose(p);
     if (output) *output = buf; else free(buf);
     if (st == -1) return -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+const char *fx_test_tmp_path(const char *name) {
+    static char buf[4][1024];
+    static int k;
+    char *b = buf[k++ & 3];
+    snprintf(b, sizeof buf[0], "%s/%s", g_tmpdir, name);
+    return b;
+}
+
+int fx_test_dir_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+    closedir(d);
+    return n;
+}
+
+int fx_test_file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+const char *fx_test_tool(const char *name) {
+    static char buf[PATH_MAX + 64];
+    const char *tools = getenv("FLUX_TOOLS");
+    if (tools) {
+        snprintf(buf, sizeof buf, "%s/%s", tools, name);
+        if (access(buf, X_OK) == 0) return buf;
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = 0;
+        snprintf(buf, sizeof buf, "%s/tools/%s", exe, name);
+        if (access(buf, X_OK) == 0) return buf;
+    }
+    return NULL;
+}
+
+void fx_test_put_be32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8), p[3] = (uint8_t)v;
+}
+
+uint32_t fx_test_crc32(const uint8_t *p, size_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1)));
+    }
+    return c ^ 0xFFFFFFFFu;
 }
 
 static void remove_tree(const char *path) {

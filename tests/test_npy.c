@@ -11,14 +11,6 @@
 
 #include "../src/npy.h"
 
-static char *tmp_file(const char *name) {
-    static char buf[2][1024];
-    static int k;
-    char *b = buf[k++ & 1];
-    snprintf(b, 1024, "%s/%s", fx_test_tmpdir(), name);
-    return b;
-}
-
 /* A .npy file from a header dict (padded to 64 like numpy) and raw data. */
 static size_t make_npy(uint8_t *out, int major, const char *dict, const void *data, size_t data_len) {
     size_t pre = major == 1 ? 10 : 12, dl = strlen(dict);
@@ -93,7 +85,7 @@ TEST(npy_write_matches_numpy_bytes) {
         fx_npy a;
         fx_err err = {0};
         REQUIRE_MSG(fx_npy_read(src, &a, &err) == FLUX_OK, "%s", err.msg);
-        const char *dst = tmp_file("copy.npy");
+        const char *dst = fx_test_tmp_path("copy.npy");
         flux_status s = a.dtype == FX_NPY_F32 ? fx_npy_write_f32(dst, a.data, a.ndim, a.shape, &err)
                                               : fx_npy_write_i32(dst, a.data, a.ndim, a.shape, &err);
         REQUIRE_MSG(s == FLUX_OK, "%s", err.msg);
@@ -112,32 +104,32 @@ TEST(npy_roundtrip_shapes) {
     for (int i = 0; i < 24; i++) f[i] = (float)i * 0.25f - 3;
     int64_t s3[3] = {2, 3, 4}, s1[1] = {5}, s0[1] = {0};
     fx_npy a;
-    REQUIRE(fx_npy_write_f32(tmp_file("a.npy"), f, 3, s3, &err) == FLUX_OK);
-    REQUIRE(fx_npy_read(tmp_file("a.npy"), &a, &err) == FLUX_OK);
+    REQUIRE(fx_npy_write_f32(fx_test_tmp_path("a.npy"), f, 3, s3, &err) == FLUX_OK);
+    REQUIRE(fx_npy_read(fx_test_tmp_path("a.npy"), &a, &err) == FLUX_OK);
     CHECK(a.ndim == 3 && a.shape[0] == 2 && a.shape[1] == 3 && a.shape[2] == 4 && a.count == 24);
     CHECK(!memcmp(a.data, f, sizeof f));
     fx_npy_free(&a);
-    REQUIRE(fx_npy_write_i32(tmp_file("b.npy"), i32, 1, s1, &err) == FLUX_OK);
-    REQUIRE(fx_npy_read(tmp_file("b.npy"), &a, &err) == FLUX_OK);
+    REQUIRE(fx_npy_write_i32(fx_test_tmp_path("b.npy"), i32, 1, s1, &err) == FLUX_OK);
+    REQUIRE(fx_npy_read(fx_test_tmp_path("b.npy"), &a, &err) == FLUX_OK);
     CHECK(a.dtype == FX_NPY_I32 && a.ndim == 1 && a.count == 5 && !memcmp(a.data, i32, sizeof i32));
     fx_npy_free(&a);
     /* 0-d scalar and an empty array */
-    REQUIRE(fx_npy_write_f32(tmp_file("c.npy"), f + 5, 0, NULL, &err) == FLUX_OK);
-    REQUIRE(fx_npy_read(tmp_file("c.npy"), &a, &err) == FLUX_OK);
+    REQUIRE(fx_npy_write_f32(fx_test_tmp_path("c.npy"), f + 5, 0, NULL, &err) == FLUX_OK);
+    REQUIRE(fx_npy_read(fx_test_tmp_path("c.npy"), &a, &err) == FLUX_OK);
     CHECK(a.ndim == 0 && a.count == 1 && ((float *)a.data)[0] == f[5]);
     fx_npy_free(&a);
-    REQUIRE(fx_npy_write_f32(tmp_file("d.npy"), NULL, 1, s0, &err) == FLUX_OK);
-    REQUIRE(fx_npy_read(tmp_file("d.npy"), &a, &err) == FLUX_OK);
+    REQUIRE(fx_npy_write_f32(fx_test_tmp_path("d.npy"), NULL, 1, s0, &err) == FLUX_OK);
+    REQUIRE(fx_npy_read(fx_test_tmp_path("d.npy"), &a, &err) == FLUX_OK);
     CHECK(a.ndim == 1 && a.shape[0] == 0 && a.count == 0 && a.data != NULL);
     fx_npy_free(&a);
     /* header is 64-byte aligned */
     size_t n;
-    char *raw = fx_test_read_file(tmp_file("a.npy"), &n);
+    char *raw = fx_test_read_file(fx_test_tmp_path("a.npy"), &n);
     CHECK_EQ_INT((10 + ((uint8_t)raw[8] | (uint8_t)raw[9] << 8)) % 64, 0);
     CHECK_EQ_INT(n % 4, 0);
     free(raw);
     /* writing into a missing directory fails and names the path */
-    CHECK(fx_npy_write_f32(tmp_file("nodir/x.npy"), f, 3, s3, &err) == FLUX_ERR_IO);
+    CHECK(fx_npy_write_f32(fx_test_tmp_path("nodir/x.npy"), f, 3, s3, &err) == FLUX_ERR_IO);
     CHECK_MSG(strstr(err.msg, "nodir/x.npy"), "%s", err.msg);
 }
 
@@ -235,7 +227,7 @@ TEST(npy_rejects_malformed_files) {
     /* files on disk: missing, a directory */
     fx_npy a;
     fx_err err = {0};
-    CHECK(fx_npy_read(tmp_file("missing.npy"), &a, &err) == FLUX_ERR_IO);
+    CHECK(fx_npy_read(fx_test_tmp_path("missing.npy"), &a, &err) == FLUX_ERR_IO);
     CHECK(strstr(err.msg, "missing.npy") != NULL);
     CHECK(fx_npy_read(fx_test_tmpdir(), &a, &err) == FLUX_ERR_IO);
 }

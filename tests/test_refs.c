@@ -741,20 +741,6 @@ TEST(refs_cli_multiref_golden) {
     flux_free(ctx);
 }
 
-/* A minimal CRC-32 (PNG chunks) to forge a well-formed huge header. */
-static uint32_t crc32_png(const uint8_t *p, size_t n) {
-    uint32_t c = 0xffffffffu;
-    for (size_t i = 0; i < n; i++) {
-        c ^= p[i];
-        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1)));
-    }
-    return c ^ 0xffffffffu;
-}
-
-static void put_be32(uint8_t *p, uint32_t v) {
-    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8), p[3] = (uint8_t)v;
-}
-
 /* Bad reference files and options the model cannot use: the CLI fails with
  * a clear message (exit 2 for command-line problems, 1 for file contents
  * and model conflicts) and writes no output file. */
@@ -777,8 +763,8 @@ TEST(refs_cli_bad_inputs) {
     fx_test_write_file(path[np++], png, n / 2);
     /* a valid PNG header claiming 20000 x 20000 pixels */
     uint8_t *huge = (uint8_t *)png;
-    put_be32(huge + 16, 20000), put_be32(huge + 20, 20000);
-    put_be32(huge + 29, crc32_png(huge + 12, 17));
+    fx_test_put_be32(huge + 16, 20000), fx_test_put_be32(huge + 20, 20000);
+    fx_test_put_be32(huge + 29, fx_test_crc32(huge + 12, 17));
     snprintf(path[np], sizeof path[np], "%s/huge.png", tmp);
     fx_test_write_file(path[np++], huge, n);
     snprintf(path[np], sizeof path[np], "%s/huge.ppm", tmp);

@@ -24,32 +24,12 @@
 /* Helpers                                                                  */
 /* ------------------------------------------------------------------------ */
 
-/* tools/make_single_file: $FLUX_TOOLS, else tools/ next to the test binary. */
-static const char *tool_bin(void) {
-    static char buf[PATH_MAX + 64];
-    const char *tools = getenv("FLUX_TOOLS");
-    if (tools) {
-        snprintf(buf, sizeof buf, "%s/make_single_file", tools);
-        if (access(buf, X_OK) == 0) return buf;
-    }
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) *slash = 0;
-        snprintf(buf, sizeof buf, "%s/tools/make_single_file", exe);
-        if (access(buf, X_OK) == 0) return buf;
-    }
-    return NULL;
-}
-
 /* Write the golden model's transformer as one file; returns its path
  * (static buffer per layout) or NULL after recording a failure. */
 static const char *make_file(const char *layout, const char *flags) {
     static char paths[8][PATH_MAX];
     static int next;
-    const char *tool = tool_bin();
+    const char *tool = fx_test_tool("make_single_file");
     if (!tool) {
         fx_test_fail(__FILE__, __LINE__, "make_single_file not found: build it with `make tools` in the tests' "
                                          "BUILD directory or set FLUX_TOOLS");
