@@ -11,19 +11,7 @@
 
 #include "../src/model.h"
 #include "../src/prefetch.h"
-
-static flux_ctx *golden_ctx(void) {
-    flux_options o;
-    flux_options_init(&o);
-    o.threads = 1;
-    flux_ctx *ctx = flux_new(&o);
-    if (ctx && flux_load(ctx, fx_test_path("golden/model"), NULL) != FLUX_OK) {
-        fx_test_fail(__FILE__, __LINE__, "flux_load: %s", flux_error(ctx));
-        flux_free(ctx);
-        return NULL;
-    }
-    return ctx;
-}
+#include "golden_case.h"
 
 static uint64_t checksum(const fx_wset *s, int64_t *bytes) {
     uint64_t h = 1469598103934665603ull;
@@ -38,7 +26,7 @@ static uint64_t checksum(const fx_wset *s, int64_t *bytes) {
 }
 
 TEST(prefetch_reads_everything_and_changes_nothing) {
-    flux_ctx *ctx = golden_ctx();
+    flux_ctx *ctx = fx_gcase_ctx(fx_test_path("golden/model"), 1, FLUX_PRECISION_DEFAULT);
     REQUIRE(ctx);
     const fx_wset *w = ctx->model->transformer_w;
     int64_t total;
@@ -67,7 +55,7 @@ TEST(prefetch_reads_everything_and_changes_nothing) {
 }
 
 TEST(prefetch_stop_and_null) {
-    flux_ctx *ctx = golden_ctx();
+    flux_ctx *ctx = fx_gcase_ctx(fx_test_path("golden/model"), 1, FLUX_PRECISION_DEFAULT);
     REQUIRE(ctx);
     int64_t total;
     uint64_t before = checksum(ctx->model->transformer_w, &total);

@@ -52,23 +52,14 @@ static const char *case_path(const char *name, const char *rel) {
     return fx_test_path(r);
 }
 
-static int read_npy(const char *path, fx_npy *a) {
-    fx_err err = {0};
-    if (fx_npy_read(path, a, &err) != FLUX_OK) {
-        fx_test_fail(__FILE__, __LINE__, "%s", err.msg);
-        return 0;
-    }
-    return 1;
-}
-
 /* ids + mask of <case>/<sub>tokens.npy, attention_mask.npy (sub "" or "neg/"). */
 static int read_tokens(const char *case_name, const char *sub, int32_t *ids, uint8_t *mask) {
     char rel[64];
     fx_npy t, m;
     snprintf(rel, sizeof rel, "%stokens.npy", sub);
-    if (!read_npy(case_path(case_name, rel), &t)) return 0;
+    if (!fx_gcase_npy_file(case_path(case_name, rel), &t)) return 0;
     snprintf(rel, sizeof rel, "%sattention_mask.npy", sub);
-    if (!read_npy(case_path(case_name, rel), &m)) {
+    if (!fx_gcase_npy_file(case_path(case_name, rel), &m)) {
         fx_npy_free(&t);
         return 0;
     }
@@ -153,7 +144,7 @@ static void check_hidden(void *user, int layer, const float *x, int seq, int hid
     char rel[64];
     snprintf(rel, sizeof rel, "internals_text/te_hidden_%02d.npy", layer + 1);
     fx_npy g;
-    if (!read_npy(case_path("t2i-48x64-2step", rel), &g)) return;
+    if (!fx_gcase_npy_file(case_path("t2i-48x64-2step", rel), &g)) return;
     if (g.count != (size_t)seq * (size_t)hidden) {
         fx_test_fail(__FILE__, __LINE__, "te_hidden_%02d: %zu values, expected %d x %d", layer + 1, g.count, seq, hidden);
     } else {
@@ -173,7 +164,7 @@ static void golden_hidden_states(flux_precision prec, double tol) {
     fx_qwen3_set_observer(ctx->text_encoder, check_hidden, &hc);
     float *out = encode_case(ctx, "t2i-48x64-2step", "");
     fx_npy g;
-    if (out && read_npy(fx_test_path("golden/t2i-48x64-2step/out/emb.npy"), &g)) {
+    if (out && fx_gcase_npy_file(fx_test_path("golden/t2i-48x64-2step/out/emb.npy"), &g)) {
         REQUIRE(g.count == L * text_dim(ctx));
         double e = fx_test_rel_err(out, g.data, g.count);
         printf("      hidden states 00..27: worst %.2e; emb %.2e\n", hc.worst, e);
@@ -209,7 +200,7 @@ static void golden_all_cases(flux_precision prec, double tol) {
             float *out = encode_case(ctx, names[i], k ? "neg/" : "");
             const char *want = k ? "out/neg_emb.npy" : "out/emb.npy";
             fx_npy g;
-            if (out && read_npy(case_path(names[i], want), &g)) {
+            if (out && fx_gcase_npy_file(case_path(names[i], want), &g)) {
                 if (g.count != L * text_dim(ctx)) {
                     fx_test_fail(__FILE__, __LINE__, "%s/%s: %zu values, expected %zu", names[i], want, g.count,
                                  L * text_dim(ctx));

@@ -15,10 +15,10 @@
  *     defaults to the first reference's processed size;
  *   - bad inputs (library and CLI): clear errors, no output file.
  *
- * Errors are max|ours − golden| / max|golden| per array. f32 mode
- * (FLUX_PRECISION=f32): 1e-4 for every array, PNG pixels within 1 LSB.
- * Default mode (bf16 dot products on AVX512_BF16): see TOL_BF16_* (about 2x
- * the worst measured over the four reference cases). */
+ * Errors are max|ours − golden| / max|golden| per array; the tolerances
+ * (f32 mode 1e-4, PNG pixels within 1 LSB; default bf16 mode
+ * FX_GCASE_TOL_BF16_*) are in golden_case.h, with the end-to-end run of a
+ * case (fx_gcase_check). */
 #include "test.h"
 
 #include <stdlib.h>
@@ -31,11 +31,7 @@
 #include "../src/sha256.h"
 #include "golden_case.h"
 
-#define TOL_F32 1e-4
-#define TOL_BF16_REF 4e-2    /* reference latents (VAE encoder in bf16; 1.8e-2 measured) */
-#define TOL_BF16_STEP 3e-2   /* velocities and latents */
-#define TOL_BF16_IMAGE 5e-2  /* decoded image */
-#define TOL_BF16_PIXELS 8    /* max |Δ| of a pixel value (of 255) */
+#define TOL_F32 FX_GCASE_TOL_F32
 
 static flux_image *load_png(flux_ctx *ctx, const char *path) {
     flux_image *img = NULL;
@@ -230,159 +226,16 @@ TEST(refs_prepare_geometry_and_limits) {
 /* Golden cases end to end                                                  */
 /* ------------------------------------------------------------------------ */
 
-static double compare(const char *dump, const char *ours, const char *gdir, const char *golden) {
-    fx_npy a, b;
-    if (!fx_gcase_npy(dump, ours, &a)) return 1e9;
-    if (!fx_gcase_npy(gdir, golden, &b)) {
-        fx_npy_free(&a);
-        return 1e9;
-    }
-    double e = 1e9;
-    if (a.count != b.count) fx_test_fail(__FILE__, __LINE__, "%s: %zu values, golden %s has %zu", ours, a.count, golden, b.count);
-    else e = fx_test_rel_err(a.data, b.data, a.count);
-    fx_npy_free(&a), fx_npy_free(&b);
-    return e;
-}
-
-static void pixel_diff(const flux_image *img, const char *png, int *max_d, double *mean_d) {
-    flux_ctx *ctx = flux_new(NULL);
-    flux_image *g = load_png(ctx, png);
-    *max_d = 999, *mean_d = 999;
-    if (g && g->width == img->width && g->height == img->height) {
-        size_t n = (size_t)g->width * g->height * 3;
-        long sum = 0;
-        *max_d = 0;
-        for (size_t i = 0; i < n; i++) {
-            int d = abs((int)g->data[i] - (int)img->data[i]);
-            sum += d;
-            if (d > *max_d) *max_d = d;
-        }
-        *mean_d = (double)sum / (double)n;
-    } else if (g) {
-        fx_test_fail(__FILE__, __LINE__, "%s is %dx%d, ours %dx%d", png, g->width, g->height, img->width, img->height);
-    }
-    flux_image_free(g);
-    flux_free(ctx);
-}
-
-typedef struct ref_result {
-    double refs, steps, latents, image, mean_px;
-    int max_px;
-} ref_result;
-
-/* The golden references refK.png of a case (flux_image_load, as the CLI). */
-static int load_case_refs(const fx_gcase *c, flux_image **refs) {
-    flux_ctx *ctx = flux_new(NULL);
-    int ok = 1;
-    for (int k = 0; k < c->n_refs; k++) {
-        char path[1200];
-        snprintf(path, sizeof path, "%s/ref%d.png", c->dir, k);
-        ok &= (refs[k] = load_png(ctx, path)) != NULL;
-    }
-    flux_free(ctx);
-    return ok;
-}
-
-/* Generate a case from its reference PNGs + golden embeddings + noise with
- * a dump; compare every array with the golden one. */
-static void run_ref_case(const char *name, flux_precision prec, ref_result *res) {
-    memset(res, 0, sizeof *res);
-    res->refs = res->steps = res->latents = res->image = 1e9;
-    fx_gcase c;
-    if (!fx_gcase_load(name, &c)) return;
-    flux_ctx *ctx = fx_gcase_ctx(c.model, 2, prec);
-    if (!ctx) return;
-    fx_npy emb = {0}, neg = {0}, noise = {0};
-    flux_image *refs[4] = {NULL}, *img = NULL;
-    char dump[1200];
-    snprintf(dump, sizeof dump, "%s/dump-%s-%d", fx_test_tmpdir(), name, (int)prec);
-    mkdir(dump, 0755);
-    if (!fx_gcase_npy(c.dir, "out/emb.npy", &emb) || !fx_gcase_npy(c.dir, "noise.npy", &noise) ||
-        (c.cfg && !fx_gcase_npy(c.dir, "out/neg_emb.npy", &neg)) || !load_case_refs(&c, refs))
-        goto out;
-    flux_params p;
-    flux_params_init(&p);
-    p.embeddings = emb.data;
-    p.negative_embeddings = c.cfg ? neg.data : NULL;
-    p.noise = noise.data;
-    p.height = (int)noise.shape[1] * 16;
-    p.width = (int)noise.shape[2] * 16;
-    p.steps = c.steps;
-    p.guidance = c.guidance;
-    p.schedule = c.schedule;
-    p.refs = (const flux_image *const *)refs;
-    p.n_refs = c.n_refs;
-    p.seed = 1;
-    p.dump_dir = dump;
-    if (flux_generate(ctx, &p, &img) != FLUX_OK) {
-        fx_test_fail(__FILE__, __LINE__, "%s: flux_generate: %s", name, flux_error(ctx));
-        goto out;
-    }
-    res->refs = 0;
-    for (int k = 0; k < c.n_refs; k++) {
-        char a[64], b[64];
-        snprintf(a, sizeof a, "ref%d_latents.npy", k);
-        snprintf(b, sizeof b, "out/ref%d_latents.npy", k);
-        double e = compare(dump, a, c.dir, b);
-        if (e > res->refs) res->refs = e;
-    }
-    res->steps = 0;
-    for (int i = 0; i < c.steps; i++) {
-        char a[64], b[64];
-        snprintf(a, sizeof a, "velocity_%03d.npy", i);
-        snprintf(b, sizeof b, "out/steps/step%02d_v.npy", i);
-        double e = compare(dump, a, c.dir, b);
-        if (e > res->steps) res->steps = e;
-    }
-    res->latents = compare(dump, "latents.npy", c.dir, "out/latents.npy");
-    res->image = compare(dump, "decoded.npy", c.dir, "out/image.npy");
-    char png[1200];
-    snprintf(png, sizeof png, "%s/out/image.png", c.dir);
-    pixel_diff(img, png, &res->max_px, &res->mean_px);
-    CHECK(img->width == p.width && img->height == p.height);
-    char want[16];
-    snprintf(want, sizeof want, "%d", c.n_refs);
-    CHECK(flux_image_get_text(img, "references") && !strcmp(flux_image_get_text(img, "references"), want));
-    printf("      %-32s %s: refs %.2e  steps %.2e  latents %.2e  image %.2e  pixels max %d mean %.3f\n", name,
-           prec == FLUX_PRECISION_F32 ? "f32 " : "bf16", res->refs, res->steps, res->latents, res->image, res->max_px,
-           res->mean_px);
-out:
-    for (int k = 0; k < 4; k++) flux_image_free(refs[k]);
-    flux_image_free(img);
-    fx_npy_free(&emb), fx_npy_free(&neg), fx_npy_free(&noise);
-    flux_free(ctx);
-}
-
 static const char *const ref_cases[] = {"multiref-48x48-2step", "ours-multiref-48x48-2step",
                                         "ours-img2img-bigref-32x32-1step", "ours-base-cfg-ref-32x32-1step"};
 
-static void check_f32(const char *name) {
-    ref_result r;
-    run_ref_case(name, FLUX_PRECISION_F32, &r);
-    CHECK_MSG(r.refs <= TOL_F32, "%s: reference latents error %.3g", name, r.refs);
-    CHECK_MSG(r.steps <= TOL_F32, "%s: velocity error %.3g", name, r.steps);
-    CHECK_MSG(r.latents <= TOL_F32, "%s: latents error %.3g", name, r.latents);
-    CHECK_MSG(r.image <= TOL_F32, "%s: image error %.3g", name, r.image);
-    CHECK_MSG(r.max_px <= 1, "%s: a pixel differs by %d", name, r.max_px);
-}
-
-static void check_default(const char *name) {
-    ref_result r;
-    run_ref_case(name, FLUX_PRECISION_DEFAULT, &r);
-    CHECK_MSG(r.refs <= TOL_BF16_REF, "%s: reference latents error %.3g", name, r.refs);
-    CHECK_MSG(r.steps <= TOL_BF16_STEP, "%s: velocity error %.3g", name, r.steps);
-    CHECK_MSG(r.latents <= TOL_BF16_STEP, "%s: latents error %.3g", name, r.latents);
-    CHECK_MSG(r.image <= TOL_BF16_IMAGE, "%s: image error %.3g", name, r.image);
-    CHECK_MSG(r.max_px <= TOL_BF16_PIXELS, "%s: a pixel differs by %d", name, r.max_px);
-}
-
-TEST(refs_golden_multiref_f32) { check_f32("multiref-48x48-2step"); }
-TEST(refs_golden_multiref_default) { check_default("multiref-48x48-2step"); }
+TEST(refs_golden_multiref_f32) { fx_gcase_check("multiref-48x48-2step", FLUX_PRECISION_F32); }
+TEST(refs_golden_multiref_default) { fx_gcase_check("multiref-48x48-2step", FLUX_PRECISION_DEFAULT); }
 TEST(refs_ours_f32) {
-    for (size_t i = 1; i < sizeof ref_cases / sizeof *ref_cases; i++) check_f32(ref_cases[i]);
+    for (size_t i = 1; i < sizeof ref_cases / sizeof *ref_cases; i++) fx_gcase_check(ref_cases[i], FLUX_PRECISION_F32);
 }
 TEST(refs_ours_default) {
-    for (size_t i = 1; i < sizeof ref_cases / sizeof *ref_cases; i++) check_default(ref_cases[i]);
+    for (size_t i = 1; i < sizeof ref_cases / sizeof *ref_cases; i++) fx_gcase_check(ref_cases[i], FLUX_PRECISION_DEFAULT);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -404,7 +257,7 @@ TEST(refs_crop_shift_is_detected) {
     fx_npy emb, noise;
     REQUIRE(fx_gcase_npy(c.dir, "out/emb.npy", &emb) && fx_gcase_npy(c.dir, "noise.npy", &noise));
     flux_image *src = NULL;
-    REQUIRE(load_case_refs(&c, &src));
+    REQUIRE(fx_gcase_refs(&c, &src));
     REQUIRE(src->width == 84 && src->height == 100);
     static const int off[5][2] = {{-1, -1}, {1, 2}, {3, 2}, {2, 1}, {2, 3}}; /* first: the whole image */
     double err[5];
@@ -428,7 +281,7 @@ TEST(refs_crop_shift_is_detected) {
         p.refs = refs, p.n_refs = 1, p.dump_dir = dump;
         flux_image *img = NULL;
         REQUIRE_MSG(flux_generate(ctx, &p, &img) == FLUX_OK, "%s", flux_error(ctx));
-        err[k] = compare(dump, "ref0_latents.npy", c.dir, "out/ref0_latents.npy");
+        err[k] = fx_gcase_compare(dump, "ref0_latents.npy", c.dir, "out/ref0_latents.npy");
         flux_image_free(img), flux_image_free(crop);
     }
     printf("      crop at (2,2): %.2e;  (1,2) %.2e  (3,2) %.2e  (2,1) %.2e  (2,3) %.2e\n", err[0], err[1], err[2], err[3],
@@ -472,7 +325,7 @@ TEST(refs_batch_cfg_share_references) {
     fx_npy emb, neg;
     REQUIRE(fx_gcase_npy(c.dir, "out/emb.npy", &emb) && fx_gcase_npy(c.dir, "out/neg_emb.npy", &neg));
     flux_image *refs[2] = {NULL, NULL};
-    REQUIRE(load_case_refs(&c, refs));
+    REQUIRE(fx_gcase_refs(&c, refs));
     refs[1] = pattern("zone", 40, 24); /* a second reference of another size */
     REQUIRE(refs[1]);
     uint8_t *before = malloc((size_t)refs[0]->width * refs[0]->height * 3);
@@ -511,10 +364,9 @@ TEST(refs_batch_cfg_share_references) {
 
 /* Without references there is no reference-encoding stage at all. */
 TEST(refs_no_encode_stage_without_references) {
-    flux_ctx *ctx = fx_gcase_ctx(fx_test_path("golden/model"), 1, FLUX_PRECISION_DEFAULT);
-    REQUIRE(ctx);
     fx_npy emb;
-    REQUIRE(fx_gcase_npy(fx_test_path("golden/t2i-48x64-2step"), "out/emb.npy", &emb));
+    flux_ctx *ctx = fx_gcase_ctx_emb("t2i-48x64-2step", 1, &emb);
+    REQUIRE(ctx);
     flux_params p;
     flux_params_init(&p);
     p.embeddings = emb.data, p.width = p.height = 32, p.steps = 1, p.seed = 1;
@@ -539,7 +391,7 @@ TEST(refs_base_guidance1_equals_no_cfg) {
     fx_npy emb;
     REQUIRE(fx_gcase_npy(c.dir, "out/emb.npy", &emb));
     flux_image *refs[1] = {NULL};
-    REQUIRE(load_case_refs(&c, refs));
+    REQUIRE(fx_gcase_refs(&c, refs));
     flux_image *img[2] = {NULL, NULL};
     for (int k = 0; k < 2; k++) {
         flux_options o;
@@ -576,7 +428,7 @@ TEST(refs_default_size_is_first_reference) {
     fx_npy emb;
     REQUIRE(fx_gcase_npy(c.dir, "out/emb.npy", &emb));
     flux_image *refs[3] = {NULL, NULL, NULL};
-    REQUIRE(load_case_refs(&c, refs));
+    REQUIRE(fx_gcase_refs(&c, refs));
     REQUIRE(refs[0]->width == 48 && refs[0]->height == 32 && refs[1]->width == 32 && refs[1]->height == 64);
     refs[2] = pattern("blocks", 100, 84); /* processed 96x80 */
     static const struct {
@@ -601,10 +453,9 @@ TEST(refs_default_size_is_first_reference) {
 
 /* Bad references and options the model cannot use: clear errors, no image. */
 TEST(refs_bad_params) {
-    flux_ctx *ctx = fx_gcase_ctx(fx_test_path("golden/model"), 1, FLUX_PRECISION_DEFAULT);
-    REQUIRE(ctx);
     fx_npy emb;
-    REQUIRE(fx_gcase_npy(fx_test_path("golden/t2i-48x64-2step"), "out/emb.npy", &emb));
+    flux_ctx *ctx = fx_gcase_ctx_emb("t2i-48x64-2step", 1, &emb);
+    REQUIRE(ctx);
     flux_image *ok = pattern("zone", 32, 32), *tiny = pattern("zone", 8, 8), *wide = pattern("zone", 144, 16);
     flux_image nodata = *ok, fivech = *ok;
     nodata.data = NULL, nodata.n_text = 0;
@@ -714,7 +565,7 @@ TEST(refs_cli_multiref_golden) {
                                      {"latents.npy", "out/latents.npy"},
                                      {"decoded.npy", "out/image.npy"}};
     for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++) {
-        double e = compare(dump, pairs[i][0], dir, pairs[i][1]);
+        double e = fx_gcase_compare(dump, pairs[i][0], dir, pairs[i][1]);
         CHECK_MSG(e <= TOL_F32, "CLI %s error %.3g", pairs[i][0], e);
     }
     /* the pre-processed pixels: 2·p/255 − 1 of the PNG (no resize, no crop) */
@@ -733,7 +584,7 @@ TEST(refs_cli_multiref_golden) {
     int maxd;
     double mean;
     snprintf(png, sizeof png, "%s/out/image.png", dir);
-    pixel_diff(img, png, &maxd, &mean);
+    fx_gcase_pixel_diff(img, png, &maxd, &mean);
     CHECK_MSG(maxd <= 1, "CLI PNG differs by %d", maxd);
     CHECK(flux_image_get_text(img, "references") && !strcmp(flux_image_get_text(img, "references"), "2"));
     flux_image_free(img), flux_image_free(r1);

@@ -26,27 +26,10 @@
 #define TOL_BF16 1e-2
 
 static flux_ctx *new_ctx(int threads, flux_precision prec) {
-    flux_options o;
-    flux_options_init(&o);
-    o.threads = threads;
-    o.precision = prec;
-    flux_ctx *ctx = flux_new(&o);
-    if (ctx && flux_load(ctx, fx_test_path("golden/model"), NULL) != FLUX_OK) {
-        fx_test_fail(__FILE__, __LINE__, "flux_load: %s", flux_error(ctx));
-        flux_free(ctx);
-        return NULL;
-    }
-    return ctx;
+    return fx_gcase_ctx(fx_test_path("golden/model"), threads, prec);
 }
 
-static int read_npy(const char *rel, fx_npy *a) {
-    fx_err err = {0};
-    if (fx_npy_read(fx_test_path(rel), a, &err) != FLUX_OK) {
-        fx_test_fail(__FILE__, __LINE__, "%s", err.msg);
-        return 0;
-    }
-    return 1;
-}
+static int read_npy(const char *rel, fx_npy *a) { return fx_gcase_npy_file(fx_test_path(rel), a); }
 
 /* Observer: compare each internal tensor of sequence 0 with its golden file. */
 typedef struct check_state {
