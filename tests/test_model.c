@@ -86,6 +86,35 @@ static void patch_file(const char *model, const char *rel, const char *old, cons
     free(data);
 }
 
+/* A clone of the golden model whose file <rel> can be replaced: the
+ * component folder of rel (its first path element) is unshared. */
+static const char *clone_for(const char *name, const char *rel) {
+    const char *m = clone_model(name);
+    const char *slash = strchr(rel, '/');
+    if (slash) {
+        char component[64];
+        snprintf(component, sizeof component, "%.*s", (int)(slash - rel), rel);
+        unshare(m, component);
+    }
+    return m;
+}
+
+/* A clone with <rel> patched (patch_file). */
+static const char *patched_model(const char *name, const char *rel, const char *old, const char *new_text) {
+    const char *m = clone_for(name, rel);
+    patch_file(m, rel, old, new_text);
+    return m;
+}
+
+/* A clone without <rel>. */
+static const char *model_without(const char *name, const char *rel) {
+    const char *m = clone_for(name, rel);
+    char path[PATH_MAX + 128];
+    snprintf(path, sizeof path, "%s/%s", m, rel);
+    if (unlink(path)) fx_test_fail(__FILE__, __LINE__, "unlink %s", path);
+    return m;
+}
+
 /* flux_load must fail with code and exactly (or containing) the message. */
 static void expect_load_error(const char *dir, flux_status code, const char *msg, int exact, int line) {
     flux_ctx *ctx = new_ctx();
@@ -243,64 +272,44 @@ TEST(model_load_missing_paths) {
     flux_free(ctx);
     CHECK(flux_load(NULL, "x", NULL) == FLUX_ERR_INVALID_ARG);
 
-    const char *m = clone_model("no_vae_weights");
-    unshare(m, "vae");
-    char p[PATH_MAX + 64];
-    snprintf(p, sizeof p, "%s/vae/diffusion_pytorch_model.safetensors", m);
-    unlink(p);
+    const char *m = model_without("no_vae_weights", "vae/diffusion_pytorch_model.safetensors");
     LOAD_FAILS(m, FLUX_ERR_IO, "vae/diffusion_pytorch_model.safetensors (nor a sharded");
-
-    m = clone_model("no_shard");
-    unshare(m, "text_encoder");
-    snprintf(p, sizeof p, "%s/text_encoder/model-00002-of-00002.safetensors", m);
-    unlink(p);
+    m = model_without("no_shard", "text_encoder/model-00002-of-00002.safetensors");
     LOAD_FAILS(m, FLUX_ERR_IO,
                "text_encoder/model.safetensors.index.json: shard 'model-00002-of-00002.safetensors' (listed for "
                "tensor 'model.layers.14.input_layernorm.weight'): cannot open ");
-
-    m = clone_model("no_tokenizer");
-    snprintf(p, sizeof p, "%s/tokenizer", m);
-    unlink(p);
+    m = model_without("no_tokenizer", "tokenizer");
     LOAD_FAILS(m, FLUX_ERR_IO, "no_tokenizer/tokenizer/tokenizer.json: No such file or directory");
-
-    m = clone_model("no_scheduler");
-    snprintf(p, sizeof p, "%s/scheduler", m);
-    unlink(p);
+    m = model_without("no_scheduler", "scheduler");
     LOAD_FAILS(m, FLUX_ERR_IO, "no_scheduler/scheduler/scheduler_config.json: No such file or directory");
 }
 
 /* One tensor's shape altered in a copy: the exact message. */
 TEST(model_load_altered_tensor_shape) {
-    const char *m = clone_model("bad_shape");
-    unshare(m, "transformer");
     /* same header length: [64,128] → [128,64] keeps the byte count */
-    patch_file(m, "transformer/diffusion_pytorch_model.safetensors",
-               "\"x_embedder.weight\":{\"dtype\":\"BF16\",\"shape\":[64,128]",
-               "\"x_embedder.weight\":{\"dtype\":\"BF16\",\"shape\":[128,64]");
+    const char *m = patched_model("bad_shape", "transformer/diffusion_pytorch_model.safetensors",
+                                  "\"x_embedder.weight\":{\"dtype\":\"BF16\",\"shape\":[64,128]",
+                                  "\"x_embedder.weight\":{\"dtype\":\"BF16\",\"shape\":[128,64]");
     LOAD_FAILS_EXACT(m, FLUX_ERR_MODEL,
                      "transformer/diffusion_pytorch_model.safetensors: tensor 'x_embedder.weight' has shape [128, 64], "
                      "expected [64, 128]");
 
-    m = clone_model("renamed_tensor");
-    unshare(m, "transformer");
-    patch_file(m, "transformer/diffusion_pytorch_model.safetensors", "\"proj_out.weight\"", "\"proj_ou2.weight\"");
+    m = patched_model("renamed_tensor", "transformer/diffusion_pytorch_model.safetensors",
+                      "\"proj_out.weight\"", "\"proj_ou2.weight\"");
     LOAD_FAILS_EXACT(m, FLUX_ERR_MODEL,
                      "transformer/diffusion_pytorch_model.safetensors: tensor 'proj_out.weight' not found");
 
     /* the VAE table follows block_out_channels: the decoder's 64→32 shortcut */
-    m = clone_model("bad_vae");
-    unshare(m, "vae");
-    patch_file(m, "vae/diffusion_pytorch_model.safetensors",
-               "\"decoder.up_blocks.2.resnets.0.conv_shortcut.weight\":{\"dtype\":\"BF16\",\"shape\":[32,64,1,1]",
-               "\"decoder.up_blocks.2.resnets.0.conv_shortcut.weight\":{\"dtype\":\"BF16\",\"shape\":[64,32,1,1]");
+    m = patched_model("bad_vae", "vae/diffusion_pytorch_model.safetensors",
+                      "\"decoder.up_blocks.2.resnets.0.conv_shortcut.weight\":{\"dtype\":\"BF16\",\"shape\":[32,64,1,1]",
+                      "\"decoder.up_blocks.2.resnets.0.conv_shortcut.weight\":{\"dtype\":\"BF16\",\"shape\":[64,32,1,1]");
     LOAD_FAILS_EXACT(m, FLUX_ERR_MODEL,
                      "vae/diffusion_pytorch_model.safetensors: tensor 'decoder.up_blocks.2.resnets.0.conv_shortcut."
                      "weight' has shape [64, 32, 1, 1], expected [32, 64, 1, 1]");
 
     /* a corrupt header is a format error naming the file */
-    m = clone_model("bad_header");
-    unshare(m, "vae");
-    patch_file(m, "vae/diffusion_pytorch_model.safetensors", "\"data_offsets\":[0,8]", "\"data_offsets\":[0,9]");
+    m = patched_model("bad_header", "vae/diffusion_pytorch_model.safetensors",
+                      "\"data_offsets\":[0,8]", "\"data_offsets\":[0,9]");
     LOAD_FAILS(m, FLUX_ERR_FORMAT, "vae/diffusion_pytorch_model.safetensors: tensor 'bn.num_batches_tracked': shape [] "
                                    "× I64 = 8 bytes, but data_offsets [0, 9] span 9 bytes");
 }
@@ -308,78 +317,53 @@ TEST(model_load_altered_tensor_shape) {
 /* Configs drive the expected shapes and are validated. */
 TEST(model_load_config_errors) {
     /* explicit head_dim is used (not hidden / heads): q_proj must be [heads·8, 16] */
-    const char *m = clone_model("te_head_dim");
-    unshare(m, "text_encoder");
-    patch_file(m, "text_encoder/config.json", "\"head_dim\": 16", "\"head_dim\": 8");
+    const char *m = patched_model("te_head_dim", "text_encoder/config.json", "\"head_dim\": 16", "\"head_dim\": 8");
     LOAD_FAILS_EXACT(m, FLUX_ERR_MODEL,
                      "text_encoder/model-00001-of-00002.safetensors: tensor 'model.layers.0.self_attn.q_proj.weight' "
                      "has shape [32, 16], expected [16, 16]");
 
     /* absent head_dim → hidden / heads = 8 (HF default), so the real q_proj no longer fits */
-    m = clone_model("te_no_head_dim");
-    unshare(m, "text_encoder");
-    patch_file(m, "text_encoder/config.json", "\"head_dim\": 16,", "");
+    m = patched_model("te_no_head_dim", "text_encoder/config.json", "\"head_dim\": 16,", "");
     LOAD_FAILS(m, FLUX_ERR_MODEL, "tensor 'model.layers.0.self_attn.q_proj.weight' has shape [32, 16], expected [16, 16]");
 
-    m = clone_model("axes");
-    unshare(m, "transformer");
-    patch_file(m, "transformer/config.json", "8\n  ]", "4\n  ]");
+    m = patched_model("axes", "transformer/config.json", "8\n  ]", "4\n  ]");
     LOAD_FAILS_EXACT(m, FLUX_ERR_FORMAT,
                      "transformer/config.json: \"axes_dims_rope\" [8, 8, 8, 4] sums to 28, but \"attention_head_dim\" is 32");
 
-    m = clone_model("guidance");
-    unshare(m, "transformer");
-    patch_file(m, "transformer/config.json", "\"guidance_embeds\": false", "\"guidance_embeds\": true");
+    m = patched_model("guidance", "transformer/config.json", "\"guidance_embeds\": false", "\"guidance_embeds\": true");
     LOAD_FAILS(m, FLUX_ERR_UNSUPPORTED, "transformer/config.json: \"guidance_embeds\" = true");
 
-    m = clone_model("heads_type");
-    unshare(m, "transformer");
-    patch_file(m, "transformer/config.json", "\"num_attention_heads\": 2", "\"num_attention_heads\": \"2\"");
+    m = patched_model("heads_type", "transformer/config.json",
+                      "\"num_attention_heads\": 2", "\"num_attention_heads\": \"2\"");
     LOAD_FAILS_EXACT(m, FLUX_ERR_FORMAT, "transformer/config.json: \"num_attention_heads\" is a string, expected an integer");
 
-    m = clone_model("json");
-    unshare(m, "transformer");
-    patch_file(m, "transformer/config.json", "\"eps\": 1e-06,", "\"eps\": 1e-06");
+    m = patched_model("json", "transformer/config.json", "\"eps\": 1e-06,", "\"eps\": 1e-06");
     LOAD_FAILS(m, FLUX_ERR_FORMAT, "transformer/config.json: line 12, column 3: expected ',' or '}' in object");
 
-    m = clone_model("vae_groups");
-    unshare(m, "vae");
-    patch_file(m, "vae/config.json", "\"norm_num_groups\": 32", "\"norm_num_groups\": 24");
+    m = patched_model("vae_groups", "vae/config.json", "\"norm_num_groups\": 32", "\"norm_num_groups\": 24");
     LOAD_FAILS_EXACT(m, FLUX_ERR_FORMAT,
                      "vae/config.json: \"block_out_channels\"[0] = 32 is not a multiple of \"norm_num_groups\" = 24");
 
-    m = clone_model("vae_levels");
-    unshare(m, "vae");
-    patch_file(m, "vae/config.json", "\"layers_per_block\": 1", "\"layers_per_block\": 2");
+    m = patched_model("vae_levels", "vae/config.json", "\"layers_per_block\": 1", "\"layers_per_block\": 2");
     LOAD_FAILS_EXACT(m, FLUX_ERR_MODEL, "vae/diffusion_pytorch_model.safetensors: tensor "
                                         "'encoder.down_blocks.0.resnets.1.norm1.weight' not found");
 
-    m = clone_model("latent");
-    unshare(m, "vae");
-    patch_file(m, "vae/config.json", "\"latent_channels\": 32", "\"latent_channels\": 16");
+    m = patched_model("latent", "vae/config.json", "\"latent_channels\": 32", "\"latent_channels\": 16");
     LOAD_FAILS(m, FLUX_ERR_FORMAT, "\"in_channels\" = 128, but the VAE packs 16 latent channels");
 
-    m = clone_model("joint");
-    unshare(m, "transformer");
-    patch_file(m, "transformer/config.json", "\"joint_attention_dim\": 48", "\"joint_attention_dim\": 32");
+    m = patched_model("joint", "transformer/config.json", "\"joint_attention_dim\": 48", "\"joint_attention_dim\": 32");
     LOAD_FAILS(m, FLUX_ERR_FORMAT, "\"joint_attention_dim\" = 32, but the text encoder gives 3 stacked hidden states");
 
-    m = clone_model("layers");
-    unshare(m, "text_encoder");
-    patch_file(m, "text_encoder/config.json", "\"num_hidden_layers\": 28", "\"num_hidden_layers\": 20");
+    m = patched_model("layers", "text_encoder/config.json", "\"num_hidden_layers\": 28", "\"num_hidden_layers\": 20");
     LOAD_FAILS(m, FLUX_ERR_FORMAT, "\"num_hidden_layers\" = 20, but klein reads hidden state 27");
 
-    m = clone_model("gqa");
-    unshare(m, "text_encoder");
-    patch_file(m, "text_encoder/config.json", "\"num_key_value_heads\": 1", "\"num_key_value_heads\": 3");
+    m = patched_model("gqa", "text_encoder/config.json", "\"num_key_value_heads\": 1", "\"num_key_value_heads\": 3");
     LOAD_FAILS(m, FLUX_ERR_FORMAT, "\"num_attention_heads\" = 2 is not a multiple of \"num_key_value_heads\" = 3");
 
-    m = clone_model("distilled_type");
-    patch_file(m, "model_index.json", "\"is_distilled\": true", "\"is_distilled\": \"yes\"");
+    m = patched_model("distilled_type", "model_index.json", "\"is_distilled\": true", "\"is_distilled\": \"yes\"");
     LOAD_FAILS_EXACT(m, FLUX_ERR_FORMAT, "model_index.json: \"is_distilled\" is a string, expected true or false");
 
-    m = clone_model("distilled_false");
-    patch_file(m, "model_index.json", "\"is_distilled\": true", "\"is_distilled\": false");
+    m = patched_model("distilled_false", "model_index.json", "\"is_distilled\": true", "\"is_distilled\": false");
     flux_ctx *ctx = new_ctx();
     flux_model_info info;
     REQUIRE_MSG(flux_load(ctx, m, NULL) == FLUX_OK, "%s", flux_error(ctx));
