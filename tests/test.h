@@ -18,6 +18,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "../flux.h"
+
 typedef void (*fx_test_fn)(void);
 void fx_test_register(const char *name, fx_test_fn fn, const char *file);
 
@@ -91,6 +93,9 @@ int fx_test_file_exists(const char *path);
 /* A program of tools/: $FLUX_TOOLS/<name>, else tools/<name> next to the test
  * binary (static buffer); NULL when neither is executable. */
 const char *fx_test_tool(const char *name);
+
+/* 1 if both images exist and have the same size, channels and pixels. */
+int fx_test_same_pixels(const flux_image *a, const flux_image *b);
 
 /* For forging PNG files: a big-endian 32-bit store and the CRC-32 of PNG
  * chunks (zlib polynomial). */

@@ -564,6 +564,28 @@ static size_t emb_bytes(const flux_ctx *ctx) {
     return (size_t)FLUX_TEXT_TOKENS * FX_KLEIN_N_TEXT_STATES * (size_t)ctx->model->qwen3.hidden * sizeof(float);
 }
 
+/* <tmp>/model, a copy of the golden model (copy_model), and the cache
+ * folder <tmp>/cache (both buffers of 1024 bytes). */
+static void model_copy_and_cache(char *model, char *cache) {
+    snprintf(cache, 1024, "%s/cache", fx_test_tmpdir());
+    snprintf(model, 1024, "%s/model", fx_test_tmpdir());
+    copy_model(model);
+}
+
+/* The embeddings of `prompt` from a fresh context on model with the disk
+ * cache in cache_dir, and their size; NULL after a failure. */
+static float *encode_cached(const char *model, const char *cache_dir, const char *prompt, size_t *bytes) {
+    flux_ctx *ctx = load_ctx(model, cache_dir, 0, 0);
+    if (!ctx) {
+        fx_test_fail(__FILE__, __LINE__, "no context on %s", model);
+        return NULL;
+    }
+    float *emb = encode(ctx, prompt);
+    *bytes = emb_bytes(ctx);
+    flux_free(ctx);
+    return emb;
+}
+
 TEST(embcache_hit_never_loads_the_text_encoder) {
     char cache[1024];
     snprintf(cache, sizeof cache, "%s/cache", fx_test_tmpdir());
@@ -645,26 +667,18 @@ static void spoil_text_encoder(const char *model, int keep_mtime) {
 
 TEST(embcache_hit_works_with_unusable_encoder_weights) {
     char cache[1024], model[1024];
-    snprintf(cache, sizeof cache, "%s/cache", fx_test_tmpdir());
-    snprintf(model, sizeof model, "%s/model", fx_test_tmpdir());
-    copy_model(model);
-    flux_ctx *ctx = load_ctx(model, cache, 0, 0);
-    REQUIRE(ctx);
-    float *good = encode(ctx, "a red apple on a wooden table");
-    size_t bytes = emb_bytes(ctx);
-    flux_free(ctx);
+    model_copy_and_cache(model, cache);
+    size_t bytes = 0;
+    float *good = encode_cached(model, cache, "a red apple on a wooden table", &bytes);
     REQUIRE(good);
 
     spoil_text_encoder(model, 1);
     /* the cache serves the prompt without reading a weight: same bits as
      * before the damage */
-    ctx = load_ctx(model, cache, 0, 0);
-    REQUIRE(ctx);
-    float *cached = encode(ctx, "a red apple on a wooden table");
+    float *cached = encode_cached(model, cache, "a red apple on a wooden table", &bytes);
     CHECK(cached && !memcmp(good, cached, bytes));
-    flux_free(ctx);
     /* proof that the damage matters: without the cache the encoder runs on it */
-    ctx = load_ctx(model, NULL, 1, 0);
+    flux_ctx *ctx = load_ctx(model, NULL, 1, 0);
     REQUIRE(ctx);
     float *spoiled = encode(ctx, "a red apple on a wooden table");
     CHECK(spoiled && memcmp(good, spoiled, bytes));
@@ -692,17 +706,12 @@ TEST(embcache_new_weights_are_another_model) {
     /* Same config, tokenizer and tensor table, other weight files (a
      * fine-tune written over the original): entries are not shared. */
     char cache[1024], model[1024];
-    snprintf(cache, sizeof cache, "%s/cache", fx_test_tmpdir());
-    snprintf(model, sizeof model, "%s/model", fx_test_tmpdir());
-    copy_model(model);
-    flux_ctx *ctx = load_ctx(model, cache, 0, 0);
-    REQUIRE(ctx);
-    float *good = encode(ctx, "a red apple on a wooden table");
-    size_t bytes = emb_bytes(ctx);
-    flux_free(ctx);
+    model_copy_and_cache(model, cache);
+    size_t bytes = 0;
+    float *good = encode_cached(model, cache, "a red apple on a wooden table", &bytes);
     REQUIRE(good);
     spoil_text_encoder(model, 0);
-    ctx = load_ctx(model, cache, 0, 0);
+    flux_ctx *ctx = load_ctx(model, cache, 0, 0);
     REQUIRE(ctx);
     float *now = encode(ctx, "a red apple on a wooden table");
     CHECK(now && memcmp(good, now, bytes)); /* encoded from the new weights */
@@ -727,16 +736,9 @@ static flux_image *generate(flux_ctx *ctx, const char *prompt) {
     return img;
 }
 
-static int same_pixels(const flux_image *a, const flux_image *b) {
-    return a && b && a->width == b->width && a->height == b->height && a->channels == b->channels &&
-           !memcmp(a->data, b->data, (size_t)a->width * a->height * a->channels);
-}
-
 TEST(embcache_generation_from_the_cache_is_bit_identical) {
     char cache[1024], model[1024];
-    snprintf(cache, sizeof cache, "%s/cache", fx_test_tmpdir());
-    snprintf(model, sizeof model, "%s/model", fx_test_tmpdir());
-    copy_model(model);
+    model_copy_and_cache(model, cache);
     const char *prompt = "a cat on a skateboard";
     /* uncached, on the untouched golden model */
     flux_ctx *ctx = load_ctx(fx_test_path("golden/model"), NULL, 1, 0);
@@ -748,7 +750,7 @@ TEST(embcache_generation_from_the_cache_is_bit_identical) {
     REQUIRE(ctx);
     flux_image *first = generate(ctx, prompt);
     flux_free(ctx);
-    CHECK(same_pixels(ref, first));
+    CHECK(fx_test_same_pixels(ref, first));
     /* spoil the text encoder (identity unchanged): the prompt must come from
      * the cache, and the image is the same bit for bit */
     spoil_text_encoder(model, 1);
@@ -757,6 +759,6 @@ TEST(embcache_generation_from_the_cache_is_bit_identical) {
     flux_image *second = generate(ctx, prompt);
     CHECK_EQ_INT(fx_embcache_get_stats(ctx->embcache).disk_hits, 1);
     flux_free(ctx);
-    CHECK_MSG(same_pixels(ref, second), "image from cached embeddings differs");
+    CHECK_MSG(fx_test_same_pixels(ref, second), "image from cached embeddings differs");
     flux_image_free(ref), flux_image_free(first), flux_image_free(second);
 }

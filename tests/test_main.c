@@ -217,6 +217,11 @@ const char *fx_test_tool(const char *name) {
     return NULL;
 }
 
+int fx_test_same_pixels(const flux_image *a, const flux_image *b) {
+    return a && b && a->width == b->width && a->height == b->height && a->channels == b->channels &&
+           !memcmp(a->data, b->data, (size_t)a->width * a->height * a->channels);
+}
+
 void fx_test_put_be32(uint8_t *p, uint32_t v) {
     p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8), p[3] = (uint8_t)v;
 }

@@ -580,11 +580,6 @@ static flux_image *generate_with(const char *transformer_file) {
     return img;
 }
 
-static int same_pixels(const flux_image *a, const flux_image *b) {
-    return a && b && a->width == b->width && a->height == b->height && a->channels == b->channels &&
-           !memcmp(a->data, b->data, (size_t)a->width * a->height * a->channels);
-}
-
 TEST(single_file_same_image_as_the_folder) {
     const char *bfl = make_file("bfl", "--guidance-in");
     REQUIRE(bfl);
@@ -593,8 +588,8 @@ TEST(single_file_same_image_as_the_folder) {
     const char *comfy = make_file("comfyui", "--extra-component");
     REQUIRE(comfy);
     flux_image *ref = generate_with(NULL), *a = generate_with(bfl_path), *b = generate_with(comfy);
-    CHECK_MSG(same_pixels(ref, a), "BFL file: image differs from the folder's");
-    CHECK_MSG(same_pixels(ref, b), "ComfyUI file: image differs from the folder's");
+    CHECK_MSG(fx_test_same_pixels(ref, a), "BFL file: image differs from the folder's");
+    CHECK_MSG(fx_test_same_pixels(ref, b), "ComfyUI file: image differs from the folder's");
     flux_image_free(ref), flux_image_free(a), flux_image_free(b);
 
     /* the same through the CLI's --transformer */
@@ -611,7 +606,7 @@ TEST(single_file_same_image_as_the_folder) {
     flux_ctx *ctx = flux_new(NULL);
     flux_image *x = NULL, *y = NULL;
     CHECK(flux_image_load(ctx, p1, &x) == FLUX_OK && flux_image_load(ctx, p2, &y) == FLUX_OK);
-    CHECK_MSG(same_pixels(x, y), "CLI --transformer: image differs");
+    CHECK_MSG(fx_test_same_pixels(x, y), "CLI --transformer: image differs");
     flux_image_free(x), flux_image_free(y);
     flux_free(ctx);
 }
