@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../flux.h"
+#include "byte_level.h"
 #include "json.h"
 #include "npy.h"
 #include "test.h"
@@ -326,14 +327,7 @@ static char *tiny_json(int string_merges, const char *normalizer, const char *re
         regex);
     PUT("\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":null,\"ignore_merges\":false,\"vocab\":{");
     for (int b = 0; b < 256; b++) {
-        int printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
-        uint32_t c = (uint32_t)b;
-        if (!printable) {
-            int k = 0;
-            for (int x = 0; x < b; x++)
-                if (!((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255))) k++;
-            c = 256u + (uint32_t)k;
-        }
+        uint32_t c = fx_byte_level_char(b);
         uint8_t u[4];
         size_t l = fx_utf8_encode(c, u);
         if (c == '"' || c == '\\') PUT("\"\\%c\":%d,", (char)c, b);

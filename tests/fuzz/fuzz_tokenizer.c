@@ -20,6 +20,7 @@
 
 #include "../../src/tokenizer.h"
 #include "../../src/unicode.h"
+#include "../byte_level.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -44,14 +45,7 @@ static char *tiny_json(void) {
                           "\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\",\"add_prefix_space\":false,"
                           "\"use_regex\":false}]},\"model\":{\"type\":\"BPE\",\"vocab\":{");
     for (int b = 0; b < 256; b++) {
-        int printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
-        uint32_t c = (uint32_t)b;
-        if (!printable) {
-            int k = 0;
-            for (int x = 0; x < b; x++)
-                if (!((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255))) k++;
-            c = 256u + (uint32_t)k;
-        }
+        uint32_t c = fx_byte_level_char(b);
         n += (size_t)snprintf(j + n, cap - n, "\"\\u%04x\":%d,", (unsigned)c, b);
     }
     n += (size_t)snprintf(j + n, cap - n,
