@@ -113,11 +113,12 @@ flux_ctx *fx_gcase_ctx(const char *model, int threads, flux_precision prec) {
     return ctx;
 }
 
-flux_ctx *fx_gcase_ctx_emb(const char *case_name, int threads, fx_npy *emb) {
-    flux_ctx *ctx = fx_gcase_ctx(fx_test_path("golden/model"), threads, FLUX_PRECISION_DEFAULT);
-    char rel[256];
-    snprintf(rel, sizeof rel, "golden/%.200s", case_name);
-    if (ctx && !fx_gcase_npy(fx_test_path(rel), "out/emb.npy", emb)) {
+flux_ctx *fx_gcase_ctx_emb(const char *name, int threads, flux_precision prec, fx_gcase *c, fx_npy *emb) {
+    fx_gcase local;
+    if (!c) c = &local;
+    if (!fx_gcase_load(name, c)) return NULL;
+    flux_ctx *ctx = fx_gcase_ctx(c->model, threads, prec);
+    if (ctx && !fx_gcase_npy(c->dir, "out/emb.npy", emb)) {
         flux_free(ctx);
         return NULL;
     }
@@ -233,8 +234,10 @@ void fx_gcase_run(const char *name, flux_precision prec, fx_gcase_result *res) {
     /* σ: the official float32 schedule has 0.99999994 for σ_0 at some sizes */
     double es = fx_gcase_compare(dump, "sigmas.npy", c.dir, "out/sigmas.npy");
     CHECK_MSG(es <= 1e-6, "%s: sigmas differ by %.3g", name, es);
-    CHECK_MSG(fx_gcase_compare(dump, "noise.npy", c.dir, "noise.npy") == 0.0, "%s: noise.npy is not the given noise", name);
-    CHECK_MSG(fx_gcase_compare(dump, "text_embeddings.npy", c.dir, "out/emb.npy") == 0.0, "%s: text_embeddings.npy", name);
+    CHECK_MSG(fx_gcase_compare(dump, "noise.npy", c.dir, "noise.npy") == 0.0, "%s: noise.npy is not the given noise",
+              name);
+    CHECK_MSG(fx_gcase_compare(dump, "text_embeddings.npy", c.dir, "out/emb.npy") == 0.0, "%s: text_embeddings.npy",
+              name);
     res->refs = worst_of(c.n_refs, dump, "ref%d_latents.npy", c.dir, "out/ref%d_latents.npy");
     res->steps = worst_of(c.steps, dump, "velocity_%03d.npy", c.dir, "out/steps/step%02d_v.npy");
     res->latents = fx_gcase_compare(dump, "latents.npy", c.dir, "out/latents.npy");

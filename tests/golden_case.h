@@ -47,9 +47,9 @@ int fx_gcase_npy(const char *dir, const char *rel, fx_npy *a);
 /* A context on the case's model (threads, precision); NULL after a failure. */
 flux_ctx *fx_gcase_ctx(const char *model, int threads, flux_precision prec);
 
-/* A context (default precision) on the official tiny model, with the golden
- * embeddings of case_name in emb; NULL after a failure. */
-flux_ctx *fx_gcase_ctx_emb(const char *case_name, int threads, fx_npy *emb);
+/* Load case name (into c, unless NULL), a context on its model and its
+ * golden embeddings out/emb.npy (into emb); NULL after a failure. */
+flux_ctx *fx_gcase_ctx_emb(const char *name, int threads, flux_precision prec, fx_gcase *c, fx_npy *emb);
 
 /* The case's reference images <dir>/refK.png (K < n_refs) into refs; 0 after
  * a failure (the ones that loaded are in refs, to free). */

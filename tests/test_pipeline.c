@@ -140,7 +140,7 @@ TEST(pipeline_cli_embeddings_noise_dump) {
 
 static char *generate_png(int threads, uint64_t seed, const char *file, size_t *len) {
     fx_npy emb;
-    flux_ctx *ctx = fx_gcase_ctx_emb("t2i-48x64-2step", threads, &emb);
+    flux_ctx *ctx = fx_gcase_ctx_emb("t2i-48x64-2step", threads, FLUX_PRECISION_DEFAULT, NULL, &emb);
     if (!ctx) return NULL;
     flux_params p;
     flux_params_init(&p);
@@ -172,7 +172,7 @@ TEST(pipeline_seed_png_bit_identical) {
 
 TEST(pipeline_batch_equals_single_runs) {
     fx_npy emb;
-    flux_ctx *ctx = fx_gcase_ctx_emb("t2i-48x64-2step", 2, &emb);
+    flux_ctx *ctx = fx_gcase_ctx_emb("t2i-48x64-2step", 2, FLUX_PRECISION_DEFAULT, NULL, &emb);
     REQUIRE(ctx);
     flux_params p;
     flux_params_init(&p);
@@ -220,7 +220,7 @@ static int on_progress(void *user, flux_stage stage, int step, int total, int su
 
 TEST(pipeline_progress_and_cancel) {
     fx_npy emb;
-    flux_ctx *ctx = fx_gcase_ctx_emb("t2i-48x64-2step", 2, &emb);
+    flux_ctx *ctx = fx_gcase_ctx_emb("t2i-48x64-2step", 2, FLUX_PRECISION_DEFAULT, NULL, &emb);
     REQUIRE(ctx);
     flux_params p;
     flux_params_init(&p);
@@ -248,7 +248,7 @@ TEST(pipeline_progress_and_cancel) {
 
 TEST(pipeline_bad_params) {
     fx_npy emb;
-    flux_ctx *ctx = fx_gcase_ctx_emb("t2i-48x64-2step", 1, &emb);
+    flux_ctx *ctx = fx_gcase_ctx_emb("t2i-48x64-2step", 1, FLUX_PRECISION_DEFAULT, NULL, &emb);
     REQUIRE(ctx);
     flux_params p;
     flux_image *img = NULL;

@@ -251,11 +251,10 @@ TEST(refs_ours_default) {
 TEST(refs_crop_shift_is_detected) {
     const char *name = "ours-img2img-bigref-32x32-1step";
     fx_gcase c;
-    REQUIRE(fx_gcase_load(name, &c));
-    flux_ctx *ctx = fx_gcase_ctx(c.model, 2, FLUX_PRECISION_F32);
-    REQUIRE(ctx);
     fx_npy emb, noise;
-    REQUIRE(fx_gcase_npy(c.dir, "out/emb.npy", &emb) && fx_gcase_npy(c.dir, "noise.npy", &noise));
+    flux_ctx *ctx = fx_gcase_ctx_emb(name, 2, FLUX_PRECISION_F32, &c, &emb);
+    REQUIRE(ctx);
+    REQUIRE(fx_gcase_npy(c.dir, "noise.npy", &noise));
     flux_image *src = NULL;
     REQUIRE(fx_gcase_refs(&c, &src));
     REQUIRE(src->width == 84 && src->height == 100);
@@ -318,12 +317,11 @@ static int on_stage(void *user, flux_stage stage, int step, int total, int sub, 
 TEST(refs_batch_cfg_share_references) {
     const char *name = "ours-base-cfg-ref-32x32-1step";
     fx_gcase c;
-    REQUIRE(fx_gcase_load(name, &c));
-    REQUIRE(c.cfg && c.n_refs == 1);
-    flux_ctx *ctx = fx_gcase_ctx(c.model, 2, FLUX_PRECISION_DEFAULT);
-    REQUIRE(ctx);
     fx_npy emb, neg;
-    REQUIRE(fx_gcase_npy(c.dir, "out/emb.npy", &emb) && fx_gcase_npy(c.dir, "out/neg_emb.npy", &neg));
+    flux_ctx *ctx = fx_gcase_ctx_emb(name, 2, FLUX_PRECISION_DEFAULT, &c, &emb);
+    REQUIRE(ctx);
+    REQUIRE(c.cfg && c.n_refs == 1);
+    REQUIRE(fx_gcase_npy(c.dir, "out/neg_emb.npy", &neg));
     flux_image *refs[2] = {NULL, NULL};
     REQUIRE(fx_gcase_refs(&c, refs));
     refs[1] = pattern("zone", 40, 24); /* a second reference of another size */
@@ -365,7 +363,7 @@ TEST(refs_batch_cfg_share_references) {
 /* Without references there is no reference-encoding stage at all. */
 TEST(refs_no_encode_stage_without_references) {
     fx_npy emb;
-    flux_ctx *ctx = fx_gcase_ctx_emb("t2i-48x64-2step", 1, &emb);
+    flux_ctx *ctx = fx_gcase_ctx_emb("t2i-48x64-2step", 1, FLUX_PRECISION_DEFAULT, NULL, &emb);
     REQUIRE(ctx);
     flux_params p;
     flux_params_init(&p);
@@ -422,11 +420,9 @@ TEST(refs_base_guidance1_equals_no_cfg) {
 TEST(refs_default_size_is_first_reference) {
     const char *name = "ours-multiref-48x48-2step";
     fx_gcase c;
-    REQUIRE(fx_gcase_load(name, &c));
-    flux_ctx *ctx = fx_gcase_ctx(c.model, 2, FLUX_PRECISION_DEFAULT);
-    REQUIRE(ctx);
     fx_npy emb;
-    REQUIRE(fx_gcase_npy(c.dir, "out/emb.npy", &emb));
+    flux_ctx *ctx = fx_gcase_ctx_emb(name, 2, FLUX_PRECISION_DEFAULT, &c, &emb);
+    REQUIRE(ctx);
     flux_image *refs[3] = {NULL, NULL, NULL};
     REQUIRE(fx_gcase_refs(&c, refs));
     REQUIRE(refs[0]->width == 48 && refs[0]->height == 32 && refs[1]->width == 32 && refs[1]->height == 64);
@@ -454,7 +450,7 @@ TEST(refs_default_size_is_first_reference) {
 /* Bad references and options the model cannot use: clear errors, no image. */
 TEST(refs_bad_params) {
     fx_npy emb;
-    flux_ctx *ctx = fx_gcase_ctx_emb("t2i-48x64-2step", 1, &emb);
+    flux_ctx *ctx = fx_gcase_ctx_emb("t2i-48x64-2step", 1, FLUX_PRECISION_DEFAULT, NULL, &emb);
     REQUIRE(ctx);
     flux_image *ok = pattern("zone", 32, 32), *tiny = pattern("zone", 8, 8), *wide = pattern("zone", 144, 16);
     flux_image nodata = *ok, fivech = *ok;
