@@ -32,6 +32,22 @@ static flux_image *noise_image(int w, int h, int c, uint64_t seed) {
     return img;
 }
 
+/* The bytes of a noise_image PNG with one text chunk key=value, saved as
+ * <tmp>/<name> (malloc'd); NULL after a failure. */
+static uint8_t *noise_png_bytes(const char *name, int w, int h, uint64_t seed, const char *key, const char *value,
+                                size_t *n) {
+    const char *path = fx_test_tmp_path(name);
+    flux_image *img = noise_image(w, h, 3, seed);
+    flux_image_set_text(img, key, value);
+    flux_status st = flux_image_save(NULL, img, path);
+    flux_image_free(img);
+    if (st != FLUX_OK) {
+        fx_test_fail(__FILE__, __LINE__, "saving %s: %s", path, flux_status_name(st));
+        return NULL;
+    }
+    return (uint8_t *)fx_test_read_file(path, n);
+}
+
 /* Write a PNG with libpng: rows are raw PNG samples (16-bit big-endian). */
 typedef struct raw_png {
     int w, h, color, depth, interlace;
@@ -396,13 +412,9 @@ TEST(image_png_rejects_bad_files) {
     expect_load_fails(fx_test_tmpdir(), NULL); /* a directory */
 
     /* a valid PNG truncated at every length, and with flipped bytes */
-    const char *good = fx_test_tmp_path("good.png");
-    flux_image *img = noise_image(20, 10, 3, 3);
-    flux_image_set_text(img, "k", "v");
-    REQUIRE(flux_image_save(NULL, img, good) == FLUX_OK);
-    flux_image_free(img);
     size_t n;
-    uint8_t *data = (uint8_t *)fx_test_read_file(good, &n);
+    uint8_t *data = noise_png_bytes("good.png", 20, 10, 3, "k", "v", &n);
+    REQUIRE(data);
     fx_err err;
     int truncated_ok = 0;
     for (size_t cut = 0; cut < n; cut++) {
@@ -451,13 +463,9 @@ TEST(image_png_rejects_huge_dimensions_before_allocating) {
 
 TEST(image_png_random_mutations_never_crash) {
     /* In-suite mini fuzzing (the real fuzzer is tests/fuzz/fuzz_png.c). */
-    const char *good = fx_test_tmp_path("m.png");
-    flux_image *img = noise_image(16, 16, 3, 5);
-    flux_image_set_text(img, "prompt", "\xE7\x8C\xAB");
-    REQUIRE(flux_image_save(NULL, img, good) == FLUX_OK);
-    flux_image_free(img);
     size_t n;
-    uint8_t *data = (uint8_t *)fx_test_read_file(good, &n);
+    uint8_t *data = noise_png_bytes("m.png", 16, 16, 5, "prompt", "\xE7\x8C\xAB", &n);
+    REQUIRE(data);
     uint8_t *m = malloc(n);
     fx_test_rng r;
     fx_test_rng_seed(&r, 99);
