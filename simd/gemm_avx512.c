@@ -1,8 +1,9 @@
 /*
- * gemm_avx512.c — the AVX-512 f32 GEMM path (FMA): packing, the 14×32
- * microkernel, the GEMV kernels, and the avx512 table. The avx512bf16 table
- * reuses this path for f32 and f16 weights (and for bf16 weights under
- * FLUX_PRECISION=f32, which selects this table).
+ * gemm_avx512.c — the AVX-512 f32 GEMM path (FMA): packing, the k step of
+ * the 14×32 microkernel (its frame, shared with the bf16 path, is
+ * gemm_avx512_common.h), the GEMV kernels, and the avx512 table. The
+ * avx512bf16 table reuses this path for f32 and f16 weights (and for bf16
+ * weights under FLUX_PRECISION=f32, which selects this table).
  *
  * Register tile 14×32: 28 zmm accumulators (14 rows × 2 vectors of 16
  * output columns), 2 zmm for the B row, 1–2 for the broadcast A element.
@@ -20,11 +21,7 @@
  * contiguous along k, the panels want k-major order. bf16 and f16 weights
  * are widened to f32 here, so the microkernel only sees f32.
  */
-#include "gemm.h"
-
-#include <immintrin.h>
-
-enum { MR = 14, NR = 32 };
+#include "gemm_avx512_common.h"
 
 /* ------------------------------------------------------------------------ */
 /* Packing                                                                  */
@@ -103,66 +100,31 @@ static void pack_w_bf16(const fx_gemm_path *p, int64_t nc, int64_t kc, const voi
 /* Microkernel 14×32                                                        */
 /* ------------------------------------------------------------------------ */
 
-/* Row lists: the full tile and two shorter ones for the last tile of a
- * block (m <= 4 or m <= 8 rows), so a partial tile does not pay for 14. */
-#define ROWS14(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
-#define ROWS8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
-#define ROWS4(X) X(0) X(1) X(2) X(3)
-
-#define DECL(i) __m512 c##i##a, c##i##b;
-#define ZERO(i) c##i##a = c##i##b = _mm512_setzero_ps();
-#define LOAD(i)                                                                                    \
-    c##i##a = i < m ? _mm512_maskz_loadu_ps(k0, pp + i * ldp) : _mm512_setzero_ps();               \
-    c##i##b = i < m ? _mm512_maskz_loadu_ps(k1, pp + i * ldp + 16) : _mm512_setzero_ps();
+/* Row i at one k: A[i][k] broadcast, times the B row (b0, b1). */
 #define STEP(i)                                                                                    \
     {                                                                                              \
         const __m512 ai = _mm512_set1_ps(a[i]);                                                    \
         c##i##a = _mm512_fmadd_ps(ai, b0, c##i##a);                                                \
         c##i##b = _mm512_fmadd_ps(ai, b1, c##i##b);                                                \
     }
-#define WRITE(i) fx_gemm_write_row(t, i, c##i##a, c##i##b, k0, k1, bias0, bias1, g0, g1);
 
-/* The microkernel over the rows of ROWS (the A micro-panel keeps its
- * 14-row stride): load or zero the accumulators, the k loop (with the
- * weight prefetches spread over it), the fused write-back. */
+/* The kernel over ROWS (its frame: gemm_avx512_common.h); per k the B row
+ * is 2 aligned loads. */
 #define DEFINE_KERNEL(name, ROWS)                                                                  \
     static void name(int64_t ks, const void *a_, const void *b_, const fx_gemm_tile *t) {         \
         const float *a = a_, *b = b_;                                                              \
-        const __mmask16 k0 = fx_gemm_mask16(t->n), k1 = fx_gemm_mask16(t->n - 16);                 \
-        ROWS(DECL)                                                                                 \
-        if (t->first) {                                                                            \
-            ROWS(ZERO)                                                                             \
-        } else {                                                                                   \
-            const float *pp = t->partial;                                                          \
-            const int64_t ldp = t->ldp;                                                            \
-            const int m = t->m;                                                                    \
-            ROWS(LOAD)                                                                             \
-        }                                                                                          \
-        fx_gemm_prefetch *pf = t->pf;                                                              \
-        const int64_t pf_every = fx_gemm_prefetch_every(pf, ks);                                   \
-        int64_t pf_next = pf_every;                                                                \
+        KERNEL_BEGIN(ROWS)                                                                         \
         for (int64_t k = 0; k < ks; k++, a += MR, b += NR) {                                       \
-            if (k == pf_next) pf_next += pf_every, fx_gemm_prefetch_one(pf);                       \
+            KERNEL_PREFETCH(k)                                                                     \
             const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);                      \
             ROWS(STEP)                                                                             \
         }                                                                                          \
-        __m512 bias0 = _mm512_setzero_ps(), bias1 = bias0, g0 = bias0, g1 = bias0;                 \
-        if (t->last && t->bias)                                                                    \
-            bias0 = _mm512_maskz_loadu_ps(k0, t->bias), bias1 = _mm512_maskz_loadu_ps(k1, t->bias + 16); \
-        if (t->last && t->mode == FX_EPI_GATED_ACCUMULATE)                                         \
-            g0 = _mm512_maskz_loadu_ps(k0, t->gate), g1 = _mm512_maskz_loadu_ps(k1, t->gate + 16); \
-        ROWS(WRITE)                                                                                \
+        KERNEL_END(ROWS)                                                                           \
     }
 
 DEFINE_KERNEL(kernel_rows14, ROWS14)
 DEFINE_KERNEL(kernel_rows8, ROWS8)
 DEFINE_KERNEL(kernel_rows4, ROWS4)
-
-static void kernel_14x32(int64_t ks, const void *a, const void *b, const fx_gemm_tile *t) {
-    if (t->m <= 4) kernel_rows4(ks, a, b, t);
-    else if (t->m <= 8) kernel_rows8(ks, a, b, t);
-    else kernel_rows14(ks, a, b, t);
-}
 
 /* ------------------------------------------------------------------------ */
 /* GEMV (m <= 4): W streamed once, 4 rows at a time, f32 FMA               */

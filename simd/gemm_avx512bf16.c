@@ -9,10 +9,11 @@
  *   B micro-panel [kc/2][32] pairs: W copied, pair-interleaved across outputs
  * An odd K gets a zero partner in its last pair on both sides.
  *
- * Register tile 14×32 as in the f32 path: 28 zmm accumulators, 2 B vectors,
- * one broadcast pair per row. Per k-pair: 2 loads + 14 broadcasts feed 28
- * vdpbf16ps (1/cycle/core on Zen 4: 64 flops per cycle). The last tile of a
- * block uses 4- or 8-row variants. Blocking: KC = 1536 (B micro-panel
+ * Register tile 14×32 as in the f32 path (the frame of the microkernel is
+ * gemm_avx512_common.h): 28 zmm accumulators, 2 B vectors, one broadcast
+ * pair per row. Per k-pair: 2 loads + 14 broadcasts feed 28 vdpbf16ps
+ * (1/cycle/core on Zen 4: 64 flops per cycle). The last tile of a block
+ * uses 4- or 8-row variants. Blocking: KC = 1536 (B micro-panel
  * 96 KiB, reused from L2 by every row of the super-block; A micro-panel
  * 42 KiB streamed), MC = 588 rows per A panel (1.7 MiB, L3), NC = 8192.
  * Measured kernel alone on Zen 4: 87% of peak at KC = 256, 98% at 3072.
@@ -22,11 +23,7 @@
  * the instruction). X is rounded to bf16 (8 significant bits) by the
  * packing, which is the dominant error (relative 2⁻⁹ per element).
  */
-#include "gemm.h"
-
-#include <immintrin.h>
-
-enum { MR = 14, NR = 32 };
+#include "gemm_avx512_common.h"
 
 /* ------------------------------------------------------------------------ */
 /* Packing                                                                  */
@@ -98,68 +95,32 @@ static void pack_w(const fx_gemm_path *p, int64_t nc, int64_t kc, const void *w,
 /* Microkernel 14×32, vdpbf16ps                                             */
 /* ------------------------------------------------------------------------ */
 
-/* Row lists: the full tile and two shorter ones for the last tile of a
- * block (m <= 4 or m <= 8 rows: e.g. 256 = 18·14 + 4), so a partial tile
- * does not pay for 14 rows. */
-#define ROWS14(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
-#define ROWS8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
-#define ROWS4(X) X(0) X(1) X(2) X(3)
-
-#define DECL(i) __m512 c##i##a, c##i##b;
-#define ZERO(i) c##i##a = c##i##b = _mm512_setzero_ps();
-#define LOAD(i)                                                                                    \
-    c##i##a = i < m ? _mm512_maskz_loadu_ps(k0, pp + i * ldp) : _mm512_setzero_ps();               \
-    c##i##b = i < m ? _mm512_maskz_loadu_ps(k1, pp + i * ldp + 16) : _mm512_setzero_ps();
+/* Row i at one k-pair: the A pair broadcast, dot with the B pairs (b0, b1). */
 #define STEP(i)                                                                                    \
     {                                                                                              \
         const __m512bh ai = (__m512bh)_mm512_set1_epi32(a[i]);                                     \
         c##i##a = _mm512_dpbf16_ps(c##i##a, ai, b0);                                               \
         c##i##b = _mm512_dpbf16_ps(c##i##b, ai, b1);                                               \
     }
-#define WRITE(i) fx_gemm_write_row(t, i, c##i##a, c##i##b, k0, k1, bias0, bias1, g0, g1);
 
-/* The microkernel over the rows of ROWS (the A micro-panel keeps its
- * 14-row stride): load or zero the accumulators, the k loop (with the
- * weight prefetches spread over it), the fused write-back. */
+/* The kernel over ROWS (its frame: gemm_avx512_common.h); per k-pair the
+ * B row is 2 aligned loads of 16 pairs. */
 #define DEFINE_KERNEL(name, ROWS)                                                                  \
     static void name(int64_t ks, const void *a_, const void *b_, const fx_gemm_tile *t) {         \
         const int32_t *a = a_;                                                                     \
         const __m512i *b = b_;                                                                     \
-        const __mmask16 k0 = fx_gemm_mask16(t->n), k1 = fx_gemm_mask16(t->n - 16);                 \
-        ROWS(DECL)                                                                                 \
-        if (t->first) {                                                                            \
-            ROWS(ZERO)                                                                             \
-        } else {                                                                                   \
-            const float *pp = t->partial;                                                          \
-            const int64_t ldp = t->ldp;                                                            \
-            const int m = t->m;                                                                    \
-            ROWS(LOAD)                                                                             \
-        }                                                                                          \
-        fx_gemm_prefetch *pf = t->pf;                                                              \
-        const int64_t pf_every = fx_gemm_prefetch_every(pf, ks);                                   \
-        int64_t pf_next = pf_every;                                                                \
+        KERNEL_BEGIN(ROWS)                                                                         \
         for (int64_t k = 0; k < ks; k++, a += MR, b += 2) {                                        \
-            if (k == pf_next) pf_next += pf_every, fx_gemm_prefetch_one(pf);                       \
+            KERNEL_PREFETCH(k)                                                                     \
             const __m512bh b0 = (__m512bh)_mm512_load_si512(b), b1 = (__m512bh)_mm512_load_si512(b + 1); \
             ROWS(STEP)                                                                             \
         }                                                                                          \
-        __m512 bias0 = _mm512_setzero_ps(), bias1 = bias0, g0 = bias0, g1 = bias0;                 \
-        if (t->last && t->bias)                                                                    \
-            bias0 = _mm512_maskz_loadu_ps(k0, t->bias), bias1 = _mm512_maskz_loadu_ps(k1, t->bias + 16); \
-        if (t->last && t->mode == FX_EPI_GATED_ACCUMULATE)                                         \
-            g0 = _mm512_maskz_loadu_ps(k0, t->gate), g1 = _mm512_maskz_loadu_ps(k1, t->gate + 16); \
-        ROWS(WRITE)                                                                                \
+        KERNEL_END(ROWS)                                                                           \
     }
 
 DEFINE_KERNEL(kernel_rows14, ROWS14)
 DEFINE_KERNEL(kernel_rows8, ROWS8)
 DEFINE_KERNEL(kernel_rows4, ROWS4)
-
-static void kernel_14x32(int64_t ks, const void *a, const void *b, const fx_gemm_tile *t) {
-    if (t->m <= 4) kernel_rows4(ks, a, b, t);
-    else if (t->m <= 8) kernel_rows8(ks, a, b, t);
-    else kernel_rows14(ks, a, b, t);
-}
 
 /* ------------------------------------------------------------------------ */
 /* GEMV (m <= 4) with vdpbf16ps: xb is X in bf16, rows round_up(k, 32) apart */
