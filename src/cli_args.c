@@ -379,6 +379,9 @@ static int check_readable_file(parse_ctx *pc, const char *opt, const char *path)
     struct stat st;
     if (stat(path, &st) != 0) return usage_error(pc, "%s: cannot read '%s': %s", opt, path, strerror(errno));
     if (S_ISDIR(st.st_mode)) return usage_error(pc, "%s: '%s' is a directory, not a file", opt, path);
+    /* the readers behind every file option want a size up front (images,
+     * .npy, safetensors): pipes and devices are refused here, once */
+    if (!S_ISREG(st.st_mode)) return usage_error(pc, "%s: '%s' is not a regular file", opt, path);
     if (access(path, R_OK) != 0) return usage_error(pc, "%s: cannot read '%s': %s", opt, path, strerror(errno));
     return CLI_EXIT_OK;
 }

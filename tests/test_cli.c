@@ -187,6 +187,10 @@ TEST(cli_missing_and_bad_paths) {
     EXPECT(args, 2, "-i: cannot read '");
     snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/out.png' -i '%s'", g_model, tmp, tmp);
     EXPECT(args, 2, "is a directory, not a file");
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/out.png' -i /dev/null", g_model, tmp);
+    EXPECT(args, 2, "-i: '/dev/null' is not a regular file");
+    snprintf(args, sizeof args, "-d '%s' -o '%s/out.png' --embeddings /dev/zero", g_model, tmp);
+    EXPECT(args, 2, "--embeddings: '/dev/zero' is not a regular file");
     snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/out.png' --noise '%s/nope.npy'", g_model, tmp, tmp);
     EXPECT(args, 2, "--noise: cannot read");
     snprintf(args, sizeof args, "-d '%s' -o '%s/out.png' --embeddings '%s/nope.npy'", g_model, tmp, tmp);
