@@ -292,3 +292,39 @@ TEST(cli_batch_output_names) {
     flux_image_free(single);
     flux_free(ctx);
 }
+
+/* Every long option the README names exists: it is in `flux --help`, or is
+ * one of the few options of other programs the README shows (pkg-config's
+ * --libs, gen_model's --preset). Catches documentation drift both ways a
+ * rename can go wrong. */
+TEST(cli_readme_options_are_real) {
+    char *readme = fx_test_read_file(fx_test_path("../README.md"), NULL), *help = NULL;
+    REQUIRE_MSG(readme, "cannot read README.md");
+    REQUIRE(run_flux("--help", &help) == 0);
+    static const char *other_programs[] = {"--libs", "--preset"};
+    int checked = 0;
+    for (const char *p = readme; (p = strstr(p, "--")) != NULL; p += 2) {
+        if (p > readme && p[-1] == '-') continue; /* inside "---" table rules */
+        if (p[2] < 'a' || p[2] > 'z') continue;
+        size_t n = 2;
+        while ((p[n] >= 'a' && p[n] <= 'z') || (p[n] >= '0' && p[n] <= '9') || p[n] == '-') n++;
+        char opt[64];
+        if (n >= sizeof opt) continue;
+        memcpy(opt, p, n), opt[n] = 0;
+        int other = 0;
+        for (size_t i = 0; i < sizeof other_programs / sizeof *other_programs; i++)
+            other |= !strcmp(opt, other_programs[i]);
+        if (other) continue;
+        /* the option as a whole word of the help text */
+        int found = 0;
+        for (const char *h = help; (h = strstr(h, opt)) != NULL; h += n) {
+            char next = h[n];
+            if (!((next >= 'a' && next <= 'z') || next == '-')) { found = 1; break; }
+        }
+        CHECK_MSG(found, "README names %s, which flux --help does not document", opt);
+        checked++;
+    }
+    CHECK_MSG(checked >= 20, "only %d options found in README.md", checked);
+    free(readme);
+    free(help);
+}
