@@ -25,7 +25,8 @@ struct fx_prefetch {
     range *ranges;
     size_t n;
     atomic_int stop;
-    int64_t done; /* bytes read; written by the thread, read after join */
+    unsigned char *vec; /* mincore() vector of one chunk */
+    int64_t done; /* bytes now in the page cache; written by the thread, read after join */
 };
 
 static int cmp_range(const void *x, const void *y) {
@@ -41,6 +42,15 @@ static void fill(uintptr_t a, uintptr_t b, uintptr_t page) {
     (void)madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
+/* 1 if every page of [a, b) is in the page cache already (a warm file
+ * costs one mincore() per chunk instead of mapping and unmapping it). */
+static int cached(uintptr_t a, uintptr_t b, uintptr_t page, unsigned char *vec) {
+    if (mincore((void *)a, b - a, vec) != 0) return 0;
+    for (size_t i = 0, n = (size_t)((b - a + page - 1) / page); i < n; i++)
+        if (!(vec[i] & 1)) return 0;
+    return 1;
+}
+
 static void *run(void *arg) {
     fx_prefetch *p = arg;
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
@@ -48,7 +58,7 @@ static void *run(void *arg) {
         for (uintptr_t a = p->ranges[i].a; a < p->ranges[i].b; a += CHUNK_BYTES) {
             if (atomic_load_explicit(&p->stop, memory_order_relaxed)) return NULL;
             uintptr_t b = a + CHUNK_BYTES < p->ranges[i].b ? a + CHUNK_BYTES : p->ranges[i].b;
-            fill(a, b, page);
+            if (!cached(a, b, page, p->vec)) fill(a, b, page);
             p->done += (int64_t)(b - a);
         }
     return NULL;
@@ -58,13 +68,14 @@ fx_prefetch *fx_prefetch_start(const fx_wset *s) {
     size_t nt = fx_wset_count(s);
     if (!nt || !fx_wset_data_loaded(s)) return NULL;
     fx_prefetch *p = calloc(1, sizeof *p);
-    if (!p || !(p->ranges = malloc(nt * sizeof *p->ranges))) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    if (!p || !(p->ranges = malloc(nt * sizeof *p->ranges)) || !(p->vec = malloc(CHUNK_BYTES / page + 1))) {
+        if (p) free(p->ranges);
         free(p);
         return NULL;
     }
     /* Tensor extents rounded out to pages, sorted, merged. The rounded ends
      * stay inside the mapping (it covers whole pages of the file). */
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     size_t n = 0;
     for (size_t i = 0; i < nt; i++) {
         const fx_tensor *t = fx_wset_tensor_at(s, i);
@@ -86,6 +97,7 @@ fx_prefetch *fx_prefetch_start(const fx_wset *s) {
     atomic_init(&p->stop, 0);
     if (!m || pthread_create(&p->thread, NULL, run, p) != 0) {
         free(p->ranges);
+        free(p->vec);
         free(p);
         return NULL;
     }
@@ -96,6 +108,7 @@ static int64_t join(fx_prefetch *p) {
     pthread_join(p->thread, NULL);
     int64_t done = p->done;
     free(p->ranges);
+    free(p->vec);
     free(p);
     return done;
 }

@@ -30,9 +30,11 @@ typedef struct fx_prefetch fx_prefetch;
 fx_prefetch *fx_prefetch_start(const fx_wset *s);
 
 /* Stop after the current chunk, join the thread, free. Returns the bytes
- * read. NULL is allowed (returns 0). */
+ * now in the page cache (read, or found there: a chunk whose pages are all
+ * cached already is skipped after one mincore()). NULL is allowed
+ * (returns 0). */
 int64_t fx_prefetch_stop(fx_prefetch *p);
-/* Wait until everything is read, then free; returns the bytes read. */
+/* Wait until everything is read, then free; returns the bytes covered. */
 int64_t fx_prefetch_finish(fx_prefetch *p);
 
 #endif
