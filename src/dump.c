@@ -8,24 +8,26 @@
 
 #include "npy.h"
 
-static int join(char *buf, size_t size, const char *dir, const char *name) {
+/* "<dir>/<name>" into buf. */
+static flux_status join(char *buf, size_t size, const char *dir, const char *name, fx_err *err) {
     int n = snprintf(buf, size, "%s/%s", dir, name);
-    return n > 0 && (size_t)n < size;
+    if (n > 0 && (size_t)n < size) return FLUX_OK;
+    return fx_fail(err, FLUX_ERR_INVALID_ARG, "--dump: path '%s/%s' is too long", dir, name);
 }
 
 flux_status fx_dump_f32(const char *dir, const char *name, const float *data, int ndim, const int64_t *shape,
                         fx_err *err) {
-    if (!dir) return FLUX_OK;
     char path[4096];
-    if (!join(path, sizeof path, dir, name)) return fx_fail(err, FLUX_ERR_INVALID_ARG, "--dump: path '%s/%s' is too long", dir, name);
+    if (!dir) return FLUX_OK;
+    TRY(join(path, sizeof path, dir, name, err));
     return fx_npy_write_f32(path, data, ndim, shape, err);
 }
 
 flux_status fx_dump_i32(const char *dir, const char *name, const int32_t *data, int ndim, const int64_t *shape,
                         fx_err *err) {
-    if (!dir) return FLUX_OK;
     char path[4096];
-    if (!join(path, sizeof path, dir, name)) return fx_fail(err, FLUX_ERR_INVALID_ARG, "--dump: path '%s/%s' is too long", dir, name);
+    if (!dir) return FLUX_OK;
+    TRY(join(path, sizeof path, dir, name, err));
     return fx_npy_write_i32(path, data, ndim, shape, err);
 }
 

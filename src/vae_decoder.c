@@ -23,34 +23,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-static size_t round64(size_t v) { return (v + 63) & ~(size_t)63; }
-static int imax(int a, int b) { return a > b ? a : b; }
-
-typedef struct dec_plan {
-    vs_level lv[FX_VAE_MAX_LEVELS];
-    size_t off[FX_VAE_MAX_LEVELS], bytes[FX_VAE_MAX_LEVELS];
-    size_t qkv_off, qkv_bytes, arena;
-} dec_plan;
-
-static void plan(const fx_vae *v, int h8, int w8, const fx_dtype *dt, int strip_pixels, dec_plan *p) {
+static void plan(const fx_vae *v, int h8, int w8, const fx_dtype *dt, int strip_pixels, vs_plan *p) {
     const vae_half *d = &v->dec;
     const int L = v->c.levels;
     int at_end[FX_VAE_MAX_LEVELS];
     size_t A = 0;
     memset(p, 0, sizeof *p);
     for (int i = 0; i < L; i++) {
-        vs_level *l = &p->lv[i];
-        const vae_resnet *first = &d->level[i].res[0];
-        const size_t es = dt[i] == FX_DTYPE_BF16 ? 2 : 4;
-        l->dtype = dt[i];
-        l->h = h8 << i, l->w = w8 << i;
-        l->pitch = (int64_t)imax(first->cin, 2 * first->cout) * l->w;
-        p->bytes[i] = round64((size_t)l->h * (size_t)l->pitch * es);
+        vs_plan_level(p, i, &d->level[i].res[0], dt[i], h8 << i, w8 << i);
         at_end[i] = (L - 1 - i) % 2;
         if (p->bytes[i] > A) A = p->bytes[i];
     }
     const int C0 = d->mid.res[0].cout;
-    p->qkv_bytes = d->mid.has_attn ? round64(3 * sizeof(float) * (size_t)h8 * (size_t)w8 * (size_t)C0) : 0;
+    p->qkv_bytes = d->mid.has_attn ? vs_round64(3 * sizeof(float) * (size_t)h8 * (size_t)w8 * (size_t)C0) : 0;
     if (p->bytes[0] + p->qkv_bytes > A) A = p->bytes[0] + p->qkv_bytes;
     for (int i = 0; i + 1 < L; i++) {
         size_t need;
@@ -62,7 +47,7 @@ static void plan(const fx_vae *v, int h8, int w8, const fx_dtype *dt, int strip_
             const int64_t ea = dt[i] == FX_DTYPE_BF16 ? 2 : 4, eb = dt[i + 1] == FX_DTYPE_BF16 ? 2 : 4;
             fx_conv2d_geom g = {a->h, a->w, up->cin, up->cout, 3, 3, 1, 1, 1, 1, 1, 1};
             int64_t gap = vs_stream_gap(&g, strip_pixels, a->pitch * ea, b->pitch * eb, (int64_t)b->w * up->cout * eb);
-            need = gap > 0 ? p->bytes[i] + round64((size_t)gap) : p->bytes[i];
+            need = gap > 0 ? p->bytes[i] + vs_round64((size_t)gap) : p->bytes[i];
         }
         if (need > A) A = need;
     }
@@ -77,7 +62,7 @@ flux_status vd_decode(vs_run *r, const float *z, int h8, int w8, float *image) {
     const int L = v->c.levels, lat = v->c.latent_channels;
     const int64_t P = (int64_t)h8 * w8;
     char name[96];
-    dec_plan p;
+    vs_plan p;
     fx_dtype dt[FX_VAE_MAX_LEVELS];
     for (int i = 0; i < L; i++) dt[i] = vs_storage_dtype(r, 1 << (L - 1 - i));
     plan(v, h8, w8, dt, r->strip_pixels, &p);

@@ -20,27 +20,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static size_t round64(size_t v) { return (v + 63) & ~(size_t)63; }
-static int imax(int a, int b) { return a > b ? a : b; }
-
-typedef struct enc_plan {
-    vs_level lv[FX_VAE_MAX_LEVELS];
-    size_t off[FX_VAE_MAX_LEVELS], bytes[FX_VAE_MAX_LEVELS];
-    size_t qkv_off, qkv_bytes, arena;
-} enc_plan;
-
-static void plan(const fx_vae *v, int height, int width, const fx_dtype *dt, int strip_pixels, enc_plan *p) {
+static void plan(const fx_vae *v, int height, int width, const fx_dtype *dt, int strip_pixels, vs_plan *p) {
     const vae_half *e = &v->enc;
     const int L = v->c.levels;
     memset(p, 0, sizeof *p);
     for (int i = 0; i < L; i++) {
-        vs_level *l = &p->lv[i];
-        const vae_resnet *first = &e->level[i].res[0];
+        vs_plan_level(p, i, &e->level[i].res[0], dt[i], height >> i, width >> i);
+        const vs_level *l = &p->lv[i];
         const int64_t es = dt[i] == FX_DTYPE_BF16 ? 2 : 4;
-        l->dtype = dt[i];
-        l->h = height >> i, l->w = width >> i;
-        l->pitch = (int64_t)imax(first->cin, 2 * first->cout) * l->w;
-        p->bytes[i] = round64((size_t)l->h * (size_t)l->pitch * es);
         if (i > 0) { /* in place over level i − 1 when the writes trail the reads */
             const vs_level *a = &p->lv[i - 1];
             const vae_conv *down = &e->level[i - 1].sample;
@@ -53,7 +40,7 @@ static void plan(const fx_vae *v, int height, int width, const fx_dtype *dt, int
     }
     const int C = e->mid.res[0].cout;
     const vs_level *last = &p->lv[L - 1];
-    p->qkv_bytes = e->mid.has_attn ? round64(3 * sizeof(float) * (size_t)last->h * (size_t)last->w * (size_t)C) : 0;
+    p->qkv_bytes = e->mid.has_attn ? vs_round64(3 * sizeof(float) * (size_t)last->h * (size_t)last->w * (size_t)C) : 0;
     p->qkv_off = p->off[L - 1] + p->bytes[L - 1];
     if (p->qkv_off + p->qkv_bytes > p->arena) p->arena = p->qkv_off + p->qkv_bytes;
 }
@@ -63,7 +50,7 @@ flux_status ve_encode(vs_run *r, const float *image, int height, int width, floa
     const vae_half *e = &v->enc;
     const int L = v->c.levels, lat = v->c.latent_channels;
     char name[96];
-    enc_plan p;
+    vs_plan p;
     fx_dtype dt[FX_VAE_MAX_LEVELS];
     for (int i = 0; i < L; i++) dt[i] = vs_storage_dtype(r, 1 << i);
     plan(v, height, width, dt, r->strip_pixels, &p);

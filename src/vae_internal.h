@@ -186,6 +186,19 @@ typedef struct vs_level {
  * (a row slot holds [x part: w·cx | h part: w·ch]). */
 vs_tensor vs_level_part(const vs_level *l, int c0, int c);
 
+/* The arena of one encode or decode: a region per level (offsets, bytes)
+ * and the mid attention's q, k, v. */
+typedef struct vs_plan {
+    vs_level lv[FX_VAE_MAX_LEVELS];
+    size_t off[FX_VAE_MAX_LEVELS], bytes[FX_VAE_MAX_LEVELS];
+    size_t qkv_off, qkv_bytes, arena;
+} vs_plan;
+/* Level i: h × w pixels in dtype, a row slot wide enough for the first
+ * resnet's input and its two-part output (max(cin, 2·cout) channels);
+ * sets p->lv[i] (not its base) and p->bytes[i] (64-byte multiple). */
+void vs_plan_level(vs_plan *p, int i, const vae_resnet *first, fx_dtype dtype, int h, int w);
+static inline size_t vs_round64(size_t v) { return (v + 63) & ~(size_t)63; }
+
 /* Blocks (vae_blocks.c). The level's x part holds the block's input and
  * receives its output; statistics are those of the input, then the output. */
 flux_status vb_resnet(vs_run *r, const vae_resnet *b, const vs_level *lv, const vs_stats *in_stats,

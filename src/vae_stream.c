@@ -379,6 +379,15 @@ int64_t vs_stream_gap(const fx_conv2d_geom *g, int strip_pixels, int64_t pitch_s
     return gap;
 }
 
+void vs_plan_level(vs_plan *p, int i, const vae_resnet *first, fx_dtype dtype, int h, int w) {
+    vs_level *l = &p->lv[i];
+    const int ch = first->cin > 2 * first->cout ? first->cin : 2 * first->cout;
+    l->dtype = dtype;
+    l->h = h, l->w = w;
+    l->pitch = (int64_t)ch * w;
+    p->bytes[i] = vs_round64((size_t)h * (size_t)l->pitch * (dtype == FX_DTYPE_BF16 ? 2 : 4));
+}
+
 vs_tensor vs_level_part(const vs_level *l, int c0, int c) {
     vs_tensor t = {0};
     size_t es = l->dtype == FX_DTYPE_BF16 ? 2 : 4;
