@@ -62,7 +62,7 @@ OUT ?= $(BUILD)
 OPT      ?= -O2
 WARN     := -Wall -Wextra -Wshadow -Wpointer-arith -Wvla -Wstrict-prototypes \
             -Wno-unused-parameter
-CPPFLAGS += -D_GNU_SOURCE -I. -Isrc -Isimd
+CPPFLAGS += -D_GNU_SOURCE -I.
 CFLAGS   += -std=c11 $(OPT) -g -fPIC $(WARN) -MMD -MP
 LDLIBS   += -lpng -lm -lpthread
 
@@ -92,22 +92,25 @@ $(OBJ)/%_avx512.o:     ISAFLAGS = $(ISA_AVX512)
 $(OBJ)/%_avx512bf16.o: ISAFLAGS = $(ISA_AVX512BF16)
 
 BUILD_INFO := $(CCNAME) $(shell $(CC) -dumpversion 2>/dev/null) $(ARCH) $(OPT) openmp=$(OPENMP) sanitize=$(SANITIZE) native=$(NATIVE) profile=$(PROFILE)
-$(OBJ)/src/version.o: CPPFLAGS += -DFLUX_BUILD_INFO='"$(BUILD_INFO)"'
+$(OBJ)/src/pipeline/version.o: CPPFLAGS += -DFLUX_BUILD_INFO='"$(BUILD_INFO)"'
 $(OBJ)/tests/test_main.o: CPPFLAGS += -DFLUX_TEST_DIR='"$(abspath tests)"'
 
 # ---------------------------------------------------------------- sources
-X86_ONLY := $(wildcard simd/*_avx2.c simd/*_avx512.c simd/*_avx512bf16.c)
-ARM_ONLY := $(wildcard simd/*_neon.c)
+# One folder per layer (README "Architecture"); kernels for one ISA end in
+# _<isa>.c and are built only for their architecture.
+SIMD_ALL := $(wildcard simd/*.c simd/*/*.c)
+X86_ONLY := $(filter %_avx2.c %_avx512.c %_avx512bf16.c,$(SIMD_ALL))
+ARM_ONLY := $(filter %_neon.c,$(SIMD_ALL))
 ifeq ($(ARCH),x86_64)
-SIMD_SRC := $(filter-out $(ARM_ONLY),$(wildcard simd/*.c))
+SIMD_SRC := $(filter-out $(ARM_ONLY),$(SIMD_ALL))
 else ifeq ($(ARCH),aarch64)
-SIMD_SRC := $(filter-out $(X86_ONLY),$(wildcard simd/*.c))
+SIMD_SRC := $(filter-out $(X86_ONLY),$(SIMD_ALL))
 else
-SIMD_SRC := $(filter-out $(X86_ONLY) $(ARM_ONLY),$(wildcard simd/*.c))
+SIMD_SRC := $(filter-out $(X86_ONLY) $(ARM_ONLY),$(SIMD_ALL))
 endif
-CLI_SRC   := $(wildcard src/cli_*.c)
-LIB_SRC   := $(filter-out $(CLI_SRC),$(wildcard src/*.c)) $(SIMD_SRC)
-TEST_SRC  := $(wildcard tests/*.c)
+CLI_SRC   := $(wildcard src/cli/*.c)
+LIB_SRC   := $(filter-out $(CLI_SRC),$(wildcard src/*/*.c)) $(SIMD_SRC)
+TEST_SRC  := $(wildcard tests/*.c) $(filter-out tests/fuzz/%,$(wildcard tests/*/*.c))
 BENCH_SRC := $(wildcard bench/*.c)
 TOOL_SRC  := $(wildcard tools/*.c)
 
@@ -210,7 +213,7 @@ test: all $(TEST_BIN) $(BENCH_BIN) tools fixtures  ## build and run every test
 test-native: all $(TEST_BIN) tools fixtures   ## only the native test binary
 	$(Q)FLUX_BIN=$(abspath $(FLUX_BIN)) FLUX_TOOLS=$(abspath $(BUILD)/tools) $(TEST_BIN) $(TESTS)
 
-FUZZ_PNG_SRC := src/file_read.c src/image.c src/image_png.c src/image_ppm.c src/atomic_file.c src/error.c
+FUZZ_PNG_SRC := src/base/file_read.c src/image/image.c src/image/image_png.c src/image/image_ppm.c src/base/atomic_file.c src/base/error.c
 
 # ---- fuzzing: libFuzzer targets tests/fuzz/fuzz_*.c (clang), each run for
 # FUZZ_SECONDS; new inputs go to build/fuzz/corpus-<target>, seeds are read
@@ -219,16 +222,16 @@ FUZZ_PNG_SRC := src/file_read.c src/image.c src/image_png.c src/image_ppm.c src/
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_DIR     := build/fuzz
-FUZZ_SRC_DEFAULT := src/file_read.c src/json.c src/safetensors.c src/config.c src/error.c
+FUZZ_SRC_DEFAULT := src/base/file_read.c src/base/json.c src/formats/safetensors.c src/model/config.c src/base/error.c
 FUZZ_SRC_png  = $(FUZZ_PNG_SRC)
 FUZZ_LIBS_png = -lpng
-FUZZ_SRC_npy  = src/file_read.c src/npy.c src/atomic_file.c src/error.c
-FUZZ_SRC_tokenizer = src/file_read.c src/tokenizer.c src/unicode.c src/unicode_tables.c src/json.c src/error.c
+FUZZ_SRC_npy  = src/base/file_read.c src/base/npy.c src/base/atomic_file.c src/base/error.c
+FUZZ_SRC_tokenizer = src/base/file_read.c src/text/tokenizer.c src/text/unicode.c src/text/unicode_tables.c src/base/json.c src/base/error.c
 FUZZ_BINS    := $(patsubst tests/fuzz/%.c,$(FUZZ_DIR)/%,$(wildcard tests/fuzz/fuzz_*.c))
-FUZZ_CFLAGS  := -std=c11 -g -O1 -D_GNU_SOURCE -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -I. -Isrc -Isimd $(WARN) \
+FUZZ_CFLAGS  := -std=c11 -g -O1 -D_GNU_SOURCE -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -I. $(WARN) \
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 .PHONY: fuzz fuzz-build
-$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $(wildcard src/*.c src/*.h) simd/float16.h flux.h
+$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $(wildcard src/*/*.c src/*/*.h) flux.h
 	@mkdir -p $(dir $@)
 	@echo "  FUZZCC  $@"
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) $< $(or $(FUZZ_SRC_$*),$(FUZZ_SRC_DEFAULT)) -o $@ -lm $(FUZZ_LIBS_$*)

@@ -29,7 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels.h"
+#include "simd/kernels.h"
 
 /* ------------------------------------------------------------------------ */
 /* Options common to every command                                          */

@@ -26,8 +26,8 @@
 #include <string.h>
 
 #include "bench.h"
-#include "ctx.h"
-#include "transformer.h"
+#include "src/model/ctx.h"
+#include "src/dit/transformer.h"
 
 typedef struct dit_problem {
     fx_dit_run *run;

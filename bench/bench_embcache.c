@@ -20,12 +20,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../flux.h"
-#include "../src/ctx.h"
-#include "../src/embcache.h"
-#include "../src/model.h"
-#include "../src/qwen3.h"
-#include "../src/tokenizer.h"
+#include "flux.h"
+#include "src/model/ctx.h"
+#include "src/pipeline/embcache.h"
+#include "src/model/model.h"
+#include "src/text/qwen3.h"
+#include "src/text/tokenizer.h"
 #include "bench.h"
 
 typedef struct cache_problem {

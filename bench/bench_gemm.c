@@ -17,8 +17,8 @@
 #include <string.h>
 
 #include "bench.h"
-#include "dispatch.h"
-#include "gemm.h"
+#include "simd/common/table.h"
+#include "simd/gemm/gemm.h"
 
 #ifdef FX_BENCH_OPENBLAS
 #include <cblas.h>

@@ -3,7 +3,7 @@
  * with a machine-load check, and the table / JSON report (see bench.h).
  */
 #include "bench.h"
-#include "../flux.h"
+#include "flux.h"
 
 #include <errno.h>
 #include <math.h>

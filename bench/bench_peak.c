@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "dispatch.h"
+#include "simd/common/table.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

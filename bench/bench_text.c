@@ -21,10 +21,10 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "ctx.h"
-#include "model.h"
-#include "qwen3.h"
-#include "tokenizer.h"
+#include "src/model/ctx.h"
+#include "src/model/model.h"
+#include "src/text/qwen3.h"
+#include "src/text/tokenizer.h"
 
 typedef struct text_problem {
     flux_ctx *ctx;

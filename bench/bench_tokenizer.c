@@ -16,8 +16,8 @@
 #include <string.h>
 
 #include "bench.h"
-#include "json.h"
-#include "tokenizer.h"
+#include "src/base/json.h"
+#include "src/text/tokenizer.h"
 
 typedef struct tok_bench {
     const char *path;

@@ -26,9 +26,9 @@
 #include <string.h>
 
 #include "bench.h"
-#include "ctx.h"
-#include "model.h"
-#include "vae.h"
+#include "src/model/ctx.h"
+#include "src/model/model.h"
+#include "src/vae/vae.h"
 
 typedef struct vae_problem {
     flux_ctx *ctx;

@@ -6,7 +6,7 @@
  * are const data; a context picks one (possibly lowered by FLUX_ISA or
  * forced to f32 math by FLUX_PRECISION=f32) and keeps a pointer to it.
  */
-#include "dispatch.h"
+#include "simd/common/table.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -98,9 +98,9 @@ fx_isa fx_isa_detect(void) {
 
 /* Tables: each kernel family publishes FX_<AREA>_TABLE_<ISA> in its header;
  * an unpublished entry is NULL and the family's scalar table is used. */
-#include "attention.h"
-#include "gemm.h"
-#include "rowops.h"
+#include "simd/attention/attention.h"
+#include "simd/gemm/gemm.h"
+#include "simd/rowops/rowops.h"
 
 #ifndef FX_GEMM_TABLE_SCALAR
 #define FX_GEMM_TABLE_SCALAR NULL

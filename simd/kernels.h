@@ -28,8 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../src/error.h"
-#include "float16.h"
+#include "src/base/error.h"
+#include "src/base/float16.h"
 
 /* ------------------------------------------------------------------------ */
 /* Types                                                                    */

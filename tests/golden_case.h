@@ -16,8 +16,8 @@
 #ifndef FX_GOLDEN_CASE_H
 #define FX_GOLDEN_CASE_H
 
-#include "../flux.h"
-#include "../src/npy.h"
+#include "flux.h"
+#include "src/base/npy.h"
 
 #define FX_GCASE_TOL_F32 1e-4
 #define FX_GCASE_TOL_BF16_REF 4e-2    /* reference latents */

@@ -4,7 +4,7 @@
 #
 # Every library and test source is cross-compiled (so x86-only code anywhere
 # in the tree breaks this run), then a kernel-only test binary is linked
-# statically from test_main + tests/test_kernel_*.c + libflux.a: kernels need
+# statically from test_main + tests/kernels/test_kernel_*.c + libflux.a: kernels need
 # only libm and libgomp, so no aarch64 libpng is required.
 # Without the tools: reports one skipped test, or one failure under CI=true.
 set -u
@@ -18,8 +18,8 @@ if ! command -v "$CROSS" >/dev/null || ! command -v "$QEMU" >/dev/null; then
 fi
 BUILD=build/aarch64
 mkdir -p "$BUILD"
-TEST_OBJS=$(for f in tests/*.c; do echo "$BUILD/obj/${f%.c}.o"; done)
-KERNEL_OBJS="$BUILD/obj/tests/test_main.o $(for f in tests/test_kernel_*.c; do echo "$BUILD/obj/${f%.c}.o"; done)"
+TEST_OBJS=$(for f in tests/*.c tests/*/*.c; do [ "${f#tests/fuzz/}" = "$f" ] || continue; echo "$BUILD/obj/${f%.c}.o"; done)
+KERNEL_OBJS="$BUILD/obj/tests/test_main.o $(for f in tests/kernels/test_kernel_*.c; do echo "$BUILD/obj/${f%.c}.o"; done)"
 start=$(date +%s)
 if ! make -s -j2 CC="$CROSS" BUILD="$BUILD" OUT="$BUILD" "$BUILD/libflux.a" $TEST_OBJS >"$BUILD.log" 2>&1 ||
    ! "$CROSS" -static -fopenmp $KERNEL_OBJS "$BUILD/libflux.a" -lm -o "$BUILD/flux-kernel-tests" >>"$BUILD.log" 2>&1; then

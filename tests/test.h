@@ -1,7 +1,7 @@
 /*
  * test.h — the tiny test framework of flux.c.
  *
- * A test is `TEST(name) { ... }` in any tests/test_*.c file; it registers
+ * A test is `TEST(name) { ... }` in any tests/<layer>/test_*.c file; it registers
  * itself at start-up. The runner (tests/test_main.c) runs each test in a
  * forked child (a crash or a hang fails that test only), prints one line per
  * test and the closing line `N passed, N failed, N skipped`.
@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../flux.h"
+#include "flux.h"
 
 typedef void (*fx_test_fn)(void);
 void fx_test_register(const char *name, fx_test_fn fn, const char *file);

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """gen_resize_cases.py — expected outputs of Pillow's LANCZOS resize and of the
-klein reference pre-processing, for tests/test_refs.c.
+klein reference pre-processing, for tests/pipeline/test_refs.c.
 
     /usr/bin/python3 tools/gen_resize_cases.py [OUT_DIR]   (default tests/resize)
 
@@ -47,7 +47,7 @@ def photo_like(h, w, channels, seed):
 
 
 def pattern(h, w, kind):
-    """Integer formula images shared with tests/test_refs.c (uint8 [h, w, 3])."""
+    """Integer formula images shared with tests/pipeline/test_refs.c (uint8 [h, w, 3])."""
     y, x = np.mgrid[0:h, 0:w].astype(np.int64)
     out = np.zeros((h, w, 3), np.int64)
     for c in range(3):

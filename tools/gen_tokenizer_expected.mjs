@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // gen_tokenizer_expected.mjs — build the tokenizer test corpus and record the
-// reference ids, plus the Unicode reference data of tests/test_unicode.c.
+// reference ids, plus the Unicode reference data of tests/model/test_unicode.c.
 //
 //   node tools/gen_tokenizer_expected.mjs [--tokenizer tests/fixtures/qwen3-tokenizer.json]
 //                                         [--ucd /usr/share/unicode] [--out tests/tokenizer]

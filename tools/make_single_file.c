@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/safetensors.h"
+#include "src/formats/safetensors.h"
 
 #define MAX_OUT 4096
 #define MAX_PARTS 3

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/config.h"
-#include "../../src/json.h"
+#include "src/model/config.h"
+#include "src/base/json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

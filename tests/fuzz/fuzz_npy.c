@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../src/npy.h"
+#include "src/base/npy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

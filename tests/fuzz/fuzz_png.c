@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../flux.h"
-#include "../../src/error.h"
-#include "../../src/image_internal.h"
+#include "flux.h"
+#include "src/base/error.h"
+#include "src/image/image_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,6 +1,6 @@
 /*
  * fuzz_repl.c — libFuzzer target for the interactive-mode line parser
- * (src/cli_repl_parse.c, compiled in; make fuzz). Any bytes are one line:
+ * (src/cli/cli_repl_parse.c, compiled in; make fuzz). Any bytes are one line:
  * the parser must return 0 or -1 with a message, and what it accepts must
  * be consistent (sizes in range and multiples of 16, at most 16 handles, a
  * non-empty prompt inside the line, a known command).
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/cli_repl_parse.c"
+#include "src/cli/cli_repl_parse.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

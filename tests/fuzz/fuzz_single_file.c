@@ -1,6 +1,6 @@
 /*
  * fuzz_single_file.c — libFuzzer target for single-file transformer
- * checkpoints (src/single_file.c, compiled in, over the loader layer; make
+ * checkpoints (src/formats/single_file.c, compiled in, over the loader layer; make
  * fuzz). The input is a whole .safetensors file, handed over through a
  * memfd: opening must succeed or fail cleanly, and a mapped set must be
  * usable — every tensor read as f32 (two-range ones assembled), two-range
@@ -15,7 +15,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "../../src/single_file.c"
+#include "src/formats/single_file.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

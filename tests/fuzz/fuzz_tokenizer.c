@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/tokenizer.h"
-#include "../../src/unicode.h"
-#include "../byte_level.h"
+#include "src/text/tokenizer.h"
+#include "src/text/unicode.h"
+#include "tests/byte_level.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

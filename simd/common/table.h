@@ -1,0 +1,49 @@
+/*
+ * dispatch.h — the per-ISA kernel table (simd-internal).
+ *
+ * One const fx_kernels per (ISA, bf16-dot) combination, assembled in
+ * dispatch.c from the per-area tables each kernel family defines in its own
+ * header (gemm.h, attention.h, rowops.h). Model code never sees this.
+ */
+#ifndef FX_DISPATCH_H
+#define FX_DISPATCH_H
+
+#include "simd/kernels.h"
+
+struct fx_gemm_kernels;  /* gemm.h */
+struct fx_attn_kernels;  /* attention.h */
+struct fx_row_kernels;   /* rowops.h */
+
+struct fx_kernels {
+    fx_isa isa;
+    int bf16_dot;                        /* uses vdpbf16ps for bf16 weights */
+    const char *name;                    /* "avx512bf16", "avx512 (f32)", ... */
+    const struct fx_gemm_kernels *gemm;
+    const struct fx_attn_kernels *attn;
+    const struct fx_row_kernels *row;
+};
+
+/* Named scratch buffers, separate from the per-thread/shared GEMM and
+ * attention buffers so that a kernel may hold one across a call to another
+ * family (conv2d keeps its im2col strip while fx_linear packs panels).
+ * Grows to >= bytes (64-byte aligned) and returns it; NULL on allocation
+ * failure. Call outside parallel regions. */
+typedef enum fx_scratch_slot {
+    FX_SLOT_IM2COL = 0, /* conv2d.c: packed weights of a one-shot fx_conv2d */
+    FX_SLOT_CONVW,      /* conv2d.c: weight reordered to [cout, kh, kw, cin] */
+    FX_SLOT_ROWOPS,     /* groupnorm.c: partial sums, per-channel factors */
+    FX_SLOT_COUNT
+} fx_scratch_slot;
+void *fx_scratch_slot_get(fx_scratch *s, fx_scratch_slot slot, size_t bytes);
+
+/* Thread id / count inside a parallel region, also without OpenMP. */
+#ifdef _OPENMP
+#include <omp.h>
+static inline int fx_thread_id(void) { return omp_get_thread_num(); }
+static inline int fx_thread_count(void) { return omp_get_num_threads(); }
+#else
+static inline int fx_thread_id(void) { return 0; }
+static inline int fx_thread_count(void) { return 1; }
+#endif
+
+#endif

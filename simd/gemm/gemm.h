@@ -1,0 +1,276 @@
+/*
+ * gemm.h — per-ISA tables of the gemm kernel family (simd-internal).
+ *
+ * fx_linear (simd/gemm.c) computes Y[m, n] (op)= X[m, k] · W[n, k]ᵀ the BLIS
+ * way: loops around a register-tiled microkernel. Each thread owns a block
+ * of the output (a range of whole NR column panels, or of whole MR rows
+ * when n is narrow) and runs, with nothing shared and no barriers:
+ *
+ *   for mb in its rows step MC      row super-block
+ *    for jc in its cols step NC     column chunk
+ *     for pc in K step KC           K block (KC balanced over K)
+ *      pack X[mb.., pc..] → A panel [MC/MR][KC][MR]   (L3, per thread)
+ *      for jr in the chunk step NR
+ *       pack W[jr.., pc..] → B micro-panel [KC][NR]   (L2, per thread)
+ *       (prefetching the W rows of the next micro-panel meanwhile)
+ *       for ir in the super-block step MR
+ *         microkernel: MR×NR tile of Y in registers, rank-KC update
+ *
+ * W is read from memory once per (super-block, K block); each B micro-panel
+ * is reused by every row of the super-block. Because the weight rows are
+ * read in short bursts (KC elements per row), their DRAM latency is hidden
+ * by software prefetches spread over the microkernel calls of the previous
+ * micro-panel.
+ *
+ * A "path" is one microkernel with its packing routines: the f32 FMA path
+ * (packed elements are f32; bf16/f16 weights are widened while packing) or
+ * the bf16 dot-product path (packed elements are bf16 pairs (k, k+1) for
+ * vdpbf16ps; X is rounded to bf16 while packing). Each ISA table names the
+ * path used for each weight dtype.
+ *
+ * Determinism: threads split only the M and N tiles; every element of Y is
+ * reduced over K by the same instruction sequence in the same order (the K
+ * blocking depends on K and the path only, never on the thread count), so
+ * results are bit-identical for any thread count.
+ *
+ * Partial sums across K blocks: the microkernel starts its accumulators
+ * from the partial sums of the earlier K blocks (one FMA chain per element
+ * in k order) and applies the epilogue (bias, store / accumulate / gated
+ * accumulate) only in the write-back of the last K block. In STORE mode the
+ * partial sums live in Y itself; in the accumulating modes they live in a
+ * staging buffer (Y still holds the value to accumulate into).
+ *
+ * Small M (m <= FX_GEMV_MAX_M): a GEMV-style kernel streams W once, no
+ * packing (timestep MLP, modulation: bandwidth bound).
+ *
+ * Scratch: fx_linear reserves and uses the context's *shared* scratch
+ * buffer (per thread: A panel, B micro-panel, staging). Callers must not pass
+ * pointers into kc->scratch as x or y, and must call fx_linear outside
+ * OpenMP parallel regions (it parallelises itself).
+ */
+#ifndef FX_GEMM_H
+#define FX_GEMM_H
+
+#include <stdint.h>
+
+#include "simd/common/table.h"
+
+/* m at or below this uses the GEMV kernel (no packing). */
+#define FX_GEMV_MAX_M 4
+/* Below this many flops (2·m·n·k) one thread does the whole product. */
+#define FX_GEMM_SERIAL_FLOPS 2e6
+
+/* Lines of weight rows to prefetch (the next B micro-panel's source):
+ * `rows` rows of `lines` 64-byte lines from `row`, `row_bytes` apart.
+ * The microkernel issues `per_call` of them, spread over its k loop, so the
+ * prefetches never arrive in bursts that stall the load pipeline. */
+typedef struct fx_gemm_prefetch {
+    const char *row;    /* current row's first line; NULL: nothing left */
+    int64_t row_bytes;
+    int rows_left;      /* rows after the current one */
+    int lines, line;    /* lines per row; next line of the current row */
+    int per_call;       /* lines per microkernel call */
+} fx_gemm_prefetch;
+
+/* Issue the next prefetch (if any). */
+static inline void fx_gemm_prefetch_one(fx_gemm_prefetch *pf) {
+    if (!pf->row) return;
+    __builtin_prefetch(pf->row + (int64_t)pf->line * 64, 0, 2);
+    if (++pf->line == pf->lines) {
+        pf->line = 0;
+        pf->row = pf->rows_left-- > 0 ? pf->row + pf->row_bytes : NULL;
+    }
+}
+
+/* k-loop iterations between two prefetches for a kernel of ksteps steps. */
+static inline int64_t fx_gemm_prefetch_every(const fx_gemm_prefetch *pf, int64_t ksteps) {
+    if (!pf || !pf->row || pf->per_call <= 0) return INT64_MAX;
+    int64_t e = ksteps / pf->per_call;
+    return e > 0 ? e : 1;
+}
+
+/* One microkernel tile's write-back (all pointers already at the tile).
+ *   acc  = (first ? 0 : partial) + Σ_k A·B      (one chain per element)
+ *   !last: c = acc
+ *   last:  t = acc + bias;  c = t | c += t | c += gate ⊙ t   (by mode)
+ * Only rows < m and columns < n are read or written. */
+typedef struct fx_gemm_tile {
+    float *c;
+    int64_t ldc;
+    const float *partial; /* partial sums when !first (may equal c) */
+    int64_t ldp;
+    int m, n;
+    int first, last;
+    fx_epilogue_mode mode;
+    const float *bias; /* [n] at the tile's first column, or NULL */
+    const float *gate; /* [n] at the tile's first column (gated mode) */
+    fx_gemm_prefetch *pf; /* prefetches to issue during this call, or NULL */
+} fx_gemm_tile;
+
+struct fx_gemm_path;
+
+/* Packers may write up to this many bytes past their last micro-panel
+ * (whole 16-lane vectors past a K tail); the driver keeps the slack. */
+#define FX_GEMM_PACK_SLACK 4096
+
+/* Pack rows [0, mc) × cols [0, kc) of X into ceil(mc/MR) micro-panels, each
+ * [ceil(kc/kpair)][MR][kpair] elements, zero-padded (rows >= mc, k >= kc). */
+typedef void (*fx_gemm_pack_x_fn)(const struct fx_gemm_path *p, int64_t mc, int64_t kc,
+                                  const float *x, int64_t ldx, void *dst);
+/* Pack outputs [0, nc) × cols [0, kc) of W (rows at w + r*ldw, dtype fixed by
+ * the function) into ceil(nc/NR) micro-panels [ceil(kc/kpair)][NR][kpair],
+ * zero-padded. */
+typedef void (*fx_gemm_pack_w_fn)(const struct fx_gemm_path *p, int64_t nc, int64_t kc,
+                                  const void *w, int64_t ldw, void *dst);
+/* Rank-ksteps update of one MR×NR tile; ksteps = ceil(kc/kpair). a and b
+ * point at a packed micro-panel each. */
+typedef void (*fx_gemm_kernel_fn)(int64_t ksteps, const void *a, const void *b,
+                                  const fx_gemm_tile *t);
+
+typedef struct fx_gemm_path {
+    const char *name;  /* "avx512 f32 14x32" */
+    int mr, nr;        /* register tile */
+    int kc, mc, nc;    /* blocks: kc (max K block, multiple of 32), mc (rows of
+                          a super-block, multiple of mr), nc (multiple of nr) */
+    int kpair;         /* 1: f32 elements; 2: bf16 pairs (vdpbf16ps) */
+    int elem;          /* bytes per packed element: 4 or 2 */
+    fx_gemm_pack_x_fn pack_x;
+    fx_gemm_pack_w_fn pack_w[3]; /* by weight dtype: F32, F16, BF16 */
+    fx_gemm_kernel_fn kernel;
+    int kernel_prefetches; /* the kernel issues t->pf itself (else the driver
+                              does, between calls) */
+} fx_gemm_path;
+
+/* y[i, j] for i < m <= FX_GEMV_MAX_M, j in [n0, n1): one thread's share of
+ * the GEMV. xb is X rounded to bf16, rows round_up(k, 32) apart and
+ * zero-padded (only for tables whose bf16 GEMV uses dot products; NULL
+ * otherwise). */
+typedef void (*fx_gemv_fn)(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x,
+                           int64_t ldx, const uint16_t *xb, const fx_weight *w, float *y,
+                           int64_t ldy, const fx_epilogue *epi);
+
+typedef struct fx_gemm_kernels {
+    const char *name;
+    const fx_gemm_path *path[3]; /* by weight dtype: F32, F16, BF16 */
+    fx_gemv_fn gemv[3];          /* by weight dtype */
+    int gemv_bf16_dot;           /* gemv[BF16] wants xb */
+} fx_gemm_kernels;
+
+/* ---- helpers shared by the per-ISA files ---- */
+
+/* The epilogue on one value t = X·Wᵀ (without bias) of column j. */
+static inline void fx_gemm_epi_scalar(const fx_epilogue *e, int64_t j, float t, float *yp) {
+    if (e->bias) t += e->bias[j];
+    if (e->mode == FX_EPI_STORE) *yp = t;
+    else if (e->mode == FX_EPI_ACCUMULATE) *yp += t;
+    else *yp += e->gate[j] * t;
+}
+
+/* Portable packing (any MR/NR from the path) and the scalar microkernel. */
+void fx_gemm_pack_x_f32_c(const fx_gemm_path *p, int64_t mc, int64_t kc, const float *x,
+                          int64_t ldx, void *dst);
+void fx_gemm_pack_x_bf16pair_c(const fx_gemm_path *p, int64_t mc, int64_t kc, const float *x,
+                               int64_t ldx, void *dst);
+void fx_gemm_pack_w_f32_c(const fx_gemm_path *p, int64_t nc, int64_t kc, const void *w,
+                          int64_t ldw, void *dst);
+void fx_gemm_pack_w_f16_c(const fx_gemm_path *p, int64_t nc, int64_t kc, const void *w,
+                          int64_t ldw, void *dst);
+void fx_gemm_pack_w_bf16_c(const fx_gemm_path *p, int64_t nc, int64_t kc, const void *w,
+                           int64_t ldw, void *dst);
+void fx_gemm_pack_w_bf16pair_c(const fx_gemm_path *p, int64_t nc, int64_t kc, const void *w,
+                               int64_t ldw, void *dst);
+void fx_gemv_c(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int64_t ldx,
+               const uint16_t *xb, const fx_weight *w, float *y, int64_t ldy,
+               const fx_epilogue *epi);
+
+/* Describe a table's tiles ("f32 14x32 kc256 ..."); returns bytes needed. */
+size_t fx_gemm_describe(const fx_gemm_kernels *g, char *buf, size_t size);
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+/* Transpose a 16×16 block of 32-bit elements held in r[0..15] (row i in
+ * r[i]; afterwards column j in r[j]): unpack 32-bit, unpack 64-bit, then
+ * two rounds of 128-bit lane shuffles (64 shuffles). */
+static inline __attribute__((always_inline)) void fx_gemm_transpose16x16(__m512i r[16]) {
+    __m512i t[16], u[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+#pragma GCC unroll 16
+    for (int g = 0; g < 16; g += 4) { /* u[g + c] lane l = rows g..g+3 at column 4l + c */
+        u[g + 0] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
+        u[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
+        u[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
+        u[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
+    }
+#pragma GCC unroll 16
+    for (int c = 0; c < 4; c++) {
+        __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44), v1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xEE);
+        __m512i w0 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44),
+                w1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xEE);
+        r[c] = _mm512_shuffle_i32x4(v0, w0, 0x88);
+        r[4 + c] = _mm512_shuffle_i32x4(v0, w0, 0xDD);
+        r[8 + c] = _mm512_shuffle_i32x4(v1, w1, 0x88);
+        r[12 + c] = _mm512_shuffle_i32x4(v1, w1, 0xDD);
+    }
+}
+
+/* Write back row i of a tile held as two vectors of 16 columns (columns
+ * masked by k0, k1); b0/b1 bias, g0/g1 gate (see fx_gemm_tile). */
+static inline __attribute__((always_inline)) void fx_gemm_write_row(const fx_gemm_tile *t, int i, __m512 v0, __m512 v1,
+                                                            __mmask16 k0, __mmask16 k1, __m512 b0, __m512 b1,
+                                                            __m512 g0, __m512 g1) {
+    if (i >= t->m) return;
+    float *c = t->c + i * t->ldc;
+    if (t->last) {
+        v0 = _mm512_add_ps(v0, b0), v1 = _mm512_add_ps(v1, b1);
+        if (t->mode == FX_EPI_ACCUMULATE) {
+            v0 = _mm512_add_ps(_mm512_maskz_loadu_ps(k0, c), v0);
+            v1 = _mm512_add_ps(_mm512_maskz_loadu_ps(k1, c + 16), v1);
+        } else if (t->mode == FX_EPI_GATED_ACCUMULATE) {
+            v0 = _mm512_fmadd_ps(g0, v0, _mm512_maskz_loadu_ps(k0, c));
+            v1 = _mm512_fmadd_ps(g1, v1, _mm512_maskz_loadu_ps(k1, c + 16));
+        }
+    }
+    _mm512_mask_storeu_ps(c, k0, v0);
+    _mm512_mask_storeu_ps(c + 16, k1, v1);
+}
+
+/* Lanes [0, n) of a 16-lane mask (n may be <= 0 or >= 16). */
+static inline __mmask16 fx_gemm_mask16(int64_t n) {
+    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
+}
+/* Lanes [0, n) of a 32-lane mask. */
+static inline __mmask32 fx_gemm_mask32(int64_t n) {
+    return n >= 32 ? (__mmask32)0xFFFFFFFFu : n <= 0 ? (__mmask32)0 : (__mmask32)((1u << n) - 1);
+}
+#endif
+
+/* ---- the tables ---- */
+
+extern const fx_gemm_kernels fx_gemm_scalar;
+#define FX_GEMM_TABLE_SCALAR (&fx_gemm_scalar)
+
+#if defined(__x86_64__)
+extern const fx_gemm_kernels fx_gemm_avx2, fx_gemm_avx512, fx_gemm_avx512bf16;
+/* shared by the avx512 and avx512bf16 tables */
+extern const fx_gemm_path fx_gemm_avx512_f32_path;
+void fx_gemv_avx512_f32(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int64_t ldx,
+                        const uint16_t *xb, const fx_weight *w, float *y, int64_t ldy,
+                        const fx_epilogue *epi);
+void fx_gemv_avx512_f16(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int64_t ldx,
+                        const uint16_t *xb, const fx_weight *w, float *y, int64_t ldy,
+                        const fx_epilogue *epi);
+#define FX_GEMM_TABLE_AVX2 (&fx_gemm_avx2)
+#define FX_GEMM_TABLE_AVX512 (&fx_gemm_avx512)
+#define FX_GEMM_TABLE_AVX512BF16 (&fx_gemm_avx512bf16)
+#endif
+
+#if defined(__aarch64__)
+extern const fx_gemm_kernels fx_gemm_neon;
+#define FX_GEMM_TABLE_NEON (&fx_gemm_neon)
+#endif
+
+#endif

@@ -1,0 +1,106 @@
+/*
+ * cli_args.h — the flux command line: options, parsing and validation.
+ *
+ * Parsing is strict: numbers must be whole decimal strings in range, each
+ * problem is reported as one line naming the option as the user spelled it
+ * (`flux: -W: '12x' is not a number`), and the CLI exits with status 2.
+ *
+ * Exit codes of the flux binary:
+ *   0  success (also --help, --version, --cpu-info)
+ *   1  runtime failure (model, image or .npy file unreadable, generation
+ *      failed, feature not yet available); the library's message is printed
+ *   2  bad command line (unknown option, bad value, missing option, missing
+ *      or unusable file or directory given on the command line)
+ *   130 interrupted by Ctrl-C (nothing is written)
+ */
+#ifndef FX_CLI_ARGS_H
+#define FX_CLI_ARGS_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "flux.h"
+
+#define CLI_EXIT_OK 0
+#define CLI_EXIT_FAIL 1
+#define CLI_EXIT_USAGE 2
+#define CLI_EXIT_INTERRUPTED 130
+
+/* Limits of the command line (the library accepts the same sizes). */
+#define CLI_MIN_SIZE 64
+#define CLI_NOISE_MIN_SIZE 16 /* with --noise, which pins the size (tiny tests) */
+#define CLI_MAX_SIZE 2048
+#define CLI_MAX_STEPS 1000
+#define CLI_MAX_THREADS 1024
+#define CLI_MAX_BATCH 64
+
+typedef struct cli_args {
+    /* actions besides generating */
+    int help, version, cpu_info;
+    int tokenize, raw;
+
+    /* model */
+    const char *model_dir;        /* -d */
+    const char *transformer_file; /* --transformer */
+    int distilled;                /* -1 auto, 0 --base, 1 --distilled */
+
+    /* what to generate */
+    const char *prompt;           /* -p (NULL: interactive mode) */
+    const char *negative;         /* --negative */
+    const char *output;           /* -o */
+    int width, height;            /* 0 = auto (256, or the first reference) */
+    char width_opt[16], height_opt[16]; /* how -W/-H were spelled (messages) */
+    int steps;                    /* 0 = model default */
+    uint64_t seed;                /* valid when seed_given */
+    int seed_given;
+    float guidance;               /* < 0 = model default */
+    flux_schedule schedule;
+    float power_alpha;            /* valid when power_alpha_given */
+    int power_alpha_given;
+    const char *refs[FLUX_MAX_REFS]; /* -i, in order */
+    int n_refs;
+    int batch;                    /* -n, ≥ 1 */
+
+    /* verification hooks */
+    const char *noise_file;       /* --noise */
+    const char *embeddings_file;  /* --embeddings */
+    const char *dump_dir;         /* --dump */
+
+    /* runtime */
+    int threads;                  /* 0 = auto */
+    int no_mmap;
+    int precision;                /* -1 unset, else a flux_precision */
+    const char *isa;
+    const char *cache_dir;
+    int no_cache;
+    int quiet;
+    int verbose;                  /* count of -v */
+    int show;
+} cli_args;
+
+/* Parse and validate argv. Returns CLI_EXIT_OK, or CLI_EXIT_USAGE with one
+ * line (no "flux: " prefix, no newline) in msg. Checks that files and
+ * directories named on the command line exist (and that the output
+ * directory is writable) unless --help/--version/--cpu-info is given. */
+int cli_parse(int argc, char **argv, cli_args *a, char *msg, size_t msg_size);
+
+/* The --help text. */
+void cli_print_help(FILE *f);
+
+/* Output file name of image `index` of a batch: index 0 → `out`, then
+ * "out.png" → "out-1.png", "out-2.png", ... (the number goes before the
+ * extension). Returns 0 when buf is too small. */
+int cli_batch_name(const char *out, int index, char *buf, size_t size);
+
+/* A fresh random seed below 2^32 (short enough to retype): /dev/urandom,
+ * else the clock and the pid. */
+uint64_t cli_random_seed(void);
+
+/* One message line on stderr: "flux: ", the formatted text, a newline (the
+ * form of every diagnostic and status line of the CLI). */
+void cli_vmessage(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
+void cli_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

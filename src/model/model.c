@@ -1,0 +1,227 @@
+/*
+ * model.c — flux_load(): the official model folder → ctx->model (model.h).
+ *
+ *   <dir>/model_index.json                        variant (is_distilled)
+ *   <dir>/transformer/config.json + weights       Flux2Transformer2DModel
+ *   <dir>/text_encoder/config.json + weights      Qwen3 (often sharded)
+ *   <dir>/vae/config.json + weights               AutoencoderKLFlux2
+ *   <dir>/scheduler/scheduler_config.json         FlowMatchEulerDiscrete
+ *   <dir>/tokenizer/tokenizer.json                path only (tokenizer.c)
+ */
+#include "model.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "src/pipeline/embcache.h"
+#include "src/base/json.h"
+#include "src/text/qwen3.h"
+#include "src/formats/single_file.h"
+#include "src/text/tokenizer.h"
+#include "src/dit/transformer.h"
+#include "src/vae/vae.h"
+
+void fx_model_free(struct fx_model *m) {
+    if (!m) return;
+    fx_wset_close(m->transformer_w);
+    fx_wset_close(m->vae_w);
+    fx_wset_close(m->text_encoder_w);
+    free(m->tokenizer_path);
+    free(m->dir);
+    free(m->name);
+    free(m);
+}
+
+void fx_model_release_all(flux_ctx *ctx) {
+    if (!ctx) return;
+    /* Components built on top of the model (tokenizer, text encoder,
+     * transformer, VAE, embedding cache) are released here by their modules,
+     * before the weights they point into. */
+    fx_tokenizer_free(ctx->tokenizer);
+    ctx->tokenizer = NULL;
+    fx_embcache_release(ctx);
+    fx_qwen3_free(ctx->text_encoder);
+    ctx->text_encoder = NULL;
+    fx_dit_free(ctx->transformer);
+    ctx->transformer = NULL;
+    fx_vae_free(ctx->vae);
+    ctx->vae = NULL;
+    fx_model_free(ctx->model);
+    ctx->model = NULL;
+}
+
+fx_wset *fx_model_text_encoder_weights(struct fx_model *m, fx_err *err) {
+    if (!m || !m->text_encoder_w) {
+        fx_fail(err, FLUX_ERR_STATE, "no model is loaded");
+        return NULL;
+    }
+    if (fx_wset_load_data(m->text_encoder_w, m->use_mmap, err)) return NULL;
+    return m->text_encoder_w;
+}
+
+void fx_model_release_text_encoder_weights(struct fx_model *m) {
+    if (m && m->text_encoder_w) fx_wset_drop_data(m->text_encoder_w);
+}
+
+/* "<dir>/<rel>" into a fixed buffer; error if it does not fit. */
+static flux_status path_of(const struct fx_model *m, const char *rel, char *out, size_t size, fx_err *err) {
+    int n = snprintf(out, size, "%s/%s", m->dir, rel);
+    if (n < 0 || (size_t)n >= size) return fx_fail(err, FLUX_ERR_INVALID_ARG, "path too long: %s/%s", m->dir, rel);
+    return FLUX_OK;
+}
+
+/* Parse the config file <dir>/<rel> with `parse`. */
+typedef flux_status (*config_parser)(const fx_json *root, const char *file, void *out, fx_err *err);
+
+static flux_status read_config(const struct fx_model *m, const char *rel, config_parser parse, void *out,
+                               fx_err *err) {
+    char path[PATH_MAX];
+    TRY(path_of(m, rel, path, sizeof path, err));
+    fx_json_doc *doc = fx_json_parse_file(path, rel, err);
+    if (!doc) return err->code;
+    flux_status st = parse(fx_json_root(doc), rel, out, err);
+    fx_json_free(doc);
+    return st;
+}
+
+/* Adapters from the typed parsers to config_parser. */
+static flux_status parse_pipeline(const fx_json *r, const char *f, void *o, fx_err *e) {
+    return fx_pipeline_config_parse(r, f, o, e);
+}
+static flux_status parse_dit(const fx_json *r, const char *f, void *o, fx_err *e) {
+    return fx_dit_config_parse(r, f, o, e);
+}
+static flux_status parse_qwen3(const fx_json *r, const char *f, void *o, fx_err *e) {
+    return fx_qwen3_config_parse(r, f, o, e);
+}
+static flux_status parse_vae(const fx_json *r, const char *f, void *o, fx_err *e) {
+    return fx_vae_config_parse(r, f, o, e);
+}
+static flux_status parse_sched(const fx_json *r, const char *f, void *o, fx_err *e) {
+    return fx_sched_config_parse(r, f, o, e);
+}
+
+/* The folder's display name: last component of its real path. */
+static char *folder_name(const char *dir) {
+    char real[PATH_MAX];
+    const char *p = realpath(dir, real) ? real : dir;
+    size_t len = strlen(p);
+    while (len > 1 && p[len - 1] == '/') len--;
+    size_t start = len;
+    while (start > 0 && p[start - 1] != '/') start--;
+    char *name = malloc(len - start + 1);
+    if (name) memcpy(name, p + start, len - start), name[len - start] = '\0';
+    return name;
+}
+
+/* Open one component's weight set and check it against its tensor table. */
+static flux_status open_weights(const struct fx_model *m, const char *component, const char *base, int use_mmap,
+                                fx_wset **out, fx_err *err) {
+    char dir[PATH_MAX];
+    TRY(path_of(m, component, dir, sizeof dir, err));
+    *out = fx_wset_open_component(dir, component, base, use_mmap, err);
+    return *out ? FLUX_OK : err->code;
+}
+
+static flux_status load_folder(struct fx_model *m, const flux_ctx *ctx, const flux_load_options *lo, fx_err *err) {
+    TRY(read_config(m, "model_index.json", parse_pipeline, &m->pipeline, err));
+    m->distilled = lo->distilled >= 0 ? lo->distilled != 0 : m->pipeline.distilled;
+    if (m->pipeline.class_name[0] && strncmp(m->pipeline.class_name, "Flux2Klein", 10))
+        fx_log(ctx, 1, "flux: model_index.json names pipeline %s; loading it as FLUX.2-klein",
+               m->pipeline.class_name);
+
+    TRY(read_config(m, "transformer/config.json", parse_dit, &m->dit, err));
+    TRY(read_config(m, "text_encoder/config.json", parse_qwen3, &m->qwen3, err));
+    TRY(read_config(m, "vae/config.json", parse_vae, &m->vae, err));
+    TRY(read_config(m, "scheduler/scheduler_config.json", parse_sched, &m->sched, err));
+    TRY(fx_configs_check(&m->dit, &m->qwen3, &m->vae, err));
+
+    char path[PATH_MAX];
+    TRY(path_of(m, "tokenizer/tokenizer.json", path, sizeof path, err));
+    struct stat st;
+    if (stat(path, &st) != 0) return fx_fail(err, FLUX_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    if (!(m->tokenizer_path = strdup(path))) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
+
+    if (lo->transformer_file) { /* BFL / ComfyUI / diffusers names, mapped (single_file.h) */
+        m->transformer_w = fx_single_file_open(lo->transformer_file, m->use_mmap, ctx, NULL, err);
+        if (!m->transformer_w) return err->code;
+    } else {
+        TRY(open_weights(m, "transformer", "diffusion_pytorch_model.safetensors", m->use_mmap, &m->transformer_w, err));
+    }
+    TRY(fx_check_dit_weights(m->transformer_w, &m->dit, err));
+    TRY(open_weights(m, "vae", "diffusion_pytorch_model.safetensors", m->use_mmap, &m->vae_w, err));
+    TRY(fx_check_vae_weights(m->vae_w, &m->vae, err));
+    /* text encoder: headers now (validated), data on first use unless eager */
+    TRY(open_weights(m, "text_encoder", "model.safetensors", lo->lazy_text_encoder ? -1 : m->use_mmap,
+                     &m->text_encoder_w, err));
+    TRY(fx_check_qwen3_weights(m->text_encoder_w, &m->qwen3, err));
+    return FLUX_OK;
+}
+
+flux_status flux_load(flux_ctx *ctx, const char *model_dir, const flux_load_options *lo) {
+    if (!ctx) return FLUX_ERR_INVALID_ARG;
+    fx_err *err = &ctx->err;
+    fx_err_clear(err);
+    if (!model_dir || !*model_dir) return fx_fail(err, FLUX_ERR_INVALID_ARG, "flux_load: no model folder given");
+    flux_load_options defaults;
+    if (!lo) {
+        flux_load_options_init(&defaults);
+        lo = &defaults;
+    }
+    fx_model_release_all(ctx);
+
+    struct stat st;
+    if (stat(model_dir, &st) != 0)
+        return fx_fail(err, FLUX_ERR_IO, "model folder %s: %s", model_dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return fx_fail(err, FLUX_ERR_IO, "model folder %s is not a folder", model_dir);
+
+    struct fx_model *m = calloc(1, sizeof *m);
+    if (!m) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
+    m->dir = strdup(model_dir);
+    m->name = folder_name(model_dir);
+    m->use_mmap = ctx->opt.use_mmap != 0;
+    if (!m->dir || !m->name) {
+        fx_model_free(m);
+        return fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
+    }
+    size_t len = strlen(m->dir);
+    while (len > 1 && m->dir[len - 1] == '/') m->dir[--len] = '\0';
+
+    flux_status status = load_folder(m, ctx, lo, err);
+    if (status) {
+        fx_model_free(m);
+        return status;
+    }
+    ctx->model = m;
+    fx_log(ctx, 1, "flux: loaded %s (%s): transformer %d+%d blocks × %d, text encoder %d/%d layers × %d, %zu+%zu+%zu tensors",
+           m->name, m->distilled ? "distilled" : "base", m->dit.double_blocks, m->dit.single_blocks, m->dit.hidden,
+           m->qwen3.layers_used, m->qwen3.layers, m->qwen3.hidden, fx_wset_count(m->transformer_w),
+           fx_wset_count(m->text_encoder_w), fx_wset_count(m->vae_w));
+    return FLUX_OK;
+}
+
+flux_status flux_get_model_info(const flux_ctx *ctx, flux_model_info *info) {
+    if (!ctx || !info) return FLUX_ERR_INVALID_ARG;
+    const struct fx_model *m = ctx->model;
+    if (!m) return fx_fail((fx_err *)&ctx->err, FLUX_ERR_STATE, "no model is loaded (call flux_load first)");
+    memset(info, 0, sizeof *info);
+    info->name = m->name;
+    info->distilled = m->distilled;
+    info->hidden = m->dit.hidden;
+    info->heads = m->dit.heads;
+    info->head_dim = m->dit.head_dim;
+    info->double_blocks = m->dit.double_blocks;
+    info->single_blocks = m->dit.single_blocks;
+    info->text_dim = m->dit.text_dim;
+    info->text_hidden = m->qwen3.hidden;
+    info->text_layers_used = m->qwen3.layers_used;
+    info->latent_channels = m->dit.in_channels;
+    info->default_steps = m->distilled ? 4 : 50;
+    info->default_guidance = m->distilled ? 1.0f : 4.0f;
+    return FLUX_OK;
+}

@@ -1,0 +1,73 @@
+/*
+ * model.h — a loaded model folder (official Hugging Face layout) and the
+ * lifetime of its components inside a context.
+ *
+ * Owned by the loader (src/model.c). Other modules read ctx->model: the
+ * configs give every dimension, the weight sets give the tensors (see
+ * safetensors.h: fx_wset_linear / fx_wset_conv / fx_wset_f32 ...).
+ *
+ * flux_load() fills it in this order, failing early with a message that
+ * names the file: model_index.json, the four configs, cross-component
+ * checks, tokenizer path, then the three weight sets, each validated
+ * against the tensor tables of spec §2 computed from the configs
+ * (fx_check_*_weights below). Nothing of a failed load stays in the context.
+ *
+ * Weight data: the transformer and VAE sets are mapped (or read, with
+ * use_mmap = 0) at load; mapping touches no page, so loading the 4B takes
+ * milliseconds. The text encoder's headers are validated at load, its data
+ * is mapped/read by fx_model_text_encoder_weights() on first use (at load
+ * when flux_load_options.lazy_text_encoder = 0) and dropped again by
+ * fx_model_release_text_encoder_weights().
+ */
+#ifndef FX_MODEL_H
+#define FX_MODEL_H
+
+#include "config.h"
+#include "ctx.h"
+#include "src/formats/safetensors.h"
+
+struct fx_model {
+    char *dir;   /* the folder given to flux_load */
+    char *name;  /* its last path component, e.g. "FLUX.2-klein-4B" */
+
+    int distilled;            /* effective variant: model_index.json "is_distilled"
+                                 unless forced by flux_load_options.distilled */
+    int use_mmap;             /* flux_options.use_mmap at load time */
+
+    fx_pipeline_config pipeline; /* model_index.json */
+    fx_dit_config dit;           /* transformer/config.json */
+    fx_qwen3_config qwen3;       /* text_encoder/config.json */
+    fx_vae_config vae;           /* vae/config.json */
+    fx_sched_config sched;       /* scheduler/scheduler_config.json */
+
+    char *tokenizer_path;        /* <dir>/tokenizer/tokenizer.json (exists) */
+
+    fx_wset *transformer_w;      /* transformer/diffusion_pytorch_model.safetensors[.index.json] */
+    fx_wset *vae_w;              /* vae/diffusion_pytorch_model.safetensors */
+    fx_wset *text_encoder_w;     /* text_encoder/model.safetensors[.index.json];
+                                    data via fx_model_text_encoder_weights() */
+
+    /* Later stages add their own per-model state here (documented). */
+};
+
+/* Release every loaded component of the context (weights, tokenizer, ...). */
+void fx_model_release_all(flux_ctx *ctx);
+
+/* The text encoder's weight set with its data mapped/read (loaded on first
+ * call, again after a release). NULL with an error on failure. */
+fx_wset *fx_model_text_encoder_weights(struct fx_model *m, fx_err *err);
+/* Unmap/free the text encoder's weight data (headers stay for lookups). */
+void fx_model_release_text_encoder_weights(struct fx_model *m);
+
+/* Free a model (NULL allowed). fx_model_release_all calls it. */
+void fx_model_free(struct fx_model *m);
+
+/* Check that a weight set holds every tensor a stage needs, with the shapes
+ * the config implies (spec §2.1 transformer, §2.3 VAE, §2.4 Qwen3 layers
+ * 0..layers_used−1) and a weight dtype (F32/F16/BF16). The first problem
+ * is reported: FLUX_ERR_MODEL naming file, tensor, found and expected shape. */
+flux_status fx_check_dit_weights(const fx_wset *w, const fx_dit_config *c, fx_err *err);
+flux_status fx_check_vae_weights(const fx_wset *w, const fx_vae_config *c, fx_err *err);
+flux_status fx_check_qwen3_weights(const fx_wset *w, const fx_qwen3_config *c, fx_err *err);
+
+#endif

@@ -1,0 +1,123 @@
+/*
+ * api.c — context lifecycle: options, creation (kernel table, threads,
+ * scratch), errors, logging, CPU information.
+ */
+#include "src/model/ctx.h"
+#include "src/model/model.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+void flux_options_init(flux_options *opt) {
+    memset(opt, 0, sizeof *opt);
+    opt->use_mmap = 1;
+    opt->precision = FLUX_PRECISION_DEFAULT;
+}
+
+void flux_load_options_init(flux_load_options *lo) {
+    memset(lo, 0, sizeof *lo);
+    lo->distilled = -1;
+    lo->lazy_text_encoder = 1;
+}
+
+void flux_params_init(flux_params *p) {
+    memset(p, 0, sizeof *p);
+    p->seed = FLUX_SEED_RANDOM;
+    p->guidance = -1.0f;
+    p->schedule = FLUX_SCHEDULE_SHIFTED;
+    p->power_alpha = 2.0f;
+}
+
+static int default_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+/* The ISA to use: the best detected, lowered by opt->isa or FLUX_ISA. An
+ * unknown or unsupported name is reported and the best level kept. */
+static fx_isa choose_isa(const flux_options *opt, fx_err *err) {
+    fx_isa best = fx_isa_detect();
+    const char *want = opt->isa ? opt->isa : getenv("FLUX_ISA");
+    if (!want || !*want) return best;
+    int isa = fx_isa_parse(want);
+    if (isa < 0 || !fx_kernels_get((fx_isa)isa, 0)) {
+        fx_fail(err, FLUX_ERR_UNSUPPORTED, "ISA '%s' is unknown or not supported by this CPU (best: %s)",
+                want, fx_isa_name(best));
+        return best;
+    }
+    return (fx_isa)isa;
+}
+
+flux_ctx *flux_new(const flux_options *opt) {
+    flux_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return NULL;
+    if (opt) ctx->opt = *opt;
+    else flux_options_init(&ctx->opt);
+    if (ctx->opt.cache_dir) {
+        ctx->cache_dir = strdup(ctx->opt.cache_dir);
+        if (!ctx->cache_dir) goto oom;
+        ctx->opt.cache_dir = ctx->cache_dir;
+    }
+    ctx->opt.isa = NULL; /* not owned; consumed below */
+    ctx->threads = opt && opt->threads > 0 ? opt->threads : default_threads();
+
+    const char *prec = getenv("FLUX_PRECISION");
+    ctx->force_f32 = ctx->opt.precision == FLUX_PRECISION_F32;
+    if (prec && !strcmp(prec, "f32")) ctx->force_f32 = 1;
+    if (prec && !strcmp(prec, "default")) ctx->force_f32 = 0;
+
+    fx_isa isa = choose_isa(opt ? opt : &ctx->opt, &ctx->err);
+    ctx->kernels = fx_kernels_get(isa, ctx->force_f32);
+    ctx->scratch = fx_scratch_new(ctx->threads);
+    if (!ctx->kernels || !ctx->scratch) goto oom;
+    fx_kctx_init(&ctx->kc, ctx->kernels, ctx->threads, ctx->scratch);
+    return ctx;
+oom:
+    fx_scratch_free(ctx->scratch);
+    free(ctx->cache_dir);
+    free(ctx);
+    return NULL;
+}
+
+void flux_free(flux_ctx *ctx) {
+    if (!ctx) return;
+    fx_model_release_all(ctx);
+    fx_scratch_free(ctx->scratch);
+    free(ctx->cache_dir);
+    free(ctx);
+}
+
+const char *flux_error(const flux_ctx *ctx) { return ctx ? ctx->err.msg : "no context"; }
+
+int flux_threads(const flux_ctx *ctx) { return ctx->threads; }
+
+void fx_log(const flux_ctx *ctx, int level, const char *fmt, ...) {
+    if (!ctx || ctx->opt.verbose < level) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+flux_status fx_ctx_fail_from(flux_ctx *ctx, const fx_err *e) {
+    if (e != &ctx->err) ctx->err = *e;
+    return e->code;
+}
+
+size_t flux_cpu_info(const flux_ctx *ctx, char *buf, size_t size) {
+    char kern[2048];
+    fx_kernels_describe(ctx->kernels, kern, sizeof kern);
+    int n = snprintf(buf, size, "%s%sthreads:  %d\nprecision: %s\n", kern,
+                     "", ctx->threads, ctx->force_f32 ? "f32" : "default (bf16 dot products where available)");
+    return n < 0 ? 0 : (size_t)n;
+}

@@ -1,0 +1,242 @@
+/*
+ * vae_internal.h — the inside of the VAE module (vae*.c).
+ *
+ * The VAE runs channels-last ([rows, width, channels]) and streams every
+ * layer strip by strip (a few output rows at a time) through fx_conv2d_packed,
+ * so that only the tensors a GroupNorm needs whole are ever stored whole:
+ *
+ *   resnet  x → h = conv1(silu(GN1(x)))            pass 1, stats of h on the fly
+ *           out = skip(x) + conv2(silu(GN2(h)))    pass 2, stats of out on the fly
+ *
+ * GroupNorm statistics are accumulated (double sums) while a tensor is
+ * produced, so its normalisation is applied, fused with SiLU, when the next
+ * conv loads its input rows. Nearest ×2 upsampling and the asymmetric
+ * downsample padding are folded into the conv's gather.
+ *
+ * Storage (vae_plan.c): all stored tensors of one level (resolution) live in
+ * a "level region" of the activation arena, row r of every tensor in row
+ * slot r of the region: [x part | h part]. In place where safe:
+ *   - pass 2 writes out over x (the skip is pointwise),
+ *   - a resnet with a 1×1 shortcut writes s = shortcut(u) and h of row r
+ *     into the slot of input row r, one strip late (vs_conv.delay), once the
+ *     next strip has read its halo rows,
+ *   - the decoder's upsample writes the next (larger) level at one end of the
+ *     arena while the previous level is read from the other end; the encoder's
+ *     downsample compacts the next level in place.
+ * Level regions at full and half resolution are stored in bf16 in the
+ * default precision mode, everything else (and everything with
+ * FLUX_PRECISION=f32) in f32 (vs_storage_dtype).
+ */
+#ifndef FX_VAE_INTERNAL_H
+#define FX_VAE_INTERNAL_H
+
+#include "src/base/clock.h"
+#include "src/model/config.h"
+#include "src/model/model.h"
+#include "vae.h"
+
+/* ------------------------------------------------------------------------ */
+/* Weights                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* One conv layer: the stored weight view, its bias (f32) and geometry
+ * (h, w are filled in per use). */
+typedef struct vae_conv {
+    fx_weight w;         /* [cout, cin·kh·kw] */
+    float *bias;         /* [cout] */
+    int cin, cout, k;    /* k×k kernel */
+} vae_conv;
+
+typedef struct vae_norm {
+    float *gamma, *beta; /* [channels] */
+    int channels;
+} vae_norm;
+
+typedef struct vae_resnet {
+    vae_norm norm1, norm2;
+    vae_conv conv1, conv2;
+    vae_conv shortcut;   /* 1×1, present when cin != cout (shortcut.w.data != NULL) */
+    int cin, cout;
+} vae_resnet;
+
+typedef struct vae_attn {
+    vae_norm norm;
+    fx_weight q, k, v, out; /* [C, C] */
+    float *bq, *bk, *bv, *bout;
+    int channels;
+} vae_attn;
+
+typedef struct vae_level {
+    vae_resnet *res;     /* resnets of the level */
+    int n_res;
+    vae_conv sample;     /* up- or downsampler conv (absent at the last level) */
+    int has_sample;
+} vae_level;
+
+typedef struct vae_mid {
+    vae_resnet res[2];
+    vae_attn attn;
+    int has_attn;
+} vae_mid;
+
+typedef struct vae_half {
+    vae_conv conv_in, conv_out;
+    vae_level level[FX_VAE_MAX_LEVELS];
+    vae_mid mid;
+    vae_norm norm_out;
+} vae_half;
+
+struct fx_vae {
+    fx_vae_config c;
+    vae_half enc, dec;
+    vae_conv quant, post_quant; /* 1×1 (quant_conv, post_quant_conv), optional */
+    int has_quant, has_post_quant;
+    fx_vae_observer observer;
+    void *observer_user;
+    fx_vae_storage storage;
+    int strip_pixels;
+    fx_vae_stats stats;
+};
+
+/* ------------------------------------------------------------------------ */
+/* Tensors and the arena                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* A stored tensor [h, w, c]: element (y, x, ch) at data + es·(y·pitch + x·c + ch)
+ * (channels-last, rows `pitch` elements apart), or planar [c, h, w] f32
+ * (the model's channel-major inputs and outputs). */
+typedef struct vs_tensor {
+    void *data;
+    fx_dtype dtype;      /* FX_DTYPE_F32 or FX_DTYPE_BF16 */
+    int h, w, c;
+    int64_t pitch;
+    int planar;
+} vs_tensor;
+
+#define VAE_MAX_GROUPS 512
+
+/* GroupNorm statistics of a tensor being produced, then its normalisation. */
+typedef struct vs_stats {
+    double acc[2 * VAE_MAX_GROUPS]; /* [groups][Σx, Σx²] */
+    int64_t pixels;
+    int channels, groups;
+    float mean[VAE_MAX_GROUPS], rstd[VAE_MAX_GROUPS];
+} vs_stats;
+
+/* One decode or encode: kernels, activation memory, scratch buffers. */
+typedef struct vs_run {
+    flux_ctx *ctx;
+    const fx_kctx *kc;
+    fx_vae *v;
+    int groups;
+    float eps;
+    int strip_pixels;        /* output pixels per strip */
+    char *arena;             /* level regions (see the plan) */
+    size_t arena_bytes;
+#define VS_NBUF 7
+    float *buf[VS_NBUF];     /* strip buffers: input, output ×2, side output ×2,
+                                row statistics, residual rows (per thread) */
+    size_t buf_bytes[VS_NBUF];
+    int threads;
+    fx_kctx *kc1;            /* [threads]: the kernels on one thread, each with
+                                its own scratch (row kernels inside a parallel
+                                region over rows) */
+    void *packed;            /* the current layer's packed conv weight */
+    size_t packed_bytes;
+    size_t peak_bytes, live_bytes; /* malloc'd activation memory, for the stats */
+    double conv_seconds, conv_flops, pack_seconds, load_seconds, store_seconds;
+} vs_run;
+
+/* A strip-streamed convolution (vae_stream.c). */
+typedef struct vs_conv {
+    const vs_tensor *src;
+    const vs_stats *gn;          /* normalise the input (GN + SiLU) with these stats, or NULL */
+    const vae_norm *norm;        /*   and this affine */
+    const vae_conv *conv;
+    int stride, pad_top, pad_left, pad_bottom, pad_right, upsample;
+    vs_tensor dst;
+    vs_stats *dst_stats;         /* statistics of dst (NULL: none) */
+    int residual;                /* dst = conv + dst (pointwise, in place) */
+    const vae_conv *side;        /* 1×1 of the raw input rows (shortcut), or NULL */
+    vs_tensor side_dst;
+    int delay;                   /* write a strip once the next has read its rows */
+} vs_conv;
+
+flux_status vs_run_conv(vs_run *r, const vs_conv *op);
+/* Output rows per strip of a conv: a function of the geometry and the
+ * target pixels per strip only. */
+#define VS_STRIP_PIXELS 4096
+int vs_conv_strip_rows(const fx_conv2d_geom *g, int strip_pixels);
+/* For a conv streamed with delay 1 from src (rows pitch_src bytes apart)
+ * into dst (rows pitch_dst bytes apart, the first dst_row_bytes of each row
+ * written): max over strips k of (end of dst rows of strip k) − (start of
+ * the src rows strip k + 2 reads), both relative to their tensor's start.
+ * dst may share memory with src when that is <= the offset of dst above src. */
+int64_t vs_stream_gap(const fx_conv2d_geom *g, int strip_pixels, int64_t pitch_src, int64_t pitch_dst,
+                      int64_t dst_row_bytes);
+
+/* One level region: rows h of `pitch` elements in `dtype` at base. */
+typedef struct vs_level {
+    char *base;
+    fx_dtype dtype;
+    int h, w;
+    int64_t pitch;
+} vs_level;
+/* The tensor [h, w, c] whose row y is stored at element c0·w of row slot y
+ * (a row slot holds [x part: w·cx | h part: w·ch]). */
+vs_tensor vs_level_part(const vs_level *l, int c0, int c);
+
+/* The arena of one encode or decode: a region per level (offsets, bytes)
+ * and the mid attention's q, k, v. */
+typedef struct vs_plan {
+    vs_level lv[FX_VAE_MAX_LEVELS];
+    size_t off[FX_VAE_MAX_LEVELS], bytes[FX_VAE_MAX_LEVELS];
+    size_t qkv_off, qkv_bytes, arena;
+} vs_plan;
+/* Level i: h × w pixels in dtype, a row slot wide enough for the first
+ * resnet's input and its two-part output (max(cin, 2·cout) channels);
+ * sets p->lv[i] (not its base) and p->bytes[i] (64-byte multiple). */
+void vs_plan_level(vs_plan *p, int i, const vae_resnet *first, fx_dtype dtype, int h, int w);
+static inline size_t vs_round64(size_t v) { return (v + 63) & ~(size_t)63; }
+
+/* Blocks (vae_blocks.c). The level's x part holds the block's input and
+ * receives its output; statistics are those of the input, then the output. */
+flux_status vb_resnet(vs_run *r, const vae_resnet *b, const vs_level *lv, const vs_stats *in_stats,
+                      vs_stats *out_stats, const char *name);
+flux_status vb_attention(vs_run *r, const vae_attn *a, const vs_level *lv, vs_stats *stats, float *qkv,
+                         const char *name);
+flux_status vb_resample(vs_run *r, const vae_conv *c, const vs_level *from, const vs_level *to, int up,
+                        vs_stats *dst_stats, const char *name);
+flux_status vb_conv_out(vs_run *r, const vae_norm *norm, const vae_conv *c, const vs_level *lv,
+                        const vs_stats *stats, const vs_tensor *dst, const char *side);
+
+/* Networks (vae_decoder.c, vae_encoder.c) and their shared run setup (vae_stream.c). */
+flux_status vd_decode(vs_run *r, const float *z, int h8, int w8, float *image);
+flux_status ve_encode(vs_run *r, const float *image, int height, int width, float *mean);
+/* Map an arena of `bytes` (huge pages advised); accounted. */
+flux_status vs_arena_alloc(vs_run *r, size_t bytes);
+void vs_arena_free(vs_run *r);
+/* Storage dtype of a level region at 1/scale of the image resolution. */
+fx_dtype vs_storage_dtype(const vs_run *r, int scale);
+
+void vs_account(vs_run *r, ptrdiff_t delta);
+/* Per-thread kernel contexts (call once r->ctx, r->kc are set); release
+ * frees them and every buffer. */
+flux_status vs_run_init(vs_run *r);
+void vs_run_release(vs_run *r);
+
+/* Observer / stats helpers (vae.c). */
+void vs_observe(vs_run *r, const char *name, const vs_tensor *t, const vs_stats *gn_only, const vae_norm *norm);
+
+/* Scratch buffers of the run (grown on demand, accounted in peak_bytes). */
+float *vs_buf(vs_run *r, int i, size_t bytes);
+
+/* Rows [y0, y1) of t as dense f32 [rows, w, c]; store the reverse. */
+void vs_load_rows(vs_run *r, const vs_tensor *t, int y0, int y1, float *dst);
+void vs_store_rows(vs_run *r, const vs_tensor *t, int y0, int y1, const float *src);
+
+void vs_stats_init(vs_stats *s, int channels, int groups);
+void vs_stats_add(vs_run *r, vs_stats *s, int64_t pixels, const float *x);
+void vs_stats_finish(vs_run *r, vs_stats *s);
+
+#endif

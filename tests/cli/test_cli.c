@@ -1,0 +1,330 @@
+/*
+ * test_cli.c — the flux command line, run as a program (FLUX_BIN).
+ *
+ * Every misuse must give exactly one line "flux: ..." naming the problem
+ * and the right exit code: 2 for a bad command line, 1 for a runtime
+ * failure, 0 for --help/--version/--cpu-info. No failure may leave an
+ * output file behind.
+ */
+#include "tests/test.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "flux.h"
+
+static char g_model[1024]; /* tests/golden/model */
+static char g_noise[1024]; /* tests/golden/t2i-48x64-2step/noise.npy: (128, 3, 4) */
+
+static void setup(void) {
+    snprintf(g_model, sizeof g_model, "%s", fx_test_path("golden/model"));
+    snprintf(g_noise, sizeof g_noise, "%s", fx_test_path("golden/t2i-48x64-2step/noise.npy"));
+}
+
+static int run_flux(const char *args, char **out) {
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "'%s' %s </dev/null", fx_test_flux_bin(), args);
+    return fx_test_run(cmd, out);
+}
+
+static int count_lines(const char *s) {
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+/* Run `flux args`: exit code `code`, output containing `fragment`; failures
+ * print exactly one line starting with "flux: ". */
+static void expect_run(int line, const char *args, int code, const char *fragment) {
+    char *out = NULL;
+    int rc = run_flux(args, &out);
+    if (rc != code) fx_test_fail(__FILE__, line, "flux %s: exit %d, want %d; output: %s", args, rc, code, out);
+    if (fragment && !strstr(out, fragment))
+        fx_test_fail(__FILE__, line, "flux %s: '%s' not in output: %s", args, fragment, out);
+    if (code != 0 && (count_lines(out) != 1 || strncmp(out, "flux: ", 6)))
+        fx_test_fail(__FILE__, line, "flux %s: want one 'flux: ' line, got: %s", args, out);
+    free(out);
+}
+#define EXPECT(args, code, fragment) expect_run(__LINE__, args, code, fragment)
+
+/* ------------------------------------------------------------ info */
+
+TEST(cli_help_version_cpu_info) {
+    char *out = NULL;
+    CHECK_EQ_INT(run_flux("--help", &out), 0);
+    const char *opts[] = {"-d, --dir", "-p, --prompt", "-o, --output", "-W, --width", "-H, --height",
+                          "-s, --steps", "-S, --seed", "-g, --guidance", "-i, --input", "-t, --threads",
+                          "-q, --quiet", "-v, --verbose", "-h, --help", "--version", "--cpu-info", "--negative",
+                          "--linear", "--power ", "--power-alpha", "--base", "--distilled", "--precision", "--isa",
+                          "--no-mmap", "--noise", "--embeddings", "--dump", "--tokenize", "--raw", "-n, --batch",
+                          "--cache-dir", "--no-cache", "--transformer", "--show", "Exit status"};
+    for (size_t i = 0; i < sizeof opts / sizeof *opts; i++)
+        CHECK_MSG(strstr(out, opts[i]) != NULL, "--help does not document '%s'", opts[i]);
+    free(out);
+    EXPECT("-h", 0, "usage: flux");
+    EXPECT("--version", 0, "flux.c " FLUX_VERSION_STRING);
+    EXPECT("--cpu-info", 0, "kernels:");
+    EXPECT("--cpu-info", 0, "ISA");
+    EXPECT("--cpu-info --isa scalar", 0, "kernels:  scalar");
+    EXPECT("--cpu-info -t 1", 0, "threads:  1");
+#if defined(__x86_64__)
+    EXPECT("--cpu-info --isa neon", 1, "--isa: ISA 'neon'");
+#endif
+}
+
+/* ------------------------------------------------------------ syntax */
+
+TEST(cli_unknown_and_malformed_options) {
+    EXPECT("", 2, "missing -d DIR");
+    EXPECT("--bogus", 2, "unknown option '--bogus'");
+    EXPECT("--widht 256", 2, "did you mean --width?");
+    EXPECT("-x", 2, "unknown option '-x'");
+    EXPECT("-qx", 2, "unknown option '-qx'");
+    EXPECT("a-prompt", 2, "unexpected argument 'a-prompt'");
+    EXPECT("-- a-prompt", 2, "unexpected argument 'a-prompt'");
+    EXPECT("-W", 2, "-W: missing value");
+    EXPECT("--prompt", 2, "--prompt: missing value");
+    EXPECT("-p -W 256", 2, "-p: missing value (found option '-W')");
+    EXPECT("-o --width=256", 2, "-o: missing value (found option '--width=256')");
+    EXPECT("--linear=1", 2, "--linear takes no value");
+    EXPECT("-q -v", 2, "-q and -v exclude each other");
+}
+
+TEST(cli_bad_numbers) {
+    EXPECT("-W 12x", 2, "-W: '12x' is not a number");
+    EXPECT("-W ''", 2, "-W: '' is not a number");
+    EXPECT("-W ' 256'", 2, "is not a number");
+    EXPECT("-W +256", 2, "is not a number");
+    EXPECT("-W 0x100", 2, "is not a number");
+    EXPECT("-W 250", 2, "-W: 250 is not a multiple of 16 (nearest valid size: 256)");
+    EXPECT("-H 999", 2, "-H: 999 is not a multiple of 16 (nearest valid size: 992)");
+    EXPECT("-H 1000", 2, "-H: 1000 is not a multiple of 16 (nearest valid size: 1008)");
+    EXPECT("--width=2047", 2, "--width: 2047 is not a multiple of 16 (nearest valid size: 2048)");
+    EXPECT("-W 32", 2, "-W: 32 is out of range (64..2048)");
+    EXPECT("-W 4096", 2, "-W: 4096 is out of range (64..2048)");
+    EXPECT("-W -256", 2, "-W: -256 is out of range");
+    EXPECT("-W 256.0", 2, "-W: '256.0' is not a whole number");
+    EXPECT("-W 99999999999999999999999", 2, "out of range");
+    EXPECT("-H 1e3", 2, "-H: '1e3' is not a whole number");
+    EXPECT("-s 0", 2, "-s: 0 is out of range (1..1000)");
+    EXPECT("-s 1001", 2, "-s: 1001 is out of range (1..1000)");
+    EXPECT("--steps=four", 2, "--steps: 'four' is not a number");
+    EXPECT("-S -1", 2, "-S: -1 is out of range (0..18446744073709551614)");
+    EXPECT("-S 18446744073709551615", 2, "out of range");
+    EXPECT("-S 99999999999999999999", 2, "out of range");
+    EXPECT("-S 12abc", 2, "-S: '12abc' is not a number");
+    EXPECT("-g -1", 2, "-g: -1 is out of range");
+    EXPECT("-g nan", 2, "-g: 'nan' is not a number");
+    EXPECT("-g inf", 2, "-g: 'inf' is not a number");
+    EXPECT("-g 1e999", 2, "-g: 1e999 is out of range");
+    EXPECT("-g 0x4", 2, "-g: '0x4' is not a number");
+    EXPECT("-g 4,5", 2, "-g: '4,5' is not a number");
+    EXPECT("-t -1", 2, "-t: -1 is out of range (0..1024)");
+    EXPECT("-t 2x", 2, "-t: '2x' is not a number");
+    EXPECT("-n 0", 2, "-n: 0 is out of range (1..64)");
+    EXPECT("--batch 65", 2, "--batch: 65 is out of range (1..64)");
+    EXPECT("--power --power-alpha 0", 2, "--power-alpha: 0 is out of range");
+    EXPECT("--power --power-alpha=-2", 2, "--power-alpha: -2 is out of range");
+    EXPECT("--precision f16", 2, "--precision: 'f16' is not a precision (f32 or default)");
+    EXPECT("--isa avx9", 2, "--isa: 'avx9' is not an ISA");
+    /* attached short values parse: the error is about -H, not -W256 */
+    EXPECT("-W256 -H250", 2, "-H: 250 is not a multiple of 16");
+}
+
+TEST(cli_conflicting_options) {
+    EXPECT("--linear --power", 2, "--linear and --power exclude each other");
+    EXPECT("--power --linear", 2, "--linear and --power exclude each other");
+    EXPECT("--base --distilled", 2, "--base and --distilled exclude each other");
+    EXPECT("--cache-dir /tmp --no-cache", 2, "--cache-dir and --no-cache exclude each other");
+    EXPECT("--power-alpha 3", 2, "--power-alpha: only used with --power");
+    EXPECT("--raw", 2, "--raw: only used with --tokenize");
+    char args[4096];
+    snprintf(args, sizeof args, "-d '%s' --tokenize -o x.png", fx_test_path("golden/model"));
+    EXPECT(args, 2, "-o is not used with it");
+}
+
+TEST(cli_too_many_references) {
+    char args[4096] = "";
+    for (int i = 0; i < FLUX_MAX_REFS + 1; i++) strcat(args, "-i ref.png ");
+    EXPECT(args, 2, "-i: too many reference images (at most 16)");
+}
+
+/* ------------------------------------------------------------ files */
+
+TEST(cli_missing_and_bad_paths) {
+    setup();
+    const char *tmp = fx_test_tmpdir();
+    char args[8192], file[1100];
+    snprintf(file, sizeof file, "%s/plain.txt", tmp);
+    fx_test_write_file(file, "x", 1);
+
+    snprintf(args, sizeof args, "-p cat -o '%s/out.png'", tmp);
+    EXPECT(args, 2, "missing -d DIR");
+    snprintf(args, sizeof args, "-d '%s/nope' -p cat -o '%s/out.png'", tmp, tmp);
+    EXPECT(args, 2, "-d: '");
+    EXPECT(args, 2, "No such file or directory");
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/out.png'", file, tmp);
+    EXPECT(args, 2, "is not a directory");
+    snprintf(args, sizeof args, "-d '%s' -p cat", g_model);
+    EXPECT(args, 2, "missing -o OUTPUT");
+    snprintf(args, sizeof args, "-d '%s' -o '%s/out.png'", g_model, tmp);
+    EXPECT(args, 2, "missing -p PROMPT");
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/out.jpg'", g_model, tmp);
+    EXPECT(args, 2, "unsupported image type (use .png or .ppm)");
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/out'", g_model, tmp);
+    EXPECT(args, 2, "unsupported image type");
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/missing/out.png'", g_model, tmp);
+    EXPECT(args, 2, "-o: directory '");
+    EXPECT(args, 2, "missing' does not exist");
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/'", g_model, tmp);
+    EXPECT(args, 2, "names a directory");
+    snprintf(file, sizeof file, "%s/dir.png", tmp);
+    mkdir(file, 0755);
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s'", g_model, file);
+    EXPECT(args, 2, "is a directory");
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/out.png' -i '%s/nope.png'", g_model, tmp, tmp);
+    EXPECT(args, 2, "-i: cannot read '");
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/out.png' -i '%s'", g_model, tmp, tmp);
+    EXPECT(args, 2, "is a directory, not a file");
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/out.png' -i /dev/null", g_model, tmp);
+    EXPECT(args, 2, "-i: '/dev/null' is not a regular file");
+    snprintf(args, sizeof args, "-d '%s' -o '%s/out.png' --embeddings /dev/zero", g_model, tmp);
+    EXPECT(args, 2, "--embeddings: '/dev/zero' is not a regular file");
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/out.png' --noise '%s/nope.npy'", g_model, tmp, tmp);
+    EXPECT(args, 2, "--noise: cannot read");
+    snprintf(args, sizeof args, "-d '%s' -o '%s/out.png' --embeddings '%s/nope.npy'", g_model, tmp, tmp);
+    EXPECT(args, 2, "--embeddings: cannot read");
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/out.png' --transformer '%s/nope.st'", g_model, tmp, tmp);
+    EXPECT(args, 2, "--transformer: cannot read");
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/out.png' --dump '%s/plain.txt'", g_model, tmp, tmp);
+    EXPECT(args, 2, "--dump: '");
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/out.png' --dump '%s/a/b'", g_model, tmp, tmp);
+    EXPECT(args, 2, "--dump: '");
+    snprintf(args, sizeof args, "--tokenize -p cat");
+    EXPECT(args, 2, "missing -d DIR");
+    /* nothing was written by any of these */
+    CHECK_EQ_INT(fx_test_dir_entries(tmp), 2); /* plain.txt and dir.png */
+}
+
+TEST(cli_runtime_failures_exit_1_without_output) {
+    setup();
+    const char *tmp = fx_test_tmpdir();
+    char args[8192], path[1100], empty[1100];
+    snprintf(empty, sizeof empty, "%s/empty_model", tmp);
+    mkdir(empty, 0755);
+
+    /* a folder that is not a model */
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/out.png' -S 1", empty, tmp);
+    EXPECT(args, 1, NULL);
+    /* a corrupt reference image, read before the model */
+    snprintf(path, sizeof path, "%s/bad.png", tmp);
+    fx_test_write_file(path, "\x89PNG\r\n\x1a\nxx", 10);
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/out.png' -i '%s'", g_model, tmp, path);
+    EXPECT(args, 1, "bad.png");
+    snprintf(path, sizeof path, "%s/empty.png", tmp);
+    fx_test_write_file(path, "", 0);
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/out.png' -i '%s'", g_model, tmp, path);
+    EXPECT(args, 1, "empty file");
+    /* malformed and misshapen .npy inputs */
+    snprintf(path, sizeof path, "%s/bad.npy", tmp);
+    fx_test_write_file(path, "\x93NUMPY\x01\x00\x04\x00{}  ", 14);
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/out.png' --noise '%s'", g_model, tmp, path);
+    EXPECT(args, 1, "--noise: ");
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/out.png' --noise '%s' -W 256", g_model, tmp, g_noise);
+    EXPECT(args, 1, "expected float32 (128, any, 16), found float32 (128, 3, 4)");
+    snprintf(args, sizeof args, "-d '%s' -o '%s/out.png' --embeddings '%s'", g_model, tmp, g_noise);
+    EXPECT(args, 1, "--embeddings: ");
+    EXPECT(args, 1, "expected float32 (512, any)");
+    CHECK_EQ_INT(fx_test_dir_entries(tmp), 4); /* empty_model, bad.png, empty.png, bad.npy: no out.png */
+}
+
+
+TEST(cli_tokenize_shell) {
+    /* The CLI side of --tokenize: -p, stdin JSON lines, and bad lines. */
+    setup();
+    char cmd[8192], *out = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' -d '%s' --tokenize --raw -p 'a cat'", fx_test_flux_bin(), g_model);
+    int rc = fx_test_run(cmd, &out);
+    CHECK_MSG(rc == 0 && !strcmp(out, "64 8251\n"), "rc %d: %s", rc, out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "printf '\"a cat\"\\n\"a\"\\n' | '%s' -d '%s' --tokenize --raw", fx_test_flux_bin(),
+             g_model);
+    rc = fx_test_run(cmd, &out);
+    CHECK_MSG(rc == 0 && !strcmp(out, "64 8251\n64\n"), "rc %d: %s", rc, out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "printf '\"a\"\\nnot json\\n' | '%s' -d '%s' --tokenize --raw", fx_test_flux_bin(),
+             g_model);
+    rc = fx_test_run(cmd, &out);
+    CHECK_MSG(rc == 1 && strstr(out, "64\n") && strstr(out, "flux: stdin line 2:"), "rc %d: %s", rc, out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "echo 42 | '%s' -d '%s' --tokenize", fx_test_flux_bin(), g_model);
+    rc = fx_test_run(cmd, &out);
+    CHECK_MSG(rc == 1 && strstr(out, "expected a JSON string, found number"), "rc %d: %s", rc, out);
+    free(out);
+}
+
+TEST(cli_batch_output_names) {
+    /* -n 3 -o out.png: out.png, out-1.png, out-2.png with seeds S, S+1, S+2,
+     * each the image a single run with its seed gives */
+    setup();
+    const char *tmp = fx_test_tmpdir();
+    char args[4096];
+    snprintf(args, sizeof args, "-q -d '%s' -p 'a red apple' -W 64 -H 64 -s 2 -S 40 -n 3 -o '%s/out.png'", g_model, tmp);
+    EXPECT(args, 0, NULL);
+    snprintf(args, sizeof args, "-q -d '%s' -p 'a red apple' -W 64 -H 64 -s 2 -S 41 -o '%s/single.png'", g_model, tmp);
+    EXPECT(args, 0, NULL);
+    CHECK_EQ_INT(fx_test_dir_entries(tmp), 5); /* 3 + single.png + the per-test cache folder */
+    flux_ctx *ctx = flux_new(NULL);
+    const char *names[3] = {"out.png", "out-1.png", "out-2.png"}, *seeds[3] = {"40", "41", "42"};
+    flux_image *img[3] = {NULL, NULL, NULL}, *single = NULL;
+    char path[2048];
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", tmp, names[i]);
+        CHECK_MSG(flux_image_load(ctx, path, &img[i]) == FLUX_OK, "%s: %s", names[i], flux_error(ctx));
+        const char *seed = img[i] ? flux_image_get_text(img[i], "seed") : NULL;
+        CHECK_MSG(seed && !strcmp(seed, seeds[i]), "%s: seed %s, want %s", names[i], seed ? seed : "none", seeds[i]);
+    }
+    snprintf(path, sizeof path, "%s/single.png", tmp);
+    CHECK(flux_image_load(ctx, path, &single) == FLUX_OK);
+    CHECK(img[1] && single && !memcmp(img[1]->data, single->data, (size_t)64 * 64 * 3));
+    for (int i = 0; i < 3; i++) flux_image_free(img[i]);
+    flux_image_free(single);
+    flux_free(ctx);
+}
+
+/* Every long option the README names exists: it is in `flux --help`, or is
+ * one of the few options of other programs the README shows (pkg-config's
+ * --libs, gen_model's --preset). Catches documentation drift both ways a
+ * rename can go wrong. */
+TEST(cli_readme_options_are_real) {
+    char *readme = fx_test_read_file(fx_test_path("../README.md"), NULL), *help = NULL;
+    REQUIRE_MSG(readme, "cannot read README.md");
+    REQUIRE(run_flux("--help", &help) == 0);
+    static const char *other_programs[] = {"--libs", "--preset"};
+    int checked = 0;
+    for (const char *p = readme; (p = strstr(p, "--")) != NULL; p += 2) {
+        if (p > readme && p[-1] == '-') continue; /* inside "---" table rules */
+        if (p[2] < 'a' || p[2] > 'z') continue;
+        size_t n = 2;
+        while ((p[n] >= 'a' && p[n] <= 'z') || (p[n] >= '0' && p[n] <= '9') || p[n] == '-') n++;
+        char opt[64];
+        if (n >= sizeof opt) continue;
+        memcpy(opt, p, n), opt[n] = 0;
+        int other = 0;
+        for (size_t i = 0; i < sizeof other_programs / sizeof *other_programs; i++)
+            other |= !strcmp(opt, other_programs[i]);
+        if (other) continue;
+        /* the option as a whole word of the help text */
+        int found = 0;
+        for (const char *h = help; (h = strstr(h, opt)) != NULL; h += n) {
+            char next = h[n];
+            if (!((next >= 'a' && next <= 'z') || next == '-')) { found = 1; break; }
+        }
+        CHECK_MSG(found, "README names %s, which flux --help does not document", opt);
+        checked++;
+    }
+    CHECK_MSG(checked >= 20, "only %d options found in README.md", checked);
+    free(readme);
+    free(help);
+}

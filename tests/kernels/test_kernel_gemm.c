@@ -1,0 +1,327 @@
+/*
+ * test_kernel_gemm.c — fx_linear on every ISA this machine runs, against a
+ * double-precision reference.
+ *
+ * Tolerances (u = 2⁻²⁴, per output element):
+ *   |y − y_ref| <= (k + 4)·u·(Σ_k |x_k·w_k| + |bias|)·|gate| + 4·u·|y_ref|
+ * i.e. the classic worst-case bound of an f32 sum of k products, plus the
+ * roundings of the epilogue. On tables that use vdpbf16ps (bf16 weights on
+ * avx512bf16 without FLUX_PRECISION=f32) the reference rounds X to bf16
+ * first (the kernel does so by contract); products of two bf16 values are
+ * exact in f32, so the same bound holds against that reference.
+ * Thread-count invariance is bitwise (1, 2 and 3 threads).
+ */
+#include "tests/test.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "simd/gemm/gemm.h"
+#include "simd/kernels.h"
+
+#if defined(__aarch64__)
+#define BIG(x, small) (small) /* qemu is ~1000x slower: keep shapes tiny */
+#else
+#define BIG(x, small) (x)
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Helpers                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct isa_table {
+    const fx_kernels *k;
+    const char *label;
+} isa_table;
+
+/* Every table this machine can run: each ISA, and each again with f32 math
+ * where that differs (avx512bf16). */
+static int all_tables(isa_table *out) {
+    int n = 0;
+    for (int isa = 0; isa < FX_ISA_COUNT; isa++) {
+        const fx_kernels *a = fx_kernels_get((fx_isa)isa, 0);
+        if (!a) continue;
+        out[n++] = (isa_table){a, fx_isa_name((fx_isa)isa)};
+        const fx_kernels *b = fx_kernels_get((fx_isa)isa, 1);
+        if (b && b != a && fx_kernels_uses_bf16_dot(a) != fx_kernels_uses_bf16_dot(b))
+            out[n++] = (isa_table){b, "f32-forced"};
+    }
+    return n;
+}
+
+static double stored_weight(const void *w, fx_dtype dt, int64_t idx) {
+    if (dt == FX_DTYPE_F32) return ((const float *)w)[idx];
+    uint16_t h = ((const uint16_t *)w)[idx];
+    return dt == FX_DTYPE_BF16 ? fx_bf16_bits_to_f32(h) : fx_f16_bits_to_f32(h);
+}
+
+/* A random weight value exactly representable in dt, magnitude ~[2⁻⁵, 1]. */
+static void put_random_weight(fx_test_rng *r, void *w, fx_dtype dt, int64_t idx) {
+    float v = fx_test_rng_uniform(r);
+    if (dt == FX_DTYPE_F32) {
+        ((float *)w)[idx] = v;
+    } else if (dt == FX_DTYPE_BF16) {
+        ((uint16_t *)w)[idx] = fx_f32_to_bf16_bits(v);
+    } else { /* f16: random sign, exponent 10..14, mantissa */
+        uint64_t b = fx_test_rng_u64(r);
+        ((uint16_t *)w)[idx] = (uint16_t)(((b & 1) << 15) | ((10 + (b >> 1) % 5) << 10) |
+                                          ((b >> 8) & 0x3ff));
+    }
+}
+
+/* Whether the table rounds X to bf16 for bf16 weights at this m (the
+ * vdpbf16ps paths). */
+static int rounds_x_to_bf16(const fx_kernels *kt, int64_t m) {
+    const fx_gemm_kernels *g = kt->gemm ? kt->gemm : &fx_gemm_scalar;
+    return m <= FX_GEMV_MAX_M ? g->gemv_bf16_dot : g->path[FX_DTYPE_BF16]->kpair == 2;
+}
+
+static size_t dsize(fx_dtype dt) { return dt == FX_DTYPE_F32 ? 4 : 2; }
+
+typedef struct gemm_case {
+    int64_t m, n, k;
+    fx_dtype dt;
+    fx_epilogue_mode mode;
+    int bias;
+    int64_t xpad, wpad, woff, ypad; /* extra columns: ld = cols + pad; W column slice offset */
+} gemm_case;
+
+/* Run one case on table kt with `threads`; returns the number of elements
+ * outside tolerance (0 = pass) and stores Y in *y_out (malloc'd) if asked. */
+static int64_t run_case(const fx_kernels *kt, int threads, const gemm_case *c, uint64_t seed,
+                        float **y_out, double *worst_ratio) {
+    fx_test_rng r;
+    fx_test_rng_seed(&r, seed);
+    const int64_t m = c->m, n = c->n, k = c->k;
+    const int64_t ldx = k + c->xpad, ldy = n + c->ypad, ldw = k + c->woff + c->wpad;
+    float *x = malloc(sizeof(float) * (size_t)(m * ldx));
+    void *wbuf = malloc(dsize(c->dt) * (size_t)(n * ldw));
+    float *y = malloc(sizeof(float) * (size_t)(m * ldy));
+    float *y0 = malloc(sizeof(float) * (size_t)(m * ldy));
+    float *bias = malloc(sizeof(float) * (size_t)n);
+    float *gate = malloc(sizeof(float) * (size_t)n);
+    fx_test_fill_uniform(&r, x, (size_t)(m * ldx), 1.0f);
+    for (int64_t i = 0; i < n * ldw; i++) put_random_weight(&r, wbuf, c->dt, i);
+    fx_test_fill_uniform(&r, y0, (size_t)(m * ldy), 2.0f);
+    fx_test_fill_uniform(&r, bias, (size_t)n, 1.0f);
+    fx_test_fill_uniform(&r, gate, (size_t)n, 1.5f);
+    memcpy(y, y0, sizeof(float) * (size_t)(m * ldy));
+
+    fx_weight w = {(const char *)wbuf + dsize(c->dt) * (size_t)c->woff, c->dt, n, k, ldw};
+    fx_epilogue epi = {c->mode, c->bias ? bias : NULL, c->mode == FX_EPI_GATED_ACCUMULATE ? gate : NULL};
+    fx_scratch *s = fx_scratch_new(threads);
+    fx_kctx kc;
+    fx_kctx_init(&kc, kt, threads, s);
+    fx_linear(&kc, m, x, ldx, &w, y, ldy, &epi);
+    fx_scratch_free(s);
+
+    const int round_x = c->dt == FX_DTYPE_BF16 && rounds_x_to_bf16(kt, m);
+    const double u = ldexp(1.0, -24);
+    double *xd = malloc(sizeof(double) * (size_t)(m * k)), *wd = malloc(sizeof(double) * (size_t)(n * k));
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t q = 0; q < k; q++) {
+            float xv = x[i * ldx + q];
+            xd[i * k + q] = round_x ? fx_bf16_bits_to_f32(fx_f32_to_bf16_bits(xv)) : xv;
+        }
+    for (int64_t j = 0; j < n; j++)
+        for (int64_t q = 0; q < k; q++) wd[j * k + q] = stored_weight(wbuf, c->dt, j * ldw + c->woff + q);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < m; i++) {
+        for (int64_t j = 0; j < n; j++) {
+            double sum = 0, mag = 0;
+            for (int64_t q = 0; q < k; q++) {
+                double p = xd[i * k + q] * wd[j * k + q];
+                sum += p, mag += fabs(p);
+            }
+            double b = c->bias ? bias[j] : 0, g = c->mode == FX_EPI_GATED_ACCUMULATE ? gate[j] : 1;
+            double t = sum + b, ref;
+            if (c->mode == FX_EPI_STORE) ref = t;
+            else if (c->mode == FX_EPI_ACCUMULATE) ref = y0[i * ldy + j] + t;
+            else ref = y0[i * ldy + j] + g * t;
+            double tol = (double)(k + 4) * u * (mag + fabs(b)) * fabs(g) + 4 * u * fabs(ref) + 1e-30;
+            double err = fabs(y[i * ldy + j] - ref);
+            if (err / tol > *worst_ratio) *worst_ratio = err / tol;
+            if (!(err <= tol)) {
+                if (bad < 2)
+                    printf("    m%lld n%lld k%lld %s mode%d: y[%lld,%lld] = %.9g, ref %.9g (tol %.3g)\n",
+                           (long long)m, (long long)n, (long long)k, fx_dtype_name(c->dt),
+                           (int)c->mode, (long long)i, (long long)j, y[i * ldy + j], ref, tol);
+                bad++;
+            }
+        }
+        for (int64_t j = n; j < ldy; j++) /* padding columns are never written */
+            if (memcmp(&y[i * ldy + j], &y0[i * ldy + j], sizeof(float))) bad++;
+    }
+    free(x), free(wbuf), free(y0), free(bias), free(gate), free(xd), free(wd);
+    if (y_out) *y_out = y;
+    else free(y);
+    return bad;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tests                                                                    */
+/* ------------------------------------------------------------------------ */
+
+TEST(kernel_gemm_f16_conversion) {
+    /* fx_f16_bits_to_f32 against the definition, all 65536 patterns */
+    for (uint32_t h = 0; h < 65536; h++) {
+        int sign = h >> 15, e = (h >> 10) & 31, man = h & 1023;
+        double v;
+        if (e == 31) v = man ? NAN : INFINITY;
+        else if (e == 0) v = ldexp(man, -24);
+        else v = ldexp(1024 + man, e - 25);
+        if (sign) v = -v;
+        float got = fx_f16_bits_to_f32((uint16_t)h);
+        if (isnan(v)) CHECK_MSG(isnan(got), "f16 %04x: not NaN", h);
+        else CHECK_MSG(got == (float)v, "f16 %04x: %g vs %g", h, got, v);
+    }
+}
+
+/* Awkward shapes (M, N, K in {1, 7, 17, 33, 255, ...}, K odd), every dtype,
+ * every epilogue, with and without bias, on every table. */
+TEST(kernel_gemm_shapes_all_isas) {
+    static const int64_t ms[] = {1, 2, 4, 5, 7, 17, 33, 255};
+    static const int64_t ns[] = {1, 7, 17, 33, 255};
+    static const int64_t ks[] = {1, 2, 7, 17, 33, 255, 256, 513};
+    isa_table tabs[2 * FX_ISA_COUNT];
+    int nt = all_tables(tabs);
+    uint64_t seed = 1;
+    for (int t = 0; t < nt; t++) {
+        double worst = 0;
+        int64_t cases = 0, bad = 0;
+        for (size_t a = 0; a < sizeof ms / sizeof *ms; a++)
+            for (size_t b = 0; b < sizeof ns / sizeof *ns; b++)
+                for (size_t q = 0; q < sizeof ks / sizeof *ks; q++) {
+                    gemm_case c = {ms[a], ns[b], ks[q], (fx_dtype)(seed % 3),
+                                   (fx_epilogue_mode)(seed / 3 % 3), (int)(seed / 9 % 2), 0, 0, 0, 0};
+                    seed++;
+#if defined(__aarch64__)
+                    if (c.m * c.n * c.k > 300000) continue;
+#else
+                    if (c.m * c.n * c.k > 4000000) continue;
+#endif
+                    bad += run_case(tabs[t].k, 2, &c, seed, NULL, &worst) != 0;
+                    cases++;
+                }
+        printf("    %-12s %lld cases, worst error/tolerance %.3f\n", tabs[t].label, (long long)cases, worst);
+        CHECK_MSG(bad == 0, "%s: %lld of %lld cases out of tolerance", tabs[t].label, (long long)bad,
+                  (long long)cases);
+    }
+}
+
+/* Every (dtype × epilogue × bias) on shapes that span several K blocks and
+ * several column chunks, the staging buffer of the accumulating modes over
+ * several row super-blocks and column chunks, plus ld > k row strides and a
+ * column slice of a wider weight. */
+TEST(kernel_gemm_blocks_epilogues_slices) {
+    const gemm_case shapes[] = {
+        /* m, n, k */
+        {BIG(19, 5), 4500, BIG(37, 5), 0, 0, 0, 3, 5, 11, 2},       /* several NC chunks */
+        {BIG(31, 9), BIG(40, 20), BIG(1601, 601), 0, 0, 0, 1, 0, 7, 0},  /* several K blocks, K odd */
+        {BIG(1300, 600), BIG(6, 2), BIG(1601, 601), 0, 0, 0, 0, 2, 0, 1}, /* staging, row super-blocks */
+        {5, BIG(3700, 300), BIG(1601, 601), 0, 0, 0, 0, 0, 0, 0}, /* staging, column chunks */
+        {BIG(3, 3), BIG(300, 33), BIG(777, 77), 0, 0, 0, 5, 1, 9, 3},    /* GEMV with slices */
+    };
+    isa_table tabs[2 * FX_ISA_COUNT];
+    int nt = all_tables(tabs);
+    for (int t = 0; t < nt; t++) {
+        double worst = 0;
+        int64_t bad = 0, cases = 0;
+        for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+            for (int dt = 0; dt < 3; dt++)
+                for (int mode = 0; mode < 3; mode++)
+                    for (int bias = 0; bias < 2; bias++) {
+                        if ((s == 2 || s == 3) && (dt == FX_DTYPE_F16 || bias || mode == FX_EPI_STORE))
+                            continue; /* big: keep it short */
+                        gemm_case c = shapes[s];
+                        c.dt = (fx_dtype)dt, c.mode = (fx_epilogue_mode)mode, c.bias = bias;
+                        int64_t e = run_case(tabs[t].k, 2, &c, 100 + s * 31 + dt * 7 + mode * 3 + bias,
+                                             NULL, &worst);
+                        if (e) printf("    case %zu dtype %d mode %d bias %d: %lld bad\n", s, dt, mode, bias,
+                                      (long long)e);
+                        bad += e != 0, cases++;
+                    }
+        printf("    %-12s %lld cases, worst error/tolerance %.3f\n", tabs[t].label, (long long)cases, worst);
+        CHECK_MSG(bad == 0, "%s: %lld of %lld cases out of tolerance", tabs[t].label, (long long)bad,
+                  (long long)cases);
+    }
+}
+
+/* Bitwise identical results for 1, 2 and 3 threads: threads owning column
+ * panels (wide n) or row tiles (narrow n), staging, GEMV. */
+TEST(kernel_gemm_thread_invariance) {
+    const gemm_case shapes[] = {
+        {BIG(300, 40), BIG(200, 60), BIG(700, 601), FX_DTYPE_BF16, FX_EPI_GATED_ACCUMULATE, 1, 1, 0, 0, 2},
+        {BIG(600, 200), BIG(40, 20), BIG(700, 601), FX_DTYPE_F32, FX_EPI_ACCUMULATE, 1, 0, 0, 0, 0},
+        {BIG(9, 9), BIG(1000, 400), BIG(400, 300), FX_DTYPE_BF16, FX_EPI_ACCUMULATE, 0, 0, 3, 1, 0},
+        {BIG(9, 9), BIG(1000, 400), BIG(400, 300), FX_DTYPE_F16, FX_EPI_STORE, 1, 0, 0, 0, 0},
+        {BIG(3, 3), BIG(2000, 700), BIG(1000, 600), FX_DTYPE_BF16, FX_EPI_STORE, 1, 0, 0, 0, 0},
+    };
+    isa_table tabs[2 * FX_ISA_COUNT];
+    int nt = all_tables(tabs);
+    for (int t = 0; t < nt; t++)
+        for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+            /* big enough that fx_linear really uses several threads */
+            CHECK(2.0 * (double)(shapes[s].m * shapes[s].n * shapes[s].k) >= FX_GEMM_SERIAL_FLOPS);
+            float *ref = NULL;
+            double worst = 0;
+            int64_t m = shapes[s].m, ldy = shapes[s].n + shapes[s].ypad;
+            CHECK(run_case(tabs[t].k, 1, &shapes[s], 77 + s, &ref, &worst) == 0);
+            for (int threads = 2; threads <= 3; threads++) {
+                float *y = NULL;
+                CHECK(run_case(tabs[t].k, threads, &shapes[s], 77 + s, &y, &worst) == 0);
+                CHECK_MSG(!memcmp(y, ref, sizeof(float) * (size_t)(m * ldy)),
+                          "%s shape %zu: %d threads differ from 1 thread", tabs[t].label, s, threads);
+                free(y);
+            }
+            free(ref);
+        }
+}
+
+/* Degenerate sizes: m = 0 and n = 0 write nothing; k = 0 gives the
+ * epilogue of zeros; a NULL epilogue stores. */
+TEST(kernel_gemm_degenerate) {
+    isa_table tabs[2 * FX_ISA_COUNT];
+    int nt = all_tables(tabs);
+    for (int t = 0; t < nt; t++) {
+        fx_scratch *s = fx_scratch_new(2);
+        fx_kctx kc;
+        fx_kctx_init(&kc, tabs[t].k, 2, s);
+        float x[4] = {1, 2, 3, 4}, wv[8] = {1, 1, 1, 1, 2, 2, 2, 2}, y[8] = {5, 5, 5, 5, 5, 5, 5, 5};
+        float bias[2] = {0.5f, -1}, gate[2] = {2, 3};
+        fx_weight w = {wv, FX_DTYPE_F32, 2, 4, 4};
+        fx_linear(&kc, 0, x, 4, &w, y, 2, NULL);
+        for (int i = 0; i < 8; i++) CHECK(y[i] == 5);
+        fx_weight w0 = {wv, FX_DTYPE_F32, 2, 0, 4};
+        fx_epilogue e = {FX_EPI_GATED_ACCUMULATE, bias, gate};
+        fx_linear(&kc, 1, x, 4, &w0, y, 2, &e);
+        CHECK(y[0] == 6 && y[1] == 2);
+        fx_linear(&kc, 1, x, 4, &w, y, 2, NULL);
+        CHECK(y[0] == 10 && y[1] == 20);
+        fx_scratch_free(s);
+    }
+}
+
+/* Every table's GEMM matches its dispatch entry: vdpbf16ps paths exactly on
+ * the tables that report bf16 dot products, blocks the driver can use. */
+TEST(kernel_gemm_tables) {
+    isa_table tabs[2 * FX_ISA_COUNT];
+    int nt = all_tables(tabs);
+    for (int t = 0; t < nt; t++) {
+        const fx_gemm_kernels *g = tabs[t].k->gemm ? tabs[t].k->gemm : &fx_gemm_scalar;
+        const int dot = fx_kernels_uses_bf16_dot(tabs[t].k);
+        CHECK_MSG((g->path[FX_DTYPE_BF16]->kpair == 2) == dot, "%s: bf16 path kpair %d, table bf16_dot %d",
+                  tabs[t].label, g->path[FX_DTYPE_BF16]->kpair, dot);
+        CHECK_MSG(g->gemv_bf16_dot == dot, "%s: gemv_bf16_dot %d", tabs[t].label, g->gemv_bf16_dot);
+        for (int dt = 0; dt < 3; dt++) {
+            const fx_gemm_path *p = g->path[dt];
+            CHECK_MSG(p && p->pack_x && p->pack_w[dt] && p->kernel && g->gemv[dt], "%s: dtype %d incomplete",
+                      tabs[t].label, dt);
+            if (!p) continue;
+            CHECK_MSG(p->kc % 32 == 0 && p->mc % p->mr == 0 && p->nc % p->nr == 0,
+                      "%s %s: blocks kc %d mc %d nc %d vs tile %dx%d", tabs[t].label, p->name, p->kc, p->mc,
+                      p->nc, p->mr, p->nr);
+            CHECK(dt == FX_DTYPE_BF16 || p->kpair == 1); /* f32/f16 weights: always the f32 path */
+        }
+    }
+}
