@@ -160,8 +160,8 @@ const struct fx_attn_kernels fx_attn_avx512 = {
     .qt = QT,
     .row_align = ROW_ALIGN,
     .kt = KT,
-    .scratch_bytes = scratch_bytes,
+    .scratch_bytes = avx512_scratch_bytes,
     .kv_head_bytes = avx512_kv_head_bytes,
     .pack_kv = avx512_pack_kv,
-    .run_task = run_task,
+    .run_task = avx512_run_task,
 };

@@ -6,7 +6,7 @@
  *
  * A task has R rows (a multiple of 48: three 16-lane vectors; the rows of
  * the task lie in the vector lanes) and walks key tiles of KT = 64 keys.
- * Per visible tile (run_task):
+ * Per visible tile (avx512_run_task):
  *   scores        S [KT][R] = K_tile · Qᵀ, 8 keys × 48 rows    (variant)
  *   mask          fx_attn_mask_tile on partly visible tiles
  *   softmax_tile  16 rows at a time: new max m, α = 2^(m_old − m),
@@ -144,7 +144,7 @@ static size_t carve(const fx_attn_plan *p, void *base, tile_bufs *b) {
     return off;
 }
 
-static size_t scratch_bytes(const fx_attn_plan *p) {
+static size_t avx512_scratch_bytes(const fx_attn_plan *p) {
     tile_bufs b;
     return carve(p, NULL, &b);
 }
@@ -250,7 +250,7 @@ static void store_output(const fx_attn_plan *p, const fx_attn_task *k, const til
 }
 
 /* One task: its rows against every key tile it can see, in order. */
-static void run_task(const fx_attn_plan *p, int64_t t, void *scratch) {
+static void avx512_run_task(const fx_attn_plan *p, int64_t t, void *scratch) {
     const fx_attn_task k = fx_attn_task_of(p, t);
     tile_bufs b;
     carve(p, scratch, &b);

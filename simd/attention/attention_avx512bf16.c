@@ -188,8 +188,8 @@ const struct fx_attn_kernels fx_attn_avx512bf16 = {
     .qt = QT,
     .row_align = ROW_ALIGN,
     .kt = KT,
-    .scratch_bytes = scratch_bytes,
+    .scratch_bytes = avx512_scratch_bytes,
     .kv_head_bytes = bf16_kv_head_bytes,
     .pack_kv = bf16_pack_kv,
-    .run_task = run_task,
+    .run_task = avx512_run_task,
 };
