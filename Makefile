@@ -213,7 +213,8 @@ test: all $(TEST_BIN) $(BENCH_BIN) tools fixtures  ## build and run every test
 test-native: all $(TEST_BIN) tools fixtures   ## only the native test binary
 	$(Q)FLUX_BIN=$(abspath $(FLUX_BIN)) FLUX_TOOLS=$(abspath $(BUILD)/tools) $(TEST_BIN) $(TESTS)
 
-FUZZ_PNG_SRC := src/base/file_read.c src/image/image.c src/image/image_png.c src/image/image_ppm.c src/base/atomic_file.c src/base/error.c
+FUZZ_PNG_SRC := src/base/file_read.c src/image/image.c src/image/image_file.c src/image/image_png.c src/image/image_ppm.c \
+                src/base/atomic_file.c src/base/error.c
 
 # ---- fuzzing: libFuzzer targets tests/fuzz/fuzz_*.c (clang), each run for
 # FUZZ_SECONDS; new inputs go to build/fuzz/corpus-<target>, seeds are read
@@ -222,7 +223,8 @@ FUZZ_PNG_SRC := src/base/file_read.c src/image/image.c src/image/image_png.c src
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_DIR     := build/fuzz
-FUZZ_SRC_DEFAULT := src/base/file_read.c src/base/json.c src/formats/safetensors.c src/model/config.c src/base/error.c
+FUZZ_SRC_DEFAULT := src/base/file_read.c src/base/json.c src/formats/safetensors.c src/model/config.c src/base/error.c \
+                    src/base/log.c
 FUZZ_SRC_png  = $(FUZZ_PNG_SRC)
 FUZZ_LIBS_png = -lpng
 FUZZ_SRC_npy  = src/base/file_read.c src/base/npy.c src/base/atomic_file.c src/base/error.c
