@@ -213,10 +213,9 @@ static int linear_blocked(const fx_kctx *kc, const fx_gemm_path *p, int threads,
 /* Entry point                                                              */
 /* ------------------------------------------------------------------------ */
 
-void fx_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w,
-               float *y, int64_t ldy, const fx_epilogue *epi) {
-    static const fx_epilogue store = {FX_EPI_STORE, NULL, NULL};
-    if (!epi) epi = &store;
+/* The main product Y (op)= X·Wᵀ (+ bias), without w's additive terms. */
+static void linear_main(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w,
+                        float *y, int64_t ldy, const fx_epilogue *epi) {
     const int64_t n = w->n, k = w->k;
     if (m <= 0 || n <= 0) return;
     if (k <= 0) {
@@ -251,4 +250,12 @@ void fx_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const 
         for (int64_t i = 0; i < m; i += FX_GEMV_MAX_M)
             linear_gemv(fx_gemv_c, threads, m - i < FX_GEMV_MAX_M ? m - i : FX_GEMV_MAX_M,
                         x + i * ldx, ldx, NULL, w, y + i * ldy, ldy, epi);
+}
+
+void fx_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w,
+               float *y, int64_t ldy, const fx_epilogue *epi) {
+    static const fx_epilogue store = {FX_EPI_STORE, NULL, NULL};
+    if (!epi) epi = &store;
+    linear_main(kc, m, x, ldx, w, y, ldy, epi);
+    if (w->delta && m > 0 && w->n > 0 && w->k > 0) fx_gemm_apply_deltas(kc, m, x, ldx, w, y, ldy, epi);
 }

@@ -107,7 +107,7 @@ static int64_t run_case(const fx_kernels *kt, int threads, const gemm_case *c, u
     fx_test_fill_uniform(&r, gate, (size_t)n, 1.5f);
     memcpy(y, y0, sizeof(float) * (size_t)(m * ldy));
 
-    fx_weight w = {(const char *)wbuf + dsize(c->dt) * (size_t)c->woff, c->dt, n, k, ldw};
+    fx_weight w = {(const char *)wbuf + dsize(c->dt) * (size_t)c->woff, c->dt, n, k, ldw, NULL};
     fx_epilogue epi = {c->mode, c->bias ? bias : NULL, c->mode == FX_EPI_GATED_ACCUMULATE ? gate : NULL};
     fx_scratch *s = fx_scratch_new(threads);
     fx_kctx kc;
@@ -289,10 +289,10 @@ TEST(kernel_gemm_degenerate) {
         fx_kctx_init(&kc, tabs[t].k, 2, s);
         float x[4] = {1, 2, 3, 4}, wv[8] = {1, 1, 1, 1, 2, 2, 2, 2}, y[8] = {5, 5, 5, 5, 5, 5, 5, 5};
         float bias[2] = {0.5f, -1}, gate[2] = {2, 3};
-        fx_weight w = {wv, FX_DTYPE_F32, 2, 4, 4};
+        fx_weight w = {wv, FX_DTYPE_F32, 2, 4, 4, NULL};
         fx_linear(&kc, 0, x, 4, &w, y, 2, NULL);
         for (int i = 0; i < 8; i++) CHECK(y[i] == 5);
-        fx_weight w0 = {wv, FX_DTYPE_F32, 2, 0, 4};
+        fx_weight w0 = {wv, FX_DTYPE_F32, 2, 0, 4, NULL};
         fx_epilogue e = {FX_EPI_GATED_ACCUMULATE, bias, gate};
         fx_linear(&kc, 1, x, 4, &w0, y, 2, &e);
         CHECK(y[0] == 6 && y[1] == 2);
