@@ -35,6 +35,8 @@
 #define CLI_MAX_STEPS 1000
 #define CLI_MAX_THREADS 1024
 #define CLI_MAX_BATCH 64
+#define CLI_MAX_LORAS 16
+#define CLI_MAX_LORA_SCALE 100.0 /* |scale| of --lora and !lora */
 
 typedef struct cli_args {
     /* actions besides generating */
@@ -44,6 +46,9 @@ typedef struct cli_args {
     /* model */
     const char *model_dir;        /* -d */
     const char *transformer_file; /* --transformer */
+    char lora_file[CLI_MAX_LORAS][4096]; /* --lora FILE[:SCALE], in order */
+    float lora_scale[CLI_MAX_LORAS];
+    int n_loras;
     int distilled;                /* -1 auto, 0 --base, 1 --distilled */
 
     /* what to generate */

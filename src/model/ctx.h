@@ -19,6 +19,7 @@ struct fx_qwen3;      /* qwen3.h: text encoder */
 struct fx_dit;        /* transformer.h */
 struct fx_vae;        /* vae.h */
 struct fx_embcache;   /* embcache.h */
+struct fx_adapters;   /* src/pipeline/adapters.h: LoRA files on the transformer */
 
 struct flux_ctx {
     flux_options opt;
@@ -37,6 +38,7 @@ struct flux_ctx {
     struct fx_dit *transformer;
     struct fx_vae *vae;
     struct fx_embcache *embcache;
+    struct fx_adapters *adapters;
 };
 
 /* Copy an fx_err into the context's error and return its code. */
