@@ -16,6 +16,12 @@
  * runs both back to back (stacked, then one at a time), so the two see the
  * same machine state; the best of each is reported.
  *
+ * --lora FILE[:SCALE] loads a LoRA / LyCORIS adapter (flux_lora_load, timed:
+ * "lora load") and times the same forward without it (scale 0: no term
+ * attached) and with it, back to back in each timed call (the adapter is
+ * switched between them, untimed), reporting the runtime branch as a % of
+ * the step; the switch itself (flux_lora_set_scale, no reload) is timed too.
+ *
  * Inputs are random (text embeddings, noisy latents); the time does not
  * depend on the values. Reports seconds per forward, GFLOPS (flops from
  * fx_dit_run_flops) and % of the measured bf16 (or f32) peak. The default
@@ -64,6 +70,46 @@ static void run_pair(void *arg) {
     if (pp->best_one == 0 || t2 - t1 < pp->best_one) pp->best_one = t2 - t1;
 }
 
+/* --lora: the forward without the adapter, then with it. */
+typedef struct lora_problem {
+    dit_problem *p;
+    flux_ctx *ctx;
+    float scale;
+    double best_plain, best_lora, best_switch;
+    int failed;
+} lora_problem;
+
+static void run_lora_pair(void *arg) {
+    lora_problem *lp = arg;
+    double t0 = fx_bench_now();
+    run_forward(lp->p);
+    double t1 = fx_bench_now();
+    lp->failed |= flux_lora_set_scale(lp->ctx, 0, lp->scale) != FLUX_OK;
+    double t2 = fx_bench_now();
+    run_forward(lp->p);
+    double t3 = fx_bench_now();
+    lp->failed |= flux_lora_set_scale(lp->ctx, 0, 0.0f) != FLUX_OK;
+    if (lp->best_plain == 0 || t1 - t0 < lp->best_plain) lp->best_plain = t1 - t0;
+    if (lp->best_lora == 0 || t3 - t2 < lp->best_lora) lp->best_lora = t3 - t2;
+    if (lp->best_switch == 0 || t2 - t1 < lp->best_switch) lp->best_switch = t2 - t1;
+}
+
+/* "FILE[:SCALE]" → file (into buf) and scale. */
+static int split_lora(const char *arg, char *buf, size_t size, float *scale) {
+    const char *colon = strrchr(arg, ':');
+    char *end = NULL;
+    *scale = 1.0f;
+    size_t n = strlen(arg);
+    if (colon && colon[1]) {
+        double v = strtod(colon + 1, &end);
+        if (!*end) *scale = (float)v, n = (size_t)(colon - arg);
+    }
+    if (n == 0 || n >= size) return -1;
+    memcpy(buf, arg, n);
+    buf[n] = '\0';
+    return 0;
+}
+
 /* A run with the text and reference tokens set (random values). */
 static flux_status make_run(flux_ctx *ctx, fx_dit *dit, const fx_dit_layout *lay, const float *emb,
                             const float *ref_tokens, fx_dit_run **out) {
@@ -85,10 +131,14 @@ static int dit_main(int argc, char **argv, const fx_bench_env *env) {
     int64_t ref_w = fx_bench_arg_int(argc, argv, "--ref-width", width, &bad);
     int64_t ref_h = fx_bench_arg_int(argc, argv, "--ref-height", height, &bad);
     const int cfg = fx_bench_arg_flag(argc, argv, "--cfg"), sequential = fx_bench_arg_flag(argc, argv, "--sequential");
+    const char *lora_arg = fx_bench_arg_str(argc, argv, "--lora", NULL);
+    char lora_file[4096];
+    float lora_scale = 1.0f;
+    if (lora_arg && (split_lora(lora_arg, lora_file, sizeof lora_file, &lora_scale) || sequential)) bad = 1;
     if (bad || !model || width < 16 || height < 16 || width % 16 || height % 16 || batch < 1 || batch > 64 || refs < 0 ||
         refs > FLUX_MAX_REFS || ref_w < 16 || ref_h < 16 || ref_w % 16 || ref_h % 16 || ref_w > 4096 || ref_h > 4096) {
         fprintf(stderr, "usage: flux-bench dit --model DIR [--width W --height H (multiples of 16)] [--batch B] [--cfg]\n"
-                        "                      [--refs R (0..16) [--ref-width W --ref-height H]] [--sequential]\n");
+                        "                      [--refs R (0..16) [--ref-width W --ref-height H]] [--sequential | --lora FILE[:SCALE]]\n");
         return -1;
     }
     const int64_t seqs = batch * (cfg ? 2 : 1); /* stacked sequences */
@@ -102,6 +152,14 @@ static int dit_main(int argc, char **argv, const fx_bench_env *env) {
     int rc = -1;
     if (!ctx) return -1;
     if (flux_load(ctx, model, NULL) != FLUX_OK || fx_dit_get(ctx, &dit) != FLUX_OK) goto out;
+    double t_load = 0;
+    flux_lora_info lora = {0};
+    if (lora_arg) { /* loaded at scale 0: attached only while timed */
+        double t0 = fx_bench_now();
+        if (flux_lora_load(ctx, lora_file, 0.0f) != FLUX_OK) goto out;
+        t_load = fx_bench_now() - t0;
+        flux_lora_get_info(ctx, 0, &lora);
+    }
     const fx_dit_config *c = fx_dit_cfg(dit);
     fx_dit_layout lay = {.batch = (int)seqs, .text_len = FLUX_TEXT_TOKENS, .n_images = 1 + (int)refs,
                          .grid_h = {(int)height / 16}, .grid_w = {(int)width / 16}};
@@ -123,7 +181,12 @@ static int dit_main(int argc, char **argv, const fx_bench_env *env) {
     if (make_run(ctx, dit, &lay, emb, ref_tok, &run) != FLUX_OK) goto out;
     dit_problem p = {run, x, v, 0.9f, 1, 0, 0, 0};
     double t, t_seq = 0;
-    if (sequential) { /* the same sequences one at a time, in the same timed calls */
+    lora_problem lp = {&p, ctx, lora_scale, 0, 0, 0, 0};
+    if (lora_arg) {
+        fx_bench_time(env, run_lora_pair, &lp);
+        t = lp.best_plain;
+        if (lp.failed) goto out;
+    } else if (sequential) { /* the same sequences one at a time, in the same timed calls */
         fx_dit_layout lay1 = lay;
         lay1.batch = 1;
         if (make_run(ctx, dit, &lay1, emb, ref_tok, &one) != FLUX_OK) goto out;
@@ -157,7 +220,18 @@ static int dit_main(int argc, char **argv, const fx_bench_env *env) {
         fx_bench_extra(&r, "sequential_s", t_seq);
         fx_bench_extra(&r, "stacked_speedup", t_seq / t);
     }
+    if (lora_arg) {
+        fx_bench_extra(&r, "lora_s", lp.best_lora);
+        fx_bench_extra(&r, "lora_pct_of_step", 100.0 * (lp.best_lora - t) / t);
+        fx_bench_extra(&r, "lora_load_s", t_load);
+        fx_bench_extra(&r, "lora_switch_s", lp.best_switch);
+    }
     fx_bench_report(env, &r);
+    if (lora_arg && !env->json)
+        printf("dit: %s (%d modules, %s, %s names, scale %g): step %.3f s without, %.3f s with: the runtime branch is "
+               "%+.1f%% of the step; load %.3f s, switch %.2f ms\n",
+               lora.name, lora.modules, lora.kinds, lora.naming, (double)lora_scale, t, lp.best_lora,
+               100.0 * (lp.best_lora - t) / t, t_load, 1e3 * lp.best_switch);
     if (sequential && !env->json)
         printf("dit: %lld sequence(s) stacked %.3f s, one at a time %.3f s: stacked is %.2fx faster\n", (long long)seqs,
                t, t_seq, t_seq / t);
@@ -173,5 +247,5 @@ out:
 
 FX_BENCH_COMMAND(dit,
                  "dit --model DIR [--width W --height H --batch B --cfg --refs R --ref-width W --ref-height H "
-                 "--sequential]   one transformer forward (a denoising step)",
+                 "--sequential | --lora FILE[:SCALE]]   one transformer forward (a denoising step)",
                  dit_main, NULL)

@@ -6,7 +6,7 @@
  *
  *   gen_lora -d MODEL_DIR -o OUT.safetensors [--format F] [--rank R]
  *            [--alpha A] [--dtype bf16|f16|f32] [--seed S] [--amp X]
- *            [--modules all|blocks] [--merge DIR [--strength S]]
+ *            [--modules all|blocks] [--max-modules N] [--merge DIR [--strength S]]
  *
  * Formats (shared/docs gguf-lora.md B.3, B.5):
  *   diffusers   transformer.<diffusers module>.lora_A/lora_B.weight; alpha in
@@ -30,7 +30,7 @@
  * to_qkv_mlp_proj, linear2 to_out; final_layer.adaLN_modulation.1 rows
  * [0, d) (shift) go to norm_out.linear rows [d, 2d) and [d, 2d) (scale) to
  * [0, d). --modules blocks leaves out the embedders, modulations and the
- * final layer. Default alpha: R/2 (so scale 0.5), --rank 4.
+ * final layer; --max-modules N keeps the first N (small fuzzing seeds). Default alpha: R/2 (so scale 0.5), --rank 4.
  *
  * Factors are random normal (Box–Muller on SplitMix64 of --seed), sized so
  * that ΔW·scale has entries of about amp/√in (default amp 0.3: a visible
@@ -100,8 +100,8 @@ typedef struct factor {
 static factor *g_out;
 static size_t g_nout, g_capout;
 
-/* A new factor [rows, cols] of normal values × sd, rounded to g_dtype. */
-static const double *new_factor(const char *name, int64_t rows, int64_t cols, double sd) {
+/* A new tensor of the output file. */
+static factor *push(const char *name) {
     if (g_nout == g_capout) {
         g_capout = g_capout ? 2 * g_capout : 256;
         g_out = realloc(g_out, g_capout * sizeof *g_out);
@@ -109,6 +109,12 @@ static const double *new_factor(const char *name, int64_t rows, int64_t cols, do
     }
     factor *f = &g_out[g_nout++];
     snprintf(f->name, sizeof f->name, "%.319s", name);
+    return f;
+}
+
+/* A new factor [rows, cols] of normal values × sd, rounded to g_dtype. */
+static const double *new_factor(const char *name, int64_t rows, int64_t cols, double sd) {
+    factor *f = push(name);
     f->shape = FX_SHAPE(rows, cols);
     f->dtype = g_dtype;
     const int64_t n = rows * cols;
@@ -126,13 +132,7 @@ static const double *new_factor(const char *name, int64_t rows, int64_t cols, do
 }
 
 static void new_alpha(const char *name, double alpha) {
-    if (g_nout == g_capout) {
-        g_capout = g_capout ? 2 * g_capout : 256;
-        g_out = realloc(g_out, g_capout * sizeof *g_out);
-        if (!g_out) die("out of memory");
-    }
-    factor *f = &g_out[g_nout++];
-    snprintf(f->name, sizeof f->name, "%.319s", name);
+    factor *f = push(name);
     f->shape = FX_SHAPE0;
     f->dtype = FX_ST_F32;
     f->data = xcalloc(1, 4);
@@ -330,6 +330,7 @@ static void flatten(const char *in, char *out, size_t size) {
 int main(int argc, char **argv) {
     const char *dir = NULL, *out = NULL, *format = "bfl", *merge_dir = NULL, *modules = "all";
     int64_t rank = 4;
+    int max_modules = 0;
     double alpha = -1, amp = 0.3, strength = 1.0;
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
@@ -345,6 +346,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--merge")) merge_dir = v;
         else if (!strcmp(a, "--strength")) strength = atof(v);
         else if (!strcmp(a, "--modules")) modules = v;
+        else if (!strcmp(a, "--max-modules")) max_modules = atoi(v);
         else if (!strcmp(a, "--dtype")) {
             if (!strcmp(v, "bf16")) g_dtype = FX_ST_BF16;
             else if (!strcmp(v, "f16")) g_dtype = FX_ST_F16;
@@ -369,6 +371,7 @@ int main(int argc, char **argv) {
     const int diffusers = !strcmp(format, "diffusers");
     if (diffusers) build_diffusers(blocks_only);
     else build_bfl(blocks_only);
+    if (max_modules > 0 && g_nmod > max_modules) g_nmod = max_modules;
 
     if (merge_dir) {
         g_merged = xcalloc(fx_wset_count(g_model), sizeof *g_merged);

@@ -83,31 +83,34 @@ int fx_delta_check(const fx_delta *d, int64_t n, int64_t k, char *why, size_t wh
     return bad ? -1 : 0;
 }
 
-/* g[j] = s (store / accumulate layers) or s·gate[row0 + j] (gated). */
-static void fill_gate(const fx_delta *d, const fx_epilogue *epi, float *g) {
+/* The term's gate g [rows] = s (store / accumulate layers) or s·gate[row0 + j]
+ * (gated), followed by room for per_row floats of each of *chunk rows of X
+ * (chunk <= m, chunk·per_row floats <= CHUNK_BYTES). Without scratch memory:
+ * NULL, and the term's columns of y become NaN (the failure shows). */
+static float *term_scratch(const fx_kctx *kc, int64_t m, const fx_delta *d, const fx_epilogue *epi, int64_t per_row,
+                           int64_t *chunk, float *y, int64_t ldy) {
+    const int64_t gfl = round16(d->rows);
+    *chunk = per_row ? CHUNK_BYTES / 4 / per_row : m;
+    if (*chunk > m) *chunk = m;
+    if (*chunk < 1) *chunk = 1;
+    float *g = fx_scratch_slot_get(kc->scratch, FX_SLOT_DELTA, (size_t)(gfl + *chunk * per_row) * sizeof(float));
+    if (!g) {
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < d->rows; j++) y[i * ldy + d->row0 + j] = NAN;
+        return NULL;
+    }
     for (int64_t j = 0; j < d->rows; j++)
         g[j] = epi->mode == FX_EPI_GATED_ACCUMULATE ? d->scale * epi->gate[d->row0 + j] : d->scale;
-}
-
-/* No scratch memory: the term's columns become NaN (the failure shows). */
-static void poison(int64_t m, const fx_delta *d, float *y, int64_t ldy) {
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < d->rows; j++) y[i * ldy + d->row0 + j] = NAN;
+    return g;
 }
 
 static void apply_lowrank(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_delta *d, float *y,
                           int64_t ldy, const fx_epilogue *epi) {
-    const int64_t r = d->a.n, gfl = round16(d->rows);
-    int64_t chunk = CHUNK_BYTES / 4 / r;
-    if (chunk > m) chunk = m;
-    if (chunk < 1) chunk = 1;
-    float *g = fx_scratch_slot_get(kc->scratch, FX_SLOT_DELTA, (size_t)(gfl + chunk * r) * sizeof(float));
-    if (!g) {
-        poison(m, d, y, ldy);
-        return;
-    }
-    float *t = g + gfl;
-    fill_gate(d, epi, g);
+    const int64_t r = d->a.n;
+    int64_t chunk;
+    float *g = term_scratch(kc, m, d, epi, r, &chunk, y, ldy);
+    if (!g) return;
+    float *t = g + round16(d->rows);
     const fx_epilogue acc = {FX_EPI_GATED_ACCUMULATE, NULL, g};
     for (int64_t i = 0; i < m; i += chunk) {
         const int64_t rows = m - i < chunk ? m - i : chunk;
@@ -118,12 +121,9 @@ static void apply_lowrank(const fx_kctx *kc, int64_t m, const float *x, int64_t 
 
 static void apply_dense(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_delta *d, float *y,
                         int64_t ldy, const fx_epilogue *epi) {
-    float *g = fx_scratch_slot_get(kc->scratch, FX_SLOT_DELTA, (size_t)round16(d->rows) * sizeof(float));
-    if (!g) {
-        poison(m, d, y, ldy);
-        return;
-    }
-    fill_gate(d, epi, g);
+    int64_t chunk;
+    float *g = term_scratch(kc, m, d, epi, 0, &chunk, y, ldy);
+    if (!g) return;
     const fx_epilogue acc = {FX_EPI_GATED_ACCUMULATE, NULL, g};
     fx_linear(kc, m, x, ldx, &d->a, y + d->row0, ldy, &acc);
 }
@@ -133,18 +133,13 @@ static void apply_kron(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx
     const fx_weight *w2 = &d->a, *w1 = &d->b;
     const int64_t k2 = w2->n, n2 = w2->k, l = w1->n, m1 = w1->k, k = m1 * n2;
     const int copy = ldx != k; /* the token views need rows of exactly k */
-    const int64_t per_token = (copy ? k : 0) + 2 * m1 * k2 + k2 * l, gfl = round16(d->rows);
-    int64_t chunk = CHUNK_BYTES / 4 / per_token;
-    if (chunk > m) chunk = m;
-    if (chunk < 1) chunk = 1;
-    float *g = fx_scratch_slot_get(kc->scratch, FX_SLOT_DELTA, (size_t)(gfl + chunk * per_token) * sizeof(float));
-    if (!g) {
-        poison(m, d, y, ldy);
-        return;
-    }
-    float *xc = g + gfl, *z = xc + (copy ? chunk * k : 0), *zt = z + chunk * m1 * k2, *yp = zt + chunk * m1 * k2;
-    fill_gate(d, epi, g);
+    int64_t chunk;
+    float *g = term_scratch(kc, m, d, epi, (copy ? k : 0) + 2 * m1 * k2 + k2 * l, &chunk, y, ldy);
+    if (!g) return;
+    float *xc = g + round16(d->rows), *z = xc + (copy ? chunk * k : 0), *zt = z + chunk * m1 * k2,
+          *yp = zt + chunk * m1 * k2;
     const int threads = kc->threads > 0 ? kc->threads : 1;
+    (void)threads; /* only read by the OpenMP pragmas */
     for (int64_t i0 = 0; i0 < m; i0 += chunk) {
         const int64_t c = m - i0 < chunk ? m - i0 : chunk;
         const float *xs = x + i0 * ldx;

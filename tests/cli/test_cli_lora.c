@@ -28,21 +28,11 @@ static const char *model(void) {
 static const char *make_lora(const char *name) {
     static char paths[4][PATH_MAX];
     static int next;
-    const char *tool = fx_test_tool("gen_lora");
-    if (!tool) {
-        fx_test_fail(__FILE__, __LINE__, "gen_lora not found (make tools, or set FLUX_TOOLS)");
-        return NULL;
-    }
     char *path = paths[next++ % 4];
     snprintf(path, PATH_MAX, "%s/%s.safetensors", fx_test_tmpdir(), name);
-    char cmd[3 * PATH_MAX], *out = NULL;
-    snprintf(cmd, sizeof cmd, "'%s' -d '%s' -o '%s' --format bfl --rank 2 --seed 3", tool, model(), path);
-    if (fx_test_run(cmd, &out) != 0) {
-        fx_test_fail(__FILE__, __LINE__, "%s: %s", cmd, out);
-        path = NULL;
-    }
-    free(out);
-    return path;
+    char args[3 * PATH_MAX];
+    snprintf(args, sizeof args, "-d '%s' -o '%s' --format bfl --rank 2 --seed 3", model(), path);
+    return FX_TEST_RUN_TOOL("gen_lora", args) ? NULL : path;
 }
 
 /* Run flux with args and stdin from `input` (NULL = /dev/null) in the

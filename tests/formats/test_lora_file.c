@@ -21,6 +21,7 @@
 #include "src/formats/lora.h"
 #include "src/formats/safetensors_write.h"
 #include "src/formats/single_file.h"
+#include "tests/golden_case.h"
 
 enum { D = 64, M = 192 };
 
@@ -28,14 +29,7 @@ enum { D = 64, M = 192 };
 /* Helpers                                                                  */
 /* ------------------------------------------------------------------------ */
 
-static fx_wset *tiny_model(void) {
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s/transformer", fx_test_path("golden/model"));
-    fx_err err = {0};
-    fx_wset *w = fx_wset_open_component(dir, "transformer", "diffusion_pytorch_model.safetensors", 1, &err);
-    if (!w) fx_test_fail(__FILE__, __LINE__, "%s", err.msg);
-    return w;
-}
+static fx_wset *tiny_model(void) { return fx_gcase_transformer(fx_test_path("golden/model")); }
 
 /* A file being built: tensors of constant values (the values do not matter
  * here; test_lora_pipeline checks the math). */
@@ -288,14 +282,10 @@ TEST(lora_names_every_convention) {
  * model's names are the view's (diffusers), so both land on rows of the
  * one fused tensor the file stores. */
 TEST(lora_on_bfl_single_file_views) {
-    const char *tool = fx_test_tool("make_single_file");
-    REQUIRE_MSG(tool, "make_single_file not found (make tools, or set FLUX_TOOLS)");
     const char *sf = fx_test_tmp_path("bfl.safetensors");
-    char cmd[4 * PATH_MAX], *out = NULL;
-    snprintf(cmd, sizeof cmd, "'%s' --layout comfyui -d '%s' -o '%s'", tool, fx_test_path("golden/model"), sf);
-    int rc = fx_test_run(cmd, &out);
-    REQUIRE_MSG(rc == 0, "%s", out);
-    free(out);
+    char args[3 * PATH_MAX];
+    snprintf(args, sizeof args, "--layout comfyui -d '%s' -o '%s'", fx_test_path("golden/model"), sf);
+    REQUIRE(FX_TEST_RUN_TOOL("make_single_file", args) == 0);
     fx_err err = {0};
     fx_wset *model = fx_single_file_open(sf, 1, NULL, NULL, &err);
     REQUIRE_MSG(model, "%s", err.msg);

@@ -49,23 +49,12 @@
 static const char *gen_lora(const char *model, const char *name, const char *args, int merge) {
     static char paths[8][PATH_MAX];
     static int next;
-    const char *tool = fx_test_tool("gen_lora");
-    if (!tool) {
-        fx_test_fail(__FILE__, __LINE__, "gen_lora not found: build it with `make tools` or set FLUX_TOOLS");
-        return NULL;
-    }
     char *path = paths[next++ % 8];
     snprintf(path, PATH_MAX, "%s/%s.safetensors", fx_test_tmpdir(), name);
-    char cmd[4 * PATH_MAX], merged[PATH_MAX] = "", *out = NULL;
+    char all[4 * PATH_MAX], merged[PATH_MAX + 16] = "";
     if (merge) snprintf(merged, sizeof merged, "--merge '%s/%s-merged'", fx_test_tmpdir(), name);
-    snprintf(cmd, sizeof cmd, "'%s' -d '%s' -o '%s' %s %s", tool, model, path, args, merged);
-    int rc = fx_test_run(cmd, &out);
-    if (rc != 0) {
-        fx_test_fail(__FILE__, __LINE__, "%s: %s", cmd, out);
-        path = NULL;
-    }
-    free(out);
-    return path;
+    snprintf(all, sizeof all, "-d '%s' -o '%s' %s %s", model, path, args, merged);
+    return FX_TEST_RUN_TOOL("gen_lora", all) ? NULL : path;
 }
 
 static const char *merged_dir(const char *name) {
@@ -323,14 +312,10 @@ TEST(lora_pipeline_cfg_batch_reference) {
 }
 
 TEST(lora_pipeline_bfl_single_file) {
-    const char *tool = fx_test_tool("make_single_file");
-    REQUIRE_MSG(tool, "make_single_file not found (make tools, or set FLUX_TOOLS)");
     const char *sf = fx_test_tmp_path("klein-bfl.safetensors");
-    char cmd[4 * PATH_MAX], *out = NULL;
-    snprintf(cmd, sizeof cmd, "'%s' --layout bfl -d '%s' -o '%s'", tool, model(), sf);
-    int rc = fx_test_run(cmd, &out);
-    REQUIRE_MSG(rc == 0, "%s", out);
-    free(out);
+    char args[3 * PATH_MAX];
+    snprintf(args, sizeof args, "--layout bfl -d '%s' -o '%s'", model(), sf);
+    REQUIRE(FX_TEST_RUN_TOOL("make_single_file", args) == 0);
     const job plain_job = {.model = model()};
     result plain = run(&plain_job, "plain");
     /* diffusers names (split to_q/to_k/to_v on the fused qkv views) and
