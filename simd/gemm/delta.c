@@ -13,7 +13,7 @@
  *   KRON     per token Z = X_t·W2ᵀ [m1, k2] (X_t = x viewed as [m1, n2]),
  *            Zᵀ, Y' = Zᵀ·W1ᵀ [k2, l] = (W1·Z)ᵀ, then y += g ⊙ (its rows
  *            of the flattened W1·Z)
- * Products go through fx_linear on the factors (packing, microkernels,
+ * Products go through fx_gemm_linear on the factors (packing, microkernels,
  * threads), so they are bit-identical for any thread count; the transposes
  * and the KRON write-back are elementwise. Temporaries live in the
  * FX_SLOT_DELTA scratch, rows processed in chunks of at most CHUNK_BYTES.
@@ -114,8 +114,8 @@ static void apply_lowrank(const fx_kctx *kc, int64_t m, const float *x, int64_t 
     const fx_epilogue acc = {FX_EPI_GATED_ACCUMULATE, NULL, g};
     for (int64_t i = 0; i < m; i += chunk) {
         const int64_t rows = m - i < chunk ? m - i : chunk;
-        fx_linear(kc, rows, x + i * ldx, ldx, &d->a, t, r, NULL);
-        fx_linear(kc, rows, t, r, &d->b, y + i * ldy + d->row0, ldy, &acc);
+        fx_gemm_linear(kc, rows, x + i * ldx, ldx, &d->a, t, r, NULL);
+        fx_gemm_linear(kc, rows, t, r, &d->b, y + i * ldy + d->row0, ldy, &acc);
     }
 }
 
@@ -125,7 +125,7 @@ static void apply_dense(const fx_kctx *kc, int64_t m, const float *x, int64_t ld
     float *g = term_scratch(kc, m, d, epi, 0, &chunk, y, ldy);
     if (!g) return;
     const fx_epilogue acc = {FX_EPI_GATED_ACCUMULATE, NULL, g};
-    fx_linear(kc, m, x, ldx, &d->a, y + d->row0, ldy, &acc);
+    fx_gemm_linear(kc, m, x, ldx, &d->a, y + d->row0, ldy, &acc);
 }
 
 static void apply_kron(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_delta *d, float *y,
@@ -147,12 +147,12 @@ static void apply_kron(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx
             for (int64_t t = 0; t < c; t++) memcpy(xc + t * k, xs + t * ldx, (size_t)k * sizeof(float));
             xs = xc;
         }
-        fx_linear(kc, c * m1, xs, n2, w2, z, k2, NULL); /* Z [c·m1, k2] */
+        fx_gemm_linear(kc, c * m1, xs, n2, w2, z, k2, NULL); /* Z [c·m1, k2] */
 #pragma omp parallel for num_threads(threads) if (threads > 1 && c > 1) schedule(static)
         for (int64_t t = 0; t < c; t++) /* Zᵀ per token: [k2, m1] */
             for (int64_t j1 = 0; j1 < m1; j1++)
                 for (int64_t i2 = 0; i2 < k2; i2++) zt[(t * k2 + i2) * m1 + j1] = z[(t * m1 + j1) * k2 + i2];
-        fx_linear(kc, c * k2, zt, m1, w1, yp, l, NULL); /* Y' [c·k2, l]: (W1·Z)ᵀ per token */
+        fx_gemm_linear(kc, c * k2, zt, m1, w1, yp, l, NULL); /* Y' [c·k2, l]: (W1·Z)ᵀ per token */
 #pragma omp parallel for num_threads(threads) if (threads > 1 && c > 1) schedule(static)
         for (int64_t t = 0; t < c; t++) {
             float *yr = y + (i0 + t) * ldy + d->row0;
@@ -165,8 +165,12 @@ static void apply_kron(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx
     }
 }
 
-void fx_gemm_apply_deltas(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w, float *y,
-                          int64_t ldy, const fx_epilogue *epi) {
+void fx_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w, float *y, int64_t ldy,
+               const fx_epilogue *epi) {
+    static const fx_epilogue store = {FX_EPI_STORE, NULL, NULL};
+    if (!epi) epi = &store;
+    fx_gemm_linear(kc, m, x, ldx, w, y, ldy, epi);
+    if (m <= 0 || w->n <= 0 || w->k <= 0) return;
     for (const fx_delta *d = w->delta; d; d = d->next) {
         if (fx_delta_check(d, w->n, w->k, NULL, 0)) continue; /* refused when attached (fx_delta_check) */
         switch (d->kind) {

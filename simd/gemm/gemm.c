@@ -1,5 +1,6 @@
 /*
- * gemm.c — fx_linear: the BLIS-style driver shared by every ISA.
+ * gemm.c — fx_gemm_linear, the product of fx_linear: the BLIS-style driver
+ * shared by every ISA (fx_linear itself, in delta.c, adds the layer's terms).
  *
  *   Y[m, n] (op)= X[m, k] · W[n, k]ᵀ (+ bias)
  *
@@ -213,9 +214,10 @@ static int linear_blocked(const fx_kctx *kc, const fx_gemm_path *p, int threads,
 /* Entry point                                                              */
 /* ------------------------------------------------------------------------ */
 
-/* The main product Y (op)= X·Wᵀ (+ bias), without w's additive terms. */
-static void linear_main(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w,
-                        float *y, int64_t ldy, const fx_epilogue *epi) {
+void fx_gemm_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w, float *y,
+                    int64_t ldy, const fx_epilogue *epi) {
+    static const fx_epilogue store = {FX_EPI_STORE, NULL, NULL};
+    if (!epi) epi = &store;
     const int64_t n = w->n, k = w->k;
     if (m <= 0 || n <= 0) return;
     if (k <= 0) {
@@ -250,12 +252,4 @@ static void linear_main(const fx_kctx *kc, int64_t m, const float *x, int64_t ld
         for (int64_t i = 0; i < m; i += FX_GEMV_MAX_M)
             linear_gemv(fx_gemv_c, threads, m - i < FX_GEMV_MAX_M ? m - i : FX_GEMV_MAX_M,
                         x + i * ldx, ldx, NULL, w, y + i * ldy, ldy, epi);
-}
-
-void fx_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w,
-               float *y, int64_t ldy, const fx_epilogue *epi) {
-    static const fx_epilogue store = {FX_EPI_STORE, NULL, NULL};
-    if (!epi) epi = &store;
-    linear_main(kc, m, x, ldx, w, y, ldy, epi);
-    if (w->delta && m > 0 && w->n > 0 && w->k > 0) fx_gemm_apply_deltas(kc, m, x, ldx, w, y, ldy, epi);
 }

@@ -183,10 +183,10 @@ void fx_gemv_c(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int
                const uint16_t *xb, const fx_weight *w, float *y, int64_t ldy,
                const fx_epilogue *epi);
 
-/* The additive terms of w (w->delta, kernels.h) after the main product of
- * fx_linear, with its epilogue (delta.c). */
-void fx_gemm_apply_deltas(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w, float *y,
-                          int64_t ldy, const fx_epilogue *epi);
+/* fx_linear without w's additive terms (w->delta ignored): the product
+ * (gemm.c). fx_linear (delta.c) is this, then the terms. */
+void fx_gemm_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w, float *y,
+                    int64_t ldy, const fx_epilogue *epi);
 
 /* Describe a table's tiles ("f32 14x32 kc256 ..."); returns bytes needed. */
 size_t fx_gemm_describe(const fx_gemm_kernels *g, char *buf, size_t size);

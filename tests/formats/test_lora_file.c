@@ -542,3 +542,28 @@ TEST(lora_refuses_truncated_files) {
     fx_wset_close(model);
     free(bytes);
 }
+
+/* fx_bfl_name_of inverts fx_bfl_map_name on every tensor of the model: the
+ * BFL tensor it names maps back onto it (the loader's one table serves
+ * checkpoints and adapters). */
+TEST(lora_bfl_reverse_names) {
+    fx_wset *model = tiny_model();
+    REQUIRE(model);
+    int linear = 0;
+    for (size_t i = 0; i < fx_wset_count(model); i++) {
+        const fx_tensor *t = fx_wset_tensor_at(model, i);
+        char bfl[FX_ST_MAX_NAME];
+        CHECK_MSG(fx_bfl_name_of(t->name, bfl, sizeof bfl) == 1, "%s has no BFL name", t->name);
+        fx_bfl_target tg[3];
+        int k = fx_bfl_map_name(bfl, bfl, 3 * 2 * 64, tg), found = 0;
+        for (int j = 0; j < k; j++) found |= !strcmp(tg[j].name, t->name);
+        CHECK_MSG(k >= 1 && found, "%s -> %s does not map back (%d targets)", t->name, bfl, k);
+        linear += t->shape.ndim == 2;
+    }
+    CHECK_EQ_INT(linear, 37);
+    char small[8];
+    CHECK(fx_bfl_name_of("transformer_blocks.0.attn.to_q.weight", small, sizeof small) == 0); /* too small */
+    CHECK(fx_bfl_name_of("transformer_blocks.0.attn.to_z.weight", small, sizeof small) == 0);
+    CHECK(fx_bfl_name_of("vae.decoder.conv_in.weight", small, sizeof small) == 0);
+    fx_wset_close(model);
+}

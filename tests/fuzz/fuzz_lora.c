@@ -9,9 +9,10 @@
  * whose pieces lie inside their model tensors and whose terms pass the
  * kernel contract (fx_delta_check) whole and cut to each piece, as the
  * transformer attaches them. The input is also classified as one key name
- * (fx_lora_parse_key, fx_lora_flat_name). fx_linear (used for the f32
- * products of factored LoKr / LoHa) is a plain reference loop here: the
- * kernels are fuzzed elsewhere; this target is about the file.
+ * (fx_lora_parse_key, fx_lora_flat_name). The GEMM behind fx_linear (the
+ * f32 products of factored LoKr / LoHa) is a plain reference loop here
+ * (fx_gemm_linear): the kernels are tested elsewhere; this target is about
+ * the file.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 
 #include "tests/fuzz/fuzz_memfd.h"
 
+#include "simd/gemm/gemm.h"
 #include "src/formats/lora.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -43,8 +45,8 @@ static float weight_at(const fx_weight *w, int64_t r, int64_t c) {
     return w->dtype == FX_DTYPE_BF16 ? fx_bf16_bits_to_f32(h) : fx_f16_bits_to_f32(h);
 }
 
-void fx_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w, float *y, int64_t ldy,
-               const fx_epilogue *epi) {
+void fx_gemm_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w, float *y,
+                    int64_t ldy, const fx_epilogue *epi) {
     (void)kc;
     check(!epi || epi->mode == FX_EPI_STORE);
     for (int64_t i = 0; i < m; i++)
