@@ -21,6 +21,14 @@
  * attached) and with it, back to back in each timed call (the adapter is
  * switched between them, untimed), reporting the runtime branch as a % of
  * the step; the switch itself (flux_lora_set_scale, no reload) is timed too.
+ * Because a whole step is long and a shared machine moves it by more than
+ * the branch costs, --lora also measures the branch layer by layer: each
+ * distinct linear view that carries terms (shape, rows of a 256-token-grid
+ * step: text rows for the txt stream, image rows for img, all rows for the
+ * single blocks) is timed without and with its terms, alternately, best of
+ * --reps each, and the differences are summed over the views of one step
+ * ("branch per step", also as a % of the measured step and of the linear
+ * layers' time).
  *
  * Inputs are random (text embeddings, noisy latents); the time does not
  * depend on the values. Reports seconds per forward, GFLOPS (flops from
@@ -33,7 +41,7 @@
 
 #include "bench.h"
 #include "src/model/ctx.h"
-#include "src/dit/transformer.h"
+#include "src/dit/dit_internal.h"
 
 typedef struct dit_problem {
     fx_dit_run *run;
@@ -75,23 +83,116 @@ typedef struct lora_problem {
     dit_problem *p;
     flux_ctx *ctx;
     float scale;
-    double best_plain, best_lora, best_switch;
+    double best_plain, best_lora, best_switch; /* wall seconds */
+    double cpu_plain, cpu_lora;                /* this process's CPU seconds */
     int failed;
 } lora_problem;
 
+static void keep_min(double *best, double v) {
+    if (*best == 0 || v < *best) *best = v;
+}
+
+/* Wall and CPU time are both kept: on a shared machine the CPU seconds of
+ * this process (best with --threads 1, where no thread spins waiting for
+ * another) move much less than the wall time when other work competes. */
 static void run_lora_pair(void *arg) {
     lora_problem *lp = arg;
-    double t0 = fx_bench_now();
+    double c0 = fx_bench_self_cpu(), t0 = fx_bench_now();
     run_forward(lp->p);
-    double t1 = fx_bench_now();
+    double t1 = fx_bench_now(), c1 = fx_bench_self_cpu();
     lp->failed |= flux_lora_set_scale(lp->ctx, 0, lp->scale) != FLUX_OK;
-    double t2 = fx_bench_now();
+    double c2 = fx_bench_self_cpu(), t2 = fx_bench_now();
     run_forward(lp->p);
-    double t3 = fx_bench_now();
+    double t3 = fx_bench_now(), c3 = fx_bench_self_cpu();
     lp->failed |= flux_lora_set_scale(lp->ctx, 0, 0.0f) != FLUX_OK;
-    if (lp->best_plain == 0 || t1 - t0 < lp->best_plain) lp->best_plain = t1 - t0;
-    if (lp->best_lora == 0 || t3 - t2 < lp->best_lora) lp->best_lora = t3 - t2;
-    if (lp->best_switch == 0 || t2 - t1 < lp->best_switch) lp->best_switch = t2 - t1;
+    keep_min(&lp->best_plain, t1 - t0);
+    keep_min(&lp->best_lora, t3 - t2);
+    keep_min(&lp->best_switch, t2 - t1);
+    keep_min(&lp->cpu_plain, c1 - c0);
+    keep_min(&lp->cpu_lora, c3 - c2);
+}
+
+/* Rows a view multiplies in one forward of a run (0: none per step, e.g.
+ * context_embedder, projected once per run): the stream of a double block
+ * from its weight names, all rows for the single blocks, the target tokens
+ * for x_embedder / proj_out, 1 for the modulation vectors. */
+static int64_t view_rows_per_step(const char *tensor, const fx_dit_run *r) {
+    if (!strncmp(tensor, "single_transformer_blocks.", 26)) return r->R;
+    if (!strncmp(tensor, "transformer_blocks.", 19)) {
+        int txt = strstr(tensor, ".add_") || strstr(tensor, "to_add_out") || strstr(tensor, "ff_context.");
+        return txt ? r->L * r->B : r->n_img * r->B;
+    }
+    if (!strcmp(tensor, "context_embedder.weight")) return 0;
+    if (!strcmp(tensor, "x_embedder.weight") || !strcmp(tensor, "proj_out.weight")) return r->N * r->B;
+    return 1;
+}
+
+/* One group of views with the same shape, rows and terms. */
+typedef struct layer_group {
+    fx_dit_linear *view;   /* the first one */
+    int64_t m;
+    int count;
+    double plain, with;    /* best seconds */
+} layer_group;
+
+static int same_terms(const fx_weight *a, const fx_weight *b) {
+    const fx_delta *x = a->delta, *y = b->delta;
+    for (; x && y; x = x->next, y = y->next)
+        if (x->kind != y->kind || x->rows != y->rows || x->a.n != y->a.n || x->a.k != y->a.k || x->b.n != y->b.n ||
+            x->b.k != y->b.k || x->a.dtype != y->a.dtype)
+            return 0;
+    return !x && !y;
+}
+
+/* The branch layer by layer (see the top); returns the seconds per step it
+ * adds, and the plain linear seconds in *linear. -1 on no memory. */
+static double lora_layers(const fx_bench_env *env, flux_ctx *ctx, fx_dit *dit, const fx_dit_run *run, double *linear) {
+    layer_group g[64];
+    int ng = 0;
+    for (int v = 0; v < dit->n_linears; v++) {
+        fx_dit_linear *l = &dit->linears[v];
+        const int64_t m = view_rows_per_step(l->tensor, run);
+        if (!l->w->delta || !m) continue;
+        int j = 0;
+        while (j < ng && !(g[j].m == m && g[j].view->w->n == l->w->n && g[j].view->w->k == l->w->k &&
+                           same_terms(g[j].view->w, l->w)))
+            j++;
+        if (j == ng) {
+            if (ng == 64) continue;
+            g[ng++] = (layer_group){l, m, 0, 0, 0};
+        }
+        g[j].count++;
+    }
+    double branch = 0;
+    *linear = 0;
+    for (int j = 0; j < ng; j++) {
+        const fx_weight *w = g[j].view->w;
+        fx_weight plain = *w;
+        plain.delta = NULL;
+        float *x = malloc((size_t)(g[j].m * w->k) * sizeof *x), *y = malloc((size_t)(g[j].m * w->n) * sizeof *y);
+        if (!x || !y) {
+            free(x), free(y);
+            return -1;
+        }
+        for (int64_t i = 0; i < g[j].m * w->k; i++) x[i] = (float)((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
+        for (int rep = 0; rep <= env->reps; rep++) { /* rep 0 warms up */
+            double t0 = fx_bench_now();
+            fx_linear(&ctx->kc, g[j].m, x, w->k, &plain, y, w->n, NULL);
+            double t1 = fx_bench_now();
+            fx_linear(&ctx->kc, g[j].m, x, w->k, w, y, w->n, NULL);
+            double t2 = fx_bench_now();
+            if (rep && (g[j].plain == 0 || t1 - t0 < g[j].plain)) g[j].plain = t1 - t0;
+            if (rep && (g[j].with == 0 || t2 - t1 < g[j].with)) g[j].with = t2 - t1;
+        }
+        free(x), free(y);
+        branch += g[j].count * (g[j].with - g[j].plain);
+        *linear += g[j].count * g[j].plain;
+        if (!env->json)
+            printf("  lora layer %-58s x%-3d [%lld, %lld] m=%-5lld %8.2f ms %8.2f ms with the terms (%+.1f%%)\n",
+                   g[j].view->tensor, g[j].count, (long long)w->n, (long long)w->k, (long long)g[j].m, 1e3 * g[j].plain,
+                   1e3 * g[j].with, 100.0 * (g[j].with - g[j].plain) / g[j].plain);
+    }
+    return branch;
 }
 
 /* "FILE[:SCALE]" → file (into buf) and scale. */
@@ -181,11 +282,14 @@ static int dit_main(int argc, char **argv, const fx_bench_env *env) {
     if (make_run(ctx, dit, &lay, emb, ref_tok, &run) != FLUX_OK) goto out;
     dit_problem p = {run, x, v, 0.9f, 1, 0, 0, 0};
     double t, t_seq = 0;
-    lora_problem lp = {&p, ctx, lora_scale, 0, 0, 0, 0};
+    lora_problem lp = {&p, ctx, lora_scale, 0, 0, 0, 0, 0, 0};
+    double layers_branch = 0, layers_linear = 0;
     if (lora_arg) {
         fx_bench_time(env, run_lora_pair, &lp);
         t = lp.best_plain;
-        if (lp.failed) goto out;
+        if (lp.failed || flux_lora_set_scale(ctx, 0, lora_scale) != FLUX_OK) goto out;
+        layers_branch = lora_layers(env, ctx, dit, run, &layers_linear);
+        if (layers_branch < 0 || flux_lora_set_scale(ctx, 0, 0.0f) != FLUX_OK) goto out;
     } else if (sequential) { /* the same sequences one at a time, in the same timed calls */
         fx_dit_layout lay1 = lay;
         lay1.batch = 1;
@@ -225,13 +329,24 @@ static int dit_main(int argc, char **argv, const fx_bench_env *env) {
         fx_bench_extra(&r, "lora_pct_of_step", 100.0 * (lp.best_lora - t) / t);
         fx_bench_extra(&r, "lora_load_s", t_load);
         fx_bench_extra(&r, "lora_switch_s", lp.best_switch);
+        fx_bench_extra(&r, "cpu_s", lp.cpu_plain);
+        fx_bench_extra(&r, "lora_cpu_s", lp.cpu_lora);
+        fx_bench_extra(&r, "lora_cpu_pct_of_step", 100.0 * (lp.cpu_lora - lp.cpu_plain) / lp.cpu_plain);
+        fx_bench_extra(&r, "lora_layers_s", layers_branch);
+        fx_bench_extra(&r, "linear_layers_s", layers_linear);
+        fx_bench_extra(&r, "lora_layers_pct_of_step", 100.0 * layers_branch / t);
     }
     fx_bench_report(env, &r);
     if (lora_arg && !env->json)
-        printf("dit: %s (%d modules, %s, %s names, scale %g): step %.3f s without, %.3f s with: the runtime branch is "
-               "%+.1f%% of the step; load %.3f s, switch %.2f ms\n",
+        printf("dit: %s (%d modules, %s, %s names, scale %g): step %.3f s without, %.3f s with (wall: %+.1f%%); "
+               "CPU %.3f s without, %.3f s with (%+.1f%%); load %.3f s, switch %.2f ms\n",
                lora.name, lora.modules, lora.kinds, lora.naming, (double)lora_scale, t, lp.best_lora,
-               100.0 * (lp.best_lora - t) / t, t_load, 1e3 * lp.best_switch);
+               100.0 * (lp.best_lora - t) / t, lp.cpu_plain, lp.cpu_lora,
+               100.0 * (lp.cpu_lora - lp.cpu_plain) / lp.cpu_plain, t_load, 1e3 * lp.best_switch);
+    if (lora_arg && !env->json)
+        printf("dit: layer by layer: the branch adds %.3f s per step to %.3f s of linear layers (%+.1f%%): %.1f%% of "
+               "the measured step\n",
+               layers_branch, layers_linear, 100.0 * layers_branch / layers_linear, 100.0 * layers_branch / t);
     if (sequential && !env->json)
         printf("dit: %lld sequence(s) stacked %.3f s, one at a time %.3f s: stacked is %.2fx faster\n", (long long)seqs,
                t, t_seq, t_seq / t);

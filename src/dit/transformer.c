@@ -30,6 +30,8 @@ static flux_status view_rows(fx_dit *t, fx_wset *w, fx_weight *out, int64_t rows
                              fx_err *err, const char *name) {
     if (n == rows) TRY(fx_wset_linear(w, name, rows, cols, out, err));
     else TRY(fx_wset_linear_rows(w, name, rows, cols, row0, n, out, err));
+    if (t->n_linears == FX_DIT_LINEARS(&t->c))
+        return fx_fail(err, FLUX_ERR_INTERNAL, "transformer: more linear views than FX_DIT_LINEARS (%s)", name);
     fx_dit_linear *l = &t->linears[t->n_linears++];
     l->w = out;
     l->row0 = row0;
