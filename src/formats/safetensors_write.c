@@ -9,66 +9,41 @@
 #include <string.h>
 
 #include "src/base/atomic_file.h"
-
-/* A growing text buffer; `failed` sticks after an allocation failure. */
-typedef struct text {
-    char *s;
-    size_t len, cap;
-    int failed;
-} text;
-
-static void put(text *b, const char *s, size_t n) {
-    if (b->failed) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 1024;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *p = realloc(b->s, cap);
-        if (!p) {
-            b->failed = 1;
-            return;
-        }
-        b->s = p, b->cap = cap;
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
-}
-
-static void put_str(text *b, const char *s) { put(b, s, strlen(s)); }
+#include "src/base/strbuf.h"
 
 /* A JSON string literal. */
-static void put_json(text *b, const char *s) {
-    put_str(b, "\"");
+static void put_json(fx_strbuf *b, const char *s) {
+    fx_sb_str(b, "\"");
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         char esc[8];
         if (*p == '"' || *p == '\\') {
             esc[0] = '\\', esc[1] = (char)*p;
-            put(b, esc, 2);
+            fx_sb_add(b, esc, 2);
         } else if (*p < 0x20) {
             snprintf(esc, sizeof esc, "\\u%04x", *p);
-            put_str(b, esc);
+            fx_sb_str(b, esc);
         } else {
-            put(b, (const char *)p, 1);
+            fx_sb_add(b, (const char *)p, 1);
         }
     }
-    put_str(b, "\"");
+    fx_sb_str(b, "\"");
 }
 
 flux_status fx_st_write(const char *path, const fx_st_out *t, size_t n, const char *const *meta, size_t n_meta,
                         fx_err *err) {
-    text h = {0};
+    fx_strbuf h = {0};
     char num[96];
     int64_t off = 0;
-    put_str(&h, "{");
+    fx_sb_str(&h, "{");
     if (n_meta) {
-        put_str(&h, "\"__metadata__\":{");
+        fx_sb_str(&h, "\"__metadata__\":{");
         for (size_t i = 0; i < n_meta; i++) {
-            if (i) put_str(&h, ",");
+            if (i) fx_sb_str(&h, ",");
             put_json(&h, meta[2 * i]);
-            put_str(&h, ":");
+            fx_sb_str(&h, ":");
             put_json(&h, meta[2 * i + 1]);
         }
-        put_str(&h, "}");
+        fx_sb_str(&h, "}");
     }
     for (size_t i = 0; i < n; i++) {
         const size_t es = fx_st_dtype_size(t[i].dtype);
@@ -77,21 +52,21 @@ flux_status fx_st_write(const char *path, const fx_st_out *t, size_t n, const ch
             return fx_fail(err, FLUX_ERR_INVALID_ARG, "%s: tensor '%.200s': bad dtype or shape", path, t[i].name);
         }
         const int64_t bytes = fx_shape_numel(&t[i].shape) * (int64_t)es;
-        if (i || n_meta) put_str(&h, ",");
+        if (i || n_meta) fx_sb_str(&h, ",");
         put_json(&h, t[i].name);
-        put_str(&h, ":{\"dtype\":");
+        fx_sb_str(&h, ":{\"dtype\":");
         put_json(&h, fx_st_dtype_name(t[i].dtype));
-        put_str(&h, ",\"shape\":[");
+        fx_sb_str(&h, ",\"shape\":[");
         for (int d = 0; d < t[i].shape.ndim; d++) {
             snprintf(num, sizeof num, d ? ",%lld" : "%lld", (long long)t[i].shape.d[d]);
-            put_str(&h, num);
+            fx_sb_str(&h, num);
         }
         snprintf(num, sizeof num, "],\"data_offsets\":[%lld,%lld]}", (long long)off, (long long)(off + bytes));
-        put_str(&h, num);
+        fx_sb_str(&h, num);
         off += bytes;
     }
-    put_str(&h, "}");
-    while (!h.failed && h.len % 8) put_str(&h, " ");
+    fx_sb_str(&h, "}");
+    while (!h.failed && h.len % 8) fx_sb_str(&h, " ");
     if (h.failed) {
         free(h.s);
         return fx_fail(err, FLUX_ERR_NOMEM, "out of memory writing %s", path);
