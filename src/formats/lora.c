@@ -347,8 +347,9 @@ static float *to_f32(const open_ctx *o, const fx_weight *w, int transpose) {
     return out;
 }
 
-/* P = wa·wb in f32 [wa.n, wb.k] (owned by the adapter). */
-static float *product(const open_ctx *o, const fx_weight *wa, const fx_weight *wb) {
+/* P = wa·wb in f32 [wa.n, wb.k], owned by the adapter (a temporary with
+ * keep = 0: free() it). */
+static float *product(const open_ctx *o, const fx_weight *wa, const fx_weight *wb, int keep) {
     float *a = to_f32(o, wa, 0), *bt = a ? to_f32(o, wb, 1) : NULL;
     float *p = bt ? malloc((size_t)(wa->n * wb->k) * sizeof *p) : NULL;
     if (bt && !p)
@@ -359,7 +360,7 @@ static float *product(const open_ctx *o, const fx_weight *wa, const fx_weight *w
         fx_linear(o->kc, wa->n, a, wa->k, &w, p, wb->k, NULL);
     }
     free(a), free(bt);
-    if (p && own(o->l, p)) {
+    if (p && keep && own(o->l, p)) {
         fx_fail(o->err, FLUX_ERR_NOMEM, "out of memory");
         return NULL;
     }
@@ -386,10 +387,53 @@ static flux_status whole_or_product(const open_ctx *o, const group *g, fx_lora_p
     fx_weight a, b;
     TRY(factor(o, g, fa, -1, -1, &a));
     TRY(factor(o, g, fb, a.k, -1, &b));
-    float *p = product(o, &a, &b);
+    float *p = product(o, &a, &b, 1);
     if (!p) return o->err->code;
     *w = (fx_weight){p, FX_DTYPE_F32, a.n, b.k, b.k, NULL};
     *rank = a.k;
+    return FLUX_OK;
+}
+
+/* LoHa: ΔW = (w1a·w1b) ⊙ (w2a·w2b), w1a [out, r1], w1b [r1, in], w2a
+ * [out, r2], w2b [r2, in]. Entry (i, j) is Σ_p Σ_q w1a[i,p]·w2a[i,q] ·
+ * w1b[p,j]·w2b[q,j]: ΔW = B'·A' of rank r1·r2 (a Khatri–Rao product) with
+ * B'[i, p·r2 + q] = w1a[i,p]·w2a[i,q] and A'[p·r2 + q, j] = w1b[p,j]·w2b[q,j].
+ * That form is kept (LOWRANK, f32) when it is smaller than ΔW,
+ * r1·r2·(out + in) < out·in, as it is for the usual ranks (r ≤ 32 on
+ * 3072-wide layers: 4x..24x less memory and work); otherwise ΔW itself is
+ * built in f32 (DENSE). */
+static flux_status loha_delta(const open_ctx *o, const fx_weight *w1a, const fx_weight *w1b, const fx_weight *w2a,
+                              const fx_weight *w2b, fx_delta *d) {
+    const int64_t out = w1a->n, in = w1b->k, r1 = w1a->k, r2 = w2a->k, r = r1 * r2;
+    if ((double)r * (double)(out + in) < (double)out * (double)in) {
+        float *f1a = to_f32(o, w1a, 0), *f1b = f1a ? to_f32(o, w1b, 0) : NULL, *f2a = f1b ? to_f32(o, w2a, 0) : NULL,
+              *f2b = f2a ? to_f32(o, w2b, 0) : NULL;
+        float *a = f2b ? malloc((size_t)(r * in) * sizeof *a) : NULL, *b = a ? malloc((size_t)(out * r) * sizeof *b) : NULL;
+        if (b) {
+            for (int64_t p = 0; p < r1; p++)
+                for (int64_t q = 0; q < r2; q++)
+                    for (int64_t j = 0; j < in; j++) a[(p * r2 + q) * in + j] = f1b[p * in + j] * f2b[q * in + j];
+            for (int64_t i = 0; i < out; i++)
+                for (int64_t p = 0; p < r1; p++)
+                    for (int64_t q = 0; q < r2; q++) b[i * r + p * r2 + q] = f1a[i * r1 + p] * f2a[i * r2 + q];
+        }
+        free(f1a), free(f1b), free(f2a), free(f2b);
+        int failed = !b;
+        if (!b) free(a);
+        else if (own(o->l, a)) free(b), failed = 1; /* own() frees what it cannot keep */
+        else failed = own(o->l, b) != 0;
+        if (failed) return fx_fail(o->err, FLUX_ERR_NOMEM, "%s: out of memory for a LoHa of rank %lld", o->path, (long long)r);
+        d->kind = FX_DELTA_LOWRANK;
+        d->a = (fx_weight){a, FX_DTYPE_F32, r, in, in, NULL};
+        d->b = (fx_weight){b, FX_DTYPE_F32, out, r, r, NULL};
+        return FLUX_OK;
+    }
+    float *p1 = product(o, w1a, w1b, 1), *p2 = p1 ? product(o, w2a, w2b, 0) : NULL;
+    if (!p2) return o->err->code;
+    for (int64_t i = 0; i < out * in; i++) p1[i] *= p2[i];
+    free(p2);
+    d->kind = FX_DELTA_DENSE;
+    d->a = (fx_weight){p1, FX_DTYPE_F32, out, in, in, NULL};
     return FLUX_OK;
 }
 
@@ -452,11 +496,7 @@ static flux_status build_module(const open_ctx *o, const group *g, const target 
         TRY(factor(o, g, FX_LORA_HADA_W1_B, w1a.k, t->in, &w1b));
         TRY(factor(o, g, FX_LORA_HADA_W2_A, t->out, -1, &w2a));
         TRY(factor(o, g, FX_LORA_HADA_W2_B, w2a.k, t->in, &w2b));
-        float *p1 = product(o, &w1a, &w1b), *p2 = p1 ? product(o, &w2a, &w2b) : NULL;
-        if (!p2) return o->err->code;
-        for (int64_t i = 0; i < t->out * t->in; i++) p1[i] *= p2[i];
-        d->kind = FX_DELTA_DENSE;
-        d->a = (fx_weight){p1, FX_DTYPE_F32, t->out, t->in, t->in, NULL};
+        TRY(loha_delta(o, &w1a, &w1b, &w2a, &w2b, d));
         if (has_alpha) scale = alpha / (double)w1a.k;
     } else {
         d->kind = FX_DELTA_DENSE;
@@ -583,7 +623,7 @@ fx_lora *fx_lora_open(const char *path, const fx_wset *model, const fx_kctx *kc,
             }
             const fx_delta_kind kind = l->modules[l->n].delta.kind;
             add_word(rep->kinds, sizeof rep->kinds,
-                     kind == FX_DELTA_LOWRANK ? "LoRA" : kind == FX_DELTA_KRON ? "LoKr" : g.part[FX_LORA_DIFF] ? "diff" : "LoHa");
+                     g.part[FX_LORA_HADA_W1_A] ? "LoHa" : kind == FX_DELTA_LOWRANK ? "LoRA" : kind == FX_DELTA_KRON ? "LoKr" : "diff");
             size_t bare_len = g.stem_len;
             const char *bare = fx_lora_strip_prefixes(g.stem, &bare_len);
             if (t->dotted) names_seen[!memchr(bare, '.', bare_len) ? 2 : t->bfl] = 1; /* "img_in" tells nothing */

@@ -43,8 +43,10 @@
  * What a module becomes (an fx_delta over its ΔW rows, kernels.h): LoRA →
  * LOWRANK with A and B used in place from the mapped file; LoKr → KRON with
  * full factors in place and factored ones multiplied out in f32; LoHa →
- * DENSE with ΔW = (w1_a·w1_b) ⊙ (w2_a·w2_b) built in f32 (4 bytes per
- * weight of the module); diff → DENSE in place.
+ * ΔW = (w1_a·w1_b) ⊙ (w2_a·w2_b), exactly a product of rank r1·r2 (its
+ * Khatri–Rao form, lora.c): LOWRANK in f32 when that is smaller than ΔW
+ * (the usual ranks), else DENSE with ΔW built in f32 (4 bytes per weight
+ * of the module); diff → DENSE in place.
  *
  * Hostile files fail with FLUX_ERR_FORMAT / FLUX_ERR_MODEL naming the file
  * and the key: factor shapes that contradict the module, A/B ranks that

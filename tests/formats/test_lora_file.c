@@ -327,19 +327,24 @@ TEST(lora_scale_rules) {
     add(&f, "lycoris_double_blocks_1_img_attn_proj.lokr_w1_b", FX_ST_BF16, FX_SHAPE(2, 4));
     add(&f, "lycoris_double_blocks_1_img_attn_proj.lokr_w2", FX_ST_BF16, FX_SHAPE(16, 16));
     add_alpha(&f, "lycoris_double_blocks_1_img_attn_proj", 4.0f);
-    /* LoHa rank 4, α 1: 1/4 */
+    /* LoHa ranks 4 and 2, α 1: 1/4; kept as a product of rank 8 (8·(64 + 256) < 64·256) */
     add(&f, "diffusion_model.single_blocks.0.linear2.hada_w1_a", FX_ST_BF16, FX_SHAPE(D, 4));
     add(&f, "diffusion_model.single_blocks.0.linear2.hada_w1_b", FX_ST_BF16, FX_SHAPE(4, D + M));
     add(&f, "diffusion_model.single_blocks.0.linear2.hada_w2_a", FX_ST_BF16, FX_SHAPE(D, 2));
     add(&f, "diffusion_model.single_blocks.0.linear2.hada_w2_b", FX_ST_BF16, FX_SHAPE(2, D + M));
     add_alpha(&f, "diffusion_model.single_blocks.0.linear2", 1.0f);
+    /* LoHa ranks 8 and 8 on [64, 192]: 64·256 > 64·192, ΔW itself; no alpha: 1 */
+    add(&f, "diffusion_model.double_blocks.1.img_mlp.2.hada_w1_a", FX_ST_BF16, FX_SHAPE(D, 8));
+    add(&f, "diffusion_model.double_blocks.1.img_mlp.2.hada_w1_b", FX_ST_BF16, FX_SHAPE(8, M));
+    add(&f, "diffusion_model.double_blocks.1.img_mlp.2.hada_w2_a", FX_ST_F16, FX_SHAPE(D, 8));
+    add(&f, "diffusion_model.double_blocks.1.img_mlp.2.hada_w2_b", FX_ST_F32, FX_SHAPE(8, M));
     /* diff: 1 */
     add(&f, "diffusion_model.single_blocks.1.linear2.diff", FX_ST_BF16, FX_SHAPE(D, D + M));
     fx_lora_report rep;
     fx_err err = {0};
     fx_lora *l = open_file(&f, "scales.safetensors", model, &rep, &err);
     REQUIRE_MSG(l, "%s", err.msg);
-    CHECK_EQ_INT(fx_lora_count(l), 6);
+    CHECK_EQ_INT(fx_lora_count(l), 7);
     const fx_lora_module *m;
     CHECK((m = module_named(l, "lora_unet_double_blocks_0_img_attn_proj")) && m->delta.scale == 0.5f);
     CHECK((m = module_named(l, "lycoris_double_blocks_0_txt_attn_proj")) && m->delta.scale == 1.5f &&
@@ -348,7 +353,10 @@ TEST(lora_scale_rules) {
           m->delta.a.dtype == FX_DTYPE_F16);
     CHECK((m = module_named(l, "lycoris_double_blocks_1_img_attn_proj")) && m->delta.scale == 2.0f);
     CHECK((m = module_named(l, "diffusion_model.single_blocks.0.linear2")) && m->delta.scale == 0.25f &&
-          m->delta.kind == FX_DELTA_DENSE && m->delta.a.dtype == FX_DTYPE_F32);
+          m->delta.kind == FX_DELTA_LOWRANK && m->delta.a.n == 8 && m->delta.a.k == D + M && m->delta.b.n == D &&
+          m->delta.a.dtype == FX_DTYPE_F32 && m->delta.b.dtype == FX_DTYPE_F32);
+    CHECK((m = module_named(l, "diffusion_model.double_blocks.1.img_mlp.2")) && m->delta.scale == 1.0f &&
+          m->delta.kind == FX_DELTA_DENSE && m->delta.a.n == D && m->delta.a.k == M && m->delta.a.dtype == FX_DTYPE_F32);
     CHECK((m = module_named(l, "diffusion_model.single_blocks.1.linear2")) && m->delta.scale == 1.0f &&
           m->delta.kind == FX_DELTA_DENSE && m->delta.a.dtype == FX_DTYPE_BF16);
     CHECK(strstr(rep.kinds, "LoRA") && strstr(rep.kinds, "LoKr") && strstr(rep.kinds, "LoHa") && strstr(rep.kinds, "diff"));

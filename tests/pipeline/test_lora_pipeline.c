@@ -5,7 +5,8 @@
  *   - every format tools/gen_lora writes (diffusers/PEFT with metadata
  *     alpha and an alpha_pattern entry, BFL-PEFT with the diffusion_model.,
  *     base_model.model. or no prefix, kohya with .alpha, ComfyUI lora_up/down,
- *     LyCORIS LoKr with a factored and with whole factors, LoHa, diff), in
+ *     LyCORIS LoKr with a factored and with whole factors, LoHa in its
+ *     low-rank and its dense form, diff), in
  *     bf16, f16 and f32 factors, applied at run time to the bf16 model,
  *     against the same model with W' = W + strength·scale·ΔW merged offline
  *     by the tool (an independent implementation of the key conventions and
@@ -251,7 +252,8 @@ TEST(lora_pipeline_formats_match_merged) {
         {"comfy", "--format comfy --rank 4 --seed 18", 1.0f},
         {"lokr", "--format lokr --rank 4 --seed 19", 1.0f},
         {"lokr-full", "--format lokr-full --seed 20 --amp 0.2", 1.0f},
-        {"loha", "--format loha --rank 4 --seed 21 --amp 0.2", 1.0f},
+        {"loha", "--format loha --rank 4 --seed 21 --amp 0.2", 1.0f},          /* as a rank-16 product */
+        {"loha-dense", "--format loha --rank 12 --seed 23 --amp 0.2", 0.7f},   /* ΔW built: 144·(in+out) > in·out */
         {"diff", "--format diff --seed 22 --amp 0.2", 0.5f},
     };
     const job plain_job = {.model = model()};
