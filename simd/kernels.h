@@ -154,9 +154,11 @@ void fx_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx,
  *            cost 2·m·r·(k + rows)
  *   DENSE    a = ΔW [rows, k] as stored (b unused); cost 2·m·rows·k
  *   KRON     rows [skip, skip + rows) of W1 ⊗ W2 with W1 = b [l, m1] (the
- *            W1 rows that cover the range), W2 = a [k2, n2], k = m1·n2:
+ *            W1 rows that cover the range), W2 = a [k2, n2], or W2 = c·a
+ *            with c [k2, r2], a [r2, n2] when c.data is set; k = m1·n2:
  *            per token X viewed as [m1, n2] row-major, Y = W1·X·W2ᵀ [l, k2]
- *            flattened (row i1·k2 + i2); cost 2·m·(m1·n2·k2 + l·m1·k2)
+ *            flattened (row i1·k2 + i2); cost 2·m·(m1·n2·k2 + l·m1·k2), with
+ *            a factored W2 2·m·(m1·r2·(n2 + k2) + l·m1·k2)
  * Factors are weights of any dtype (f32/f16/bf16, with a NULL delta); the
  * terms of a chain are applied in order. Results are bit-identical for any
  * thread count; s = 0 terms must not be attached (a layer without terms is
@@ -168,6 +170,7 @@ typedef struct fx_delta {
     float scale;                 /* s (finite, nonzero) */
     int64_t row0, rows;          /* output columns of the layer */
     fx_weight a, b;              /* factors (see above) */
+    fx_weight c;                 /* KRON with a factored W2: its left factor; else data NULL */
     int64_t kron_skip;           /* KRON: rows of W1 ⊗ W2 (from b's first row) before this term's */
     const struct fx_delta *next; /* the next term, or NULL */
 } fx_delta;

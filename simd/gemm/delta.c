@@ -10,7 +10,8 @@
  * epilogue holds for the sum:
  *   LOWRANK  T = X·Aᵀ [m, r] (store), then Y[:, row0..] += g ⊙ (T·Bᵀ)
  *   DENSE    Y[:, row0..] += g ⊙ (X·ΔWᵀ)
- *   KRON     per token Z = X_t·W2ᵀ [m1, k2] (X_t = x viewed as [m1, n2]),
+ *   KRON     per token Z = X_t·W2ᵀ [m1, k2] (X_t = x viewed as [m1, n2];
+ *            with W2 = c·a, (X_t·aᵀ)·cᵀ),
  *            Zᵀ, Y' = Zᵀ·W1ᵀ [k2, l] = (W1·Z)ᵀ, then y += g ⊙ (its rows
  *            of the flattened W1·Z)
  * Products go through fx_gemm_linear on the factors (packing, microkernels,
@@ -45,7 +46,7 @@ fx_delta fx_delta_rows(const fx_delta *d, int64_t src0, int64_t rows, int64_t ds
     case FX_DELTA_LOWRANK: s.b = weight_rows(&d->b, src0, rows); break;
     case FX_DELTA_DENSE: s.a = weight_rows(&d->a, src0, rows); break;
     case FX_DELTA_KRON: {
-        const int64_t k2 = d->a.n, first = d->kron_skip + src0;
+        const int64_t k2 = d->c.data ? d->c.n : d->a.n, first = d->kron_skip + src0;
         const int64_t i0 = first / k2, i1 = (first + rows + k2 - 1) / k2;
         s.b = weight_rows(&d->b, i0, i1 - i0);
         s.kron_skip = first - i0 * k2;
@@ -72,9 +73,13 @@ int fx_delta_check(const fx_delta *d, int64_t n, int64_t k, char *why, size_t wh
     } else if (d->kind == FX_DELTA_DENSE) {
         if (d->a.k != k || d->a.n != d->rows) bad = "the dense delta's shape does not fit the layer";
     } else if (d->kind == FX_DELTA_KRON) {
-        if (!d->b.data || d->b.ld < d->b.k || d->a.n < 1 || d->b.n < 1) bad = "a factor is not a plain weight";
+        const int64_t k2 = d->c.data ? d->c.n : d->a.n;
+        if (!d->b.data || d->b.ld < d->b.k || d->a.n < 1 || d->b.n < 1 || k2 < 1 ||
+            (d->c.data && (d->c.delta || d->c.ld < d->c.k)))
+            bad = "a factor is not a plain weight";
+        else if (d->c.data && d->c.k != d->a.n) bad = "the two factors of W2 differ in rank";
         else if (d->b.k * d->a.k != k) bad = "W1 columns x W2 columns differ from the layer's inputs";
-        else if (d->kron_skip < 0 || d->kron_skip + d->rows > d->b.n * d->a.n)
+        else if (d->kron_skip < 0 || d->kron_skip + d->rows > d->b.n * k2)
             bad = "its rows fall outside W1 x W2";
     } else {
         bad = "unknown kind";
@@ -131,13 +136,15 @@ static void apply_dense(const fx_kctx *kc, int64_t m, const float *x, int64_t ld
 static void apply_kron(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_delta *d, float *y,
                        int64_t ldy, const fx_epilogue *epi) {
     const fx_weight *w2 = &d->a, *w1 = &d->b;
-    const int64_t k2 = w2->n, n2 = w2->k, l = w1->n, m1 = w1->k, k = m1 * n2;
+    const int factored = d->c.data != NULL; /* W2 = c·a */
+    const int64_t k2 = factored ? d->c.n : w2->n, r2 = factored ? w2->n : 0, n2 = w2->k, l = w1->n, m1 = w1->k,
+                  k = m1 * n2;
     const int copy = ldx != k; /* the token views need rows of exactly k */
     int64_t chunk;
-    float *g = term_scratch(kc, m, d, epi, (copy ? k : 0) + 2 * m1 * k2 + k2 * l, &chunk, y, ldy);
+    float *g = term_scratch(kc, m, d, epi, (copy ? k : 0) + m1 * r2 + 2 * m1 * k2 + k2 * l, &chunk, y, ldy);
     if (!g) return;
-    float *xc = g + round16(d->rows), *z = xc + (copy ? chunk * k : 0), *zt = z + chunk * m1 * k2,
-          *yp = zt + chunk * m1 * k2;
+    float *xc = g + round16(d->rows), *z1 = xc + (copy ? chunk * k : 0), *z = z1 + chunk * m1 * r2,
+          *zt = z + chunk * m1 * k2, *yp = zt + chunk * m1 * k2;
     const int threads = kc->threads > 0 ? kc->threads : 1;
     (void)threads; /* only read by the OpenMP pragmas */
     for (int64_t i0 = 0; i0 < m; i0 += chunk) {
@@ -147,7 +154,12 @@ static void apply_kron(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx
             for (int64_t t = 0; t < c; t++) memcpy(xc + t * k, xs + t * ldx, (size_t)k * sizeof(float));
             xs = xc;
         }
-        fx_gemm_linear(kc, c * m1, xs, n2, w2, z, k2, NULL); /* Z [c·m1, k2] */
+        if (factored) { /* Z = (X·aᵀ)·cᵀ [c·m1, k2] */
+            fx_gemm_linear(kc, c * m1, xs, n2, w2, z1, r2, NULL);
+            fx_gemm_linear(kc, c * m1, z1, r2, &d->c, z, k2, NULL);
+        } else {
+            fx_gemm_linear(kc, c * m1, xs, n2, w2, z, k2, NULL); /* Z [c·m1, k2] */
+        }
 #pragma omp parallel for num_threads(threads) if (threads > 1 && c > 1) schedule(static)
         for (int64_t t = 0; t < c; t++) /* Zᵀ per token: [k2, m1] */
             for (int64_t j1 = 0; j1 < m1; j1++)

@@ -368,9 +368,11 @@ static float *product(const open_ctx *o, const fx_weight *wa, const fx_weight *w
 }
 
 /* A factor given whole (`full`) or as the product of two (`fa`·`fb`). Sets
- * *rank to the inner dimension of a product (0 when whole). */
+ * *rank to the inner dimension of a product (0 when whole). With `left`,
+ * a product stays two factors: *left = fa, *w = fb; else it is multiplied
+ * out in f32. */
 static flux_status whole_or_product(const open_ctx *o, const group *g, fx_lora_part full, fx_lora_part fa,
-                                    fx_lora_part fb, fx_weight *w, int64_t *rank) {
+                                    fx_lora_part fb, fx_weight *w, int64_t *rank, fx_weight *left) {
     *rank = 0;
     if (g->part[full]) {
         if (g->part[fa] || g->part[fb])
@@ -384,13 +386,17 @@ static flux_status whole_or_product(const open_ctx *o, const group *g, fx_lora_p
                            full == FX_LORA_LOKR_W1 ? '1' : '2', full == FX_LORA_LOKR_W1 ? '1' : '2');
     if (!g->part[fa] || !g->part[fb])
         return module_fail(o, g, FLUX_ERR_MODEL, "'%s' has no partner factor", part_name(g, g->part[fa] ? fa : fb));
-    fx_weight a, b;
+    fx_weight a = {0}, b = {0};
     TRY(factor(o, g, fa, -1, -1, &a));
     TRY(factor(o, g, fb, a.k, -1, &b));
+    *rank = a.k;
+    if (left) {
+        *left = a, *w = b;
+        return FLUX_OK;
+    }
     float *p = product(o, &a, &b, 1);
     if (!p) return o->err->code;
     *w = (fx_weight){p, FX_DTYPE_F32, a.n, b.k, b.k, NULL};
-    *rank = a.k;
     return FLUX_OK;
 }
 
@@ -477,18 +483,20 @@ static flux_status build_module(const open_ctx *o, const group *g, const target 
     } else if (has_lokr) {
         int64_t r1, r2;
         d->kind = FX_DELTA_KRON;
-        TRY(whole_or_product(o, g, FX_LORA_LOKR_W1, FX_LORA_LOKR_W1_A, FX_LORA_LOKR_W1_B, &d->b, &r1));
-        TRY(whole_or_product(o, g, FX_LORA_LOKR_W2, FX_LORA_LOKR_W2_A, FX_LORA_LOKR_W2_B, &d->a, &r2));
-        if (d->b.n * d->a.n != t->out || d->b.k * d->a.k != t->in)
+        /* W1 is small (multiplied out when factored); a factored W2 stays two
+         * factors, used in place: the kernel applies it as a product */
+        TRY(whole_or_product(o, g, FX_LORA_LOKR_W1, FX_LORA_LOKR_W1_A, FX_LORA_LOKR_W1_B, &d->b, &r1, NULL));
+        TRY(whole_or_product(o, g, FX_LORA_LOKR_W2, FX_LORA_LOKR_W2_A, FX_LORA_LOKR_W2_B, &d->a, &r2, &d->c));
+        const int64_t k2 = r2 ? d->c.n : d->a.n, n2 = d->a.k;
+        if (d->b.n * k2 != t->out || d->b.k * n2 != t->in)
             return module_fail(o, g, FLUX_ERR_MODEL,
                                "LoKr factors W1 [%lld, %lld] ⊗ W2 [%lld, %lld] make [%lld, %lld], the module is [%lld, %lld]",
-                               (long long)d->b.n, (long long)d->b.k, (long long)d->a.n, (long long)d->a.k,
-                               (long long)(d->b.n * d->a.n), (long long)(d->b.k * d->a.k), (long long)t->out,
-                               (long long)t->in);
+                               (long long)d->b.n, (long long)d->b.k, (long long)k2, (long long)n2,
+                               (long long)(d->b.n * k2), (long long)(d->b.k * n2), (long long)t->out, (long long)t->in);
         const int64_t dim = r2 ? r2 : r1;
         if (has_alpha && dim) scale = alpha / (double)dim;
     } else if (has_loha) {
-        fx_weight w1a, w1b, w2a, w2b;
+        fx_weight w1a = {0}, w1b = {0}, w2a = {0}, w2b = {0};
         for (int p = FX_LORA_HADA_W1_A; p <= FX_LORA_HADA_W2_B; p++)
             if (!g->part[p]) return module_fail(o, g, FLUX_ERR_MODEL, "LoHa without its hada_w%c_%c factor",
                                                 p <= FX_LORA_HADA_W1_B ? '1' : '2', (p - FX_LORA_HADA_W1_A) % 2 ? 'b' : 'a');

@@ -42,7 +42,8 @@
  *
  * What a module becomes (an fx_delta over its ΔW rows, kernels.h): LoRA →
  * LOWRANK with A and B used in place from the mapped file; LoKr → KRON with
- * full factors in place and factored ones multiplied out in f32; LoHa →
+ * whole factors and the two factors of a factored W2 in place (applied as
+ * a product), a factored W1 (small) multiplied out in f32; LoHa →
  * ΔW = (w1_a·w1_b) ⊙ (w2_a·w2_b), exactly a product of rank r1·r2 (its
  * Khatri–Rao form, lora.c): LOWRANK in f32 when that is smaller than ΔW
  * (the usual ranks), else DENSE with ΔW built in f32 (4 bytes per weight

@@ -348,10 +348,12 @@ TEST(lora_scale_rules) {
     const fx_lora_module *m;
     CHECK((m = module_named(l, "lora_unet_double_blocks_0_img_attn_proj")) && m->delta.scale == 0.5f);
     CHECK((m = module_named(l, "lycoris_double_blocks_0_txt_attn_proj")) && m->delta.scale == 1.5f &&
-          m->delta.kind == FX_DELTA_KRON && m->delta.b.n == 4 && m->delta.a.n == 16 && m->delta.a.dtype == FX_DTYPE_F32);
+          m->delta.kind == FX_DELTA_KRON && m->delta.b.n == 4 && m->delta.c.n == 16 && m->delta.c.k == 2 &&
+          m->delta.a.n == 2 && m->delta.a.k == 16 && m->delta.c.dtype == FX_DTYPE_BF16 && m->delta.a.dtype == FX_DTYPE_F32);
     CHECK((m = module_named(l, "lycoris_double_blocks_1_txt_attn_proj")) && m->delta.scale == 1.0f &&
           m->delta.a.dtype == FX_DTYPE_F16);
-    CHECK((m = module_named(l, "lycoris_double_blocks_1_img_attn_proj")) && m->delta.scale == 2.0f);
+    CHECK((m = module_named(l, "lycoris_double_blocks_1_img_attn_proj")) && m->delta.scale == 2.0f &&
+          m->delta.b.dtype == FX_DTYPE_F32 && !m->delta.c.data); /* W1 multiplied out, W2 whole */
     CHECK((m = module_named(l, "diffusion_model.single_blocks.0.linear2")) && m->delta.scale == 0.25f &&
           m->delta.kind == FX_DELTA_LOWRANK && m->delta.a.n == 8 && m->delta.a.k == D + M && m->delta.b.n == D &&
           m->delta.a.dtype == FX_DTYPE_F32 && m->delta.b.dtype == FX_DTYPE_F32);

@@ -19,7 +19,7 @@
 typedef struct term_spec {
     fx_delta_kind kind;
     fx_dtype dt;                 /* factor dtype */
-    int64_t r;                   /* LOWRANK rank */
+    int64_t r;                   /* LOWRANK rank; KRON: rank of a factored W2 (0 = whole) */
     int64_t l, m1, k2, n2;       /* KRON factor shapes */
     float scale;
 } term_spec;
@@ -28,7 +28,7 @@ typedef struct term_spec {
  * dense ΔW [out, k] in double for the reference. */
 typedef struct term_data {
     fx_delta full;
-    void *a, *b;
+    void *a, *b, *c;
     double *dw;
     int64_t out;
 } term_data;
@@ -72,22 +72,36 @@ static void make_term(fx_test_rng *rng, const term_spec *s, int64_t out, int64_t
         t->a = random_factor(rng, s->dt, out * k, 0.5f);
         d->a = (fx_weight){t->a, s->dt, out, k, k, NULL};
         for (int64_t i = 0; i < out * k; i++) t->dw[i] = factor_at(t->a, s->dt, i);
-    } else { /* W1 [l, m1] ⊗ W2 [k2, n2] = [l·k2, m1·n2] */
+    } else { /* W1 [l, m1] ⊗ W2 [k2, n2] = [l·k2, m1·n2]; W2 = c [k2, r]·a [r, n2] when r > 0 */
         t->b = random_factor(rng, s->dt, s->l * s->m1, 1.0f);
-        t->a = random_factor(rng, s->dt, s->k2 * s->n2, 0.5f);
         d->b = (fx_weight){t->b, s->dt, s->l, s->m1, s->m1, NULL};
-        d->a = (fx_weight){t->a, s->dt, s->k2, s->n2, s->n2, NULL};
+        double *w2 = calloc((size_t)(s->k2 * s->n2), sizeof *w2);
+        if (s->r) {
+            t->c = random_factor(rng, s->dt, s->k2 * s->r, 0.5f);
+            t->a = random_factor(rng, FX_DTYPE_F32, s->r * s->n2, 0.5f);
+            d->c = (fx_weight){t->c, s->dt, s->k2, s->r, s->r, NULL};
+            d->a = (fx_weight){t->a, FX_DTYPE_F32, s->r, s->n2, s->n2, NULL};
+            for (int64_t i = 0; i < s->k2; i++)
+                for (int64_t j = 0; j < s->n2; j++)
+                    for (int64_t q = 0; q < s->r; q++)
+                        w2[i * s->n2 + j] += factor_at(t->c, s->dt, i * s->r + q) * factor_at(t->a, FX_DTYPE_F32, q * s->n2 + j);
+        } else {
+            t->a = random_factor(rng, s->dt, s->k2 * s->n2, 0.5f);
+            d->a = (fx_weight){t->a, s->dt, s->k2, s->n2, s->n2, NULL};
+            for (int64_t i = 0; i < s->k2 * s->n2; i++) w2[i] = factor_at(t->a, s->dt, i);
+        }
         for (int64_t i1 = 0; i1 < s->l; i1++)
             for (int64_t i2 = 0; i2 < s->k2; i2++)
                 for (int64_t j1 = 0; j1 < s->m1; j1++)
                     for (int64_t j2 = 0; j2 < s->n2; j2++)
                         t->dw[(i1 * s->k2 + i2) * k + j1 * s->n2 + j2] =
-                            factor_at(t->b, s->dt, i1 * s->m1 + j1) * factor_at(t->a, s->dt, i2 * s->n2 + j2);
+                            factor_at(t->b, s->dt, i1 * s->m1 + j1) * w2[i2 * s->n2 + j2];
+        free(w2);
     }
 }
 
 static void free_term(term_data *t) {
-    free(t->a), free(t->b), free(t->dw);
+    free(t->a), free(t->b), free(t->c), free(t->dw);
 }
 
 /* One layer [n, k] with `nt` terms; each term i covers its ΔW rows
@@ -161,6 +175,20 @@ static double run_layer(const fx_kernels *kt, const layer_case *c, uint64_t seed
                 for (int64_t p = 0; p < k; p++) {
                     double v = td[q].dw[row * k + p] * x[i * ldx + p];
                     s += v, a += fabs(v);
+                }
+                /* factored W2: the products see Σ|w1|·|c|·|a·x| terms */
+                if (c->spec[q].kind == FX_DELTA_KRON && c->spec[q].r) {
+                    const term_spec *sp = &c->spec[q];
+                    const int64_t o = row, i1 = o / sp->k2, i2 = o % sp->k2;
+                    a = 0;
+                    for (int64_t j1 = 0; j1 < sp->m1; j1++)
+                        for (int64_t r = 0; r < sp->r; r++) {
+                            double ax = 0;
+                            for (int64_t j2 = 0; j2 < sp->n2; j2++)
+                                ax += fabs(factor_at(td[q].a, FX_DTYPE_F32, r * sp->n2 + j2) * x[i * ldx + j1 * sp->n2 + j2]);
+                            a += fabs(factor_at(td[q].b, sp->dt, i1 * sp->m1 + j1)) *
+                                 fabs(factor_at(td[q].c, sp->dt, i2 * sp->r + r)) * ax;
+                        }
                 }
                 /* B·A: the two-step products see Σ|b|·|a·x| terms */
                 if (c->spec[q].kind == FX_DELTA_LOWRANK) {
@@ -247,13 +275,18 @@ TEST(kernel_delta_kron) {
     /* contiguous X (ldx = k: no copy) */
     c.xpad = 0;
     check_layer("kernel_delta_kron_contiguous", &c);
+    /* W2 = c [6, 3] · a [3, 12] (LyCORIS lokr_w2_a · lokr_w2_b) */
+    c.xpad = 2;
+    c.spec[0].r = 3;
+    c.spec[1].r = 2;
+    check_layer("kernel_delta_kron_factored", &c);
 }
 
 TEST(kernel_delta_check) {
     float a[12] = {0}, b[12] = {0};
     char why[160];
-    fx_delta d = {FX_DELTA_LOWRANK, 1.0f, 0, 4, {a, FX_DTYPE_F32, 2, 6, 6, NULL}, {b, FX_DTYPE_F32, 4, 2, 2, NULL}, 0,
-                  NULL};
+    fx_delta d = {.kind = FX_DELTA_LOWRANK, .scale = 1.0f, .row0 = 0, .rows = 4,
+                  .a = {a, FX_DTYPE_F32, 2, 6, 6, NULL}, .b = {b, FX_DTYPE_F32, 4, 2, 2, NULL}};
     CHECK(fx_delta_check(&d, 4, 6, why, sizeof why) == 0);
     CHECK(fx_delta_check(&d, 4, 5, why, sizeof why) == -1); /* A's columns */
     CHECK(strstr(why, "do not fit") != NULL);
@@ -266,10 +299,15 @@ TEST(kernel_delta_check) {
     fx_delta rk = d;
     rk.b.k = 3, rk.b.ld = 3; /* rank of B differs from A */
     CHECK(fx_delta_check(&rk, 4, 6, why, sizeof why) == -1);
-    fx_delta kr = {FX_DELTA_KRON, 1.0f, 0, 4, {a, FX_DTYPE_F32, 2, 3, 3, NULL}, {b, FX_DTYPE_F32, 2, 2, 2, NULL}, 0,
-                   NULL};
+    fx_delta kr = {.kind = FX_DELTA_KRON, .scale = 1.0f, .row0 = 0, .rows = 4,
+                   .a = {a, FX_DTYPE_F32, 2, 3, 3, NULL}, .b = {b, FX_DTYPE_F32, 2, 2, 2, NULL}};
     CHECK(fx_delta_check(&kr, 4, 6, why, sizeof why) == 0);
     CHECK(fx_delta_check(&kr, 4, 7, why, sizeof why) == -1);
+    fx_delta kf = kr; /* W2 = c [2, 2] · a [2, 3] */
+    kf.c = (fx_weight){b + 4, FX_DTYPE_F32, 2, 2, 2, NULL};
+    CHECK(fx_delta_check(&kf, 4, 6, why, sizeof why) == 0);
+    kf.c.k = 3, kf.c.ld = 3; /* c's rank 3, a's 2 */
+    CHECK(fx_delta_check(&kf, 4, 6, why, sizeof why) == -1 && strstr(why, "differ in rank"));
     kr.kron_skip = 1;
     CHECK(fx_delta_check(&kr, 4, 6, why, sizeof why) == -1); /* 1 + 4 rows > 2·2 */
     /* a refused term is skipped by fx_linear: the plain layer */
