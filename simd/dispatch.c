@@ -6,6 +6,7 @@
  * are const data; a context picks one (possibly lowered by FLUX_ISA or
  * forced to f32 math by FLUX_PRECISION=f32) and keeps a pointer to it.
  */
+#include "simd/common/arch.h"
 #include "simd/common/table.h"
 
 #include <stdarg.h>
@@ -34,7 +35,17 @@ typedef struct cpu_features {
     int neon;
 } cpu_features;
 
-#if defined(__x86_64__) || defined(_M_X64)
+#if defined(FX_X86_EMULATED)
+/* The emulation build reports an AVX-512 BF16 CPU: every x86 table runs
+ * (on simd/common/x86.h's portable intrinsics). */
+static cpu_features cpu_detect(void) {
+    cpu_features f = {0};
+    f.avx2 = f.fma = f.f16c = f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = 1;
+    f.avx512bf16 = f.avx512vnni = f.avxvnni = 1;
+    f.os_avx = f.os_avx512 = 1;
+    return f;
+}
+#elif defined(__x86_64__) || defined(_M_X64)
 #include <cpuid.h>
 
 static cpu_features cpu_detect(void) {
@@ -76,14 +87,14 @@ static cpu_features cpu_detect(void) {
 /* Levels need the OS state too: AVX2 level = AVX2 + FMA + F16C with ymm
  * state; AVX-512 = F/BW/VL/DQ with zmm state; + AVX512_BF16. */
 static fx_isa isa_from_features(const cpu_features *f) {
-#if defined(__x86_64__) || defined(_M_X64)
+#if FX_X86
     int avx2 = f->os_avx && f->avx2 && f->fma && f->f16c;
     int avx512 = avx2 && f->os_avx512 && f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq;
     if (avx512 && f->avx512bf16) return FX_ISA_AVX512BF16;
     if (avx512) return FX_ISA_AVX512;
     if (avx2) return FX_ISA_AVX2;
     return FX_ISA_SCALAR;
-#elif defined(__aarch64__)
+#elif FX_ARM
     return f->neon ? FX_ISA_NEON : FX_ISA_SCALAR;
 #else
     (void)f;
@@ -196,7 +207,7 @@ size_t fx_kernels_describe(const fx_kernels *k, char *buf, size_t size) {
     fx_isa best = isa_from_features(&f);
     size_t len = 0;
     if (size) buf[0] = 0;
-#if defined(__x86_64__) || defined(_M_X64)
+#if FX_X86
     const struct { const char *name; int on; } feat[] = {
         {"avx2", f.avx2},         {"fma", f.fma},           {"f16c", f.f16c},
         {"avx512f", f.avx512f},   {"avx512bw", f.avx512bw}, {"avx512vl", f.avx512vl},
@@ -212,7 +223,7 @@ size_t fx_kernels_describe(const fx_kernels *k, char *buf, size_t size) {
         if (!feat[i].on) put(buf, size, &len, " %s", feat[i].name), none = 0;
     put(buf, size, &len, "%s; OS saves %s state\n", none ? " none" : "",
         f.os_avx512 ? "ymm+zmm" : f.os_avx ? "ymm (no zmm)" : "no ymm");
-#elif defined(__aarch64__)
+#elif FX_ARM
     put(buf, size, &len, "cpu:      aarch64 with neon (Advanced SIMD)\n");
 #else
     put(buf, size, &len, "cpu:      no SIMD level this build knows\n");

@@ -26,7 +26,7 @@
 #ifndef FX_ATTENTION_AVX512_COMMON_H
 #define FX_ATTENTION_AVX512_COMMON_H
 
-#include <immintrin.h>
+#include "simd/common/x86.h"
 #include <math.h>
 
 #include "attention.h"
