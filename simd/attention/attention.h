@@ -148,6 +148,8 @@ extern const struct fx_attn_kernels fx_attn_avx512;
 #define FX_ATTN_TABLE_AVX512 (&fx_attn_avx512)
 extern const struct fx_attn_kernels fx_attn_avx512bf16;
 #define FX_ATTN_TABLE_AVX512BF16 (&fx_attn_avx512bf16)
+extern const struct fx_attn_kernels fx_attn_amx;
+#define FX_ATTN_TABLE_AMX (&fx_attn_amx)
 #endif
 
 #if FX_ARM

@@ -4,6 +4,7 @@
  */
 #include "amx_emu.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -114,6 +115,14 @@ static float bf16_at(const unsigned char *row, int i) {
     return flush(bits_f32((uint32_t)h << 16));
 }
 
+/* acc + x·y with one rounding (an FMA). x, y are bf16 values (8
+ * significant bits), so their product is exact in f32 unless it falls
+ * below the normal range: then fmaf does it. */
+static float fma_bf16(float x, float y, float acc) {
+    const float p = x * y;
+    return fabsf(p) >= FLT_MIN || x == 0.0f || y == 0.0f ? acc + p : fmaf(x, y, acc);
+}
+
 void fx_amx_emu_dpbf16ps(int c, int a, int b) {
     need_tile("TDPBF16PS", c);
     need_tile("TDPBF16PS", a);
@@ -130,15 +139,20 @@ void fx_amx_emu_dpbf16ps(int c, int a, int b) {
     if (g->rows[c] != g->rows[a])
         fault("#UD: TDPBF16PS M mismatch: tmm%d rows %d, tmm%d rows %d", c, g->rows[c], a, g->rows[a]);
     const int M = g->rows[c], N = g->colsb[c] / 4, K = g->colsb[a] / 4;
+    float av[MAX_ROWS][32], bv[MAX_ROWS][32]; /* inputs as f32, denormals zeroed */
+    for (int m = 0; m < M; m++)
+        for (int e = 0; e < 2 * K; e++) av[m][e] = bf16_at(unit.data[a][m], e);
+    for (int k = 0; k < K; k++)
+        for (int e = 0; e < 2 * N; e++) bv[k][e] = bf16_at(unit.data[b][k], e);
     unsigned char out[MAX_ROWS][ROW_BYTES];
     memset(out, 0, sizeof out);
     for (int m = 0; m < M; m++) {
         float even[16] = {0}, odd[16] = {0};
         for (int k = 0; k < K; k++) {
-            const float a0 = bf16_at(unit.data[a][m], 2 * k), a1 = bf16_at(unit.data[a][m], 2 * k + 1);
+            const float a0 = av[m][2 * k], a1 = av[m][2 * k + 1];
             for (int n = 0; n < N; n++) {
-                even[n] = flush(fmaf(a0, bf16_at(unit.data[b][k], 2 * n), even[n]));
-                odd[n] = flush(fmaf(a1, bf16_at(unit.data[b][k], 2 * n + 1), odd[n]));
+                even[n] = flush(fma_bf16(a0, bv[k][2 * n], even[n]));
+                odd[n] = flush(fma_bf16(a1, bv[k][2 * n + 1], odd[n]));
             }
         }
         for (int n = 0; n < N; n++) {

@@ -237,7 +237,10 @@ FX_EMU simde__m512 fx_emu_mm512_dpbf16_ps(simde__m512 src, simde__m512bh a, simd
         for (int e = 1; e >= 0; e--) {
             const float x = fx_emu_flush(fx_emu_bf16_to_f32(ah[2 * i + e]));
             const float y = fx_emu_flush(fx_emu_bf16_to_f32(bh[2 * i + e]));
-            acc = fx_emu_flush(fmaf(x, y, acc));
+            /* the product of two bf16 is exact in f32 unless it is
+             * subnormal: then the FMA proper */
+            const float p = x * y;
+            acc = fx_emu_flush(fabsf(p) >= 1.17549435e-38f || x == 0.0f || y == 0.0f ? acc + p : fmaf(x, y, acc));
         }
         s.f32[i] = acc;
     }

@@ -140,7 +140,22 @@ typedef struct fx_gemm_path {
     fx_gemm_kernel_fn kernel;
     int kernel_prefetches; /* the kernel issues t->pf itself (else the driver
                               does, between calls) */
+    /* Below min_m rows of X the path does not pay off and fx_linear takes
+     * below_min_m instead (0 / NULL: no such limit). */
+    int min_m;
+    const struct fx_gemm_path *below_min_m;
+    /* Run by every thread before its first and after its last kernel call
+     * of a GEMM or conv (the AMX tile configuration); NULL: nothing. */
+    void (*thread_begin)(void);
+    void (*thread_end)(void);
+    /* 1: packing W is costly next to the kernel, so fx_linear keeps the
+     * whole packed weight in the context's fx_packcache when it has one
+     * (pack_w must then write exactly its micro-panels, no slack). */
+    int prepack;
 } fx_gemm_path;
+
+/* The path fx_linear uses for m rows of X and weights of dtype dt. */
+static inline const fx_gemm_path *fx_gemm_path_for(const struct fx_gemm_kernels *g, fx_dtype dt, int64_t m);
 
 /* y[i, j] for i < m <= FX_GEMV_MAX_M, j in [n0, n1): one thread's share of
  * the GEMV. xb is X rounded to bf16, rows round_up(k, 32) apart and
@@ -156,6 +171,12 @@ typedef struct fx_gemm_kernels {
     fx_gemv_fn gemv[3];          /* by weight dtype */
     int gemv_bf16_dot;           /* gemv[BF16] wants xb */
 } fx_gemm_kernels;
+
+static inline const fx_gemm_path *fx_gemm_path_for(const fx_gemm_kernels *g, fx_dtype dt, int64_t m) {
+    const fx_gemm_path *p = g->path[dt];
+    while (p->min_m > 0 && m < p->min_m && p->below_min_m) p = p->below_min_m;
+    return p;
+}
 
 /* ---- helpers shared by the per-ISA files ---- */
 
@@ -184,7 +205,15 @@ void fx_gemv_c(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int
                const uint16_t *xb, const fx_weight *w, float *y, int64_t ldy,
                const fx_epilogue *epi);
 
-/* Describe a table's tiles ("f32 14x32 kc256 ..."); returns bytes needed. */
+/* Whole weights packed once (packcache.c; prepack paths only): bytes of one
+ * packed panel of NR outputs over all k, and the packed w (packed on its
+ * first use, in parallel with `threads`), or NULL when there is no cache,
+ * the path does not prepack or the budget is spent (then pack per call). */
+size_t fx_gemm_packed_panel_bytes(const fx_gemm_path *p, int64_t k);
+const void *fx_packcache_get(fx_packcache *c, const fx_gemm_path *p, const fx_weight *w, int threads);
+
+/* Describe a table's paths per weight dtype (one line each, "linear:"
+ * first); returns bytes needed. */
 size_t fx_gemm_describe(const fx_gemm_kernels *g, char *buf, size_t size);
 
 
@@ -194,8 +223,8 @@ extern const fx_gemm_kernels fx_gemm_scalar;
 #define FX_GEMM_TABLE_SCALAR (&fx_gemm_scalar)
 
 #if FX_X86
-extern const fx_gemm_kernels fx_gemm_avx2, fx_gemm_avx512, fx_gemm_avx512bf16;
-/* shared by the avx512 and avx512bf16 tables */
+extern const fx_gemm_kernels fx_gemm_avx2, fx_gemm_avx512, fx_gemm_avx512bf16, fx_gemm_amx;
+/* shared by the avx512, avx512bf16 and amx tables */
 extern const fx_gemm_path fx_gemm_avx512_f32_path;
 void fx_gemv_avx512_f32(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int64_t ldx,
                         const uint16_t *xb, const fx_weight *w, float *y, int64_t ldy,
@@ -203,9 +232,14 @@ void fx_gemv_avx512_f32(int64_t m, int64_t n0, int64_t n1, int64_t k, const floa
 void fx_gemv_avx512_f16(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int64_t ldx,
                         const uint16_t *xb, const fx_weight *w, float *y, int64_t ldy,
                         const fx_epilogue *epi);
+/* bf16 weights widened to f32 (FMA) */
+void fx_gemv_avx512_bf16(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int64_t ldx,
+                         const uint16_t *xb, const fx_weight *w, float *y, int64_t ldy,
+                         const fx_epilogue *epi);
 #define FX_GEMM_TABLE_AVX2 (&fx_gemm_avx2)
 #define FX_GEMM_TABLE_AVX512 (&fx_gemm_avx512)
 #define FX_GEMM_TABLE_AVX512BF16 (&fx_gemm_avx512bf16)
+#define FX_GEMM_TABLE_AMX (&fx_gemm_amx)
 #endif
 
 #if FX_ARM

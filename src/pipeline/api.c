@@ -42,19 +42,23 @@ static int default_threads(void) {
 #endif
 }
 
-/* The ISA to use: the best detected, lowered by opt->isa or FLUX_ISA. An
- * unknown or unsupported name is reported and the best level kept. */
-static fx_isa choose_isa(const flux_options *opt, fx_err *err) {
-    fx_isa best = fx_isa_detect();
+/* The kernel table: the one that wins on this CPU, or the level forced by
+ * opt->isa or FLUX_ISA. An unknown or unsupported name is reported and the
+ * CPU's own choice kept. */
+static const fx_kernels *choose_kernels(const flux_options *opt, int force_f32, fx_err *err) {
     const char *want = opt->isa ? opt->isa : getenv("FLUX_ISA");
-    if (!want || !*want) return best;
+    if (!want || !*want) return fx_kernels_best(force_f32);
     int isa = fx_isa_parse(want);
-    if (isa < 0 || !fx_kernels_get((fx_isa)isa, 0)) {
-        fx_fail(err, FLUX_ERR_UNSUPPORTED, "ISA '%s' is unknown or not supported by this CPU (best: %s)",
-                want, fx_isa_name(best));
-        return best;
+    char why[512];
+    if (isa < 0) {
+        fx_fail(err, FLUX_ERR_UNSUPPORTED, "ISA '%s' is unknown (scalar, avx2, avx512, avx512bf16, amx, neon)", want);
+        return fx_kernels_best(force_f32);
     }
-    return (fx_isa)isa;
+    if (!fx_isa_check((fx_isa)isa, why, sizeof why)) {
+        fx_fail(err, FLUX_ERR_UNSUPPORTED, "ISA '%s' is not supported: %s", want, why);
+        return fx_kernels_best(force_f32);
+    }
+    return fx_kernels_get((fx_isa)isa, force_f32);
 }
 
 flux_ctx *flux_new(const flux_options *opt) {
@@ -75,11 +79,15 @@ flux_ctx *flux_new(const flux_options *opt) {
     if (prec && !strcmp(prec, "f32")) ctx->force_f32 = 1;
     if (prec && !strcmp(prec, "default")) ctx->force_f32 = 0;
 
-    fx_isa isa = choose_isa(opt ? opt : &ctx->opt, &ctx->err);
-    ctx->kernels = fx_kernels_get(isa, ctx->force_f32);
+    ctx->kernels = choose_kernels(opt ? opt : &ctx->opt, ctx->force_f32, &ctx->err);
     ctx->scratch = fx_scratch_new(ctx->threads);
     if (!ctx->kernels || !ctx->scratch) goto oom;
     fx_kctx_init(&ctx->kc, ctx->kernels, ctx->threads, ctx->scratch);
+    if (ctx->opt.verbose >= 1) {
+        char amx[512];
+        int on = fx_isa_check(FX_ISA_AMX, amx, sizeof amx);
+        fx_log(ctx, 1, "flux: kernels %s; AMX %s%s", fx_kernels_name(ctx->kernels), on ? "usable" : "off: ", on ? "" : amx);
+    }
     return ctx;
 oom:
     fx_scratch_free(ctx->scratch);
@@ -115,7 +123,7 @@ flux_status fx_ctx_fail_from(flux_ctx *ctx, const fx_err *e) {
 }
 
 size_t flux_cpu_info(const flux_ctx *ctx, char *buf, size_t size) {
-    char kern[2048];
+    char kern[4096];
     fx_kernels_describe(ctx->kernels, kern, sizeof kern);
     int n = snprintf(buf, size, "%s%sthreads:  %d\nprecision: %s\n", kern,
                      "", ctx->threads, ctx->force_f32 ? "f32" : "default (bf16 dot products where available)");
