@@ -143,9 +143,10 @@ int fx_dispatch_level_ok(const fx_cpu_facts *f, fx_isa isa) {
  *  AMX usable (CPUID AMX-TILE/BF16,     amx         TDPBF16PS: 1024 bf16 FLOP/cycle/core, 16x AVX-512 f32 FMA;
  *  XCR0 tiles, a palette, Linux grant,              oneDNN's AMX bf16 matmul 1499 GF/s vs our vdpbf16ps
  *  self-test), AVX512_BF16                          linear 220 GF/s at 768x9216x3072 on the SPR guest (1.1-1.8
- *                                                   TF/s on every model shape). Linear with m < 16 rows and
- *                                                   GEMV stay on AVX-512 f32 FMA (a 16-row tile would be
- *                                                   mostly padding; vdpbf16ps is half rate there, below).
+ *                                                   TF/s on every model shape). Tiny m (<= 4: the GEMV,
+ *                                                   bandwidth-bound) stays on AVX-512 f32 FMA, as do f32/f16
+ *                                                   weights; m >= 5 goes to tiles (gemm_amx.c says why not
+ *                                                   only m >= 16: batch = single runs).
  *  Intel AVX512_BF16 without usable AMX avx512bf16  vdpbf16ps peaks at 232 GF/s, f32 FMA at 452 on the SPR
  *  (SPR with AMX refused, Cooper Lake)  (f32 FMA)   guest; our bf16-weight linear 220 vs f32 linear 316 GF/s:
  *                                                   bf16 weights are widened in packing, FMA kernels run.
@@ -167,7 +168,7 @@ fx_table_id fx_dispatch_choose(const fx_cpu_facts *f, int force_f32, const char 
     if (fx_dispatch_level_ok(f, FX_ISA_AMX)) {
         id = force_f32 ? FX_TABLE_AMX_F32 : FX_TABLE_AMX;
         w = force_f32 ? "AMX usable, f32 math asked for: AVX-512 FMA kernels"
-                      : "AMX usable: bf16 tile GEMMs (m >= 16), AVX-512 FMA below";
+                      : "AMX usable: bf16 weights and attention on tiles (GEMV m <= 4 on AVX-512)";
     } else if (fx_dispatch_level_ok(f, FX_ISA_AVX512BF16)) {
         if (force_f32) {
             id = FX_TABLE_AVX512BF16_F32, w = "f32 math asked for: AVX-512 FMA kernels";

@@ -7,10 +7,13 @@
 #                                     (simd/common/amx_emu.c)
 # The library is built with make X86EMU=1 (the same kernel sources, no ISA
 # flags, FX_X86_EMULATED), where the CPU detection reports an emulated
-# Sapphire Rapids-like CPU so every x86 table runs. A kernel-only test
-# binary is linked from test_main + tests/kernels/test_kernel_*.c + libflux.a
-# and run with 2 threads; tests keep their shapes small under emulation
-# (tests/kernels/kernel_isas.h: KT_SMALL).
+# Sapphire Rapids-like CPU so every x86 table runs. Two stages, one closing
+# line with their sum:
+#   kernels   test_main + tests/kernels/test_kernel_*.c + libflux.a, 2 threads
+#   end to end  the golden text-to-image case in default precision (the amx
+#             table: tile GEMMs with packed weights, tile attention, tile
+#             convs) and batch = single runs, through the emulated flux CLI
+#             and library (X86EMU_PIPELINE=0 skips this stage)
 # Without SIMDe: one skipped test, or one failure under CI=true.
 set -u
 cd "$(dirname "$0")/.."
@@ -32,7 +35,23 @@ if ! make -s -j2 CC="$CC" X86EMU=1 BUILD="$BUILD" OUT="$BUILD" "$BUILD/libflux.a
 fi
 built=$(date +%s)
 echo "x86emu: build $((built - start)) s; running the kernel tests on emulated AVX-512 and AMX"
-OMP_NUM_THREADS=2 "$BUILD/flux-kernel-tests" ${X86EMU_TESTS:-kernel_}
-rc=$?
+log=$(mktemp)
+OMP_NUM_THREADS=2 "$BUILD/flux-kernel-tests" ${X86EMU_TESTS:-kernel_} | tee "$log"
+counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
+if [ "${X86EMU_PIPELINE:-1}" != 0 ] && [ -z "${X86EMU_TESTS:-}" ]; then
+    echo "x86emu: end to end (golden case, default precision, amx table)"
+    if make -s -j2 CC="$CC" X86EMU=1 BUILD="$BUILD" OUT="$BUILD" "$BUILD/flux" "$BUILD/flux-tests" tools \
+        >>"$BUILD.log" 2>&1; then
+        FLUX_BIN=$PWD/$BUILD/flux FLUX_TOOLS=$PWD/$BUILD/tools OMP_NUM_THREADS=2 \
+            "$BUILD/flux-tests" pipeline_golden_t2i_default pipeline_batch_equals_single_runs | tee "$log"
+        more=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
+    else
+        tail -20 "$BUILD.log"
+        more="0 passed, 1 failed, 0 skipped"
+    fi
+    counts="$counts|$more"
+fi
+rm -f "$log"
 echo "x86emu: tests took $(( $(date +%s) - built )) s"
-exit $rc
+# one closing line: the sum of the stages
+echo "$counts" | tr '|' '\n' | awk -F'[ ,]+' '{p+=$1; f+=$3; s+=$5} END {printf "%d passed, %d failed, %d skipped\n", p, f, s; exit f > 0}'

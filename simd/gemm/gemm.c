@@ -260,7 +260,7 @@ void fx_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const 
             linear_gemv(fx_gemv_c, threads, m, x, ldx, NULL, w, y, ldy, epi);
         return;
     }
-    const fx_gemm_path *p = fx_gemm_path_for(g, w->dtype, m);
+    const fx_gemm_path *p = g->path[w->dtype];
     const void *wpack = p->prepack ? fx_packcache_get(kc->packs, p, w, kc->threads > 0 ? kc->threads : 1) : NULL;
     if (linear_blocked(kc, p, wpack, threads, m, x, ldx, w, y, ldy, epi))
         /* No scratch memory: the portable GEMV, FX_GEMV_MAX_M rows at a time. */

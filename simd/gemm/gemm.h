@@ -140,10 +140,6 @@ typedef struct fx_gemm_path {
     fx_gemm_kernel_fn kernel;
     int kernel_prefetches; /* the kernel issues t->pf itself (else the driver
                               does, between calls) */
-    /* Below min_m rows of X the path does not pay off and fx_linear takes
-     * below_min_m instead (0 / NULL: no such limit). */
-    int min_m;
-    const struct fx_gemm_path *below_min_m;
     /* Run by every thread before its first and after its last kernel call
      * of a GEMM or conv (the AMX tile configuration); NULL: nothing. */
     void (*thread_begin)(void);
@@ -154,8 +150,6 @@ typedef struct fx_gemm_path {
     int prepack;
 } fx_gemm_path;
 
-/* The path fx_linear uses for m rows of X and weights of dtype dt. */
-static inline const fx_gemm_path *fx_gemm_path_for(const struct fx_gemm_kernels *g, fx_dtype dt, int64_t m);
 
 /* y[i, j] for i < m <= FX_GEMV_MAX_M, j in [n0, n1): one thread's share of
  * the GEMV. xb is X rounded to bf16, rows round_up(k, 32) apart and
@@ -171,12 +165,6 @@ typedef struct fx_gemm_kernels {
     fx_gemv_fn gemv[3];          /* by weight dtype */
     int gemv_bf16_dot;           /* gemv[BF16] wants xb */
 } fx_gemm_kernels;
-
-static inline const fx_gemm_path *fx_gemm_path_for(const fx_gemm_kernels *g, fx_dtype dt, int64_t m) {
-    const fx_gemm_path *p = g->path[dt];
-    while (p->min_m > 0 && m < p->min_m && p->below_min_m) p = p->below_min_m;
-    return p;
-}
 
 /* ---- helpers shared by the per-ISA files ---- */
 

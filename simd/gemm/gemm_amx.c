@@ -1,5 +1,5 @@
 /*
- * gemm_amx.c — the AMX-BF16 GEMM path (bf16 weights, m >= 16 rows) and
+ * gemm_amx.c — the AMX-BF16 GEMM path (bf16 weights, m > 4 rows) and
  * the amx gemm table. The BLIS loops, threading and K blocking are
  * gemm.c's; here the microkernel is 2×2 tiles:
  *
@@ -37,8 +37,15 @@
  * Blocking (derived from the 2 MiB L2 of Sapphire Rapids, not measured —
  * no AMX machine was available): KC = 3072 (one K block for most model
  * weights; B micro-panel 192 KiB), MC = 256 (A panel 1.5 MiB), NC = 8192.
- * Below 16 rows a tile would be mostly padding: fx_linear takes the
- * AVX-512 f32 path instead (min_m), like the GEMV for m <= 4.
+ *
+ * Which m: every m the blocked GEMM gets (m > FX_GEMV_MAX_M; the GEMV keeps
+ * m <= 4 on AVX-512 FMA). Not only m >= 16: a batch stacks its sequences
+ * through the GEMMs, so a higher threshold would put a small image's
+ * tokens on f32 alone and on tiles in a batch, and an image of a batch
+ * would no longer be exactly its single run (README, -n). Below 16 rows
+ * the tiles are partly padding, yet (derived) at m = 5 they still peak at
+ * 5/16 · 1024 = 320 FLOP/cycle against 64 for AVX-512 FMA, and read the
+ * packed weight in place where the f32 path widens W on every call.
  */
 #include "gemm_avx512_util.h"
 #include "simd/common/amx.h"
@@ -179,15 +186,14 @@ static const fx_gemm_path amx_path = {
     .pack_w = {NULL, NULL, pack_w},
     .kernel = kernel,
     .kernel_prefetches = 0,
-    .min_m = 16,
-    .below_min_m = &fx_gemm_avx512_f32_path,
     .thread_begin = thread_begin,
     .thread_end = thread_end,
     .prepack = 1,
 };
 
 /* f32 and f16 weights keep f32 math (AVX-512 FMA); m <= 4 uses the
- * AVX-512 GEMVs (bf16 widened: vdpbf16ps is half rate on Intel). */
+ * AVX-512 GEMVs (bandwidth-bound; bf16 widened: vdpbf16ps is half rate on
+ * Intel). */
 const fx_gemm_kernels fx_gemm_amx = {
     .name = "amx",
     .path = {&fx_gemm_avx512_f32_path, &fx_gemm_avx512_f32_path, &amx_path},

@@ -178,13 +178,10 @@ size_t fx_gemm_describe(const fx_gemm_kernels *g, char *buf, size_t size) {
     size_t len = 0;
     for (int dt = 0; dt < 3; dt++) {
         const fx_gemm_path *p = g->path[dt];
-        char small[160] = "";
-        if (p->min_m > 0 && p->below_min_m)
-            snprintf(small, sizeof small, "; m < %d: %s", p->min_m, p->below_min_m->name);
         int n = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0,
-                         "%s %-4s weights %s (kc %d mc %d nc %d)%s%s; m <= %d: gemv\n",
+                         "%s %-4s weights %s (kc %d mc %d nc %d)%s; m <= %d: gemv\n",
                          dt == 0 ? "linear:  " : "         ", dtype[dt], p->name, p->kc, p->mc, p->nc,
-                         p->prepack ? ", packed once per weight" : "", small, FX_GEMV_MAX_M);
+                         p->prepack ? ", packed once per weight" : "", FX_GEMV_MAX_M);
         if (n > 0) len += (size_t)n;
     }
     return len;

@@ -53,6 +53,7 @@ void fx_model_release_all(flux_ctx *ctx) {
     ctx->vae = NULL;
     fx_model_free(ctx->model);
     ctx->model = NULL;
+    fx_packcache_clear(ctx->packs); /* they pointed into the weights just released */
 }
 
 fx_wset *fx_model_text_encoder_weights(struct fx_model *m, fx_err *err) {

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -61,6 +62,13 @@ static const fx_kernels *choose_kernels(const flux_options *opt, int force_f32, 
     return fx_kernels_get((fx_isa)isa, force_f32);
 }
 
+/* Weights repacked for the tile kernels may take half the RAM (a 4B
+ * transformer is 7.75 GB in bf16); past that they are packed per call. */
+static size_t pack_budget(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 2 : (size_t)4 << 30;
+}
+
 flux_ctx *flux_new(const flux_options *opt) {
     flux_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return NULL;
@@ -81,8 +89,10 @@ flux_ctx *flux_new(const flux_options *opt) {
 
     ctx->kernels = choose_kernels(opt ? opt : &ctx->opt, ctx->force_f32, &ctx->err);
     ctx->scratch = fx_scratch_new(ctx->threads);
-    if (!ctx->kernels || !ctx->scratch) goto oom;
+    ctx->packs = fx_packcache_new(pack_budget());
+    if (!ctx->kernels || !ctx->scratch || !ctx->packs) goto oom;
     fx_kctx_init(&ctx->kc, ctx->kernels, ctx->threads, ctx->scratch);
+    ctx->kc.packs = ctx->packs;
     if (ctx->opt.verbose >= 1) {
         char amx[512];
         int on = fx_isa_check(FX_ISA_AMX, amx, sizeof amx);
@@ -91,6 +101,7 @@ flux_ctx *flux_new(const flux_options *opt) {
     return ctx;
 oom:
     fx_scratch_free(ctx->scratch);
+    fx_packcache_free(ctx->packs);
     free(ctx->cache_dir);
     free(ctx);
     return NULL;
@@ -100,6 +111,7 @@ void flux_free(flux_ctx *ctx) {
     if (!ctx) return;
     fx_model_release_all(ctx);
     fx_scratch_free(ctx->scratch);
+    fx_packcache_free(ctx->packs);
     free(ctx->cache_dir);
     free(ctx);
 }

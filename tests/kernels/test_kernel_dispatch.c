@@ -142,11 +142,9 @@ TEST(kernel_dispatch_table_contents) {
         if (!k) continue;
         CHECK(fx_kernels_id(k) == (fx_table_id)id);
         const fx_gemm_kernels *g = k->gemm;
-        const fx_gemm_path *bf16 = fx_gemm_path_for(g, FX_DTYPE_BF16, 256);
-        const fx_gemm_path *small = fx_gemm_path_for(g, FX_DTYPE_BF16, 8);
-        const fx_gemm_path *f32 = fx_gemm_path_for(g, FX_DTYPE_F32, 256);
-        printf("    %-30s bf16 %s | m=8 %s | f32 %s | attention %s\n", k->name, bf16->name, small->name, f32->name,
-               k->attn->name);
+        const fx_gemm_path *bf16 = g->path[FX_DTYPE_BF16], *f32 = g->path[FX_DTYPE_F32];
+        printf("    %-30s bf16 %s | gemv bf16 dot %d | f32 %s | attention %s\n", k->name, bf16->name,
+               g->gemv_bf16_dot, f32->name, k->attn->name);
         CHECK_MSG((bf16->kpair > 1) == k->bf16_dot, "%s: bf16 path %s vs bf16_dot %d", k->name, bf16->name,
                   k->bf16_dot);
         CHECK(f32->kpair == 1); /* f32 weights always on f32 FMA */
@@ -160,10 +158,10 @@ TEST(kernel_dispatch_table_contents) {
         case FX_TABLE_AMX:
             CHECK_MSG(strstr(bf16->name, "amx") != NULL, "amx table bf16 path %s", bf16->name);
             CHECK_MSG(strstr(k->attn->name, "amx") != NULL, "amx attention %s", k->attn->name);
-            /* m < 16 and the GEMV stay on AVX-512 f32 FMA */
-            CHECK(small == fx_kernels_table(FX_TABLE_AVX512)->gemm->path[FX_DTYPE_BF16]);
-            CHECK(!g->gemv_bf16_dot);
-            CHECK(bf16->min_m == 16 && bf16->prepack && bf16->thread_begin && bf16->thread_end);
+            /* the GEMV (m <= 4) and f32/f16 weights stay on AVX-512 f32 FMA */
+            CHECK(!g->gemv_bf16_dot && g->gemv[FX_DTYPE_BF16] == fx_kernels_table(FX_TABLE_AVX512)->gemm->gemv[FX_DTYPE_BF16]);
+            CHECK(f32 == fx_kernels_table(FX_TABLE_AVX512)->gemm->path[FX_DTYPE_F32]);
+            CHECK(bf16->prepack && bf16->thread_begin && bf16->thread_end);
             break;
         default: break;
         }

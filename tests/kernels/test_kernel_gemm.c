@@ -67,10 +67,10 @@ static void put_random_weight(fx_test_rng *r, void *w, fx_dtype dt, int64_t idx)
 }
 
 /* Whether the table rounds X to bf16 for bf16 weights at this m (the
- * vdpbf16ps and AMX paths; the AMX table keeps m < 16 on f32 FMA). */
+ * vdpbf16ps and AMX paths; the AMX table's GEMV widens W instead). */
 static int rounds_x_to_bf16(const fx_kernels *kt, int64_t m) {
     const fx_gemm_kernels *g = kt->gemm ? kt->gemm : &fx_gemm_scalar;
-    return m <= FX_GEMV_MAX_M ? g->gemv_bf16_dot : fx_gemm_path_for(g, FX_DTYPE_BF16, m)->kpair > 1;
+    return m <= FX_GEMV_MAX_M ? g->gemv_bf16_dot : g->path[FX_DTYPE_BF16]->kpair > 1;
 }
 
 static size_t dsize(fx_dtype dt) { return dt == FX_DTYPE_F32 ? 4 : 2; }
@@ -319,9 +319,6 @@ TEST(kernel_gemm_tables) {
                       "%s %s: blocks kc %d mc %d nc %d vs tile %dx%d", tabs[t].label, p->name, p->kc, p->mc,
                       p->nc, p->mr, p->nr);
             CHECK(dt == FX_DTYPE_BF16 || p->kpair == 1); /* f32/f16 weights: always the f32 path */
-            if (p->min_m) /* the path below min_m rows is complete and f32 */
-                CHECK_MSG(p->below_min_m && p->below_min_m->kpair == 1 && p->below_min_m->pack_w[dt],
-                          "%s %s: below min_m %d", tabs[t].label, p->name, p->min_m);
         }
     }
 }
@@ -330,7 +327,7 @@ TEST(kernel_gemm_tables) {
  * 1×2 / 2×1 / 1×1 edge variants), bf16 weights, every epilogue, strided
  * X / Y and a column slice of W, on every table. */
 TEST(kernel_gemm_tile_edges) {
-    static const int64_t ms[] = {16, 17, 31, 33, BIG(64, 20)};
+    static const int64_t ms[] = {5, 16, 17, 31, 33, BIG(64, 20)};
     static const int64_t ns[] = {1, 15, 17, 32, 33};
     static const int64_t ks[] = {1, 31, 32, 33, 95};
     isa_table tabs[2 * FX_ISA_COUNT];
@@ -407,7 +404,7 @@ TEST(kernel_gemm_packcache) {
     int ran = 0;
     for (int id = 0; id < FX_ISA_COUNT; id++) {
         const fx_kernels *kt = fx_kernels_get((fx_isa)id, 0);
-        if (!kt || !fx_gemm_path_for(kt->gemm, FX_DTYPE_BF16, m)->prepack) continue;
+        if (!kt || !kt->gemm->path[FX_DTYPE_BF16]->prepack) continue;
         ran++;
         fx_packcache *c = fx_packcache_new((size_t)1 << 30);
         fx_packcache_stats st;
@@ -427,8 +424,8 @@ TEST(kernel_gemm_packcache) {
         CHECK(same_floats(sr, sc, (size_t)(m * slice.n)));
         fx_packcache_stats_get(c, &st);
         CHECK(st.entries == 2 && st.packed == 2);
-        /* small m takes the vector path: no entry */
-        float *ys = linear_once(kt, 2, c, 8, x, k, &w, bias);
+        /* the GEMV (m <= 4) reads W as stored: no entry */
+        float *ys = linear_once(kt, 2, c, FX_GEMV_MAX_M, x, k, &w, bias);
         fx_packcache_stats_get(c, &st);
         CHECK(st.entries == 2);
         /* new contents at the same address: found stale, repacked */
