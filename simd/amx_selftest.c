@@ -11,7 +11,9 @@
  * with an edge in every dimension, under a signal guard; any fault or any
  * difference from the integer reference turns AMX off.
  */
-#include "simd/dispatch.h"
+#include "simd/amx_selftest.h"
+
+#include "simd/common/cpu.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -10,12 +10,15 @@
  */
 #include "simd/dispatch.h"
 
+#include "simd/amx_selftest.h"
+
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "simd/common/append.h"
 #include "simd/common/arch.h"
 #include "simd/common/table.h"
 
@@ -238,15 +241,6 @@ fx_isa fx_isa_detect(void) {
     return FX_ISA_SCALAR;
 }
 
-/* Append to buf[*len..size) like snprintf, tracking the total needed. */
-static void put(char *buf, size_t size, size_t *len, const char *fmt, ...) FX_PRINTF(4, 5);
-static void put(char *buf, size_t size, size_t *len, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(*len < size ? buf + *len : NULL, *len < size ? size - *len : 0, fmt, ap);
-    va_end(ap);
-    if (n > 0) *len += (size_t)n;
-}
 
 /* Why a level does not run here. */
 static void level_missing(fx_isa isa, char *why, size_t size) {
@@ -278,13 +272,13 @@ int fx_isa_check(fx_isa isa, char *msg, size_t size) {
     }
     size_t len = 0;
     if (size) msg[0] = 0;
-    put(msg, size, &len, "this CPU runs");
+    fx_append(msg, size, &len, "this CPU runs");
     for (int i = 0; i < FX_ISA_COUNT; i++)
-        if (level_here((fx_isa)i)) put(msg, size, &len, "%s %s", i ? "," : "", isa_names[i]);
+        if (level_here((fx_isa)i)) fx_append(msg, size, &len, "%s %s", i ? "," : "", isa_names[i]);
     if ((unsigned)isa < FX_ISA_COUNT) {
         char why[384];
         level_missing(isa, why, sizeof why);
-        put(msg, size, &len, "; %s: %s", isa_names[isa], why);
+        fx_append(msg, size, &len, "; %s: %s", isa_names[isa], why);
     }
     return 0;
 }
@@ -315,46 +309,35 @@ size_t fx_kernels_describe(const fx_kernels *k, char *buf, size_t size) {
     size_t len = 0;
     if (size) buf[0] = 0;
     fx_cpu_facts_describe(f, buf, size, &len);
-    if (f->amx_selftest_failed) put(buf, size, &len, "          (self-test: %s)\n", selftest_why);
-    put(buf, size, &len, "best ISA: %s\n", fx_isa_name(best));
-    put(buf, size, &len, "kernels:  %s (bf16 dot products: %s)\n", k->name, k->bf16_dot ? "yes" : "no");
+    if (f->amx_selftest_failed) fx_append(buf, size, &len, "          (self-test: %s)\n", selftest_why);
+    fx_append(buf, size, &len, "best ISA: %s\n", fx_isa_name(best));
+    fx_append(buf, size, &len, "kernels:  %s (bf16 dot products: %s)\n", k->name, k->bf16_dot ? "yes" : "no");
     const char *why = NULL;
     const fx_table_id auto_f32 = fx_dispatch_choose(f, 1, NULL), auto_def = fx_dispatch_choose(f, 0, &why);
     if (k->id == (int)auto_def) {
-        put(buf, size, &len, "          chosen for this CPU: %s\n", why);
+        fx_append(buf, size, &len, "          chosen for this CPU: %s\n", why);
     } else if (k->id == (int)auto_f32) {
         const char *env = getenv("FLUX_PRECISION");
-        put(buf, size, &len, "          bf16 dot products off: %s\n",
+        fx_append(buf, size, &len, "          bf16 dot products off: %s\n",
             env && !strcmp(env, "f32") ? "FLUX_PRECISION=f32" : "precision option f32");
     } else {
         const char *env = getenv("FLUX_ISA");
         if (k->isa != best)
-            put(buf, size, &len, "          lowered from %s by %s%s\n", fx_isa_name(best),
+            fx_append(buf, size, &len, "          lowered from %s by %s%s\n", fx_isa_name(best),
                 env && !strcmp(env, fx_isa_name(k->isa)) ? "FLUX_ISA=" : "the isa option",
                 env && !strcmp(env, fx_isa_name(k->isa)) ? env : "");
         else
-            put(buf, size, &len, "          forced by %s (this CPU's choice: %s)\n",
+            fx_append(buf, size, &len, "          forced by %s (this CPU's choice: %s)\n",
                 env && !strcmp(env, fx_isa_name(k->isa)) ? "FLUX_ISA" : "the isa option", fx_table_name(auto_def));
     }
     const fx_gemm_kernels *g = k->gemm ? k->gemm : &fx_gemm_scalar;
     char part[1024];
     fx_gemm_describe(g, part, sizeof part);
-    put(buf, size, &len, "%s", part);
+    fx_append(buf, size, &len, "%s", part);
     const struct fx_attn_kernels *a = k->attn ? k->attn : &fx_attn_scalar;
-    put(buf, size, &len, "attention: %s (%d query rows x %d keys per tile)\n", a->name, a->qt, a->kt);
+    fx_append(buf, size, &len, "attention: %s (%d query rows x %d keys per tile)\n", a->name, a->qt, a->kt);
     const fx_gemm_path *cb = g->path[FX_DTYPE_BF16], *cf = g->path[FX_DTYPE_F32];
-    put(buf, size, &len, "conv:     implicit GEMM; bf16 weights %s, f32/f16 weights %s\n", cb->name, cf->name);
-    put(buf, size, &len, "row ops:  %s\n", k->row ? k->row->name : "scalar (no table)");
+    fx_append(buf, size, &len, "conv:     implicit GEMM; bf16 weights %s, f32/f16 weights %s\n", cb->name, cf->name);
+    fx_append(buf, size, &len, "row ops:  %s\n", k->row ? k->row->name : "scalar (no table)");
     return len;
-}
-
-void fx_kctx_init(fx_kctx *kc, const fx_kernels *k, int threads, fx_scratch *s) {
-    kc->k = k;
-#ifdef _OPENMP
-    kc->threads = threads > 0 ? threads : omp_get_max_threads();
-#else
-    kc->threads = threads > 0 ? threads : 1;
-#endif
-    kc->scratch = s;
-    kc->packs = NULL;
 }

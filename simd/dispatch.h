@@ -47,8 +47,4 @@ const char *fx_table_name(fx_table_id id);
  * the outcome of the AMX self-test (run once on a real AMX host). */
 const fx_cpu_facts *fx_dispatch_facts(void);
 
-/* The start-up self-test of the AMX tables (amx_selftest.c): a small
- * exact GEMM through k; 1 if right, else 0 and why. */
-int fx_amx_selftest(const fx_kernels *k, char *why, size_t size);
-
 #endif

@@ -51,17 +51,6 @@ typedef struct tile_bufs {
 #include "attention_bf16.h"
 #include "simd/common/amx.h"
 
-/* Tile registers (literals: the real instructions paste them). */
-#define T_C00 0
-#define T_C01 1
-#define T_C10 2
-#define T_C11 3
-#define T_A0 4
-#define T_A1 5
-#define T_B0 6
-#define T_B1 7
-
-static const _Alignas(64) fx_amx_tilecfg palette = FX_AMX_PALETTE_16X64;
 
 static size_t dpad_of(int d) { return ((size_t)d + 31) & ~(size_t)31; }
 
@@ -135,30 +124,30 @@ static inline __attribute__((always_inline)) void score_block(const int two_r, c
     const char *ka = (const char *)(b->kp + (size_t)jb * b->dpad);
     const char *qb = (const char *)(b->qp + rb);
     const int64_t lda = (int64_t)b->dpad * 2, ldb = (int64_t)R * 4;
-    FX_TILE_ZERO(T_C00);
-    FX_TILE_ZERO(T_C10);
+    FX_TILE_ZERO(FX_TMM_C00);
+    FX_TILE_ZERO(FX_TMM_C10);
     if (two_r) {
-        FX_TILE_ZERO(T_C01);
-        FX_TILE_ZERO(T_C11);
+        FX_TILE_ZERO(FX_TMM_C01);
+        FX_TILE_ZERO(FX_TMM_C11);
     }
     for (int s = 0; s < steps; s++) {
-        FX_TILE_LOAD(T_A0, ka + s * 64, lda);
-        FX_TILE_LOAD(T_A1, ka + 16 * lda + s * 64, lda);
-        FX_TILE_LOAD(T_B0, qb + (int64_t)s * 16 * ldb, ldb);
-        if (two_r) FX_TILE_LOAD(T_B1, qb + (int64_t)s * 16 * ldb + 64, ldb);
-        FX_TDPBF16PS(T_C00, T_A0, T_B0);
-        FX_TDPBF16PS(T_C10, T_A1, T_B0);
+        FX_TILE_LOAD(FX_TMM_A0, ka + s * 64, lda);
+        FX_TILE_LOAD(FX_TMM_A1, ka + 16 * lda + s * 64, lda);
+        FX_TILE_LOAD(FX_TMM_B0, qb + (int64_t)s * 16 * ldb, ldb);
+        if (two_r) FX_TILE_LOAD(FX_TMM_B1, qb + (int64_t)s * 16 * ldb + 64, ldb);
+        FX_TDPBF16PS(FX_TMM_C00, FX_TMM_A0, FX_TMM_B0);
+        FX_TDPBF16PS(FX_TMM_C10, FX_TMM_A1, FX_TMM_B0);
         if (two_r) {
-            FX_TDPBF16PS(T_C01, T_A0, T_B1);
-            FX_TDPBF16PS(T_C11, T_A1, T_B1);
+            FX_TDPBF16PS(FX_TMM_C01, FX_TMM_A0, FX_TMM_B1);
+            FX_TDPBF16PS(FX_TMM_C11, FX_TMM_A1, FX_TMM_B1);
         }
     }
     float *s0 = b->s + (size_t)jb * R + rb;
-    FX_TILE_STORE(T_C00, s0, ldb);
-    FX_TILE_STORE(T_C10, s0 + 16 * R, ldb);
+    FX_TILE_STORE(FX_TMM_C00, s0, ldb);
+    FX_TILE_STORE(FX_TMM_C10, s0 + 16 * R, ldb);
     if (two_r) {
-        FX_TILE_STORE(T_C01, s0 + 16, ldb);
-        FX_TILE_STORE(T_C11, s0 + 16 * R + 16, ldb);
+        FX_TILE_STORE(FX_TMM_C01, s0 + 16, ldb);
+        FX_TILE_STORE(FX_TMM_C11, s0 + 16 * R + 16, ldb);
     }
 }
 
@@ -187,30 +176,30 @@ static inline __attribute__((always_inline)) void pv_block(const int two_d, cons
     const char *va = (const char *)(b->vt + (size_t)db * KT);
     const char *pb = (const char *)(b->pp + rb);
     if (first) {
-        FX_TILE_ZERO(T_C00);
-        if (two_r) FX_TILE_ZERO(T_C01);
-        if (two_d) FX_TILE_ZERO(T_C10);
-        if (two_d && two_r) FX_TILE_ZERO(T_C11);
+        FX_TILE_ZERO(FX_TMM_C00);
+        if (two_r) FX_TILE_ZERO(FX_TMM_C01);
+        if (two_d) FX_TILE_ZERO(FX_TMM_C10);
+        if (two_d && two_r) FX_TILE_ZERO(FX_TMM_C11);
     } else {
-        FX_TILE_LOAD(T_C00, o, ldo);
-        if (two_r) FX_TILE_LOAD(T_C01, o + 16, ldo);
-        if (two_d) FX_TILE_LOAD(T_C10, o + 16 * R, ldo);
-        if (two_d && two_r) FX_TILE_LOAD(T_C11, o + 16 * R + 16, ldo);
+        FX_TILE_LOAD(FX_TMM_C00, o, ldo);
+        if (two_r) FX_TILE_LOAD(FX_TMM_C01, o + 16, ldo);
+        if (two_d) FX_TILE_LOAD(FX_TMM_C10, o + 16 * R, ldo);
+        if (two_d && two_r) FX_TILE_LOAD(FX_TMM_C11, o + 16 * R + 16, ldo);
     }
     for (int s = 0; s < KT / 32; s++) {
-        FX_TILE_LOAD(T_A0, va + s * 64, ldv);
-        if (two_d) FX_TILE_LOAD(T_A1, va + 16 * ldv + s * 64, ldv);
-        FX_TILE_LOAD(T_B0, pb + (int64_t)s * 16 * ldo, ldo);
-        if (two_r) FX_TILE_LOAD(T_B1, pb + (int64_t)s * 16 * ldo + 64, ldo);
-        FX_TDPBF16PS(T_C00, T_A0, T_B0);
-        if (two_r) FX_TDPBF16PS(T_C01, T_A0, T_B1);
-        if (two_d) FX_TDPBF16PS(T_C10, T_A1, T_B0);
-        if (two_d && two_r) FX_TDPBF16PS(T_C11, T_A1, T_B1);
+        FX_TILE_LOAD(FX_TMM_A0, va + s * 64, ldv);
+        if (two_d) FX_TILE_LOAD(FX_TMM_A1, va + 16 * ldv + s * 64, ldv);
+        FX_TILE_LOAD(FX_TMM_B0, pb + (int64_t)s * 16 * ldo, ldo);
+        if (two_r) FX_TILE_LOAD(FX_TMM_B1, pb + (int64_t)s * 16 * ldo + 64, ldo);
+        FX_TDPBF16PS(FX_TMM_C00, FX_TMM_A0, FX_TMM_B0);
+        if (two_r) FX_TDPBF16PS(FX_TMM_C01, FX_TMM_A0, FX_TMM_B1);
+        if (two_d) FX_TDPBF16PS(FX_TMM_C10, FX_TMM_A1, FX_TMM_B0);
+        if (two_d && two_r) FX_TDPBF16PS(FX_TMM_C11, FX_TMM_A1, FX_TMM_B1);
     }
-    FX_TILE_STORE(T_C00, o, ldo);
-    if (two_r) FX_TILE_STORE(T_C01, o + 16, ldo);
-    if (two_d) FX_TILE_STORE(T_C10, o + 16 * R, ldo);
-    if (two_d && two_r) FX_TILE_STORE(T_C11, o + 16 * R + 16, ldo);
+    FX_TILE_STORE(FX_TMM_C00, o, ldo);
+    if (two_r) FX_TILE_STORE(FX_TMM_C01, o + 16, ldo);
+    if (two_d) FX_TILE_STORE(FX_TMM_C10, o + 16 * R, ldo);
+    if (two_d && two_r) FX_TILE_STORE(FX_TMM_C11, o + 16 * R + 16, ldo);
 }
 
 static void pv_tile(const tile_bufs *b, int first) {
@@ -256,9 +245,9 @@ static void store_output(const fx_attn_plan *p, const fx_attn_task *k, const til
 
 /* One task, with the tile configuration loaded around it. */
 static void amx_run_task(const fx_attn_plan *p, int64_t t, void *scratch) {
-    FX_TILE_CONFIG(&palette);
+    fx_amx_tiles_begin();
     avx512_run_task(p, t, scratch);
-    FX_TILE_RELEASE();
+    fx_amx_tiles_end();
 }
 
 const struct fx_attn_kernels fx_attn_amx = {

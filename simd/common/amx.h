@@ -32,6 +32,18 @@
      .colsb = {64, 64, 64, 64, 64, 64, 64, 64},                                                  \
      .rows = {16, 16, 16, 16, 16, 16, 16, 16}}
 
+/* The tile registers of the 2×2 blocking every AMX kernel uses: C row
+ * block r, column block c in tmm(2r + c); A row blocks in tmm4, 5; B
+ * column blocks in tmm6, 7. */
+#define FX_TMM_C00 0
+#define FX_TMM_C01 1
+#define FX_TMM_C10 2
+#define FX_TMM_C11 3
+#define FX_TMM_A0 4
+#define FX_TMM_A1 5
+#define FX_TMM_B0 6
+#define FX_TMM_B1 7
+
 #if defined(FX_X86_EMULATED)
 
 #define FX_TILE_CONFIG(cfg) fx_amx_emu_ldtilecfg(cfg)
@@ -68,5 +80,10 @@
 #else
 #error "simd/common/amx.h is for *_amx.c files (built with -mamx-tile -mamx-bf16) or the X86EMU build"
 #endif
+
+/* A kernel thread's first and last tile steps: load the palette, release. */
+static const _Alignas(64) fx_amx_tilecfg fx_amx_palette = FX_AMX_PALETTE_16X64;
+static inline void fx_amx_tiles_begin(void) { FX_TILE_CONFIG(&fx_amx_palette); }
+static inline void fx_amx_tiles_end(void) { FX_TILE_RELEASE(); }
 
 #endif

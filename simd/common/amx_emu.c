@@ -4,7 +4,8 @@
  */
 #include "amx_emu.h"
 
-#include <float.h>
+#include "src/base/float16.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -94,33 +95,10 @@ void fx_amx_emu_zero(int t) {
 
 /* ---- TDPBF16PS ---------------------------------------------------------- */
 
-static float bits_f32(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static uint32_t f32_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-/* Denormals and zeros → signed zero (DAZ on inputs, FTZ on results). */
-static float flush(float f) {
-    uint32_t u = f32_bits(f);
-    return (u & 0x7f800000u) ? f : bits_f32(u & 0x80000000u);
-}
 static float bf16_at(const unsigned char *row, int i) {
     uint16_t h;
     memcpy(&h, row + 2 * i, 2);
-    return flush(bits_f32((uint32_t)h << 16));
-}
-
-/* acc + x·y with one rounding (an FMA). x, y are bf16 values (8
- * significant bits), so their product is exact in f32 unless it falls
- * below the normal range: then fmaf does it. */
-static float fma_bf16(float x, float y, float acc) {
-    const float p = x * y;
-    return fabsf(p) >= FLT_MIN || x == 0.0f || y == 0.0f ? acc + p : fmaf(x, y, acc);
+    return fx_f32_flush_subnormal(fx_bf16_bits_to_f32(h));
 }
 
 void fx_amx_emu_dpbf16ps(int c, int a, int b) {
@@ -151,14 +129,14 @@ void fx_amx_emu_dpbf16ps(int c, int a, int b) {
         for (int k = 0; k < K; k++) {
             const float a0 = av[m][2 * k], a1 = av[m][2 * k + 1];
             for (int n = 0; n < N; n++) {
-                even[n] = flush(fma_bf16(a0, bv[k][2 * n], even[n]));
-                odd[n] = flush(fma_bf16(a1, bv[k][2 * n + 1], odd[n]));
+                even[n] = fx_f32_flush_subnormal(fx_fma_bf16(a0, bv[k][2 * n], even[n]));
+                odd[n] = fx_f32_flush_subnormal(fx_fma_bf16(a1, bv[k][2 * n + 1], odd[n]));
             }
         }
         for (int n = 0; n < N; n++) {
             float cv;
             memcpy(&cv, unit.data[c][m] + 4 * n, 4);
-            const float r = flush(flush(cv) + flush(even[n] + odd[n]));
+            const float r = fx_f32_flush_subnormal(fx_f32_flush_subnormal(cv) + fx_f32_flush_subnormal(even[n] + odd[n]));
             memcpy(out[m] + 4 * n, &r, 4);
         }
     }

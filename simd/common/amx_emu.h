@@ -26,6 +26,8 @@
 #ifndef FX_AMX_EMU_H
 #define FX_AMX_EMU_H
 
+#include <float.h>
+#include <math.h>
 #include <stdint.h>
 
 /* The 64-byte operand of LDTILECFG / STTILECFG (palette 1 layout):
@@ -52,5 +54,14 @@ void fx_amx_emu_dpbf16ps(int c, int a, int b);
  * message and aborts; a handler must not return (tests longjmp out). */
 typedef void (*fx_amx_emu_fault_fn)(const char *msg);
 void fx_amx_emu_on_fault(fx_amx_emu_fault_fn fn);
+
+/* acc + x·y with one rounding (an f32 FMA) for bf16 values x, y (8
+ * significant bits): their product is exact in f32 unless it falls below
+ * the normal range, and only then is fmaf needed. The model of one step of
+ * vdpbf16ps and tdpbf16ps (before the flush of the result). */
+static inline float fx_fma_bf16(float x, float y, float acc) {
+    const float p = x * y;
+    return fabsf(p) >= FLT_MIN || x == 0.0f || y == 0.0f ? acc + p : fmaf(x, y, acc);
+}
 
 #endif

@@ -9,16 +9,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "simd/common/append.h"
 #include "simd/common/arch.h"
 
-static void put(char *buf, size_t size, size_t *len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void put(char *buf, size_t size, size_t *len, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(*len < size ? buf + *len : NULL, *len < size ? size - *len : 0, fmt, ap);
-    va_end(ap);
-    if (n > 0) *len += (size_t)n;
-}
 
 /* ---- reading the facts --------------------------------------------------- */
 
@@ -158,14 +151,14 @@ int fx_cpu_amx_ready(const fx_cpu_facts *f, char *why, size_t size) {
 
 void fx_cpu_facts_describe(const fx_cpu_facts *f, char *buf, size_t size, size_t *len) {
     if (f->arch == FX_CPU_ARM) {
-        put(buf, size, len, "cpu:      aarch64 with neon (Advanced SIMD)\n");
+        fx_append(buf, size, len, "cpu:      aarch64 with neon (Advanced SIMD)\n");
         return;
     }
     if (f->arch != FX_CPU_X86) {
-        put(buf, size, len, "cpu:      no SIMD level this build knows\n");
+        fx_append(buf, size, len, "cpu:      no SIMD level this build knows\n");
         return;
     }
-    put(buf, size, len, "cpu:      %s family 0x%x model 0x%x stepping %d%s%s%s\n", f->vendor_id[0] ? f->vendor_id : "?",
+    fx_append(buf, size, len, "cpu:      %s family 0x%x model 0x%x stepping %d%s%s%s\n", f->vendor_id[0] ? f->vendor_id : "?",
         f->family, f->model, f->stepping, f->brand[0] ? " (" : "", f->brand, f->brand[0] ? ")" : "");
     const struct {
         const char *name;
@@ -186,26 +179,26 @@ void fx_cpu_facts_describe(const fx_cpu_facts *f, char *buf, size_t size, size_t
         {"amx_bf16", f->amx_bf16},
         {"amx_int8", f->amx_int8},
     };
-    put(buf, size, len, "          x86-64 with");
+    fx_append(buf, size, len, "          x86-64 with");
     for (size_t i = 0; i < sizeof feat / sizeof feat[0]; i++)
-        if (feat[i].on) put(buf, size, len, " %s", feat[i].name);
-    put(buf, size, len, "\n          absent:");
+        if (feat[i].on) fx_append(buf, size, len, " %s", feat[i].name);
+    fx_append(buf, size, len, "\n          absent:");
     int none = 1;
     for (size_t i = 0; i < sizeof feat / sizeof feat[0]; i++)
-        if (!feat[i].on) put(buf, size, len, " %s", feat[i].name), none = 0;
-    put(buf, size, len, "%s\n", none ? " none" : "");
-    put(buf, size, len, "os:       XCR0 0x%llx: saves %s%s\n", (unsigned long long)f->xcr0,
+        if (!feat[i].on) fx_append(buf, size, len, " %s", feat[i].name), none = 0;
+    fx_append(buf, size, len, "%s\n", none ? " none" : "");
+    fx_append(buf, size, len, "os:       XCR0 0x%llx: saves %s%s\n", (unsigned long long)f->xcr0,
         f->os_avx512 ? "ymm+zmm" : f->os_avx ? "ymm (no zmm)" : "no ymm", f->os_amx ? " + tiles" : "");
     if (f->amx_tile) {
         if (f->amx_palettes >= 1)
-            put(buf, size, len, "amx:      %d palette(s); palette 1: %d tiles x %d rows x %d bytes (%d per tile)\n",
+            fx_append(buf, size, len, "amx:      %d palette(s); palette 1: %d tiles x %d rows x %d bytes (%d per tile)\n",
                 f->amx_palettes, f->amx_tiles, f->amx_rows, f->amx_row_bytes, f->amx_tile_bytes);
         else
-            put(buf, size, len, "amx:      no palette (CPUID leaf 0x1D)\n");
-        put(buf, size, len, "          tile state %s\n",
+            fx_append(buf, size, len, "amx:      no palette (CPUID leaf 0x1D)\n");
+        fx_append(buf, size, len, "          tile state %s\n",
             f->emulated ? "emulated" : f->amx_permitted ? "granted by Linux (arch_prctl)" : "not granted");
     }
     char why[160];
-    if (fx_cpu_amx_ready(f, why, sizeof why)) put(buf, size, len, "          AMX usable\n");
-    else if (f->amx_tile || f->amx_bf16) put(buf, size, len, "          AMX off: %s\n", why);
+    if (fx_cpu_amx_ready(f, why, sizeof why)) fx_append(buf, size, len, "          AMX usable\n");
+    else if (f->amx_tile || f->amx_bf16) fx_append(buf, size, len, "          AMX off: %s\n", why);
 }

@@ -20,6 +20,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "simd/common/amx_emu.h"
+#include "src/base/float16.h"
+
 #define SIMDE_ENABLE_NATIVE_ALIASES
 #include <simde/x86/avx512.h>
 #include <simde/x86/f16c.h>
@@ -38,24 +41,6 @@ typedef simde__mmask64 __mmask64;
 #endif
 
 #define FX_EMU static inline __attribute__((unused))
-
-/* ---- bit helpers ------------------------------------------------------ */
-
-FX_EMU uint32_t fx_emu_f32_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-FX_EMU float fx_emu_bits_f32(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-/* Denormals (and zeros) → signed zero: the DAZ / FTZ rule. */
-FX_EMU float fx_emu_flush(float f) {
-    uint32_t u = fx_emu_f32_bits(f);
-    return (u & 0x7f800000u) ? f : fx_emu_bits_f32(u & 0x80000000u);
-}
 
 /* ---- masked loads and stores (only selected lanes are accessed) ------- */
 
@@ -150,39 +135,20 @@ FX_EMU float fx_emu_mm512_reduce_add_ps(simde__m512 a) {
     return s[0] + s[1];
 }
 
-/* ---- half precision (vcvtph2ps / vcvtps2ph, exact) -------------------- */
+/* ---- half precision (vcvtph2ps / vcvtps2ph: float16.h is exact and
+ * treats NaNs as the hardware does) ------------------------------------ */
 
-FX_EMU float fx_emu_f16_to_f32(uint16_t h) {
-    const uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 31, m = h & 1023;
-    if (e == 31) return fx_emu_bits_f32(sign | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0));
-    const float mag = e ? ldexpf((float)(1024 + m), (int)e - 25) : ldexpf((float)m, -24);
-    return fx_emu_bits_f32(sign | fx_emu_f32_bits(mag));
-}
-/* Round to nearest even (the only mode the kernels ask for). */
-FX_EMU uint16_t fx_emu_f32_to_f16(float f) {
-    const uint32_t u = fx_emu_f32_bits(f), sign = (u >> 16) & 0x8000;
-    const uint32_t abs = u & 0x7fffffffu;
-    if (abs > 0x7f800000u) return (uint16_t)(sign | 0x7e00 | ((abs >> 13) & 0x3ff)); /* quiet NaN */
-    if (abs >= 0x477ff000u) return (uint16_t)(sign | 0x7c00);  /* rounds to >= 65536: inf */
-    const float a = fx_emu_bits_f32(abs);
-    if (abs < 0x38800000u) { /* below 2^-14: a multiple of 2^-24 */
-        const float q = nearbyintf(a * 16777216.0f);
-        return (uint16_t)(sign | (uint32_t)q);
-    }
-    const uint32_t lsb = (abs >> 13) & 1, r = abs + 0xfffu + lsb; /* RNE on 13 dropped bits */
-    return (uint16_t)(sign | (((r >> 23) - 112) << 10) | ((r >> 13) & 0x3ff));
-}
 FX_EMU simde__m512 fx_emu_mm512_cvtph_ps(simde__m256i a) {
     simde__m256i_private v = simde__m256i_to_private(a);
     simde__m512_private r;
-    for (int i = 0; i < 16; i++) r.f32[i] = fx_emu_f16_to_f32(v.u16[i]);
+    for (int i = 0; i < 16; i++) r.f32[i] = fx_f16_bits_to_f32(v.u16[i]);
     return simde__m512_from_private(r);
 }
 FX_EMU simde__m256i fx_emu_mm512_cvtps_ph(simde__m512 a, int imm) {
     (void)imm; /* the kernels only use round to nearest even */
     simde__m512_private v = simde__m512_to_private(a);
     simde__m256i_private r;
-    for (int i = 0; i < 16; i++) r.u16[i] = fx_emu_f32_to_f16(v.f32[i]);
+    for (int i = 0; i < 16; i++) r.u16[i] = fx_f32_to_f16_bits(v.f32[i]);
     return simde__m256i_from_private(r);
 }
 
@@ -190,28 +156,22 @@ FX_EMU simde__m256i fx_emu_mm512_cvtps_ph(simde__m512 a, int imm) {
 FX_EMU simde__m256 fx_emu_mm256_cvtph_ps(simde__m128i a) {
     simde__m128i_private v = simde__m128i_to_private(a);
     simde__m256_private r;
-    for (int i = 0; i < 8; i++) r.f32[i] = fx_emu_f16_to_f32(v.u16[i]);
+    for (int i = 0; i < 8; i++) r.f32[i] = fx_f16_bits_to_f32(v.u16[i]);
     return simde__m256_from_private(r);
 }
 FX_EMU simde__m128i fx_emu_mm256_cvtps_ph(simde__m256 a, int imm) {
     (void)imm;
     simde__m256_private v = simde__m256_to_private(a);
     simde__m128i_private r;
-    for (int i = 0; i < 8; i++) r.u16[i] = fx_emu_f32_to_f16(v.f32[i]);
+    for (int i = 0; i < 8; i++) r.u16[i] = fx_f32_to_f16_bits(v.f32[i]);
     return simde__m128i_from_private(r);
 }
 
 /* ---- bf16 (AVX512_BF16) ----------------------------------------------- */
 
-/* convert_fp32_to_bfloat16 of the SDM: zeros and denormals → signed zero,
- * NaN → quiet NaN with its upper bits, else round to nearest even. */
-FX_EMU uint16_t fx_emu_f32_to_bf16(float f) {
-    const uint32_t u = fx_emu_f32_bits(f);
-    if (!(u & 0x7f800000u)) return (uint16_t)((u >> 16) & 0x8000);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
-}
-FX_EMU float fx_emu_bf16_to_f32(uint16_t h) { return fx_emu_bits_f32((uint32_t)h << 16); }
+/* convert_fp32_to_bfloat16 of the SDM: zeros and subnormals → signed zero,
+ * else round to nearest even (NaN stays NaN, quiet). */
+FX_EMU uint16_t fx_emu_f32_to_bf16(float f) { return fx_f32_to_bf16_bits(fx_f32_flush_subnormal(f)); }
 
 /* Lanes 0..15 from b, 16..31 from a (vcvtne2ps2bf16). */
 FX_EMU simde__m512bh fx_emu_mm512_cvtne2ps_pbh(simde__m512 a, simde__m512 b) {
@@ -233,14 +193,11 @@ FX_EMU simde__m512 fx_emu_mm512_dpbf16_ps(simde__m512 src, simde__m512bh a, simd
     memcpy(ah, &a, sizeof ah);
     memcpy(bh, &b, sizeof bh);
     for (int i = 0; i < 16; i++) {
-        float acc = fx_emu_flush(s.f32[i]);
+        float acc = fx_f32_flush_subnormal(s.f32[i]);
         for (int e = 1; e >= 0; e--) {
-            const float x = fx_emu_flush(fx_emu_bf16_to_f32(ah[2 * i + e]));
-            const float y = fx_emu_flush(fx_emu_bf16_to_f32(bh[2 * i + e]));
-            /* the product of two bf16 is exact in f32 unless it is
-             * subnormal: then the FMA proper */
-            const float p = x * y;
-            acc = fx_emu_flush(fabsf(p) >= 1.17549435e-38f || x == 0.0f || y == 0.0f ? acc + p : fmaf(x, y, acc));
+            const float x = fx_f32_flush_subnormal(fx_bf16_bits_to_f32(ah[2 * i + e]));
+            const float y = fx_f32_flush_subnormal(fx_bf16_bits_to_f32(bh[2 * i + e]));
+            acc = fx_f32_flush_subnormal(fx_fma_bf16(x, y, acc));
         }
         s.f32[i] = acc;
     }

@@ -26,7 +26,7 @@
  *
  * Tile state: each thread loads the one palette (8 tiles × 16 × 64 B)
  * before its first kernel call of a GEMM or conv and releases it after
- * its last (thread_begin / thread_end, called by the drivers).
+ * its last (the path's thread_begin / thread_end, called by the drivers).
  *
  * Numerics: as the avx512bf16 path — X rounded to bf16, products exact in
  * f32, sums in f32 with round to nearest even, denormals flushed — but the
@@ -52,20 +52,6 @@
 
 enum { MR = 32, NR = 32, TILE_BYTES = 1024 };
 
-/* Tile registers (literals: the real instructions paste them). */
-#define T_C00 0
-#define T_C01 1
-#define T_C10 2
-#define T_C11 3
-#define T_A0 4
-#define T_A1 5
-#define T_B0 6
-#define T_B1 7
-
-static const _Alignas(64) fx_amx_tilecfg palette = FX_AMX_PALETTE_16X64;
-
-static void thread_begin(void) { FX_TILE_CONFIG(&palette); }
-static void thread_end(void) { FX_TILE_RELEASE(); }
 
 /* ------------------------------------------------------------------------ */
 /* Packing                                                                  */
@@ -129,24 +115,24 @@ static void pack_w(const fx_gemm_path *p, int64_t nc, int64_t kc, const void *w,
  * two_m / two_n: the second row / column block is needed. */
 static inline __attribute__((always_inline)) void tile_product(const int two_m, const int two_n, int64_t ks,
                                                                const char *a, const char *b, float *c) {
-    FX_TILE_ZERO(T_C00);
-    if (two_n) FX_TILE_ZERO(T_C01);
-    if (two_m) FX_TILE_ZERO(T_C10);
-    if (two_m && two_n) FX_TILE_ZERO(T_C11);
+    FX_TILE_ZERO(FX_TMM_C00);
+    if (two_n) FX_TILE_ZERO(FX_TMM_C01);
+    if (two_m) FX_TILE_ZERO(FX_TMM_C10);
+    if (two_m && two_n) FX_TILE_ZERO(FX_TMM_C11);
     for (int64_t s = 0; s < ks; s++, a += 2 * TILE_BYTES, b += 2 * TILE_BYTES) {
-        FX_TILE_LOAD(T_A0, a, 64);
-        if (two_m) FX_TILE_LOAD(T_A1, a + TILE_BYTES, 64);
-        FX_TILE_LOAD(T_B0, b, 64);
-        if (two_n) FX_TILE_LOAD(T_B1, b + TILE_BYTES, 64);
-        FX_TDPBF16PS(T_C00, T_A0, T_B0);
-        if (two_n) FX_TDPBF16PS(T_C01, T_A0, T_B1);
-        if (two_m) FX_TDPBF16PS(T_C10, T_A1, T_B0);
-        if (two_m && two_n) FX_TDPBF16PS(T_C11, T_A1, T_B1);
+        FX_TILE_LOAD(FX_TMM_A0, a, 64);
+        if (two_m) FX_TILE_LOAD(FX_TMM_A1, a + TILE_BYTES, 64);
+        FX_TILE_LOAD(FX_TMM_B0, b, 64);
+        if (two_n) FX_TILE_LOAD(FX_TMM_B1, b + TILE_BYTES, 64);
+        FX_TDPBF16PS(FX_TMM_C00, FX_TMM_A0, FX_TMM_B0);
+        if (two_n) FX_TDPBF16PS(FX_TMM_C01, FX_TMM_A0, FX_TMM_B1);
+        if (two_m) FX_TDPBF16PS(FX_TMM_C10, FX_TMM_A1, FX_TMM_B0);
+        if (two_m && two_n) FX_TDPBF16PS(FX_TMM_C11, FX_TMM_A1, FX_TMM_B1);
     }
-    FX_TILE_STORE(T_C00, c, NR * 4);
-    if (two_n) FX_TILE_STORE(T_C01, c + 16, NR * 4);
-    if (two_m) FX_TILE_STORE(T_C10, c + 16 * NR, NR * 4);
-    if (two_m && two_n) FX_TILE_STORE(T_C11, c + 16 * NR + 16, NR * 4);
+    FX_TILE_STORE(FX_TMM_C00, c, NR * 4);
+    if (two_n) FX_TILE_STORE(FX_TMM_C01, c + 16, NR * 4);
+    if (two_m) FX_TILE_STORE(FX_TMM_C10, c + 16 * NR, NR * 4);
+    if (two_m && two_n) FX_TILE_STORE(FX_TMM_C11, c + 16 * NR + 16, NR * 4);
 }
 
 static void kernel(int64_t ks, const void *a, const void *b, const fx_gemm_tile *t) {
@@ -186,8 +172,8 @@ static const fx_gemm_path amx_path = {
     .pack_w = {NULL, NULL, pack_w},
     .kernel = kernel,
     .kernel_prefetches = 0,
-    .thread_begin = thread_begin,
-    .thread_end = thread_end,
+    .thread_begin = fx_amx_tiles_begin,
+    .thread_end = fx_amx_tiles_end,
     .prepack = 1,
 };
 

@@ -7,6 +7,7 @@
 
 #include "simd/common/arch.h"
 #include "simd/common/table.h"
+#include "simd/amx_selftest.h"
 #include "simd/dispatch.h"
 #include "simd/attention/attention.h"
 #include "simd/gemm/gemm.h"

@@ -174,36 +174,45 @@ TEST(kernel_gemm_f16_conversion) {
     }
 }
 
-/* Awkward shapes (M, N, K in {1, 7, 17, 33, 255, ...}, K odd), every dtype,
- * every epilogue, with and without bias, on every table. */
-TEST(kernel_gemm_shapes_all_isas) {
-    static const int64_t ms[] = {1, 2, 4, 5, 7, 17, 33, 255};
-    static const int64_t ns[] = {1, 7, 17, 33, 255};
-    static const int64_t ks[] = {1, 2, 7, 17, 33, 255, 256, 513};
+/* A case of the grid (m, n, k) for the seed. */
+typedef gemm_case (*case_maker)(int64_t m, int64_t n, int64_t k, uint64_t seed);
+
+/* Every (m, n, k) of the grid (skipping m·n·k > max_mnk) on every table,
+ * 2 threads, one line per table. */
+static void check_grid(const int64_t *ms, size_t nm, const int64_t *ns, size_t nn, const int64_t *ks, size_t nk,
+                       int64_t max_mnk, case_maker make, uint64_t seed0) {
     isa_table tabs[2 * FX_ISA_COUNT];
     int nt = all_tables(tabs);
-    uint64_t seed = 1;
     for (int t = 0; t < nt; t++) {
         double worst = 0;
         int64_t cases = 0, bad = 0;
-        for (size_t a = 0; a < sizeof ms / sizeof *ms; a++)
-            for (size_t b = 0; b < sizeof ns / sizeof *ns; b++)
-                for (size_t q = 0; q < sizeof ks / sizeof *ks; q++) {
-                    gemm_case c = {ms[a], ns[b], ks[q], (fx_dtype)(seed % 3),
-                                   (fx_epilogue_mode)(seed / 3 % 3), (int)(seed / 9 % 2), 0, 0, 0, 0};
-                    seed++;
-#if defined(__aarch64__)
-                    if (c.m * c.n * c.k > 300000) continue;
-#else
-                    if (c.m * c.n * c.k > 4000000) continue;
-#endif
-                    bad += run_case(tabs[t].k, 2, &c, seed, NULL, &worst) != 0;
+        uint64_t seed = seed0;
+        for (size_t a = 0; a < nm; a++)
+            for (size_t b = 0; b < nn; b++)
+                for (size_t q = 0; q < nk; q++, seed++) {
+                    if (ms[a] * ns[b] * ks[q] > max_mnk) continue;
+                    gemm_case c = make(ms[a], ns[b], ks[q], seed);
+                    bad += run_case(tabs[t].k, 2, &c, seed + 1, NULL, &worst) != 0;
                     cases++;
                 }
         printf("    %-12s %lld cases, worst error/tolerance %.3f\n", tabs[t].label, (long long)cases, worst);
         CHECK_MSG(bad == 0, "%s: %lld of %lld cases out of tolerance", tabs[t].label, (long long)bad,
                   (long long)cases);
     }
+}
+
+/* Every dtype, epilogue, with and without bias, in turn. */
+static gemm_case any_case(int64_t m, int64_t n, int64_t k, uint64_t seed) {
+    return (gemm_case){m, n, k, (fx_dtype)(seed % 3), (fx_epilogue_mode)(seed / 3 % 3), (int)(seed / 9 % 2), 0, 0, 0, 0};
+}
+
+/* Awkward shapes (M, N, K in {1, 7, 17, 33, 255, ...}, K odd), every dtype,
+ * every epilogue, with and without bias, on every table. */
+TEST(kernel_gemm_shapes_all_isas) {
+    static const int64_t ms[] = {1, 2, 4, 5, 7, 17, 33, 255};
+    static const int64_t ns[] = {1, 7, 17, 33, 255};
+    static const int64_t ks[] = {1, 2, 7, 17, 33, 255, 256, 513};
+    check_grid(ms, 8, ns, 5, ks, 8, BIG(4000000, 300000), any_case, 1);
 }
 
 /* Every (dtype × epilogue × bias) on shapes that span several K blocks and
@@ -323,31 +332,19 @@ TEST(kernel_gemm_tables) {
     }
 }
 
+/* bf16 weights, every epilogue, strided X / Y and a column slice of W. */
+static gemm_case edge_case(int64_t m, int64_t n, int64_t k, uint64_t seed) {
+    return (gemm_case){m, n, k, FX_DTYPE_BF16, (fx_epilogue_mode)(seed % 3), (int)(seed / 3 % 2),
+                       (int64_t)(seed % 5), 1, (int64_t)(seed % 3), (int64_t)(seed % 4)};
+}
+
 /* Shapes around the 16- and 32-wide tile edges (the AMX 2×2 tiles and the
- * 1×2 / 2×1 / 1×1 edge variants), bf16 weights, every epilogue, strided
- * X / Y and a column slice of W, on every table. */
+ * 1×2 / 2×1 / 1×1 edge variants) and just past the GEMV, on every table. */
 TEST(kernel_gemm_tile_edges) {
     static const int64_t ms[] = {5, 16, 17, 31, 33, BIG(64, 20)};
     static const int64_t ns[] = {1, 15, 17, 32, 33};
     static const int64_t ks[] = {1, 31, 32, 33, 95};
-    isa_table tabs[2 * FX_ISA_COUNT];
-    int nt = all_tables(tabs);
-    uint64_t seed = 500;
-    for (int t = 0; t < nt; t++) {
-        double worst = 0;
-        int64_t cases = 0, bad = 0;
-        for (size_t a = 0; a < sizeof ms / sizeof *ms; a++)
-            for (size_t b = 0; b < sizeof ns / sizeof *ns; b++)
-                for (size_t q = 0; q < sizeof ks / sizeof *ks; q++, seed++) {
-                    gemm_case c = {ms[a], ns[b], ks[q], FX_DTYPE_BF16, (fx_epilogue_mode)(seed % 3), (int)(seed / 3 % 2),
-                                   (int64_t)(seed % 5), 1, (int64_t)(seed % 3), (int64_t)(seed % 4)};
-                    bad += run_case(tabs[t].k, 2, &c, seed, NULL, &worst) != 0;
-                    cases++;
-                }
-        printf("    %-12s %lld cases, worst error/tolerance %.3f\n", tabs[t].label, (long long)cases, worst);
-        CHECK_MSG(bad == 0, "%s: %lld of %lld cases out of tolerance", tabs[t].label, (long long)bad,
-                  (long long)cases);
-    }
+    check_grid(ms, 6, ns, 5, ks, 5, INT64_MAX, edge_case, 500);
 }
 
 /* K long enough for several K blocks of every path (AMX: KC 3072), with
