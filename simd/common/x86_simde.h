@@ -11,7 +11,8 @@
  * vdpbf16ps adding the odd pair element before the even one.
  *
  * Masked loads and stores touch only the selected lanes, like the
- * hardware's fault suppression: the kernels rely on it at buffer ends.
+ * hardware's fault suppression: the kernels rely on it at buffer ends
+ * (SIMDe's AVX vmaskmovps reads every lane, so it is replaced too).
  */
 #ifndef FX_X86_SIMDE_H
 #define FX_X86_SIMDE_H
@@ -73,6 +74,20 @@ FX_EMU simde__m256i fx_emu_mm256_maskz_loadu_epi16(simde__mmask16 k, const void 
     const uint16_t *h = p;
     for (int i = 0; i < 16; i++) r.u16[i] = (k >> i) & 1 ? h[i] : 0;
     return simde__m256i_from_private(r);
+}
+
+/* AVX's vmaskmovps: a lane takes part when the top bit of its mask lane is set. */
+FX_EMU simde__m256 fx_emu_mm256_maskload_ps(const float *p, simde__m256i mask) {
+    simde__m256i_private m = simde__m256i_to_private(mask);
+    simde__m256_private r;
+    for (int i = 0; i < 8; i++) r.f32[i] = m.i32[i] < 0 ? p[i] : 0.0f;
+    return simde__m256_from_private(r);
+}
+FX_EMU void fx_emu_mm256_maskstore_ps(float *p, simde__m256i mask, simde__m256 a) {
+    simde__m256i_private m = simde__m256i_to_private(mask);
+    simde__m256_private v = simde__m256_to_private(a);
+    for (int i = 0; i < 8; i++)
+        if (m.i32[i] < 0) p[i] = v.f32[i];
 }
 
 /* ---- conversions and lane moves --------------------------------------- */
@@ -225,6 +240,8 @@ FX_EMU simde__m512 fx_emu_mm512_dpbf16_ps(simde__m512 src, simde__m512bh a, simd
 #undef _mm512_dpbf16_ps
 #undef _mm256_cvtph_ps
 #undef _mm256_cvtps_ph
+#undef _mm256_maskload_ps
+#undef _mm256_maskstore_ps
 #define _mm512_maskz_loadu_ps fx_emu_mm512_maskz_loadu_ps
 #define _mm512_mask_storeu_ps fx_emu_mm512_mask_storeu_ps
 #define _mm512_maskz_loadu_epi16 fx_emu_mm512_maskz_loadu_epi16
@@ -244,5 +261,7 @@ FX_EMU simde__m512 fx_emu_mm512_dpbf16_ps(simde__m512 src, simde__m512bh a, simd
 #define _mm512_dpbf16_ps fx_emu_mm512_dpbf16_ps
 #define _mm256_cvtph_ps fx_emu_mm256_cvtph_ps
 #define _mm256_cvtps_ph fx_emu_mm256_cvtps_ph
+#define _mm256_maskload_ps fx_emu_mm256_maskload_ps
+#define _mm256_maskstore_ps fx_emu_mm256_maskstore_ps
 
 #endif
