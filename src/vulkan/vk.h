@@ -120,6 +120,9 @@ size_t fx_vk_describe(const fx_vk *vk, char *buf, size_t size);
 /* Validation-layer messages of severity error seen so far (and the first). */
 int fx_vk_validation_errors(const fx_vk *vk, const char **first);
 
+/* Dispatches recorded since the context was opened (tests: passes). */
+uint64_t fx_vk_dispatch_count(const fx_vk *vk);
+
 /* Test hook: make the next submit fail as a lost device would. */
 void fx_vk_inject_device_lost(fx_vk *vk);
 

@@ -344,6 +344,8 @@ int fx_vk_validation_errors(const fx_vk *vk, const char **first) {
 
 void fx_vk_inject_device_lost(fx_vk *vk) { vk->inject_lost = 1; }
 
+uint64_t fx_vk_dispatch_count(const fx_vk *vk) { return vk->dispatch_total; }
+
 flux_status vk_check_alive(const fx_vk *vk, fx_err *err) {
     if (vk->lost) return fx_fail(err, FLUX_ERR_INTERNAL, "%s", vk->lost_msg);
     return FLUX_OK;

@@ -31,9 +31,18 @@ typedef struct apply_push {
 
 static uint32_t wg_size(const fx_vk *vk) { return vk->info.type == FX_VK_DEV_CPU ? 64 : 256; }
 
-static int64_t chunk_pixels(int64_t pixels) {
-    int64_t c = (pixels + GRID_MAX - 1) / GRID_MAX;
-    return c < CHUNK_MIN ? CHUNK_MIN : c;
+/* Pixels per partial workgroup: CHUNK_MIN or more, so few that all the
+ * partials ([chunks, groups, 2] floats) fit one binding for the finish
+ * pass; fewer when one binding holds fewer pixels. 0 if both cannot hold
+ * (only with an artificially small binding limit). */
+static int64_t chunk_pixels(const fx_vk *vk, int64_t pixels, int channels, int groups) {
+    int64_t c = CHUNK_MIN;
+    int64_t parts_per_window = vk_rows_per_window(vk, 8 * (uint64_t)groups, 8 * (uint64_t)groups);
+    int64_t fit = parts_per_window > 0 ? (pixels + parts_per_window - 1) / parts_per_window : INT64_MAX;
+    int64_t win = vk_rows_per_window(vk, (uint64_t)channels * 4, (uint64_t)channels * 4);
+    if (c > win) c = win;
+    if (c < fit) c = fit;
+    return c <= win ? c : 0;
 }
 
 static flux_status check(const char *op, int64_t pixels, int channels, int groups, fx_vk_vec x, fx_err *err) {
@@ -48,25 +57,28 @@ static flux_status check(const char *op, int64_t pixels, int channels, int group
 static flux_status gn_stats(fx_vk *vk, int64_t pixels, int channels, int groups, fx_vk_vec x, float eps,
                             fx_vk_vec stats, fx_vk_vec part, fx_err *err) {
     const uint32_t wg = wg_size(vk);
-    const int64_t chunk = chunk_pixels(pixels), nchunks = (pixels + chunk - 1) / chunk;
+    const int64_t chunk = chunk_pixels(vk, pixels, channels, groups);
+    if (chunk < 1)
+        return fx_fail(err, FLUX_ERR_UNSUPPORTED,
+                       "Vulkan groupnorm: %lld pixels of %d channels need more than the binding limit of %llu bytes",
+                       (long long)pixels, channels, (unsigned long long)vk->max_binding);
+    const int64_t nchunks = (pixels + chunk - 1) / chunk;
     const vk_pipeline *pp, *pf;
     const uint32_t spec[1] = {wg};
     TRY(vk_pipeline_get(vk, VK_SH_groupnorm_partial, 2, sizeof(partial_push), spec, 1, &pp, err));
     TRY(vk_pipeline_get(vk, VK_SH_groupnorm_finish, 2, sizeof(finish_push), spec, 1, &pf, err));
     /* Whole chunks per pass, within one binding and the grid. */
     int64_t per = vk_rows_per_window(vk, (uint64_t)channels * 4, (uint64_t)channels * 4) / chunk;
-    if (per < 1)
-        return fx_fail(err, FLUX_ERR_UNSUPPORTED, "Vulkan groupnorm: %lld pixels of %d channels exceed one binding",
-                       (long long)chunk, channels);
     if (per > GRID_MAX) per = GRID_MAX;
     vk_bind b[2];
     for (int64_t c0 = 0; c0 < nchunks; c0 += per) {
         const int64_t nc = nchunks - c0 < per ? nchunks - c0 : per;
         const int64_t p0 = c0 * chunk, np = pixels - p0 < nc * chunk ? pixels - p0 : nc * chunk;
         partial_push pc = {(uint32_t)channels, (uint32_t)(channels / groups), (uint32_t)groups, (uint32_t)chunk,
-                           (uint32_t)np, 0, 0, (uint32_t)c0};
+                           (uint32_t)np, 0, 0, 0};
         TRY(vk_window_vec(vk, (fx_vk_vec){x.buf, x.off + p0 * channels}, np * channels, 0, &b[0], &pc.x_base, err));
-        TRY(vk_window_vec(vk, part, nchunks * groups * 2, 1, &b[1], &pc.part_base, err));
+        TRY(vk_window_vec(vk, (fx_vk_vec){part.buf, part.off + c0 * groups * 2}, nc * groups * 2, 1, &b[1],
+                          &pc.part_base, err));
         TRY(vk_dispatch(vk, pp, b, &pc, (uint32_t)nc, (uint32_t)groups, 1, err));
     }
     finish_push fc = {(uint32_t)nchunks, (uint32_t)chunk, (uint32_t)pixels, (uint32_t)(channels / groups),
@@ -76,9 +88,9 @@ static flux_status gn_stats(fx_vk *vk, int64_t pixels, int channels, int groups,
     return vk_dispatch(vk, pf, b, &fc, (uint32_t)groups, 1, 1, err);
 }
 
-static int64_t partial_floats(int64_t pixels, int groups) {
-    int64_t chunk = chunk_pixels(pixels);
-    return (pixels + chunk - 1) / chunk * groups * 2;
+static int64_t partial_floats(const fx_vk *vk, int64_t pixels, int channels, int groups) {
+    int64_t chunk = chunk_pixels(vk, pixels, channels, groups);
+    return chunk < 1 ? 2 : (pixels + chunk - 1) / chunk * groups * 2;
 }
 
 flux_status fx_vk_groupnorm_stats(fx_vk *vk, int64_t pixels, int channels, int groups, fx_vk_vec x, float eps,
@@ -87,7 +99,7 @@ flux_status fx_vk_groupnorm_stats(fx_vk *vk, int64_t pixels, int channels, int g
     TRY(check("groupnorm_stats", pixels, channels, groups, x, err));
     TRY(vk_check_vec("groupnorm_stats", "stats", stats, 2 * (int64_t)groups, 0, err));
     fx_vk_buf *s;
-    TRY(vk_scratch(vk, (uint64_t)partial_floats(pixels, groups) * 4, &s, err));
+    TRY(vk_scratch(vk, (uint64_t)partial_floats(vk, pixels, channels, groups) * 4, &s, err));
     return gn_stats(vk, pixels, channels, groups, x, eps, stats, (fx_vk_vec){s, 0}, err);
 }
 
@@ -133,7 +145,7 @@ flux_status fx_vk_groupnorm(fx_vk *vk, int64_t pixels, int channels, int groups,
                             fx_vk_vec beta, float eps, int fuse_silu, fx_vk_vec y, fx_err *err) {
     TRY(vk_check_alive(vk, err));
     TRY(check("groupnorm", pixels, channels, groups, x, err));
-    const int64_t nparts = partial_floats(pixels, groups);
+    const int64_t nparts = partial_floats(vk, pixels, channels, groups);
     fx_vk_buf *s;
     TRY(vk_scratch(vk, (uint64_t)(nparts + 2 * (int64_t)groups) * 4, &s, err));
     fx_vk_vec stats = {s, nparts};

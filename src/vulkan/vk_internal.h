@@ -175,6 +175,7 @@ struct fx_vk {
     VkFence fence;
     int recording;
     int64_t dispatches; /* recorded since the last submit */
+    uint64_t dispatch_total;
     VkDescriptorPool *pools;
     int npools, pool_cur;
     vk_range *hz_write, *hz_read; /* ranges written / read since the last barrier */

@@ -257,6 +257,7 @@ flux_status vk_dispatch(fx_vk *vk, const vk_pipeline *p, const vk_bind *b, const
         vk->f.vkCmdPushConstants(vk->cmd, p->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p->push_bytes, push);
     vk->f.vkCmdDispatch(vk->cmd, gx, gy, gz);
     vk->dispatches++;
+    vk->dispatch_total++;
     return FLUX_OK;
 }
 

@@ -209,3 +209,25 @@ TEST(vk_argument_errors) {
     fx_vk_buf_free(vk, b);
     vkt_close(vk);
 }
+
+/* The messenger really sees validation errors: an invalid (but harmless)
+ * call through the context's own function table must be counted. */
+#include "src/vulkan/vk_internal.h"
+
+TEST(vk_validation_errors_are_counted) {
+    fx_vk *vk = vkt_open(NULL);
+    if (!vk) return;
+    if (!vk->opts.validation) {
+        fx_vk_close(vk);
+        SKIP("the validation layer is not installed");
+    }
+    CHECK_EQ_INT(fx_vk_validation_errors(vk, NULL), 0);
+    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO, .flags = 0x10}; /* no such flag */
+    VkFence f = VK_NULL_HANDLE;
+    if (vk->f.vkCreateFence(vk->dev, &fci, NULL, &f) == VK_SUCCESS && f) vk->f.vkDestroyFence(vk->dev, f, NULL);
+    const char *first;
+    int n = fx_vk_validation_errors(vk, &first);
+    printf("    %d error(s): %.120s\n", n, first);
+    CHECK(n >= 1);
+    fx_vk_close(vk);
+}

@@ -96,7 +96,10 @@ static void linear_cases(fx_vk_gemm_variant v, uint64_t max_binding, const char 
     o.max_binding_bytes = max_binding;
     fx_vk *vk = vkt_open(&o);
     if (!vk) return;
-    for (size_t i = 0; i < sizeof lin_cases / sizeof lin_cases[0]; i++) run_linear(vk, &lin_cases[i], label);
+    const size_t ncases = sizeof lin_cases / sizeof lin_cases[0];
+    for (size_t i = 0; i < ncases; i++) run_linear(vk, &lin_cases[i], label);
+    printf("    %s: %llu dispatches for %zu cases\n", label, (unsigned long long)fx_vk_dispatch_count(vk), ncases);
+    if (max_binding) CHECK(fx_vk_dispatch_count(vk) > 3 * ncases); /* the windows really split */
     vkt_close(vk);
 }
 
@@ -201,7 +204,10 @@ static void conv_cases_on(fx_vk_gemm_variant v, uint64_t max_binding, const char
     o.max_binding_bytes = max_binding;
     fx_vk *vk = vkt_open(&o);
     if (!vk) return;
-    for (size_t i = 0; i < sizeof conv_cases / sizeof conv_cases[0]; i++) run_conv(vk, &conv_cases[i], label);
+    const size_t ncases = sizeof conv_cases / sizeof conv_cases[0];
+    for (size_t i = 0; i < ncases; i++) run_conv(vk, &conv_cases[i], label);
+    printf("    %s: %llu dispatches for %zu cases\n", label, (unsigned long long)fx_vk_dispatch_count(vk), ncases);
+    if (max_binding) CHECK(fx_vk_dispatch_count(vk) > ncases); /* some convs in strips */
     vkt_close(vk);
 }
 

@@ -4,7 +4,8 @@
 // y = groups). Each workgroup reduces one chunk of one group (chunk·cpg
 // values) to its mean and centred sum of squares M2, summing x − K with K
 // the chunk's first value of the group (shifted sums: no cancellation from
-// a large mean). Writes part[(chunk·groups + g)·2 + {0, 1}] = (mean, M2).
+// a large mean). Writes part[(chunk0 + chunk)·groups + g)·2 + {0, 1}] =
+// (mean, M2) (chunk0: the pass's first chunk inside the partials window).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
