@@ -130,6 +130,7 @@ typedef struct gemm_cfg {
     uint32_t spec[6];
     int nspec;
     uint32_t rows_per_group, cols_per_group; /* output block of one workgroup */
+    int grid_stride;                         /* 1-D grid of blocks, walked grid-stride */
 } gemm_cfg;
 
 static gemm_cfg choose_cfg(const fx_vk *vk) {
@@ -144,11 +145,13 @@ static gemm_cfg choose_cfg(const fx_vk *vk) {
         c.nspec = 6;
         c.rows_per_group = c.cols_per_group = 64;
     } else {
-        /* 8×8 invocations of 4×4 outputs: 32×32 per workgroup. */
-        uint32_t spec[4] = {8, 8, 4, 4};
+        /* 64 invocations = 64/S subgroups, one 4×4 block each (grid-stride). */
+        uint32_t spec[3] = {64, 4, 4};
         memcpy(c.spec, spec, sizeof spec);
-        c.nspec = 4;
-        c.rows_per_group = c.cols_per_group = 32;
+        c.nspec = 3;
+        c.rows_per_group = 4;
+        c.cols_per_group = 4 * (64 / vk->info.subgroup_size);
+        c.grid_stride = 1;
     }
     return c;
 }
@@ -164,6 +167,19 @@ static vk_shader_id gemm_shader(int tiled, int conv, fx_dtype t) {
 }
 
 static uint32_t div_up(int64_t a, int64_t b) { return (uint32_t)((a + b - 1) / b); }
+
+/* Workgroups for an mr×nc output: a 2-D grid of tiles, or for grid-stride
+ * shaders enough 1-D groups to give every subgroup a block (capped). */
+static void grid_for(const fx_vk *vk, const gemm_cfg *c, int64_t mr, int64_t nc, uint32_t *gx, uint32_t *gy) {
+    if (!c->grid_stride) {
+        *gx = div_up(nc, c->cols_per_group), *gy = div_up(mr, c->rows_per_group);
+        return;
+    }
+    const int64_t blocks = (int64_t)div_up(mr, 4) * div_up(nc, 4);
+    const int64_t per_group = 64 / vk->info.subgroup_size > 0 ? 64 / vk->info.subgroup_size : 1;
+    const int64_t groups = (blocks + per_group - 1) / per_group;
+    *gx = (uint32_t)(groups < 65535 ? groups : 65535), *gy = 1;
+}
 
 /* Window of W rows [n0, n0 + nc); *base in elements. */
 static flux_status weight_window(fx_vk *vk, const fx_vk_weight *w, int64_t n0, int64_t nc, vk_bind *b,
@@ -262,7 +278,9 @@ flux_status fx_vk_linear(fx_vk *vk, int64_t m, fx_vk_mat x, const fx_vk_weight *
             TRY(weight_window(vk, w, n0, nc, &b[1], &pc.w_base, err));
             TRY(vk_window_rows(vk, ycols, r0, mr, nc, 1, &b[2], &pc.y_base, err));
             TRY(epi_windows(vk, epi, n0, nc, b, &pc, err));
-            TRY(vk_dispatch(vk, p, b, &pc, div_up(nc, c.cols_per_group), div_up(mr, c.rows_per_group), 1, err));
+            uint32_t gx, gy;
+            grid_for(vk, &c, mr, nc, &gx, &gy);
+            TRY(vk_dispatch(vk, p, b, &pc, gx, gy, 1, err));
         }
     }
     return FLUX_OK;
@@ -348,7 +366,9 @@ flux_status fx_vk_conv2d(fx_vk *vk, const fx_conv2d_geom *g, fx_vk_vec x, const 
             fx_vk_mat ym = {y.buf, y.off + (int64_t)row0 * wo * g->cout + n0, g->cout};
             TRY(vk_window_rows(vk, ym, 0, pc.m, nc, 1, &b[2], &pc.y_base, err));
             TRY(epi_windows(vk, epi, n0, nc, b, &pc, err));
-            TRY(vk_dispatch(vk, p, b, &pc, div_up(nc, c.cols_per_group), div_up(pc.m, c.rows_per_group), 1, err));
+            uint32_t gx, gy;
+            grid_for(vk, &c, pc.m, nc, &gx, &gy);
+            TRY(vk_dispatch(vk, p, b, &pc, gx, gy, 1, err));
         }
     }
     return FLUX_OK;
