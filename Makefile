@@ -262,8 +262,8 @@ demo:                                  ## install missing deps, build, run text-
 	$(Q)$(MAKE) --no-print-directory all tools fixtures
 	$(Q)FLUX_BIN=$(abspath $(FLUX_BIN)) FLUX_TOOLS=$(abspath $(BUILD)/tools) tools/demo.sh
 
-deps:                                  ## install missing build dependencies (apt-get)
-	$(Q)tools/install_deps.sh
+deps:                                  ## install missing build dependencies (apt-get; VULKAN=1: its packages too)
+	$(Q)tools/install_deps.sh $(if $(filter 1,$(VULKAN)),--vulkan)
 
 # ---- install
 install: all                           ## install binary, libraries, header, flux.pc

@@ -324,6 +324,15 @@ void fx_vk_close(fx_vk *vk) {
 
 const fx_vk_device_info *fx_vk_device(const fx_vk *vk) { return &vk->info; }
 
+/* Cooperative-matrix shaders need a glslc that knows GL_KHR_cooperative_matrix
+ * (probed by shaders.mk); until one builds them the device's support is
+ * only reported. */
+#ifdef FX_VK_GLSLC_COOPMAT
+#define COOPMAT_NOTE ", coopmat (no coopmat shaders yet)"
+#else
+#define COOPMAT_NOTE ", coopmat (this build's glslc cannot compile coopmat shaders)"
+#endif
+
 size_t fx_vk_describe(const fx_vk *vk, char *buf, size_t size) {
     const fx_vk_device_info *d = &vk->info;
     int n = snprintf(buf, size,
@@ -333,7 +342,7 @@ size_t fx_vk_describe(const fx_vk *vk, char *buf, size_t size) {
                      VK_API_VERSION_MINOR(d->api_version), VK_API_VERSION_PATCH(d->api_version),
                      (double)d->device_memory / (1 << 30), d->subgroup_size, d->shared_memory >> 10,
                      (unsigned long long)(vk->max_binding >> 20), d->unified_memory ? ", unified memory" : "",
-                     d->float16 ? ", f16" : "", d->coopmat ? ", coopmat" : "");
+                     d->float16 ? ", f16" : "", d->coopmat ? COOPMAT_NOTE : "");
     return n < 0 ? 0 : (size_t)n;
 }
 

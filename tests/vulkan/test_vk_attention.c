@@ -90,10 +90,7 @@ static void run(fx_vk *vk, const attn_case *c, const char *label) {
 }
 
 static void all_cases(uint64_t max_binding, const char *label) {
-    fx_vk_opts o;
-    fx_vk_opts_init(&o);
-    o.max_binding_bytes = max_binding;
-    fx_vk *vk = vkt_open(&o);
+    fx_vk *vk = vkt_open_limits(FX_VK_GEMM_AUTO, max_binding);
     if (!vk) return;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run(vk, &cases[i], label);
     vkt_close(vk);
@@ -103,10 +100,7 @@ TEST(vk_attention) { all_cases(0, "attn"); }
 /* 4 KiB bindings: K/V still fit (d 128 case: 33 x 132 floats does not, so
  * that case must fail cleanly instead); Q/O go in passes of rows. */
 TEST(vk_attention_split_bindings) {
-    fx_vk_opts o;
-    fx_vk_opts_init(&o);
-    o.max_binding_bytes = 4096;
-    fx_vk *vk = vkt_open(&o);
+    fx_vk *vk = vkt_open_limits(FX_VK_GEMM_AUTO, 4096);
     if (!vk) return;
     uint64_t ran = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -114,9 +108,7 @@ TEST(vk_attention_split_bindings) {
         run(vk, &cases[i], "split");
         ran++;
     }
-    printf("    %llu dispatches for %llu cases\n", (unsigned long long)fx_vk_dispatch_count(vk),
-           (unsigned long long)ran);
-    CHECK(fx_vk_dispatch_count(vk) > ran); /* Q/O in passes of rows */
+    vkt_check_passes(vk, "split", ran, 4096, ran); /* Q/O in passes of rows */
     /* K over the limit: a clear error, nothing recorded */
     fx_vk_buf *b = vkt_upload(vk, NULL, 4096, "big");
     REQUIRE(b);

@@ -90,16 +90,11 @@ static void run_linear(fx_vk *vk, const lin_case *c, const char *label) {
 }
 
 static void linear_cases(fx_vk_gemm_variant v, uint64_t max_binding, const char *label) {
-    fx_vk_opts o;
-    fx_vk_opts_init(&o);
-    o.gemm = v;
-    o.max_binding_bytes = max_binding;
-    fx_vk *vk = vkt_open(&o);
+    fx_vk *vk = vkt_open_limits(v, max_binding);
     if (!vk) return;
     const size_t ncases = sizeof lin_cases / sizeof lin_cases[0];
     for (size_t i = 0; i < ncases; i++) run_linear(vk, &lin_cases[i], label);
-    printf("    %s: %llu dispatches for %zu cases\n", label, (unsigned long long)fx_vk_dispatch_count(vk), ncases);
-    if (max_binding) CHECK(fx_vk_dispatch_count(vk) > 3 * ncases); /* the windows really split */
+    vkt_check_passes(vk, label, ncases, max_binding, 3 * ncases);
     vkt_close(vk);
 }
 
@@ -198,16 +193,11 @@ static void run_conv(fx_vk *vk, const conv_case *c, const char *label) {
 }
 
 static void conv_cases_on(fx_vk_gemm_variant v, uint64_t max_binding, const char *label) {
-    fx_vk_opts o;
-    fx_vk_opts_init(&o);
-    o.gemm = v;
-    o.max_binding_bytes = max_binding;
-    fx_vk *vk = vkt_open(&o);
+    fx_vk *vk = vkt_open_limits(v, max_binding);
     if (!vk) return;
     const size_t ncases = sizeof conv_cases / sizeof conv_cases[0];
     for (size_t i = 0; i < ncases; i++) run_conv(vk, &conv_cases[i], label);
-    printf("    %s: %llu dispatches for %zu cases\n", label, (unsigned long long)fx_vk_dispatch_count(vk), ncases);
-    if (max_binding) CHECK(fx_vk_dispatch_count(vk) > ncases); /* some convs in strips */
+    vkt_check_passes(vk, label, ncases, max_binding, ncases); /* some convs in strips */
     vkt_close(vk);
 }
 

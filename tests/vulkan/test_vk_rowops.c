@@ -28,10 +28,7 @@ typedef struct rowops_env {
 } rowops_env;
 
 static int env_open(rowops_env *e, uint64_t max_binding) {
-    fx_vk_opts o;
-    fx_vk_opts_init(&o);
-    o.max_binding_bytes = max_binding;
-    e->vk = vkt_open(&o);
+    e->vk = vkt_open_limits(FX_VK_GEMM_AUTO, max_binding);
     if (!e->vk) return 0;
     vkt_kctx(&e->kc);
     fx_test_rng_seed(&e->r, 42);
@@ -240,10 +237,7 @@ static void rowops_all(uint64_t max_binding) {
     qk_norm_rope(&e);
     groupnorm(&e, 0.0);
     groupnorm(&e, 100.0);
-    if (max_binding) {
-        printf("    %llu dispatches\n", (unsigned long long)fx_vk_dispatch_count(e.vk));
-        CHECK(fx_vk_dispatch_count(e.vk) > 40);
-    }
+    vkt_check_passes(e.vk, "row ops", 15, max_binding, 40);
     env_close(&e);
 }
 

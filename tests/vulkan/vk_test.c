@@ -37,6 +37,22 @@ fx_vk *vkt_open(const fx_vk_opts *opts) {
     return vk;
 }
 
+fx_vk *vkt_open_limits(fx_vk_gemm_variant gemm, uint64_t max_binding) {
+    fx_vk_opts o;
+    fx_vk_opts_init(&o);
+    o.gemm = gemm;
+    o.max_binding_bytes = max_binding;
+    return vkt_open(&o);
+}
+
+void vkt_check_passes(fx_vk *vk, const char *label, size_t ncases, uint64_t max_binding, uint64_t more_than) {
+    uint64_t n = fx_vk_dispatch_count(vk);
+    printf("    %s: %llu dispatches for %zu cases\n", label, (unsigned long long)n, ncases);
+    if (max_binding && n <= more_than)
+        fx_test_fail(__FILE__, __LINE__, "%s: %llu dispatches: the binding limit of %llu bytes split nothing", label,
+                     (unsigned long long)n, (unsigned long long)max_binding);
+}
+
 void vkt_close(fx_vk *vk) {
     if (!vk) return;
     fx_err err = {0};

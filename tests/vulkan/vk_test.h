@@ -21,6 +21,12 @@
 /* NULL after reporting a skip or a failure; opts may be NULL. */
 fx_vk *vkt_open(const fx_vk_opts *opts);
 void vkt_close(fx_vk *vk);
+/* vkt_open with a GEMM variant and a binding limit (0 = the device's). */
+fx_vk *vkt_open_limits(fx_vk_gemm_variant gemm, uint64_t max_binding);
+/* Prints the dispatches recorded for ncases cases; with a binding limit
+ * (operations split into passes) fails unless there were more than
+ * `more_than`. */
+void vkt_check_passes(fx_vk *vk, const char *label, size_t ncases, uint64_t max_binding, uint64_t more_than);
 
 /* Scalar reference kernel context (one thread); free with vkt_kctx_free. */
 void vkt_kctx(fx_kctx *kc);

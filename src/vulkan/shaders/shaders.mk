@@ -63,6 +63,6 @@ TEST_SRC += $(wildcard tests/vulkan/*.c)
 BENCH_SRC += bench/bench_vulkan.c
 $(VK_OBJ) $(patsubst %.c,$(OBJ)/%.o,$(wildcard tests/vulkan/*.c) $(wildcard bench/*.c)): \
     CPPFLAGS += -DFLUX_VULKAN -I$(VK_GEN) $(if $(VK_COOPMAT),-DFX_VK_GLSLC_COOPMAT=1)
-$(VK_OBJ): $(VK_GEN)/vk_shader_list.h
+$(VK_OBJ) $(patsubst %.c,$(OBJ)/%.o,$(wildcard tests/vulkan/*.c)): $(VK_GEN)/vk_shader_list.h
 $(OBJ)/src/vulkan/vk_shaders.o: $(VK_SPV) $(VK_GEN)/vk_shader_blobs.h
 LDLIBS   += -ldl
