@@ -50,6 +50,29 @@ void main() {
 #endif
             }
             const uint wk = tap * seg;
+#if WTYPE != 0
+            // 16-bit weights: each lane takes whole words (k pairs) when the
+            // segment starts on a word (rows start even; taps of an even cin).
+            if (taps == 1u || (seg & 1u) == 0u) {
+                for (uint kw = lane; 2u * kw < seg; kw += S) {
+                    const uint kk = 2u * kw;
+                    const bool two = kk + 1u < seg;
+                    vec2 a[TM];
+                    for (uint i = 0; i < TM; i++)
+                        a[i] = valid[i] ? vec2(X[xr[i] + kk], two ? X[xr[i] + kk + 1u] : 0.0) : vec2(0.0);
+                    for (uint j = 0; j < TN; j++) {
+                        uint wd = W[(wr[j] + wk + kk) >> 1];
+#if WTYPE == 1
+                        vec2 b = vec2(bf16_lo(wd), bf16_hi(wd));
+#else
+                        vec2 b = unpackHalf2x16(wd);
+#endif
+                        for (uint i = 0; i < TM; i++) acc[i][j] += dot(a[i], b);
+                    }
+                }
+                continue;
+            }
+#endif
             for (uint kk = lane; kk < seg; kk += S) {
                 float a[TM];
                 for (uint i = 0; i < TM; i++) a[i] = valid[i] ? X[xr[i] + kk] : 0.0;
