@@ -63,6 +63,7 @@ typedef struct fx_vk_opts {
     int force_staging;          /* copy through a staging buffer even on mappable memory */
     double timeout_s;           /* limit of one wait for the device; 0 = 60 s */
     fx_vk_gemm_variant gemm;
+    int gpu_tuning;             /* GPU tile and workgroup sizes even on a CPU device (tests) */
     const fx_logger *log;       /* -v lines; NULL = silent */
 } fx_vk_opts;
 

@@ -63,7 +63,7 @@ flux_status fx_vk_attention(fx_vk *vk, const fx_vk_attn_args *a, fx_err *err) {
     if (a->sq == 0) return FLUX_OK;
     const int64_t qw = (int64_t)a->hq * a->d, kw = (int64_t)a->hkv * a->d;
     const uint32_t dmax = (uint32_t)((a->d + ATTN_T - 1) / ATTN_T * ATTN_T);
-    const int cpu = vk->info.type == FX_VK_DEV_CPU;
+    const int cpu = vk_cpu_tuned(vk);
     uint32_t br = cpu ? 8 : 16, bc = cpu ? 16 : 32;
     while (shared_bytes(br, bc, dmax) > vk->info.shared_memory && bc > 4) bc /= 2;
     while (shared_bytes(br, bc, dmax) > vk->info.shared_memory && br > 1) br /= 2;

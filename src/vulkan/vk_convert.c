@@ -32,7 +32,7 @@ flux_status fx_vk_convert(fx_vk *vk, int64_t n, fx_vk_buf *src, int64_t src_off,
     if ((uint64_t)(src_off + n) * esize(src_type) > fx_vk_buf_bytes(src) ||
         (uint64_t)(dst_off + n) * esize(dst_type) > fx_vk_buf_bytes(dst))
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan convert: %lld elements exceed a buffer", (long long)n);
-    const uint32_t wg = vk->info.type == FX_VK_DEV_CPU ? 64 : 256, spec[1] = {wg};
+    const uint32_t wg = vk_cpu_tuned(vk) ? 64 : 256, spec[1] = {wg};
     const vk_pipeline *p;
     TRY(vk_pipeline_get(vk, VK_SH_convert, 2, sizeof(convert_push), spec, 1, &p, err));
     /* Elements per pass: an even count whose f32 side fits one binding. */

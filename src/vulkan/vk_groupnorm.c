@@ -29,7 +29,7 @@ typedef struct apply_push {
     uint32_t has_gamma, has_beta, silu;
 } apply_push;
 
-static uint32_t wg_size(const fx_vk *vk) { return vk->info.type == FX_VK_DEV_CPU ? 64 : 256; }
+static uint32_t wg_size(const fx_vk *vk) { return vk_cpu_tuned(vk) ? 64 : 256; }
 
 /* Pixels per partial workgroup: CHUNK_MIN or more, so few that all the
  * partials ([chunks, groups, 2] floats) fit one binding for the finish

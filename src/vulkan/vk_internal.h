@@ -194,6 +194,12 @@ struct fx_vk {
     char validation_first[512];
 };
 
+/* Tile and workgroup sizes for a CPU device (lavapipe: small workgroups, no
+ * shared-memory GEMM), unless opts.gpu_tuning asks for the GPU ones. */
+static inline int vk_cpu_tuned(const fx_vk *vk) {
+    return vk->info.type == FX_VK_DEV_CPU && !vk->opts.gpu_tuning;
+}
+
 /* Instance level (vk_instance.c): open the loader and make an instance
  * (with validation and a messenger counting into *vk_for_messages). */
 flux_status vk_instance_create(vk_instance *in, const fx_vk_opts *o, fx_vk *vk_for_messages,

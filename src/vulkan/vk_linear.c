@@ -136,7 +136,7 @@ typedef struct gemm_cfg {
 static gemm_cfg choose_cfg(const fx_vk *vk) {
     gemm_cfg c = {0};
     fx_vk_gemm_variant v = vk->opts.gemm;
-    if (v == FX_VK_GEMM_AUTO) v = vk->info.type == FX_VK_DEV_CPU ? FX_VK_GEMM_REG : FX_VK_GEMM_TILED;
+    if (v == FX_VK_GEMM_AUTO) v = vk_cpu_tuned(vk) ? FX_VK_GEMM_REG : FX_VK_GEMM_TILED;
     if (v == FX_VK_GEMM_TILED) {
         /* 64×64 tiles, BK 16 (8 KiB of shared memory), 4×4 per invocation. */
         c.tiled = 1;

@@ -16,7 +16,7 @@
 #define GRID_MAX 65535
 
 /* Workgroup size of the row reductions and elementwise grids. */
-static uint32_t row_wg(const fx_vk *vk) { return vk->info.type == FX_VK_DEV_CPU ? 64 : 256; }
+static uint32_t row_wg(const fx_vk *vk) { return vk_cpu_tuned(vk) ? 64 : 256; }
 
 /* 1-D work of `groups` workgroups folded into a grid x·y. */
 static void fold(int64_t groups, uint32_t *gx, uint32_t *gy) {

@@ -89,18 +89,20 @@ static void run(fx_vk *vk, const attn_case *c, const char *label) {
     free(q), free(k), free(v), free(o0), free(mask), free(want), free(qcopy);
 }
 
-static void all_cases(uint64_t max_binding, const char *label) {
-    fx_vk *vk = vkt_open_limits(FX_VK_GEMM_AUTO, max_binding);
+static void all_cases(uint64_t max_binding, int gpu_tuning, const char *label) {
+    fx_vk *vk = vkt_open_limits(FX_VK_GEMM_AUTO, max_binding, gpu_tuning);
     if (!vk) return;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run(vk, &cases[i], label);
     vkt_close(vk);
 }
 
-TEST(vk_attention) { all_cases(0, "attn"); }
+TEST(vk_attention) { all_cases(0, 0, "attn"); }
+/* The GPU tiles (16 rows, 32 keys per tile, 128 invocations). */
+TEST(vk_attention_gpu_tiles) { all_cases(0, 1, "gpu tiles"); }
 /* 4 KiB bindings: K/V still fit (d 128 case: 33 x 132 floats does not, so
  * that case must fail cleanly instead); Q/O go in passes of rows. */
 TEST(vk_attention_split_bindings) {
-    fx_vk *vk = vkt_open_limits(FX_VK_GEMM_AUTO, 4096);
+    fx_vk *vk = vkt_open_limits(FX_VK_GEMM_AUTO, 4096, 0);
     if (!vk) return;
     uint64_t ran = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -90,7 +90,7 @@ static void run_linear(fx_vk *vk, const lin_case *c, const char *label) {
 }
 
 static void linear_cases(fx_vk_gemm_variant v, uint64_t max_binding, const char *label) {
-    fx_vk *vk = vkt_open_limits(v, max_binding);
+    fx_vk *vk = vkt_open_limits(v, max_binding, 0);
     if (!vk) return;
     const size_t ncases = sizeof lin_cases / sizeof lin_cases[0];
     for (size_t i = 0; i < ncases; i++) run_linear(vk, &lin_cases[i], label);
@@ -193,7 +193,7 @@ static void run_conv(fx_vk *vk, const conv_case *c, const char *label) {
 }
 
 static void conv_cases_on(fx_vk_gemm_variant v, uint64_t max_binding, const char *label) {
-    fx_vk *vk = vkt_open_limits(v, max_binding);
+    fx_vk *vk = vkt_open_limits(v, max_binding, 0);
     if (!vk) return;
     const size_t ncases = sizeof conv_cases / sizeof conv_cases[0];
     for (size_t i = 0; i < ncases; i++) run_conv(vk, &conv_cases[i], label);

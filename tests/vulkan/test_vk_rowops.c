@@ -27,8 +27,8 @@ typedef struct rowops_env {
     fx_test_rng r;
 } rowops_env;
 
-static int env_open(rowops_env *e, uint64_t max_binding) {
-    e->vk = vkt_open_limits(FX_VK_GEMM_AUTO, max_binding);
+static int env_open(rowops_env *e, uint64_t max_binding, int gpu_tuning) {
+    e->vk = vkt_open_limits(FX_VK_GEMM_AUTO, max_binding, gpu_tuning);
     if (!e->vk) return 0;
     vkt_kctx(&e->kc);
     fx_test_rng_seed(&e->r, 42);
@@ -229,9 +229,9 @@ static void groupnorm(rowops_env *e, double offset) {
     free(x), free(gamma), free(beta), free(want);
 }
 
-static void rowops_all(uint64_t max_binding) {
+static void rowops_all(uint64_t max_binding, int gpu_tuning) {
     rowops_env e;
-    if (!env_open(&e, max_binding)) return;
+    if (!env_open(&e, max_binding, gpu_tuning)) return;
     norms(&e);
     elementwise(&e);
     qk_norm_rope(&e);
@@ -241,9 +241,11 @@ static void rowops_all(uint64_t max_binding) {
     env_close(&e);
 }
 
-TEST(vk_rowops) { rowops_all(0); }
+TEST(vk_rowops) { rowops_all(0, 0); }
+/* The GPU workgroup sizes (256-wide reductions and grids). */
+TEST(vk_rowops_gpu_workgroups) { rowops_all(0, 1); }
 /* 4 KiB bindings: every operation in passes of rows / chunks. */
-TEST(vk_rowops_split_bindings) { rowops_all(4096); }
+TEST(vk_rowops_split_bindings) { rowops_all(4096, 0); }
 
 /* ------------------------------------------------------------------------ */
 /* Conversions, bit-exact                                                   */

@@ -37,11 +37,12 @@ fx_vk *vkt_open(const fx_vk_opts *opts) {
     return vk;
 }
 
-fx_vk *vkt_open_limits(fx_vk_gemm_variant gemm, uint64_t max_binding) {
+fx_vk *vkt_open_limits(fx_vk_gemm_variant gemm, uint64_t max_binding, int gpu_tuning) {
     fx_vk_opts o;
     fx_vk_opts_init(&o);
     o.gemm = gemm;
     o.max_binding_bytes = max_binding;
+    o.gpu_tuning = gpu_tuning;
     return vkt_open(&o);
 }
 

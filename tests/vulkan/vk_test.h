@@ -21,8 +21,9 @@
 /* NULL after reporting a skip or a failure; opts may be NULL. */
 fx_vk *vkt_open(const fx_vk_opts *opts);
 void vkt_close(fx_vk *vk);
-/* vkt_open with a GEMM variant and a binding limit (0 = the device's). */
-fx_vk *vkt_open_limits(fx_vk_gemm_variant gemm, uint64_t max_binding);
+/* vkt_open with a GEMM variant, a binding limit (0 = the device's) and
+ * GPU tile sizes forced on (what a GPU runs, exercised on lavapipe). */
+fx_vk *vkt_open_limits(fx_vk_gemm_variant gemm, uint64_t max_binding, int gpu_tuning);
 /* Prints the dispatches recorded for ncases cases; with a binding limit
  * (operations split into passes) fails unless there were more than
  * `more_than`. */
