@@ -9,7 +9,8 @@
 #
 # Build options (each variant builds into its own directory under build/):
 #   CC=clang  SANITIZE=1 (ASan+UBSan)  OPENMP=0 (serial)  PROFILE=1 (perf -g)
-#   NATIVE=1 (-march=native)  VULKAN=1 (reserved for the Vulkan backend)
+#   NATIVE=1 (-march=native)  VULKAN=1 (the Vulkan compute backend, src/vulkan:
+#   needs the Vulkan headers and glslc; the loader is opened at run time)
 #   OPENBLAS=1 ONEDNN=1 (link those into the bench only, as yardsticks)
 #   X86EMU=1 (the x86 kernels on portable emulations of AVX-512 and AMX,
 #            on any host: tests/run_x86emu.sh; needs libsimde-dev)
@@ -25,10 +26,6 @@ OPENBLAS ?= 0
 ONEDNN   ?= 0
 X86EMU   ?= 0
 V        ?= 0
-
-ifeq ($(VULKAN),1)
-$(error VULKAN=1: the Vulkan backend is not yet available in this version)
-endif
 
 VERSION := $(shell sed -n 's/^\#define FLUX_VERSION_STRING "\(.*\)"/\1/p' flux.h)
 SOMAJOR := $(shell sed -n 's/^\#define FLUX_VERSION_MAJOR //p' flux.h)
@@ -52,6 +49,9 @@ VARIANT := $(VARIANT)-native
 endif
 ifeq ($(X86EMU),1)
 VARIANT := $(VARIANT)-x86emu
+endif
+ifeq ($(VULKAN),1)
+VARIANT := $(VARIANT)-vulkan
 endif
 BUILD ?= build/$(VARIANT)
 OBJ   := $(BUILD)/obj
@@ -106,7 +106,7 @@ $(OBJ)/%_avx512bf16.o: ISAFLAGS = $(ISA_AVX512BF16)
 $(OBJ)/%_amx.o:        ISAFLAGS = $(ISA_AMX)
 endif
 
-BUILD_INFO := $(CCNAME) $(shell $(CC) -dumpversion 2>/dev/null) $(ARCH) $(OPT) openmp=$(OPENMP) sanitize=$(SANITIZE) native=$(NATIVE) profile=$(PROFILE)
+BUILD_INFO := $(CCNAME) $(shell $(CC) -dumpversion 2>/dev/null) $(ARCH) $(OPT) openmp=$(OPENMP) sanitize=$(SANITIZE) native=$(NATIVE) profile=$(PROFILE)$(if $(filter 1,$(VULKAN)), vulkan=1)
 $(OBJ)/src/pipeline/version.o: CPPFLAGS += -DFLUX_BUILD_INFO='"$(BUILD_INFO)"'
 $(OBJ)/tests/test_main.o: CPPFLAGS += -DFLUX_TEST_DIR='"$(abspath tests)"'
 
@@ -126,9 +126,16 @@ else
 SIMD_SRC := $(filter-out $(X86_ONLY) $(ARM_ONLY),$(SIMD_ALL))
 endif
 CLI_SRC   := $(wildcard src/cli/*.c)
-LIB_SRC   := $(filter-out $(CLI_SRC),$(wildcard src/*/*.c)) $(SIMD_SRC)
-TEST_SRC  := $(wildcard tests/*.c) $(filter-out tests/fuzz/%,$(wildcard tests/*/*.c))
-BENCH_SRC := $(wildcard bench/*.c)
+LIB_SRC   := $(filter-out $(CLI_SRC) src/vulkan/%,$(wildcard src/*/*.c)) $(SIMD_SRC)
+TEST_SRC  := $(wildcard tests/*.c) $(filter-out tests/fuzz/% tests/vulkan/%,$(wildcard tests/*/*.c))
+BENCH_SRC := $(filter-out bench/bench_vulkan.c,$(wildcard bench/*.c))
+
+# The Vulkan backend (VULKAN=1 only): host code in src/vulkan, GLSL compute
+# shaders in src/vulkan/shaders compiled to SPIR-V here and embedded as C
+# initializers (src/vulkan/vk_shaders.c), so nothing compiles at run time.
+ifeq ($(VULKAN),1)
+include src/vulkan/shaders/shaders.mk
+endif
 TOOL_SRC  := $(wildcard tools/*.c)
 
 LIB_OBJ   := $(LIB_SRC:%.c=$(OBJ)/%.o)
@@ -230,7 +237,8 @@ test: all $(TEST_BIN) $(BENCH_BIN) tools fixtures  ## build and run every test
 test-native: all $(TEST_BIN) tools fixtures   ## only the native test binary
 	$(Q)FLUX_BIN=$(abspath $(FLUX_BIN)) FLUX_TOOLS=$(abspath $(BUILD)/tools) $(TEST_BIN) $(TESTS)
 
-FUZZ_PNG_SRC := src/base/file_read.c src/image/image.c src/image/image_png.c src/image/image_ppm.c src/base/atomic_file.c src/base/error.c
+FUZZ_PNG_SRC := src/base/file_read.c src/image/image.c src/image/image_file.c src/image/image_png.c src/image/image_ppm.c \
+                src/base/atomic_file.c src/base/error.c
 
 # ---- fuzzing: libFuzzer targets tests/fuzz/fuzz_*.c (clang), each run for
 # FUZZ_SECONDS; new inputs go to build/fuzz/corpus-<target>, seeds are read
@@ -239,7 +247,8 @@ FUZZ_PNG_SRC := src/base/file_read.c src/image/image.c src/image/image_png.c src
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_DIR     := build/fuzz
-FUZZ_SRC_DEFAULT := src/base/file_read.c src/base/json.c src/formats/safetensors.c src/model/config.c src/base/error.c
+FUZZ_SRC_DEFAULT := src/base/file_read.c src/base/json.c src/formats/safetensors.c src/model/config.c src/base/error.c \
+                    src/base/log.c
 FUZZ_SRC_png  = $(FUZZ_PNG_SRC)
 FUZZ_LIBS_png = -lpng
 FUZZ_SRC_npy  = src/base/file_read.c src/base/npy.c src/base/atomic_file.c src/base/error.c
@@ -273,8 +282,8 @@ demo:                                  ## install missing deps, build, run text-
 	$(Q)$(MAKE) --no-print-directory all tools fixtures
 	$(Q)FLUX_BIN=$(abspath $(FLUX_BIN)) FLUX_TOOLS=$(abspath $(BUILD)/tools) tools/demo.sh
 
-deps:                                  ## install missing build dependencies (apt-get)
-	$(Q)tools/install_deps.sh
+deps:                                  ## install missing build dependencies (apt-get; VULKAN=1: its packages too)
+	$(Q)tools/install_deps.sh $(if $(filter 1,$(VULKAN)),--vulkan)
 
 # ---- install
 install: all                           ## install binary, libraries, header, flux.pc
@@ -305,4 +314,5 @@ help:                                  ## this list
 	@echo
 	@sed -n '/^# Build options/,/^$$/p' $(firstword $(MAKEFILE_LIST)) | sed 's/^# \{0,1\}//'
 
+-include $(VK_SPV_DEPS)
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d)

@@ -25,6 +25,7 @@
 #include "src/pipeline/embcache.h"
 #include "src/model/model.h"
 #include "src/text/qwen3.h"
+#include "src/pipeline/text_encode.h"
 #include "src/text/tokenizer.h"
 #include "bench.h"
 

@@ -24,6 +24,7 @@
 #include "src/model/ctx.h"
 #include "src/model/model.h"
 #include "src/text/qwen3.h"
+#include "src/pipeline/text_encode.h"
 #include "src/text/tokenizer.h"
 
 typedef struct text_problem {

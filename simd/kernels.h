@@ -66,7 +66,7 @@ typedef struct fx_weight {
     int64_t n, k, ld;
 } fx_weight;
 
-/* The dispatch table (defined in simd/dispatch.h; opaque to model code). */
+/* The dispatch table (defined in simd/common/table.h; opaque to model code). */
 typedef struct fx_kernels fx_kernels;
 
 /* Per-context scratch memory: one buffer per thread plus one shared. */

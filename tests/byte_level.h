@@ -1,5 +1,5 @@
 /* byte_level.h — the GPT-2 byte-level alphabet, written independently of
- * src/tokenizer.c, for the tiny tokenizer.json vocabularies that the
+ * src/text/tokenizer.c, for the tiny tokenizer.json vocabularies that the
  * tokenizer test and the tokenizer fuzz target build: printable bytes stand
  * for themselves, the other 68 for U+0100.. in increasing byte order. */
 #ifndef FX_TEST_BYTE_LEVEL_H

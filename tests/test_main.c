@@ -256,7 +256,7 @@ static int matches(const char *name, int npat, char **pat) {
 
 /* Exit codes of a child: 0 pass, 1 fail, 2 skip. */
 static int run_child(const test_entry *t) {
-    /* a fresh embedding cache per test (src/embcache.h), also for the flux
+    /* a fresh embedding cache per test (src/pipeline/embcache.h), also for the flux
      * processes it starts: no hits from other tests or runs, nothing left
      * in $HOME/.cache */
     char cache[sizeof g_tmpdir + 16];

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""gen_unicode_tables.py — generate src/unicode_tables.c from the Unicode
+"""gen_unicode_tables.py — generate src/text/unicode_tables.c from the Unicode
 Character Database shipped by Debian's `unicode-data` package.
 
-    python3 tools/gen_unicode_tables.py [--ucd /usr/share/unicode] [--out src/unicode_tables.c]
+    python3 tools/gen_unicode_tables.py [--ucd /usr/share/unicode] [--out src/text/unicode_tables.c]
 
 Not run by the build or CI: the generated file is committed. Re-run it only
 to move to another Unicode version.
 
-What the tables hold (see src/unicode.h for how they are used):
+What the tables hold (see src/text/unicode.h for how they are used):
 
   * the regex class of every code point, as the Qwen2 pre-tokenizer regex sees
     it through the Oniguruma engine of Hugging Face `tokenizers`:
@@ -99,7 +99,7 @@ def parse_version(s):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ucd", default="/usr/share/unicode")
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "src", "unicode_tables.c"))
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "src", "text", "unicode_tables.c"))
     ap.add_argument("--nfc-age", default="9.0", help="newest Unicode version whose characters take part in NFC")
     args = ap.parse_args()
     ucd = args.ucd

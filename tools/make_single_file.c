@@ -9,7 +9,7 @@
  *
  * The BFL layout is built here from the spec table (model-spec §2.2), in
  * the direction diffusers → BFL, independently of the loader's mapping
- * (src/single_file.c), so a test comparing the two catches a wrong entry:
+ * (src/formats/single_file.c), so a test comparing the two catches a wrong entry:
  *   to_q ‖ to_k ‖ to_v (rows)            → double_blocks.i.img_attn.qkv
  *   add_q_proj ‖ add_k_proj ‖ add_v_proj → double_blocks.i.txt_attn.qkv
  *   norm_out.linear rows [d,2d) ‖ [0,d)  → final_layer.adaLN_modulation.1 (shift, scale)

@@ -1,12 +1,12 @@
 /*
- * dispatch.h — the per-ISA kernel table (simd-internal).
+ * table.h — the per-ISA kernel table type (simd-internal).
  *
  * One const fx_kernels per table id (simd/dispatch.h), assembled in
  * dispatch.c from the per-area tables each kernel family defines in its own
  * header (gemm.h, attention.h, rowops.h). Model code never sees this.
  */
-#ifndef FX_DISPATCH_H
-#define FX_DISPATCH_H
+#ifndef FX_SIMD_TABLE_H
+#define FX_SIMD_TABLE_H
 
 #include "simd/kernels.h"
 

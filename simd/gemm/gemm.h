@@ -1,7 +1,7 @@
 /*
  * gemm.h — per-ISA tables of the gemm kernel family (simd-internal).
  *
- * fx_linear (simd/gemm.c) computes Y[m, n] (op)= X[m, k] · W[n, k]ᵀ the BLIS
+ * fx_linear (gemm.c) computes Y[m, n] (op)= X[m, k] · W[n, k]ᵀ the BLIS
  * way: loops around a register-tiled microkernel. Each thread owns a block
  * of the output (a range of whole NR column panels, or of whole MR rows
  * when n is narrow) and runs, with nothing shared and no barriers:

@@ -5,7 +5,7 @@
  * compiler, ISA and thread count. Each value depends only on (seed, its
  * flat index), so the noise can be filled in parallel in any order, and only
  * IEEE-754 double operations that are exactly specified (+, −, ×, ÷, sqrt,
- * compare) are used: no libm log/cos, no fused multiply-add (src/rng.c is
+ * compare) are used: no libm log/cos, no fused multiply-add (src/dit/rng.c is
  * compiled without FP contraction).
  *
  * Algorithm (normative; any tool can reproduce it):

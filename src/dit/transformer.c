@@ -245,7 +245,7 @@ flux_status fx_dit_run_new(flux_ctx *ctx, fx_dit *d, const fx_dit_layout *lay, f
         fx_dit_run_free(r);
         return st;
     }
-    fx_log(ctx, 2, "flux: transformer run: %lld sequence(s) x %lld tokens (%lld text, %lld image), workspace %.1f MB",
+    fx_log(&ctx->log, 2, "flux: transformer run: %lld sequence(s) x %lld tokens (%lld text, %lld image), workspace %.1f MB",
            (long long)r->B, (long long)r->S, (long long)r->L, (long long)r->n_img, (double)r->mem_bytes / 1e6);
     *out = r;
     return FLUX_OK;

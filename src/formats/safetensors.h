@@ -215,7 +215,7 @@ flux_status fx_wset_linear_rows(fx_wset *s, const char *name, int64_t rows, int6
 
 /* A view set shows tensors of a base set under other names, each one row
  * range of a base tensor, or two row ranges stacked (rows = the first
- * dimension). Nothing is copied: src/single_file.c maps the BFL / ComfyUI
+ * dimension). Nothing is copied: src/formats/single_file.c maps the BFL / ComfyUI
  * transformer names onto the diffusers ones this way (fused qkv split into
  * thirds, the final layer's halves swapped).
  *   - A one-range tensor is an ordinary fx_tensor (same file, offset moved

@@ -134,7 +134,7 @@ static int looks_diffusers(const char *name) {
            !strcmp(name, "x_embedder.weight") || !strcmp(name, "proj_out.weight");
 }
 
-fx_wset *fx_single_file_open(const char *path, int use_mmap, const flux_ctx *log, fx_single_file_info *info,
+fx_wset *fx_single_file_open(const char *path, int use_mmap, const fx_logger *log, fx_single_file_info *info,
                              fx_err *err) {
     fx_single_file_info local;
     if (!info) info = &local;

@@ -32,7 +32,7 @@
 #ifndef FX_SINGLE_FILE_H
 #define FX_SINGLE_FILE_H
 
-#include "src/model/ctx.h"
+#include "src/base/log.h"
 #include "safetensors.h"
 
 #define FX_COMFYUI_PREFIX "model.diffusion_model."
@@ -55,7 +55,7 @@ typedef struct fx_single_file_info {
  * Errors: those of fx_wset_open; FLUX_ERR_MODEL for a file that is not a
  * FLUX.2 transformer, an unknown BFL tensor name, a fused qkv whose rows are
  * not a multiple of 3 or a final layer with an odd row count. */
-fx_wset *fx_single_file_open(const char *path, int use_mmap, const flux_ctx *log, fx_single_file_info *info,
+fx_wset *fx_single_file_open(const char *path, int use_mmap, const fx_logger *log, fx_single_file_info *info,
                              fx_err *err);
 
 /* The diffusers name(s) and row ranges of one BFL tensor, for the loader,

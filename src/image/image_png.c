@@ -5,9 +5,9 @@
  * outlives a longjmp in a job struct owned by the caller of the function
  * that calls setjmp, so no automatic variable of the setjmp frame is
  * modified between setjmp and longjmp (C11 7.13.2.1p3). Conversion rules
- * (gray/alpha/palette/16-bit → RGB8) are documented in image_internal.h.
+ * (gray/alpha/palette/16-bit → RGB8) are documented in codecs.h.
  */
-#include "image_internal.h"
+#include "codecs.h"
 
 #include <errno.h>
 #include <png.h>

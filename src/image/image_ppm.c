@@ -9,7 +9,7 @@
  * Bytes after the first image are ignored (Netpbm allows several images in
  * one stream).
  */
-#include "image_internal.h"
+#include "codecs.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -10,6 +10,7 @@
 
 #include "flux.h"
 #include "src/base/error.h"
+#include "src/base/log.h"
 #include "simd/kernels.h"
 
 struct fx_model;      /* model.h: folder, configs, opened weight files */
@@ -23,6 +24,7 @@ struct flux_ctx {
     flux_options opt;
     char *cache_dir;            /* owned copy of opt.cache_dir (or NULL) */
     fx_err err;
+    fx_logger log;              /* opt.verbose */
     int threads;
     int force_f32;              /* FLUX_PRECISION_F32 */
     const fx_kernels *kernels;
@@ -37,9 +39,6 @@ struct flux_ctx {
     struct fx_vae *vae;
     struct fx_embcache *embcache;
 };
-
-/* Log to stderr when ctx->opt.verbose >= level. */
-void fx_log(const flux_ctx *ctx, int level, const char *fmt, ...) FX_PRINTF(3, 4);
 
 /* Copy an fx_err into the context's error and return its code. */
 flux_status fx_ctx_fail_from(flux_ctx *ctx, const fx_err *e);

@@ -1,5 +1,5 @@
 /*
- * model.c — flux_load(): the official model folder → ctx->model (model.h).
+ * model.c — the official model folder → a struct fx_model (model.h).
  *
  *   <dir>/model_index.json                        variant (is_distilled)
  *   <dir>/transformer/config.json + weights       Flux2Transformer2DModel
@@ -18,13 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "src/pipeline/embcache.h"
 #include "src/base/json.h"
-#include "src/text/qwen3.h"
 #include "src/formats/single_file.h"
-#include "src/text/tokenizer.h"
-#include "src/dit/transformer.h"
-#include "src/vae/vae.h"
 
 void fx_model_free(struct fx_model *m) {
     if (!m) return;
@@ -35,25 +30,6 @@ void fx_model_free(struct fx_model *m) {
     free(m->dir);
     free(m->name);
     free(m);
-}
-
-void fx_model_release_all(flux_ctx *ctx) {
-    if (!ctx) return;
-    /* Components built on top of the model (tokenizer, text encoder,
-     * transformer, VAE, embedding cache) are released here by their modules,
-     * before the weights they point into. */
-    fx_tokenizer_free(ctx->tokenizer);
-    ctx->tokenizer = NULL;
-    fx_embcache_release(ctx);
-    fx_qwen3_free(ctx->text_encoder);
-    ctx->text_encoder = NULL;
-    fx_dit_free(ctx->transformer);
-    ctx->transformer = NULL;
-    fx_vae_free(ctx->vae);
-    ctx->vae = NULL;
-    fx_model_free(ctx->model);
-    ctx->model = NULL;
-    fx_packcache_clear(ctx->packs); /* they pointed into the weights just released */
 }
 
 fx_wset *fx_model_text_encoder_weights(struct fx_model *m, fx_err *err) {
@@ -129,11 +105,11 @@ static flux_status open_weights(const struct fx_model *m, const char *component,
     return *out ? FLUX_OK : err->code;
 }
 
-static flux_status load_folder(struct fx_model *m, const flux_ctx *ctx, const flux_load_options *lo, fx_err *err) {
+static flux_status load_folder(struct fx_model *m, const fx_logger *log, const flux_load_options *lo, fx_err *err) {
     TRY(read_config(m, "model_index.json", parse_pipeline, &m->pipeline, err));
     m->distilled = lo->distilled >= 0 ? lo->distilled != 0 : m->pipeline.distilled;
     if (m->pipeline.class_name[0] && strncmp(m->pipeline.class_name, "Flux2Klein", 10))
-        fx_log(ctx, 1, "flux: model_index.json names pipeline %s; loading it as FLUX.2-klein",
+        fx_log(log, 1, "flux: model_index.json names pipeline %s; loading it as FLUX.2-klein",
                m->pipeline.class_name);
 
     TRY(read_config(m, "transformer/config.json", parse_dit, &m->dit, err));
@@ -149,7 +125,7 @@ static flux_status load_folder(struct fx_model *m, const flux_ctx *ctx, const fl
     if (!(m->tokenizer_path = strdup(path))) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
 
     if (lo->transformer_file) { /* BFL / ComfyUI / diffusers names, mapped (single_file.h) */
-        m->transformer_w = fx_single_file_open(lo->transformer_file, m->use_mmap, ctx, NULL, err);
+        m->transformer_w = fx_single_file_open(lo->transformer_file, m->use_mmap, log, NULL, err);
         if (!m->transformer_w) return err->code;
     } else {
         TRY(open_weights(m, "transformer", "diffusion_pytorch_model.safetensors", m->use_mmap, &m->transformer_w, err));
@@ -164,18 +140,9 @@ static flux_status load_folder(struct fx_model *m, const flux_ctx *ctx, const fl
     return FLUX_OK;
 }
 
-flux_status flux_load(flux_ctx *ctx, const char *model_dir, const flux_load_options *lo) {
-    if (!ctx) return FLUX_ERR_INVALID_ARG;
-    fx_err *err = &ctx->err;
-    fx_err_clear(err);
-    if (!model_dir || !*model_dir) return fx_fail(err, FLUX_ERR_INVALID_ARG, "flux_load: no model folder given");
-    flux_load_options defaults;
-    if (!lo) {
-        flux_load_options_init(&defaults);
-        lo = &defaults;
-    }
-    fx_model_release_all(ctx);
-
+flux_status fx_model_open(const char *model_dir, const flux_load_options *lo, int use_mmap, const fx_logger *log,
+                          struct fx_model **out, fx_err *err) {
+    *out = NULL;
     struct stat st;
     if (stat(model_dir, &st) != 0)
         return fx_fail(err, FLUX_ERR_IO, "model folder %s: %s", model_dir, strerror(errno));
@@ -185,7 +152,7 @@ flux_status flux_load(flux_ctx *ctx, const char *model_dir, const flux_load_opti
     if (!m) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
     m->dir = strdup(model_dir);
     m->name = folder_name(model_dir);
-    m->use_mmap = ctx->opt.use_mmap != 0;
+    m->use_mmap = use_mmap != 0;
     if (!m->dir || !m->name) {
         fx_model_free(m);
         return fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
@@ -193,36 +160,15 @@ flux_status flux_load(flux_ctx *ctx, const char *model_dir, const flux_load_opti
     size_t len = strlen(m->dir);
     while (len > 1 && m->dir[len - 1] == '/') m->dir[--len] = '\0';
 
-    flux_status status = load_folder(m, ctx, lo, err);
+    flux_status status = load_folder(m, log, lo, err);
     if (status) {
         fx_model_free(m);
         return status;
     }
-    ctx->model = m;
-    fx_log(ctx, 1, "flux: loaded %s (%s): transformer %d+%d blocks × %d, text encoder %d/%d layers × %d, %zu+%zu+%zu tensors",
+    fx_log(log, 1, "flux: loaded %s (%s): transformer %d+%d blocks × %d, text encoder %d/%d layers × %d, %zu+%zu+%zu tensors",
            m->name, m->distilled ? "distilled" : "base", m->dit.double_blocks, m->dit.single_blocks, m->dit.hidden,
            m->qwen3.layers_used, m->qwen3.layers, m->qwen3.hidden, fx_wset_count(m->transformer_w),
            fx_wset_count(m->text_encoder_w), fx_wset_count(m->vae_w));
-    return FLUX_OK;
-}
-
-flux_status flux_get_model_info(const flux_ctx *ctx, flux_model_info *info) {
-    if (!ctx || !info) return FLUX_ERR_INVALID_ARG;
-    const struct fx_model *m = ctx->model;
-    if (!m) return fx_fail((fx_err *)&ctx->err, FLUX_ERR_STATE, "no model is loaded (call flux_load first)");
-    memset(info, 0, sizeof *info);
-    info->name = m->name;
-    info->distilled = m->distilled;
-    info->hidden = m->dit.hidden;
-    info->heads = m->dit.heads;
-    info->head_dim = m->dit.head_dim;
-    info->double_blocks = m->dit.double_blocks;
-    info->single_blocks = m->dit.single_blocks;
-    info->text_dim = m->dit.text_dim;
-    info->text_hidden = m->qwen3.hidden;
-    info->text_layers_used = m->qwen3.layers_used;
-    info->latent_channels = m->dit.in_channels;
-    info->default_steps = m->distilled ? 4 : 50;
-    info->default_guidance = m->distilled ? 1.0f : 4.0f;
+    *out = m;
     return FLUX_OK;
 }

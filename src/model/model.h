@@ -2,12 +2,13 @@
  * model.h — a loaded model folder (official Hugging Face layout) and the
  * lifetime of its components inside a context.
  *
- * Owned by the loader (src/model.c). Other modules read ctx->model: the
+ * Owned by the context (src/pipeline/load.c frees it after the components
+ * that point into its weights). Other modules read ctx->model: the
  * configs give every dimension, the weight sets give the tensors (see
  * safetensors.h: fx_wset_linear / fx_wset_conv / fx_wset_f32 ...).
  *
- * flux_load() fills it in this order, failing early with a message that
- * names the file: model_index.json, the four configs, cross-component
+ * fx_model_open() (called by flux_load) fills it in this order, failing
+ * early with a message that names the file: model_index.json, the four configs, cross-component
  * checks, tokenizer path, then the three weight sets, each validated
  * against the tensor tables of spec §2 computed from the configs
  * (fx_check_*_weights below). Nothing of a failed load stays in the context.
@@ -50,8 +51,12 @@ struct fx_model {
     /* Later stages add their own per-model state here (documented). */
 };
 
-/* Release every loaded component of the context (weights, tokenizer, ...). */
-void fx_model_release_all(flux_ctx *ctx);
+/* Open and check the model folder `dir` (model.c's header comment) with the
+ * load options (variant, single-file transformer, lazy text encoder);
+ * use_mmap as flux_options.use_mmap. *out is the new model, or NULL with
+ * the first problem in err, naming the file. */
+flux_status fx_model_open(const char *dir, const flux_load_options *lo, int use_mmap, const fx_logger *log,
+                          struct fx_model **out, fx_err *err);
 
 /* The text encoder's weight set with its data mapped/read (loaded on first
  * call, again after a release). NULL with an error on failure. */
@@ -59,7 +64,7 @@ fx_wset *fx_model_text_encoder_weights(struct fx_model *m, fx_err *err);
 /* Unmap/free the text encoder's weight data (headers stay for lookups). */
 void fx_model_release_text_encoder_weights(struct fx_model *m);
 
-/* Free a model (NULL allowed). fx_model_release_all calls it. */
+/* Free a model (NULL allowed). */
 void fx_model_free(struct fx_model *m);
 
 /* Check that a weight set holds every tensor a stage needs, with the shapes

@@ -1,9 +1,8 @@
 /*
  * api.c — context lifecycle: options, creation (kernel table, threads,
- * scratch), errors, logging, CPU information.
+ * scratch), errors, CPU information.
  */
-#include "src/model/ctx.h"
-#include "src/model/model.h"
+#include "load.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,26 +13,6 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-
-void flux_options_init(flux_options *opt) {
-    memset(opt, 0, sizeof *opt);
-    opt->use_mmap = 1;
-    opt->precision = FLUX_PRECISION_DEFAULT;
-}
-
-void flux_load_options_init(flux_load_options *lo) {
-    memset(lo, 0, sizeof *lo);
-    lo->distilled = -1;
-    lo->lazy_text_encoder = 1;
-}
-
-void flux_params_init(flux_params *p) {
-    memset(p, 0, sizeof *p);
-    p->seed = FLUX_SEED_RANDOM;
-    p->guidance = -1.0f;
-    p->schedule = FLUX_SCHEDULE_SHIFTED;
-    p->power_alpha = 2.0f;
-}
 
 static int default_threads(void) {
 #ifdef _OPENMP
@@ -80,6 +59,7 @@ flux_ctx *flux_new(const flux_options *opt) {
         ctx->opt.cache_dir = ctx->cache_dir;
     }
     ctx->opt.isa = NULL; /* not owned; consumed below */
+    ctx->log.verbose = ctx->opt.verbose;
     ctx->threads = opt && opt->threads > 0 ? opt->threads : default_threads();
 
     const char *prec = getenv("FLUX_PRECISION");
@@ -96,7 +76,7 @@ flux_ctx *flux_new(const flux_options *opt) {
     if (ctx->opt.verbose >= 1) {
         char amx[512];
         int on = fx_isa_check(FX_ISA_AMX, amx, sizeof amx);
-        fx_log(ctx, 1, "flux: kernels %s; AMX %s%s", fx_kernels_name(ctx->kernels), on ? "usable" : "off: ", on ? "" : amx);
+        fx_log(&ctx->log, 1, "flux: kernels %s; AMX %s%s", fx_kernels_name(ctx->kernels), on ? "usable" : "off: ", on ? "" : amx);
     }
     return ctx;
 oom:
@@ -109,7 +89,7 @@ oom:
 
 void flux_free(flux_ctx *ctx) {
     if (!ctx) return;
-    fx_model_release_all(ctx);
+    fx_ctx_release_model(ctx);
     fx_scratch_free(ctx->scratch);
     fx_packcache_free(ctx->packs);
     free(ctx->cache_dir);
@@ -119,15 +99,6 @@ void flux_free(flux_ctx *ctx) {
 const char *flux_error(const flux_ctx *ctx) { return ctx ? ctx->err.msg : "no context"; }
 
 int flux_threads(const flux_ctx *ctx) { return ctx->threads; }
-
-void fx_log(const flux_ctx *ctx, int level, const char *fmt, ...) {
-    if (!ctx || ctx->opt.verbose < level) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-}
 
 flux_status fx_ctx_fail_from(flux_ctx *ctx, const fx_err *e) {
     if (e != &ctx->err) ctx->err = *e;

@@ -455,7 +455,7 @@ static uint64_t disk_budget(const flux_ctx *ctx) {
     errno = 0;
     unsigned long long mb = strtoull(s, &end, 10);
     if (*end || errno || s[0] == '-' || mb > (1ull << 40)) {
-        fx_log(ctx, 1, "flux: FLUX_CACHE_MAX_MB='%s' is not a number of MiB; using %llu", s,
+        fx_log(&ctx->log, 1, "flux: FLUX_CACHE_MAX_MB='%s' is not a number of MiB; using %llu", s,
                (unsigned long long)(FX_EMBCACHE_DISK_BYTES >> 20));
         return FX_EMBCACHE_DISK_BYTES;
     }
@@ -534,11 +534,11 @@ static fx_embcache *ctx_cache(flux_ctx *ctx) {
         cfg.mem_entries = FX_EMBCACHE_MEM_ENTRIES;
         cfg.mem_bytes = FX_EMBCACHE_MEM_BYTES;
         cfg.disk_bytes = disk_budget(ctx);
-        cfg.log = ctx;
+        cfg.log = &ctx->log;
         if (!ctx->opt.no_disk_cache) {
             if (ctx->opt.cache_dir) cfg.dir = ctx->opt.cache_dir;
             else if (fx_embcache_default_dir(dir, sizeof dir)) cfg.dir = dir;
-            else fx_log(ctx, 1, "flux: embedding cache: neither XDG_CACHE_HOME nor HOME is set; caching in memory only");
+            else fx_log(&ctx->log, 1, "flux: embedding cache: neither XDG_CACHE_HOME nor HOME is set; caching in memory only");
         }
         if (!(ctx->embcache = fx_embcache_new(&cfg))) return NULL;
     }
@@ -546,7 +546,7 @@ static fx_embcache *ctx_cache(flux_ctx *ctx) {
     if (c->id_state == 0) {
         char which[4096];
         if (model_identity(ctx->model, c->model_id, which, sizeof which) != 0) {
-            fx_log(ctx, 1, "flux: embedding cache off: cannot read %s", which);
+            fx_log(&ctx->log, 1, "flux: embedding cache off: cannot read %s", which);
             c->id_state = -1;
         } else {
             c->id_state = 1;
@@ -565,7 +565,7 @@ int fx_text_cache_lookup(flux_ctx *ctx, const int32_t *ids, const uint8_t *mask,
     fx_embcache_key(c->model_id, c->path, ids, mask, seq, cols, key);
     long disk_before = c->stats.disk_hits;
     if (!fx_embcache_get(c, key, seq, cols, out)) return 0;
-    fx_log(ctx, 1, "flux: text embeddings from the %s cache", c->stats.disk_hits > disk_before ? "disk" : "memory");
+    fx_log(&ctx->log, 1, "flux: text embeddings from the %s cache", c->stats.disk_hits > disk_before ? "disk" : "memory");
     return 1;
 }
 

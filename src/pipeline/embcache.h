@@ -90,7 +90,7 @@ typedef struct fx_embcache_config {
     int mem_entries;        /* in-memory LRU bounds; 0 = no memory cache */
     size_t mem_bytes;
     uint64_t disk_bytes;    /* size budget of dir */
-    const flux_ctx *log;    /* messages via fx_log(log, ...); NULL = silent */
+    const fx_logger *log;   /* messages via fx_log(log, ...); NULL = silent */
 } fx_embcache_config;
 
 /* What happened so far (for tests and -vv). */

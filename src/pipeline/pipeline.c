@@ -233,7 +233,7 @@ static flux_status text_embeddings(gen *g) {
     }
     if (encoded) {
         flux_release_text_encoder(g->ctx);
-        fx_log(g->ctx, 1, "flux: text encoding %.2f s", fx_now_s() - t0);
+        fx_log(&g->ctx->log, 1, "flux: text encoding %.2f s", fx_now_s() - t0);
     }
     int64_t shape[2] = {FLUX_TEXT_TOKENS, text_dim};
     TRY(fx_dump_f32(p->dump_dir, "text_embeddings.npy", g->emb, 2, shape, g->err));
@@ -289,7 +289,7 @@ static flux_status encode_refs(gen *g) {
             st = fx_dump_chw(g->p->dump_dir, name, chw, g->cin, gh, gw, g->err);
         }
         if (!st)
-            fx_log(ctx, 1, "flux: reference %d: %dx%d%s -> %dx%d (%lld tokens), VAE encode %.2f s", r, rg->src_w,
+            fx_log(&ctx->log, 1, "flux: reference %d: %dx%d%s -> %dx%d (%lld tokens), VAE encode %.2f s", r, rg->src_w,
                    rg->src_h, rg->scaled_w != rg->src_w || rg->scaled_h != rg->src_h ? " (Lanczos to area 1024^2)" : "",
                    rg->width, rg->height, (long long)n, fx_now_s() - t0);
         free(pix), free(mean), free(chw);
@@ -368,7 +368,7 @@ static flux_status denoise(gen *g, int first, int count, float *lat, float *xin,
         for (int64_t e = 0; e < (int64_t)count * tok; e++) lat[e] += dt * v[e];
         double dt_s = fx_now_s() - t0;
         g->t_denoise += dt_s;
-        fx_log(ctx, 1, "flux: step %d/%d (sigma %.4f, %d sequence(s) x %lld tokens): %.2f s", i + 1, g->steps,
+        fx_log(&ctx->log, 1, "flux: step %d/%d (sigma %.4f, %d sequence(s) x %lld tokens): %.2f s", i + 1, g->steps,
                (double)g->sigmas[i], B, (long long)(FLUX_TEXT_TOKENS + g->N + g->ref_N), dt_s);
         st = progress(g, FLUX_STAGE_DENOISE, step + 1, total, 0, 0);
     }
@@ -459,7 +459,7 @@ static flux_status run_all(gen *g, flux_image **out) {
     if (!st) st = denoise_and_decode(g, out);
     int64_t pf_bytes = fx_prefetch_stop(pf);
     if (pf)
-        fx_log(g->ctx, 2, "flux: prefetch covered %.2f GB of transformer weights (stopped after %.2f s)",
+        fx_log(&g->ctx->log, 2, "flux: prefetch covered %.2f GB of transformer weights (stopped after %.2f s)",
                (double)pf_bytes * 1e-9, fx_now_s() - t0);
     return st;
 }
@@ -497,7 +497,7 @@ static flux_status denoise_and_decode(gen *g, flux_image **out) {
             double t0 = fx_now_s();
             if (!(st = progress(g, FLUX_STAGE_VAE_DECODE, first + j, g->n_images, 0, 0)))
                 st = decode(g, first + j, lat + j * tok, chw, z, pix, &out[first + j]);
-            fx_log(g->ctx, 1, "flux: VAE decode %.2f s", fx_now_s() - t0);
+            fx_log(&g->ctx->log, 1, "flux: VAE decode %.2f s", fx_now_s() - t0);
         }
     }
     if (!st) st = progress(g, FLUX_STAGE_VAE_DECODE, g->n_images, g->n_images, 0, 0);
@@ -522,12 +522,12 @@ static flux_status generate(flux_ctx *ctx, const flux_params *p, int n_images, f
         double t0 = fx_now_s();
         st = run_all(&g, out);
         if (!st)
-            fx_log(ctx, 1, "flux: %d image(s) %dx%d, %d steps: denoising %.2f s, total %.2f s", n_images, g.width,
+            fx_log(&ctx->log, 1, "flux: %d image(s) %dx%d, %d steps: denoising %.2f s, total %.2f s", n_images, g.width,
                    g.height, g.steps, g.t_denoise, fx_now_s() - t0);
         fx_packcache_stats ps;
         fx_packcache_stats_get(ctx->packs, &ps);
         if (ps.entries || ps.over_budget)
-            fx_log(ctx, 1, "flux: weights repacked for the tile kernels: %zu (%.1f MiB of a %.0f MiB budget), "
+            fx_log(&ctx->log, 1, "flux: weights repacked for the tile kernels: %zu (%.1f MiB of a %.0f MiB budget), "
                    "%ld reused, %ld packed per call (over budget)", ps.entries, ps.bytes / 1048576.0,
                    ps.budget / 1048576.0, ps.hits, ps.over_budget);
         if (st)

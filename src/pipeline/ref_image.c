@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/image/image_internal.h"
+#include "src/image/codecs.h"
 #include "src/image/image_resize.h"
 
 flux_status fx_ref_geometry(int w, int h, int unit, const char *what, fx_ref_geom *g, fx_err *err) {

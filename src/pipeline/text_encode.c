@@ -7,6 +7,8 @@
  *   prompt → tokenizer (chat template, truncate/pad to 512, mask)   tokenizer.h
  *          → Qwen3 → out [512, 3·hidden]                           qwen3.h
  */
+#include "text_encode.h"
+
 #include "embcache.h"
 #include "src/model/model.h"
 #include "src/text/qwen3.h"
@@ -40,7 +42,7 @@ flux_status flux_encode_text(flux_ctx *ctx, const char *prompt, float *out) {
     int n_real = 0;
     st = fx_tokenizer_encode_prompt(tok, prompt, FLUX_TEXT_TOKENS, ids, mask, &n_real, &ctx->err);
     if (st) return st;
-    fx_log(ctx, 2, "flux: prompt: %d tokens + %d padding", n_real, FLUX_TEXT_TOKENS - n_real);
+    fx_log(&ctx->log, 2, "flux: prompt: %d tokens + %d padding", n_real, FLUX_TEXT_TOKENS - n_real);
     /* embedding cache (embcache.h): a hit never loads the encoder */
     const int cols = FX_KLEIN_N_TEXT_STATES * ctx->model->qwen3.hidden;
     uint8_t key[FX_SHA256_BYTES];

@@ -130,7 +130,7 @@ flux_status fx_qwen3_load(flux_ctx *ctx, fx_qwen3 **out) {
         fx_qwen3_free(q);
         return st;
     }
-    fx_log(ctx, 2, "flux: text encoder: %d of %d layers, hidden %d, %d/%d heads x %d, ff %d", q->layers_run,
+    fx_log(&ctx->log, 2, "flux: text encoder: %d of %d layers, hidden %d, %d/%d heads x %d, ff %d", q->layers_run,
            q->c.layers, q->c.hidden, q->c.heads, q->c.kv_heads, q->c.head_dim, q->c.intermediate);
     *out = q;
     return FLUX_OK;
@@ -185,7 +185,7 @@ static flux_status reserve(flux_ctx *ctx, fx_qwen3 *q, int64_t seq) {
         return st;
     }
     q->cap = seq;
-    fx_log(ctx, 2, "flux: text encoder workspace: %lld tokens, %.1f MB", (long long)seq, (double)q->mem_bytes / 1e6);
+    fx_log(&ctx->log, 2, "flux: text encoder workspace: %lld tokens, %.1f MB", (long long)seq, (double)q->mem_bytes / 1e6);
     return FLUX_OK;
 }
 

@@ -2,7 +2,7 @@
  * qwen3.h — the Qwen3 text encoder of klein (spec §6): token ids → the
  * stacked hidden states 9, 18, 27 that the transformer reads as text.
  *
- * Owned by the text-encoder module (src/qwen3.c). Weights are views into
+ * Owned by the text-encoder module (src/text/qwen3.c). Weights are views into
  * the mmap'd text_encoder/ weight set (fx_model_text_encoder_weights); only
  * layers 0..layers_used−1 are touched.
  */
@@ -33,13 +33,5 @@ void fx_qwen3_set_observer(fx_qwen3 *q, fx_qwen3_observer fn, void *user);
  * the linears of the layers that run, plus 4·(seq(seq+1)/2)·head_dim per
  * query head for causal attention (QKᵀ and P·V over the visible pairs). */
 double fx_qwen3_flops(const fx_qwen3 *q, int seq);
-
-/* The context's encoder on (ids, mask) → out [seq, 3·hidden]: loads it on
- * first use or after flux_release_text_encoder (src/text_encode.c). The
- * result depends only on the model, the precision mode and (ids, mask). */
-flux_status fx_text_encode_ids(flux_ctx *ctx, const int32_t *ids, const uint8_t *mask, int seq, float *out);
-
-/* Free ctx->text_encoder and drop its mapped weights (reloaded on demand). */
-void fx_text_encoder_release(flux_ctx *ctx);
 
 #endif

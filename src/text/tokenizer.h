@@ -88,7 +88,7 @@ flux_status fx_tokenizer_encode_prompt(fx_tokenizer *tok, const char *prompt, in
 
 /* The context's tokenizer, loaded on first use from the model's
  * tokenizer/tokenizer.json (FLUX_ERR_STATE before flux_load). It stays in
- * ctx->tokenizer until fx_model_release_all (model.c) frees it. Errors go to
+ * ctx->tokenizer until fx_ctx_release_model (src/pipeline/load.c) frees it. Errors go to
  * ctx->err. */
 flux_status fx_ctx_tokenizer(flux_ctx *ctx, fx_tokenizer **out);
 

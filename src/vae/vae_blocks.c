@@ -8,10 +8,10 @@
  *              conv 3×3 stride 2 (encoder)
  *
  * Each block reads its input from a level region (row slot layout, see
- * vae_internal.h) and writes its output back into it; the statistics of
+ * vae_stream.h) and writes its output back into it; the statistics of
  * every output are accumulated while it is written.
  */
-#include "vae_internal.h"
+#include "vae_blocks.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -61,7 +61,7 @@ flux_status vb_attention(vs_run *r, const vae_attn *a, const vs_level *lv, vs_st
                       ev = {FX_EPI_STORE, a->bv, NULL}, eo = {FX_EPI_STORE, a->bout, NULL};
     float *t = vs_buf(r, 0, sizeof(float) * (size_t)rows * x.w * C);
     float *o = vs_buf(r, 1, sizeof(float) * (size_t)rows * x.w * C);
-    if (!t || !o) return fx_fail(&r->ctx->err, FLUX_ERR_NOMEM, "out of memory (VAE attention)");
+    if (!t || !o) return fx_fail(r->err, FLUX_ERR_NOMEM, "out of memory (VAE attention)");
 
     for (int y0 = 0; y0 < x.h; y0 += rows) {
         int y1 = y0 + rows < x.h ? y0 + rows : x.h;
@@ -81,7 +81,7 @@ flux_status vb_attention(vs_run *r, const vae_attn *a, const vs_level *lv, vs_st
     args.v = v, args.ldv = C;
     args.o = q, args.ldo = C; /* in place over q */
     args.scale = (float)(1.0 / sqrt((double)C));
-    flux_status st = fx_attention(r->kc, &args, &r->ctx->err);
+    flux_status st = fx_attention(r->kc, &args, r->err);
     if (st) return st;
 
     vs_stats_init(stats, C, r->groups);

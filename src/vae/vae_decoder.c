@@ -17,13 +17,15 @@
  * is the largest level: 256 channels at full resolution, i.e. 512 MiB at
  * 1024² in bf16.
  */
-#include "vae_internal.h"
+#include "vae_nets.h"
+
+#include "vae_blocks.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void plan(const fx_vae *v, int h8, int w8, const fx_dtype *dt, int strip_pixels, vs_plan *p) {
+static void plan(const vae_model *v, int h8, int w8, const fx_dtype *dt, int strip_pixels, vs_plan *p) {
     const vae_half *d = &v->dec;
     const int L = v->c.levels;
     int at_end[FX_VAE_MAX_LEVELS];
@@ -57,7 +59,7 @@ static void plan(const fx_vae *v, int h8, int w8, const fx_dtype *dt, int strip_
 }
 
 flux_status vd_decode(vs_run *r, const float *z, int h8, int w8, float *image) {
-    fx_vae *v = r->v;
+    const vae_model *v = r->m;
     const vae_half *d = &v->dec;
     const int L = v->c.levels, lat = v->c.latent_channels;
     const int64_t P = (int64_t)h8 * w8;
@@ -71,7 +73,7 @@ flux_status vd_decode(vs_run *r, const float *z, int h8, int w8, float *image) {
 
     /* z → channels-last [P, lat] → post_quant_conv */
     float *zt = malloc(2 * sizeof(float) * (size_t)P * (size_t)lat);
-    if (!zt) return fx_fail(&r->ctx->err, FLUX_ERR_NOMEM, "out of memory (VAE latent)");
+    if (!zt) return fx_fail(r->err, FLUX_ERR_NOMEM, "out of memory (VAE latent)");
     vs_account(r, (ptrdiff_t)(2 * sizeof(float) * (size_t)P * (size_t)lat));
     float *zq = zt + P * lat;
     const vs_tensor zin = {(void *)z, FX_DTYPE_F32, h8, w8, lat, 0, 1};

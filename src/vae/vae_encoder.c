@@ -14,13 +14,15 @@
  * the mid attention follow the last level. For the real VAE the arena is the
  * first level: 2 × 128 channels at full resolution.
  */
-#include "vae_internal.h"
+#include "vae_nets.h"
+
+#include "vae_blocks.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void plan(const fx_vae *v, int height, int width, const fx_dtype *dt, int strip_pixels, vs_plan *p) {
+static void plan(const vae_model *v, int height, int width, const fx_dtype *dt, int strip_pixels, vs_plan *p) {
     const vae_half *e = &v->enc;
     const int L = v->c.levels;
     memset(p, 0, sizeof *p);
@@ -46,7 +48,7 @@ static void plan(const fx_vae *v, int height, int width, const fx_dtype *dt, int
 }
 
 flux_status ve_encode(vs_run *r, const float *image, int height, int width, float *mean) {
-    fx_vae *v = r->v;
+    const vae_model *v = r->m;
     const vae_half *e = &v->enc;
     const int L = v->c.levels, lat = v->c.latent_channels;
     char name[96];
@@ -93,7 +95,7 @@ flux_status ve_encode(vs_run *r, const float *image, int height, int width, floa
     const int64_t P = (int64_t)top->h * top->w, M = 2 * lat;
     size_t mbytes = 2 * sizeof(float) * (size_t)(P * M);
     float *mom = malloc(mbytes);
-    if (!mom) return fx_fail(&r->ctx->err, FLUX_ERR_NOMEM, "out of memory (VAE moments)");
+    if (!mom) return fx_fail(r->err, FLUX_ERR_NOMEM, "out of memory (VAE moments)");
     vs_account(r, (ptrdiff_t)mbytes);
     vs_tensor moments = {mom, FX_DTYPE_F32, top->h, top->w, (int)M, M * top->w, 0};
     flux_status s = vb_conv_out(r, &e->norm_out, &e->conv_out, top, &st, &moments, "encoder");

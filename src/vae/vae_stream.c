@@ -19,7 +19,9 @@
  * later strips still have to read: a storage plan that would overwrite
  * unread data fails loudly instead of computing garbage.
  */
-#include "vae_internal.h"
+#include "vae_stream.h"
+
+#include "src/base/clock.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -73,10 +75,10 @@ static void *packed_buf(vs_run *r, size_t bytes) {
 flux_status vs_run_init(vs_run *r) {
     r->threads = r->kc->threads > 0 ? r->kc->threads : 1;
     r->kc1 = calloc((size_t)r->threads, sizeof *r->kc1);
-    if (!r->kc1) return fx_fail(&r->ctx->err, FLUX_ERR_NOMEM, "out of memory (VAE run)");
+    if (!r->kc1) return fx_fail(r->err, FLUX_ERR_NOMEM, "out of memory (VAE run)");
     for (int t = 0; t < r->threads; t++) {
         fx_scratch *sc = fx_scratch_new(1);
-        if (!sc) return fx_fail(&r->ctx->err, FLUX_ERR_NOMEM, "out of memory (VAE run)");
+        if (!sc) return fx_fail(r->err, FLUX_ERR_NOMEM, "out of memory (VAE run)");
         fx_kctx_init(&r->kc1[t], r->kc->k, 1, sc);
     }
     return FLUX_OK;
@@ -255,14 +257,14 @@ static flux_status flush(vs_run *r, const vs_conv *op, strip s, float *out, floa
     /* nothing later strips read may be overwritten */
     if (rows_overlap(d, s.r0, s.r1, op->src, next_in0, op->src->h) ||
         (op->side && rows_overlap(&op->side_dst, s.r0, s.r1, op->src, next_in0, op->src->h)))
-        return fx_fail(&r->ctx->err, FLUX_ERR_INTERNAL,
+        return fx_fail(r->err, FLUX_ERR_INTERNAL,
                        "vae: the storage plan would overwrite rows a later strip reads (rows %d..%d)", s.r0,
                        s.r1 - 1);
     vs_stats *st = op->dst_stats;
     const int G = st ? st->groups : 0;
     double *acc = st ? (double *)(void *)vs_buf(r, 5, sizeof(double) * 2 * (size_t)G * (size_t)rows) : NULL;
     float *tmp = op->residual ? vs_buf(r, 6, sizeof(float) * (size_t)n * (size_t)r->threads) : NULL;
-    if ((st && !acc) || (op->residual && !tmp)) return fx_fail(&r->ctx->err, FLUX_ERR_NOMEM, "out of memory (VAE strip)");
+    if ((st && !acc) || (op->residual && !tmp)) return fx_fail(r->err, FLUX_ERR_NOMEM, "out of memory (VAE strip)");
     const int nt = row_threads(r, rows, n);
     (void)nt;
 #pragma omp parallel for schedule(static) num_threads(nt)
@@ -292,7 +294,7 @@ static flux_status flush(vs_run *r, const vs_conv *op, strip s, float *out, floa
 }
 
 flux_status vs_run_conv(vs_run *r, const vs_conv *op) {
-    fx_err *err = &r->ctx->err;
+    fx_err *err = r->err;
     const fx_conv2d_geom g = geom_of(op);
     int ho, wo;
     fx_conv2d_out_size(&g, &ho, &wo);
@@ -406,7 +408,7 @@ flux_status vs_arena_alloc(vs_run *r, size_t bytes) {
     bytes = (bytes + 4095) & ~(size_t)4095;
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
-        return fx_fail(&r->ctx->err, FLUX_ERR_NOMEM, "out of memory (VAE activations, %zu MB)", bytes >> 20);
+        return fx_fail(r->err, FLUX_ERR_NOMEM, "out of memory (VAE activations, %zu MB)", bytes >> 20);
     madvise(p, bytes, MADV_HUGEPAGE);
     r->arena = p;
     r->arena_bytes = bytes;
@@ -420,16 +422,15 @@ void vs_arena_free(vs_run *r) {
 }
 
 fx_dtype vs_storage_dtype(const vs_run *r, int scale) {
-    switch (r->v->storage) {
+    switch (r->storage) {
     case FX_VAE_STORAGE_F32: return FX_DTYPE_F32;
     case FX_VAE_STORAGE_BF16: return FX_DTYPE_BF16;
-    default: return r->ctx->force_f32 || scale > 2 ? FX_DTYPE_F32 : FX_DTYPE_BF16;
+    default: return r->force_f32 || scale > 2 ? FX_DTYPE_F32 : FX_DTYPE_BF16;
     }
 }
 
 void vs_observe(vs_run *r, const char *name, const vs_tensor *t, const vs_stats *gn, const vae_norm *norm) {
-    const fx_vae *v = r->v;
-    if (!v->observer) return;
+    if (!r->observer) return;
     const int64_t hw = (int64_t)t->h * t->w;
     float *chw = malloc(sizeof(float) * (size_t)(hw * t->c));
     float *row = malloc(sizeof(float) * (size_t)t->w * (size_t)t->c);
@@ -442,7 +443,7 @@ void vs_observe(vs_run *r, const char *name, const vs_tensor *t, const vs_stats 
             for (int x = 0; x < t->w; x++)
                 for (int c = 0; c < t->c; c++) chw[c * hw + (int64_t)y * t->w + x] = row[(int64_t)x * t->c + c];
         }
-        v->observer(v->observer_user, name, chw, t->c, t->h, t->w);
+        r->observer(r->observer_user, name, chw, t->c, t->h, t->w);
     }
     free(chw);
     free(row);

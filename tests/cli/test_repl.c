@@ -1,6 +1,6 @@
 /*
  * test_repl.c — interactive mode (`flux -d DIR` without -p): the line
- * parser (src/cli_repl_parse.c, compiled into this test: CLI files are not
+ * parser (src/cli/cli_repl_parse.c, compiled into this test: CLI files are not
  * part of libflux) and the session driven through a pipe (FLUX_BIN).
  */
 #include "tests/test.h"

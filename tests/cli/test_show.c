@@ -1,5 +1,5 @@
 /*
- * test_show.c — the terminal preview of `flux --show` (src/cli_show.c,
+ * test_show.c — the terminal preview of `flux --show` (src/cli/cli_show.c,
  * compiled into this test: CLI files are not part of libflux): protocol
  * detection from the environment, and the Kitty / iTerm2 escape sequences,
  * decoded back to the PNG and its pixels.

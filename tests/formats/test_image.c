@@ -4,7 +4,7 @@
  * PNG variants the decoder must handle are written here with libpng
  * directly (gray 1/4/8/16-bit, gray+alpha, palette, RGB 16-bit, RGBA,
  * interlaced), then decoded and compared with the conversion rules of
- * image_internal.h computed independently in the test.
+ * codecs.h computed independently in the test.
  */
 #include "tests/test.h"
 
@@ -19,7 +19,7 @@
 
 #include "flux.h"
 #include "src/base/error.h"
-#include "src/image/image_internal.h"
+#include "src/image/codecs.h"
 #include "src/image/image_meta.h"
 
 /* ------------------------------------------------------------ helpers */

@@ -17,7 +17,8 @@
 
 #include "flux.h"
 #include "src/base/error.h"
-#include "src/image/image_internal.h"
+#include "src/image/codecs.h"
+#include "src/image/image_file.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -19,11 +19,6 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* single_file.c logs through fx_log (api.c is not linked here). */
-void fx_log(const flux_ctx *ctx, int level, const char *fmt, ...) {
-    (void)ctx, (void)level, (void)fmt;
-}
-
 static void check(int cond) {
     if (!cond) abort();
 }

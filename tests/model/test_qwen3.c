@@ -1,5 +1,5 @@
-/* test_qwen3.c — the Qwen3 text encoder (src/qwen3.c) and flux_encode_text
- * (src/text_encode.c) against the golden text embeddings:
+/* test_qwen3.c — the Qwen3 text encoder (src/text/qwen3.c) and flux_encode_text
+ * (src/pipeline/text_encode.c) against the golden text embeddings:
  *  - every HF hidden state 00..27 of t2i-48x64-2step (internals_text/);
  *  - out/emb.npy (and out/neg_emb.npy) of every golden case that has
  *    tokens.npy, official and ours-* (their models rebuilt by gen_model),
@@ -24,6 +24,7 @@
 #include "src/model/model.h"
 #include "src/base/npy.h"
 #include "src/text/qwen3.h"
+#include "src/pipeline/text_encode.h"
 #include "tests/golden_case.h"
 #include "tests/golden_cases.h"
 

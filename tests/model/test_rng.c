@@ -1,4 +1,4 @@
-/* test_rng.c — the documented noise generator (src/rng.h): fixed values
+/* test_rng.c — the documented noise generator (src/dit/rng.h): fixed values
  * (cross-checked with an independent Python implementation of the
  * algorithm in rng.h using math.log/math.sqrt), distribution moments,
  * thread and order independence, and the private logarithm. */

@@ -1,4 +1,4 @@
-/* test_schedule.c — σ schedules (src/schedule.h) against the table of
+/* test_schedule.c — σ schedules (src/dit/schedule.h) against the table of
  * model-spec §4.4 (to 1e-6) and tests/golden/schedules.txt (the diffusers
  * float32 values, to 1e-7 — 1 ulp near 1 is 6e-8). */
 #include "tests/test.h"

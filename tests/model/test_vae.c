@@ -309,7 +309,7 @@ TEST(vae_encode_ours_default) {
  * The tests compare against these formulas in double, which pins the
  * padding, the strides, the upsampling and the whole streaming machinery. */
 
-#include "src/vae/vae_internal.h"
+#include "src/vae/vae_weights.h"
 
 typedef struct owned_list {
     void *p[256];
@@ -356,10 +356,10 @@ static void transparent_half(owned_list *o, vae_half *h, int levels) {
 }
 
 static void make_transparent(fx_vae *v, owned_list *o) {
-    transparent_half(o, &v->enc, v->c.levels);
-    transparent_half(o, &v->dec, v->c.levels);
-    if (v->has_quant) transparent_conv(o, &v->quant, 0);
-    if (v->has_post_quant) transparent_conv(o, &v->post_quant, 0);
+    transparent_half(o, &fx_vae_layers(v)->enc, fx_vae_layers(v)->c.levels);
+    transparent_half(o, &fx_vae_layers(v)->dec, fx_vae_layers(v)->c.levels);
+    if (fx_vae_layers(v)->has_quant) transparent_conv(o, &fx_vae_layers(v)->quant, 0);
+    if (fx_vae_layers(v)->has_post_quant) transparent_conv(o, &fx_vae_layers(v)->post_quant, 0);
 }
 
 static double silu_d(double x) { return x / (1.0 + exp(-x)); }
@@ -398,8 +398,8 @@ static float *photo(int H, int W) {
 }
 
 /* Expected transparent encoder mean [lat, H/8, W/8] sampling pixel 8j + off. */
-static void expected_mean(const fx_vae *v, const float *img, int H, int W, int off, double *mean) {
-    const int C = v->enc.conv_out.cin, lat = v->c.latent_channels, h = H / 8, w = W / 8;
+static void expected_mean(fx_vae *v, const float *img, int H, int W, int off, double *mean) {
+    const int C = fx_vae_layers(v)->enc.conv_out.cin, lat = fx_vae_layers(v)->c.latent_channels, h = H / 8, w = W / 8;
     const int64_t P = (int64_t)h * w;
     double *t = calloc((size_t)C * P, sizeof *t);
     for (int c = 0; c < 3; c++)
@@ -408,7 +408,7 @@ static void expected_mean(const fx_vae *v, const float *img, int H, int W, int o
                 int y = 8 * j + off, x = 8 * i + off;
                 t[c * P + j * w + i] = y < H && x < W ? img[((size_t)c * H + y) * W + x] : 0.0;
             }
-    gn_silu_ref(t, C, P, v->c.norm_num_groups, v->enc.norm_out.gamma, v->enc.norm_out.beta, v->c.norm_eps);
+    gn_silu_ref(t, C, P, fx_vae_layers(v)->c.norm_num_groups, fx_vae_layers(v)->enc.norm_out.gamma, fx_vae_layers(v)->enc.norm_out.beta, fx_vae_layers(v)->c.norm_eps);
     memcpy(mean, t, sizeof(double) * (size_t)lat * P);
     free(t);
 }
@@ -464,13 +464,13 @@ static void transparent_roundtrip(flux_precision prec, double tol) {
         CHECK(fx_vae_decode(ctx, v, z, h, w, out) == FLUX_OK);
 
         /* expected: block (by, bx) of the output shows input pixel (8by + 7, 8bx + 7) */
-        const int dc = v->dec.conv_out.cin;
+        const int dc = fx_vae_layers(v)->dec.conv_out.cin;
         const int64_t HW = (int64_t)Hh * Ww;
         double *u = calloc((size_t)dc * HW, sizeof *u), *ref = malloc(sizeof(double) * 3 * HW);
         for (int ch = 0; ch < dc && ch < lat; ch++)
             for (int y = 0; y < Hh; y++)
                 for (int x = 0; x < Ww; x++) u[ch * HW + (int64_t)y * Ww + x] = z[ch * P + (y / 8) * w + x / 8];
-        gn_silu_ref(u, dc, HW, c->norm_num_groups, v->dec.norm_out.gamma, v->dec.norm_out.beta, c->norm_eps);
+        gn_silu_ref(u, dc, HW, c->norm_num_groups, fx_vae_layers(v)->dec.norm_out.gamma, fx_vae_layers(v)->dec.norm_out.beta, c->norm_eps);
         memcpy(ref, u, sizeof(double) * 3 * HW);
         double de = rel_err_d(out, ref, 3 * HW);
         printf("      decoder nearest x8 + GN: %.2e\n", de);
@@ -536,18 +536,18 @@ TEST(vae_downsample_padding_reference) {
     int h = 0, w = 0;
     float *img = v ? load_image(ctx, "golden/vae-encode-64x48/image.png", &h, &w) : NULL;
     if (img) {
-        REQUIRE(v->enc.level[0].sample.w.dtype == FX_DTYPE_BF16);
+        REQUIRE(fx_vae_layers(v)->enc.level[0].sample.w.dtype == FX_DTYPE_BF16);
         capture cap = {{"encoder.down_blocks.0.resnets.0", "encoder.down_blocks.0.downsamplers.0"}, {0}, {0}, {0}, {0}};
         fx_vae_set_observer(v, capture_stage, &cap);
-        float *mean = malloc(sizeof(float) * (size_t)v->c.latent_channels * (h / 8) * (w / 8));
+        float *mean = malloc(sizeof(float) * (size_t)fx_vae_layers(v)->c.latent_channels * (h / 8) * (w / 8));
         CHECK(fx_vae_encode(ctx, v, img, h, w, mean) == FLUX_OK);
         REQUIRE(cap.data[0] && cap.data[1]);
         int ho, wo;
-        double *asym = conv_s2_ref(&v->enc.level[0].sample, cap.data[0], cap.c[0], cap.h[0], cap.w[0], 0, 0, 1, 1, &ho, &wo);
+        double *asym = conv_s2_ref(&fx_vae_layers(v)->enc.level[0].sample, cap.data[0], cap.c[0], cap.h[0], cap.w[0], 0, 0, 1, 1, &ho, &wo);
         CHECK_EQ_INT(ho, cap.h[1]);
         CHECK_EQ_INT(wo, cap.w[1]);
         double e_asym = rel_err_d(cap.data[1], asym, (size_t)cap.c[1] * ho * wo);
-        double *sym = conv_s2_ref(&v->enc.level[0].sample, cap.data[0], cap.c[0], cap.h[0], cap.w[0], 1, 1, 1, 1, &ho, &wo);
+        double *sym = conv_s2_ref(&fx_vae_layers(v)->enc.level[0].sample, cap.data[0], cap.c[0], cap.h[0], cap.w[0], 1, 1, 1, 1, &ho, &wo);
         double e_sym = ho == cap.h[1] && wo == cap.w[1] ? rel_err_d(cap.data[1], sym, (size_t)cap.c[1] * ho * wo) : 1;
         printf("      pad right/bottom: %.2e   symmetric pad 1: %.2e\n", e_asym, e_sym);
         CHECK_MSG(e_asym <= 1e-5, "downsampler vs the right/bottom-padded reference: %.3g", e_asym);
@@ -580,7 +580,7 @@ static void threads_case(flux_precision prec) {
         REQUIRE(ctx);
         fx_vae *v = vae_of(ctx);
         if (v) {
-            lat = v->c.latent_channels;
+            lat = fx_vae_layers(v)->c.latent_channels;
             float *z = random_latent(lat, h8, w8, 7), *img = photo(H, W);
             out[t] = malloc(sizeof(float) * 3 * H * W);
             mean[t] = malloc(sizeof(float) * (size_t)lat * h8 * w8);
@@ -608,7 +608,7 @@ TEST(vae_strips_invariance) {
     REQUIRE(ctx);
     fx_vae *v = vae_of(ctx);
     if (v) {
-        const int lat = v->c.latent_channels;
+        const int lat = fx_vae_layers(v)->c.latent_channels;
         float *z = random_latent(lat, h8, w8, 3), *img = photo(H, W);
         float *o[2], *m[2];
         for (int k = 0; k < 2; k++) {
@@ -637,11 +637,11 @@ TEST(vae_memory_plan) {
         REQUIRE(ctx);
         fx_vae *v = vae_of(ctx);
         if (v) {
-            const fx_vae_config *c = &v->c;
+            const fx_vae_config *c = &fx_vae_layers(v)->c;
             const int L = c->levels;
             size_t largest = 0, es = f32 ? 4 : 2;
             for (int i = 0; i < L; i++) {
-                const vae_resnet *r0 = &v->dec.level[i].res[0];
+                const vae_resnet *r0 = &fx_vae_layers(v)->dec.level[i].res[0];
                 size_t pitch = (size_t)(r0->cin > 2 * r0->cout ? r0->cin : 2 * r0->cout) * (w8 << i);
                 size_t b = (size_t)(h8 << i) * pitch * es;
                 if (b > largest) largest = b;

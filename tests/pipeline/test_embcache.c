@@ -271,12 +271,8 @@ TEST(embcache_detects_corrupt_entries) {
 TEST(embcache_corrupt_entry_reported_in_verbose_mode) {
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/v", fx_test_tmpdir());
-    flux_options opt;
-    flux_options_init(&opt);
-    opt.verbose = 1;
-    flux_ctx *ctx = flux_new(&opt);
-    REQUIRE(ctx);
-    fx_embcache_config cfg = {dir, 0, 0, (uint64_t)1 << 30, ctx};
+    fx_logger verbose = {1}; /* -v */
+    fx_embcache_config cfg = {dir, 0, 0, (uint64_t)1 << 30, &verbose};
     fx_embcache *c = fx_embcache_new(&cfg);
     float a[ROWS * COLS], out[ROWS * COLS];
     uint8_t k[32];
@@ -303,7 +299,6 @@ TEST(embcache_corrupt_entry_reported_in_verbose_mode) {
               "verbose report: %s", text);
     free(text);
     fx_embcache_free(c);
-    flux_free(ctx);
 }
 
 static void set_mtime(const char *path, time_t t) {

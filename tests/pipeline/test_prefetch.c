@@ -1,4 +1,4 @@
-/* test_prefetch.c — the background page-cache fill (src/prefetch.h): it
+/* test_prefetch.c — the background page-cache fill (src/pipeline/prefetch.h): it
  * reads every byte of the weight set, leaves the weights intact (same bytes,
  * same transformer output), leaves the pages in the page cache, and stops
  * early on request. */

@@ -1,5 +1,5 @@
 /*
- * vae_internal.h — the inside of the VAE module (vae*.c).
+ * vae_stream.h — the VAE's strip-streaming engine (vae_stream.c).
  *
  * The VAE runs channels-last ([rows, width, channels]) and streams every
  * layer strip by strip (a few output rows at a time) through fx_conv2d_packed,
@@ -13,7 +13,7 @@
  * conv loads its input rows. Nearest ×2 upsampling and the asymmetric
  * downsample padding are folded into the conv's gather.
  *
- * Storage (vae_plan.c): all stored tensors of one level (resolution) live in
+ * Storage (the plans of vae_decoder.c / vae_encoder.c): all stored tensors of one level (resolution) live in
  * a "level region" of the activation arena, row r of every tensor in row
  * slot r of the region: [x part | h part]. In place where safe:
  *   - pass 2 writes out over x (the skip is pointwise),
@@ -27,76 +27,11 @@
  * default precision mode, everything else (and everything with
  * FLUX_PRECISION=f32) in f32 (vs_storage_dtype).
  */
-#ifndef FX_VAE_INTERNAL_H
-#define FX_VAE_INTERNAL_H
+#ifndef FX_VAE_STREAM_H
+#define FX_VAE_STREAM_H
 
-#include "src/base/clock.h"
-#include "src/model/config.h"
-#include "src/model/model.h"
-#include "vae.h"
-
-/* ------------------------------------------------------------------------ */
-/* Weights                                                                  */
-/* ------------------------------------------------------------------------ */
-
-/* One conv layer: the stored weight view, its bias (f32) and geometry
- * (h, w are filled in per use). */
-typedef struct vae_conv {
-    fx_weight w;         /* [cout, cin·kh·kw] */
-    float *bias;         /* [cout] */
-    int cin, cout, k;    /* k×k kernel */
-} vae_conv;
-
-typedef struct vae_norm {
-    float *gamma, *beta; /* [channels] */
-    int channels;
-} vae_norm;
-
-typedef struct vae_resnet {
-    vae_norm norm1, norm2;
-    vae_conv conv1, conv2;
-    vae_conv shortcut;   /* 1×1, present when cin != cout (shortcut.w.data != NULL) */
-    int cin, cout;
-} vae_resnet;
-
-typedef struct vae_attn {
-    vae_norm norm;
-    fx_weight q, k, v, out; /* [C, C] */
-    float *bq, *bk, *bv, *bout;
-    int channels;
-} vae_attn;
-
-typedef struct vae_level {
-    vae_resnet *res;     /* resnets of the level */
-    int n_res;
-    vae_conv sample;     /* up- or downsampler conv (absent at the last level) */
-    int has_sample;
-} vae_level;
-
-typedef struct vae_mid {
-    vae_resnet res[2];
-    vae_attn attn;
-    int has_attn;
-} vae_mid;
-
-typedef struct vae_half {
-    vae_conv conv_in, conv_out;
-    vae_level level[FX_VAE_MAX_LEVELS];
-    vae_mid mid;
-    vae_norm norm_out;
-} vae_half;
-
-struct fx_vae {
-    fx_vae_config c;
-    vae_half enc, dec;
-    vae_conv quant, post_quant; /* 1×1 (quant_conv, post_quant_conv), optional */
-    int has_quant, has_post_quant;
-    fx_vae_observer observer;
-    void *observer_user;
-    fx_vae_storage storage;
-    int strip_pixels;
-    fx_vae_stats stats;
-};
+#include "vae_options.h"
+#include "vae_weights.h"
 
 /* ------------------------------------------------------------------------ */
 /* Tensors and the arena                                                    */
@@ -113,8 +48,6 @@ typedef struct vs_tensor {
     int planar;
 } vs_tensor;
 
-#define VAE_MAX_GROUPS 512
-
 /* GroupNorm statistics of a tensor being produced, then its normalisation. */
 typedef struct vs_stats {
     double acc[2 * VAE_MAX_GROUPS]; /* [groups][Σx, Σx²] */
@@ -125,9 +58,13 @@ typedef struct vs_stats {
 
 /* One decode or encode: kernels, activation memory, scratch buffers. */
 typedef struct vs_run {
-    flux_ctx *ctx;
+    fx_err *err;
     const fx_kctx *kc;
-    fx_vae *v;
+    const vae_model *m;
+    int force_f32;           /* FLUX_PRECISION=f32: the AUTO storage is f32 */
+    fx_vae_storage storage;
+    fx_vae_observer observer;
+    void *observer_user;
     int groups;
     float eps;
     int strip_pixels;        /* output pixels per strip */
@@ -199,20 +136,6 @@ typedef struct vs_plan {
 void vs_plan_level(vs_plan *p, int i, const vae_resnet *first, fx_dtype dtype, int h, int w);
 static inline size_t vs_round64(size_t v) { return (v + 63) & ~(size_t)63; }
 
-/* Blocks (vae_blocks.c). The level's x part holds the block's input and
- * receives its output; statistics are those of the input, then the output. */
-flux_status vb_resnet(vs_run *r, const vae_resnet *b, const vs_level *lv, const vs_stats *in_stats,
-                      vs_stats *out_stats, const char *name);
-flux_status vb_attention(vs_run *r, const vae_attn *a, const vs_level *lv, vs_stats *stats, float *qkv,
-                         const char *name);
-flux_status vb_resample(vs_run *r, const vae_conv *c, const vs_level *from, const vs_level *to, int up,
-                        vs_stats *dst_stats, const char *name);
-flux_status vb_conv_out(vs_run *r, const vae_norm *norm, const vae_conv *c, const vs_level *lv,
-                        const vs_stats *stats, const vs_tensor *dst, const char *side);
-
-/* Networks (vae_decoder.c, vae_encoder.c) and their shared run setup (vae_stream.c). */
-flux_status vd_decode(vs_run *r, const float *z, int h8, int w8, float *image);
-flux_status ve_encode(vs_run *r, const float *image, int height, int width, float *mean);
 /* Map an arena of `bytes` (huge pages advised); accounted. */
 flux_status vs_arena_alloc(vs_run *r, size_t bytes);
 void vs_arena_free(vs_run *r);
@@ -225,7 +148,7 @@ void vs_account(vs_run *r, ptrdiff_t delta);
 flux_status vs_run_init(vs_run *r);
 void vs_run_release(vs_run *r);
 
-/* Observer / stats helpers (vae.c). */
+/* Give the observer (if any) a planar f32 copy of t (GroupNorm applied when gn). */
 void vs_observe(vs_run *r, const char *name, const vs_tensor *t, const vs_stats *gn_only, const vae_norm *norm);
 
 /* Scratch buffers of the run (grown on demand, accounted in peak_bytes). */

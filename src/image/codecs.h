@@ -1,5 +1,5 @@
 /*
- * image_internal.h — image codecs behind flux_image_load / flux_image_save.
+ * codecs.h — the PNG and PPM codecs behind the image files (image_file.c).
  *
  * Decoders work on a complete in-memory file (what the loader read, or a
  * fuzzer input) and always produce an 8-bit RGB flux_image:
@@ -14,29 +14,19 @@
  *   - PNG gamma/iCCP/sRGB chunks are ignored, as Pillow does.
  * Sizes are checked before any pixel memory is allocated.
  */
-#ifndef FX_IMAGE_INTERNAL_H
-#define FX_IMAGE_INTERNAL_H
+#ifndef FX_IMAGE_CODECS_H
+#define FX_IMAGE_CODECS_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
-#include "src/base/error.h"
-
-/* Largest accepted image: 16384 per side and 2^28 pixels in total (768 MiB
- * of RGB8). Anything larger is rejected before allocating. */
-#define FX_IMAGE_MAX_SIDE 16384
-#define FX_IMAGE_MAX_PIXELS ((int64_t)1 << 28)
-
-/* 1 when width × height is a size we accept. */
-int fx_image_size_ok(int64_t width, int64_t height);
+#include "image.h"
 
 /* Decode a PNG / binary PPM (P6, P5) file image held in memory. `name` is
  * used in error messages. On success *out is a new RGB image. */
 flux_status fx_png_decode(const uint8_t *data, size_t n, const char *name, flux_image **out, fx_err *err);
 flux_status fx_ppm_decode(const uint8_t *data, size_t n, const char *name, flux_image **out, fx_err *err);
-/* Sniff the format from the first bytes and call the right decoder. */
-flux_status fx_image_decode(const uint8_t *data, size_t n, const char *name, flux_image **out, fx_err *err);
 
 /* Encode to an open stream (the caller makes the write atomic). PNG keeps
  * the channel count (gray, gray+alpha, RGB, RGBA) and writes every metadata

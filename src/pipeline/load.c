@@ -1,0 +1,66 @@
+/*
+ * load.c — flux_load(): a model folder into the context, and the release of
+ * every component built on it (tokenizer, text encoder, transformer, VAE,
+ * embedding cache) before the weights they point into.
+ */
+#include "load.h"
+
+#include "src/dit/transformer.h"
+#include "src/model/model.h"
+#include "embcache.h"
+#include "src/text/qwen3.h"
+#include "src/text/tokenizer.h"
+#include "src/vae/vae.h"
+
+#include <string.h>
+
+void fx_ctx_release_model(flux_ctx *ctx) {
+    if (!ctx) return;
+    fx_tokenizer_free(ctx->tokenizer);
+    ctx->tokenizer = NULL;
+    fx_embcache_release(ctx);
+    fx_qwen3_free(ctx->text_encoder);
+    ctx->text_encoder = NULL;
+    fx_dit_free(ctx->transformer);
+    ctx->transformer = NULL;
+    fx_vae_free(ctx->vae);
+    ctx->vae = NULL;
+    fx_model_free(ctx->model);
+    ctx->model = NULL;
+    fx_packcache_clear(ctx->packs); /* they pointed into the weights just released */
+}
+
+flux_status flux_load(flux_ctx *ctx, const char *model_dir, const flux_load_options *lo) {
+    if (!ctx) return FLUX_ERR_INVALID_ARG;
+    fx_err *err = &ctx->err;
+    fx_err_clear(err);
+    if (!model_dir || !*model_dir) return fx_fail(err, FLUX_ERR_INVALID_ARG, "flux_load: no model folder given");
+    flux_load_options defaults;
+    if (!lo) {
+        flux_load_options_init(&defaults);
+        lo = &defaults;
+    }
+    fx_ctx_release_model(ctx);
+    return fx_model_open(model_dir, lo, ctx->opt.use_mmap, &ctx->log, &ctx->model, err);
+}
+
+flux_status flux_get_model_info(const flux_ctx *ctx, flux_model_info *info) {
+    if (!ctx || !info) return FLUX_ERR_INVALID_ARG;
+    const struct fx_model *m = ctx->model;
+    if (!m) return fx_fail((fx_err *)&ctx->err, FLUX_ERR_STATE, "no model is loaded (call flux_load first)");
+    memset(info, 0, sizeof *info);
+    info->name = m->name;
+    info->distilled = m->distilled;
+    info->hidden = m->dit.hidden;
+    info->heads = m->dit.heads;
+    info->head_dim = m->dit.head_dim;
+    info->double_blocks = m->dit.double_blocks;
+    info->single_blocks = m->dit.single_blocks;
+    info->text_dim = m->dit.text_dim;
+    info->text_hidden = m->qwen3.hidden;
+    info->text_layers_used = m->qwen3.layers_used;
+    info->latent_channels = m->dit.in_channels;
+    info->default_steps = m->distilled ? 4 : 50;
+    info->default_guidance = m->distilled ? 1.0f : 4.0f;
+    return FLUX_OK;
+}
