@@ -15,7 +15,7 @@
  * when its share of a kernel call is done (live tile state makes every
  * context switch save 8 KiB more), so no state survives between calls.
  *
- * The real intrinsics (GCC >= 11 / clang, files built with -mamx-tile
+ * The real intrinsics (GCC >= 11 / clang >= 12, files built with -mamx-tile
  * -mamx-bf16) are inline asm that does not tell the compiler which memory
  * a tile load reads or which bytes LDTILECFG reads; FX_TILE_FENCE makes
  * every C store before them complete first.
@@ -53,7 +53,8 @@
 #define FX_TILE_ZERO(t) fx_amx_emu_zero(t)
 #define FX_TDPBF16PS(c, a, b) fx_amx_emu_dpbf16ps(c, a, b)
 
-#elif defined(__AMX_TILE__) && defined(__AMX_BF16__)
+#elif (defined(__AMX_TILE__) || defined(__AMXTILE__)) && (defined(__AMX_BF16__) || defined(__AMXBF16__))
+/* GCC defines __AMX_TILE__ / __AMX_BF16__, clang __AMXTILE__ / __AMXBF16__ */
 
 #include "simd/common/x86.h"
 

@@ -85,7 +85,7 @@ static void read_facts(fx_cpu_facts *f) {
             f->amx_tiles = (int)(b >> 16), f->amx_rows = (int)(c & 0xffff);
         }
     }
-    if (__get_cpuid_max(0x80000000u, NULL) >= 0x80000004u) {
+    if ((unsigned)__get_cpuid_max(0x80000000u, NULL) >= 0x80000004u) { /* int in clang's cpuid.h */
         unsigned r[12];
         for (unsigned i = 0; i < 3; i++) __cpuid(0x80000002u + i, r[4 * i], r[4 * i + 1], r[4 * i + 2], r[4 * i + 3]);
         memcpy(f->brand, r, 48);

@@ -73,6 +73,8 @@ flux_ctx *flux_new(const flux_options *opt) {
     if (!ctx->kernels || !ctx->scratch || !ctx->packs) goto oom;
     fx_kctx_init(&ctx->kc, ctx->kernels, ctx->threads, ctx->scratch);
     ctx->kc.packs = ctx->packs;
+    if (ctx->err.msg[0]) /* FLUX_ISA named a level this CPU lacks */
+        fx_log(&ctx->log, 1, "flux: %s; running %s", ctx->err.msg, fx_kernels_name(ctx->kernels));
     if (ctx->opt.verbose >= 1) {
         char amx[512];
         int on = fx_isa_check(FX_ISA_AMX, amx, sizeof amx);
