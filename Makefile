@@ -9,8 +9,11 @@
 #
 # Build options (each variant builds into its own directory under build/):
 #   CC=clang  SANITIZE=1 (ASan+UBSan)  OPENMP=0 (serial)  PROFILE=1 (perf -g)
-#   NATIVE=1 (-march=native)  VULKAN=1 (reserved for the Vulkan backend)
+#   NATIVE=1 (-march=native)  VULKAN=1 (the Vulkan compute backend, src/vulkan:
+#   needs the Vulkan headers and glslc; the loader is opened at run time)
 #   OPENBLAS=1 ONEDNN=1 (link those into the bench only, as yardsticks)
+#   X86EMU=1 (the x86 kernels on portable emulations of AVX-512 and AMX,
+#            on any host: tests/run_x86emu.sh; needs libsimde-dev)
 
 CC       ?= cc
 PREFIX   ?= /usr/local
@@ -21,11 +24,8 @@ NATIVE   ?= 0
 VULKAN   ?= 0
 OPENBLAS ?= 0
 ONEDNN   ?= 0
+X86EMU   ?= 0
 V        ?= 0
-
-ifeq ($(VULKAN),1)
-$(error VULKAN=1: the Vulkan backend is not yet available in this version)
-endif
 
 VERSION := $(shell sed -n 's/^\#define FLUX_VERSION_STRING "\(.*\)"/\1/p' flux.h)
 SOMAJOR := $(shell sed -n 's/^\#define FLUX_VERSION_MAJOR //p' flux.h)
@@ -46,6 +46,12 @@ VARIANT := $(VARIANT)-profile
 endif
 ifeq ($(NATIVE),1)
 VARIANT := $(VARIANT)-native
+endif
+ifeq ($(X86EMU),1)
+VARIANT := $(VARIANT)-x86emu
+endif
+ifeq ($(VULKAN),1)
+VARIANT := $(VARIANT)-vulkan
 endif
 BUILD ?= build/$(VARIANT)
 OBJ   := $(BUILD)/obj
@@ -84,14 +90,23 @@ CFLAGS  += -march=native
 endif
 
 # Per-ISA kernel files get their own flags; everything else stays baseline.
+# The emulation build compiles them without: simd/common/x86.h and amx.h
+# map the intrinsics to portable C there.
 ISA_AVX2       := -mavx2 -mfma -mf16c
 ISA_AVX512     := $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq
 ISA_AVX512BF16 := $(ISA_AVX512) -mavx512bf16
+ISA_AMX        := $(ISA_AVX512BF16) -mamx-tile -mamx-bf16
+ifeq ($(X86EMU),1)
+CPPFLAGS += -DFX_X86_EMULATED
+CFLAGS   += -Wno-psabi
+else
 $(OBJ)/%_avx2.o:       ISAFLAGS = $(ISA_AVX2)
 $(OBJ)/%_avx512.o:     ISAFLAGS = $(ISA_AVX512)
 $(OBJ)/%_avx512bf16.o: ISAFLAGS = $(ISA_AVX512BF16)
+$(OBJ)/%_amx.o:        ISAFLAGS = $(ISA_AMX)
+endif
 
-BUILD_INFO := $(CCNAME) $(shell $(CC) -dumpversion 2>/dev/null) $(ARCH) $(OPT) openmp=$(OPENMP) sanitize=$(SANITIZE) native=$(NATIVE) profile=$(PROFILE)
+BUILD_INFO := $(CCNAME) $(shell $(CC) -dumpversion 2>/dev/null) $(ARCH) $(OPT) openmp=$(OPENMP) sanitize=$(SANITIZE) native=$(NATIVE) profile=$(PROFILE)$(if $(filter 1,$(VULKAN)), vulkan=1)
 $(OBJ)/src/pipeline/version.o: CPPFLAGS += -DFLUX_BUILD_INFO='"$(BUILD_INFO)"'
 $(OBJ)/tests/test_main.o: CPPFLAGS += -DFLUX_TEST_DIR='"$(abspath tests)"'
 
@@ -99,9 +114,11 @@ $(OBJ)/tests/test_main.o: CPPFLAGS += -DFLUX_TEST_DIR='"$(abspath tests)"'
 # One folder per layer (README "Architecture"); kernels for one ISA end in
 # _<isa>.c and are built only for their architecture.
 SIMD_ALL := $(wildcard simd/*.c simd/*/*.c)
-X86_ONLY := $(filter %_avx2.c %_avx512.c %_avx512bf16.c,$(SIMD_ALL))
+X86_ONLY := $(filter %_avx2.c %_avx512.c %_avx512bf16.c %_amx.c,$(SIMD_ALL))
 ARM_ONLY := $(filter %_neon.c,$(SIMD_ALL))
-ifeq ($(ARCH),x86_64)
+ifeq ($(X86EMU),1)
+SIMD_SRC := $(filter-out $(ARM_ONLY),$(SIMD_ALL))
+else ifeq ($(ARCH),x86_64)
 SIMD_SRC := $(filter-out $(ARM_ONLY),$(SIMD_ALL))
 else ifeq ($(ARCH),aarch64)
 SIMD_SRC := $(filter-out $(X86_ONLY),$(SIMD_ALL))
@@ -109,9 +126,16 @@ else
 SIMD_SRC := $(filter-out $(X86_ONLY) $(ARM_ONLY),$(SIMD_ALL))
 endif
 CLI_SRC   := $(wildcard src/cli/*.c)
-LIB_SRC   := $(filter-out $(CLI_SRC),$(wildcard src/*/*.c)) $(SIMD_SRC)
-TEST_SRC  := $(wildcard tests/*.c) $(filter-out tests/fuzz/%,$(wildcard tests/*/*.c))
-BENCH_SRC := $(wildcard bench/*.c)
+LIB_SRC   := $(filter-out $(CLI_SRC) src/vulkan/%,$(wildcard src/*/*.c)) $(SIMD_SRC)
+TEST_SRC  := $(wildcard tests/*.c) $(filter-out tests/fuzz/% tests/vulkan/%,$(wildcard tests/*/*.c))
+BENCH_SRC := $(filter-out bench/bench_vulkan.c,$(wildcard bench/*.c))
+
+# The Vulkan backend (VULKAN=1 only): host code in src/vulkan, GLSL compute
+# shaders in src/vulkan/shaders compiled to SPIR-V here and embedded as C
+# initializers (src/vulkan/vk_shaders.c), so nothing compiles at run time.
+ifeq ($(VULKAN),1)
+include src/vulkan/shaders/shaders.mk
+endif
 TOOL_SRC  := $(wildcard tools/*.c)
 
 LIB_OBJ   := $(LIB_SRC:%.c=$(OBJ)/%.o)
@@ -133,7 +157,7 @@ Q := @
 endif
 
 # ---------------------------------------------------------------- targets
-.PHONY: all lib test test-native test-neon bench demo deps fixtures tools install \
+.PHONY: all lib test test-native test-neon test-x86emu bench demo deps fixtures tools install \
         uninstall clean help
 .DEFAULT_GOAL := all
 
@@ -252,13 +276,16 @@ fuzz: $(FUZZ_BINS)                     ## run each fuzz target FUZZ_SECONDS (cla
 test-neon:                             ## kernel tests cross-built for aarch64, run under qemu
 	$(Q)tests/run_neon.sh
 
+test-x86emu:                           ## x86 kernel tests (AVX-512, AMX) on emulations, any host
+	$(Q)tests/run_x86emu.sh
+
 demo:                                  ## install missing deps, build, run text-to-image on a tiny model
 	$(Q)tools/install_deps.sh
 	$(Q)$(MAKE) --no-print-directory all tools fixtures
 	$(Q)FLUX_BIN=$(abspath $(FLUX_BIN)) FLUX_TOOLS=$(abspath $(BUILD)/tools) tools/demo.sh
 
-deps:                                  ## install missing build dependencies (apt-get)
-	$(Q)tools/install_deps.sh
+deps:                                  ## install missing build dependencies (apt-get; VULKAN=1: its packages too)
+	$(Q)tools/install_deps.sh $(if $(filter 1,$(VULKAN)),--vulkan)
 
 # ---- install
 install: all                           ## install binary, libraries, header, flux.pc
@@ -289,4 +316,5 @@ help:                                  ## this list
 	@echo
 	@sed -n '/^# Build options/,/^$$/p' $(firstword $(MAKEFILE_LIST)) | sed 's/^# \{0,1\}//'
 
+-include $(VK_SPV_DEPS)
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d)
