@@ -43,8 +43,13 @@ extern "C" {
 #define FLUX_TEXT_TOKENS 512
 /* Maximum number of reference images for img2img / multi-reference. */
 #define FLUX_MAX_REFS 16
-/* Sentinel for flux_params.seed: pick a seed from the clock (reported back). */
+/* Sentinel for flux_params.seed: pick a seed from the clock (reported back).
+ * Seeds are 0 .. UINT64_MAX − 1; a batch's seeds seed .. seed + batch − 1 must
+ * stay in that range. */
 #define FLUX_SEED_RANDOM UINT64_MAX
+/* Largest guidance (CFG scale) flux_params.guidance accepts: the one range
+ * 0 .. FLUX_GUIDANCE_MAX of the library, the CLI's -g and !guidance. */
+#define FLUX_GUIDANCE_MAX 100
 
 /* ------------------------------------------------------------------------ */
 /* Status codes                                                             */

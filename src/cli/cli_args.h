@@ -86,6 +86,14 @@ typedef struct cli_args {
  * directory is writable) unless --help/--version/--cpu-info is given. */
 int cli_parse(int argc, char **argv, cli_args *a, char *msg, size_t msg_size);
 
+/* -W/-H left at 0 take the first reference's processed size (ref_w x
+ * ref_h), which must be inside CLI_MIN_SIZE..CLI_MAX_SIZE like a given size.
+ * Returns 0, or -1 with "the output size would be 48x48, outside 64..2048"
+ * (or "... height would be ...") in msg and in *missing which sides to
+ * give: "both", "width" or "height". */
+int cli_check_default_size(int width, int height, int ref_w, int ref_h, char *msg, size_t size,
+                           const char **missing);
+
 /* The --help text. */
 void cli_print_help(FILE *f);
 

@@ -152,6 +152,12 @@ static int read_inputs(flux_ctx *ctx, cli_args *a, gen_inputs *in) {
         fx_err gerr = {0};
         if (fx_ref_geometry(in->refs[i]->width, in->refs[i]->height, 16, a->refs[i], &geom, &gerr) != FLUX_OK)
             return fail(CLI_EXIT_FAIL, "-i: %s", gerr.msg);
+        char why[160];
+        const char *missing;
+        if (i == 0 && !a->noise_file &&
+            cli_check_default_size(a->width, a->height, geom.width, geom.height, why, sizeof why, &missing))
+            return fail(CLI_EXIT_USAGE, "-i: %s: %s: give %s", a->refs[0], why,
+                        !strcmp(missing, "both") ? "-W and -H" : !strcmp(missing, "width") ? "-W" : "-H");
     }
     fx_err err = {0};
     if (a->noise_file) {

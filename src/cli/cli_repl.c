@@ -16,6 +16,7 @@
 #include "cli_progress.h"
 #include "src/base/clock.h"
 #include "cli_show.h"
+#include "src/pipeline/ref_image.h"
 
 /* ------------------------------------------------------------------------ */
 /* The session                                                              */
@@ -126,13 +127,29 @@ static void generate(repl_state *st, const cli_repl_cmd *c) {
         }
         n_refs++;
     }
+    const int width = c->width ? c->width : st->width, height = c->height ? c->height : st->height;
+    if (n_refs) { /* "size auto": the first reference's size, which must be a size we accept */
+        fx_ref_geom geom;
+        fx_err gerr = {0};
+        char why[160];
+        const char *missing;
+        if (fx_ref_geometry(refs[0]->width, refs[0]->height, 16, "the first reference", &geom, &gerr) != FLUX_OK) {
+            fail_line(st, "%s", gerr.msg);
+            goto out;
+        }
+        if (cli_check_default_size(width, height, geom.width, geom.height, why, sizeof why, &missing)) {
+            fail_line(st, "the first reference sets the size: %s; put a size first (e.g. 512x512 $0 ...) or "
+                          "use !size", why);
+            goto out;
+        }
+    }
     uint64_t seed = st->seed_fixed ? st->seed : cli_random_seed(), used = seed;
     flux_params p;
     flux_params_init(&p);
     p.prompt = c->prompt;
     p.negative_prompt = st->a->negative;
-    p.width = c->width ? c->width : st->width;
-    p.height = c->height ? c->height : st->height;
+    p.width = width;
+    p.height = height;
     p.steps = st->steps;
     p.seed = seed;
     p.seed_used = &used;

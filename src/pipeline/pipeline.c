@@ -144,8 +144,9 @@ static flux_status resolve(gen *g, int n_images) {
     if (g->steps < 1 || g->steps > GEN_MAX_STEPS)
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "steps must be in 1..%d, got %d", GEN_MAX_STEPS, g->steps);
     g->guidance = p->guidance < 0 ? (m->distilled ? 1.0f : 4.0f) : p->guidance;
-    if (!(g->guidance <= 100.0f))
-        return fx_fail(err, FLUX_ERR_INVALID_ARG, "guidance must be in 0..100, got %g", (double)g->guidance);
+    if (!(g->guidance <= FLUX_GUIDANCE_MAX))
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "guidance must be in 0..%d, got %g", FLUX_GUIDANCE_MAX,
+                       (double)g->guidance);
     g->cfg = !m->distilled && g->guidance > 1.0f;
     /* Options that only mean something with classifier-free guidance are
      * refused rather than silently ignored. */
@@ -178,6 +179,10 @@ static flux_status resolve(gen *g, int n_images) {
     if (!p->embeddings && !p->prompt)
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "no prompt and no text embeddings given");
     g->seed = p->seed == FLUX_SEED_RANDOM ? clock_seed() : p->seed;
+    if (g->seed > FLUX_SEED_RANDOM - (uint64_t)n_images)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG,
+                       "seed %llu with a batch of %d: the last seed would pass %llu (the largest seed)",
+                       (unsigned long long)g->seed, n_images, (unsigned long long)(FLUX_SEED_RANDOM - 1));
     if (p->seed_used) *p->seed_used = g->seed;
     return FLUX_OK;
 }

@@ -328,3 +328,59 @@ TEST(cli_readme_options_are_real) {
     free(readme);
     free(help);
 }
+
+/* ------------------------------------------------------------ combinations */
+
+/* Bad combinations are refused at parse time (exit 2, before the model
+ * loads), not after loading by the library (exit 1). */
+TEST(cli_bad_combinations_at_parse_time) {
+    setup();
+    const char *tmp = fx_test_tmpdir();
+    char args[8192], emb[1024];
+    snprintf(emb, sizeof emb, "%s", fx_test_path("golden/t2i-48x64-2step/out/emb.npy"));
+    /* one guidance range (FLUX_GUIDANCE_MAX) for the CLI, the interactive mode and the library */
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/o.png' -g 500", g_model, tmp);
+    EXPECT(args, 2, "-g: 500 is out of range (0..100)");
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/o.png' -g 101", g_model, tmp);
+    EXPECT(args, 2, "out of range (0..100)");
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/o.png' -g 2 --distilled", g_model, tmp);
+    EXPECT(args, 2, "-g: 2 asks for classifier-free guidance, which --distilled turns off");
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/o.png' --negative dog --distilled", g_model, tmp);
+    EXPECT(args, 2, "--negative: needs classifier-free guidance, which --distilled turns off");
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/o.png' --negative dog -g 1", g_model, tmp);
+    EXPECT(args, 2, "--negative: only used with classifier-free guidance (-g above 1); -g is 1");
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/o.png' --noise '%s' -n 2", g_model, tmp, g_noise);
+    EXPECT(args, 2, "--noise: gives the noise of one image; -n 2 draws each image's noise from its seed");
+    /* -p with --embeddings: the prompt would be ignored, yet recorded in the PNG */
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/o.png' --embeddings '%s'", g_model, tmp, emb);
+    EXPECT(args, 2, "-p and --embeddings exclude each other");
+    /* seeds S .. S+n-1 must not wrap past the largest seed */
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/o.png' -S 18446744073709551613 -n 3", g_model, tmp);
+    EXPECT(args, 2, "-S 18446744073709551613 with -n 3: the last seed would pass 18446744073709551614");
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/o.png' -S 18446744073709551612 -n 3 -W 64 -H 64 -s 1 -q",
+             g_model, tmp);
+    EXPECT(args, 0, NULL); /* the last seed is exactly the largest */
+    CHECK(fx_test_file_exists(fx_test_tmp_path("o-2.png")));
+    /* sizes far out of range name the real range, not the parser's bounds */
+    EXPECT("-W 99999999999999999999", 2, "-W: 99999999999999999999 is out of range (64..2048)");
+    EXPECT("-H -99999999999999999999", 2, "-H: -99999999999999999999 is out of range (64..2048)");
+    EXPECT("-H 4611686018427387904", 2, "-H: 4611686018427387904 is out of range (64..2048)");
+    EXPECT("-s 99999999999999999999", 2, "-s: 99999999999999999999 is out of range (1..1000)");
+}
+
+/* -i without -W/-H takes the first reference's processed size, which must
+ * be inside 64..2048 like -W/-H: refused before the model loads, with a hint. */
+TEST(cli_reference_size_outside_range) {
+    setup();
+    const char *tmp = fx_test_tmpdir();
+    char args[8192];
+    const char *ref32 = fx_test_path("golden/multiref-48x48-2step/ref0.png"); /* 32x32 */
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/o.png' -i '%s'", g_model, tmp, ref32);
+    EXPECT(args, 2, "-i: ");
+    EXPECT(args, 2, "the output size would be 32x32, outside 64..2048: give -W and -H");
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/o.png' -i '%s' -W 64", g_model, tmp, ref32);
+    EXPECT(args, 2, "the output height would be 32, outside 64..2048: give -H");
+    snprintf(args, sizeof args, "-q -d '%s' -p cat -o '%s/o.png' -i '%s' -W 64 -H 64 -s 1", g_model, tmp, ref32);
+    EXPECT(args, 0, NULL);
+    CHECK(fx_test_file_exists(fx_test_tmp_path("o.png")));
+}

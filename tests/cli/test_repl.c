@@ -122,8 +122,11 @@ TEST(repl_parse_commands) {
     BAD("!size 500x500", "multiples of 16");
     BAD("!steps 0", "1..1000");
     BAD("!steps 1001", "1..1000");
-    BAD("!guidance -1", "0..1000");
-    BAD("!guidance nan", "0..1000");
+    BAD("!guidance -1", "0..100 ");
+    BAD("!guidance nan", "0..100 ");
+    BAD("!guidance 101", "0..100 "); /* FLUX_GUIDANCE_MAX: the library's range */
+    c = OK("!guidance 100");
+    CHECK(c.guidance == 100.0f);
     BAD("!schedule cosine", "'cosine'");
     BAD("!schedule linear 2", "only power takes");
     BAD("!schedule power 0", "ALPHA");
@@ -281,4 +284,21 @@ TEST(repl_session_generates) {
     flux_image_free(a), flux_image_free(b), flux_image_free(c), flux_image_free(k), flux_image_free(e);
     flux_free(ctx);
     free(cli_out), free(out), free(err);
+}
+
+/* A reference sets the size when none is given ("size auto"); a reference
+ * whose processed size is outside 64..2048 is refused with a hint, like -i
+ * without -W/-H, and the session goes on. */
+TEST(repl_reference_size_outside_range) {
+    char args[4096], model[1024], *out = NULL, *err = NULL;
+    snprintf(model, sizeof model, "%s", fx_test_path("golden/model"));
+    snprintf(args, sizeof args, "-q -t 1 -d '%s' -s 1 -S 3 -i '%s'", model,
+             fx_test_path("golden/multiref-48x48-2step/ref0.png")); /* 32x32: $0 */
+    setenv("TMPDIR", fx_test_tmpdir(), 1);
+    int rc = run_session(args, "$0 a cat\n64x64 $0 a cat\n", &out, &err);
+    CHECK_EQ_INT(rc, 1); /* one line failed */
+    CHECK_MSG(strstr(err, "flux: the first reference sets the size: the output size would be 32x32, outside 64..2048"),
+              "stderr: %s", err);
+    CHECK_MSG(strstr(out, "$1 ") && strstr(out, "(64x64, seed 3,"), "the second line runs: %s", out);
+    free(out), free(err);
 }

@@ -618,7 +618,10 @@ TEST(refs_cli_bad_inputs) {
     fx_test_write_file(path[np++], "P6\n16384 16385\n255\n\0\0\0", 22);
     snprintf(path[np], sizeof path[np], "%s/text.png", tmp);
     fx_test_write_file(path[np++], "hello, not an image\n", 20);
-    flux_image *small = pattern("zone", 8, 8), *wide = pattern("zone", 144, 16), *okimg = pattern("zone", 32, 32);
+    flux_image *small = pattern("zone", 8, 8), *wide = pattern("zone", 144, 16), *okimg = pattern("zone", 64, 64),
+               *tiny = pattern("zone", 32, 32);
+    snprintf(path[np], sizeof path[np], "%s/tiny.png", tmp);
+    REQUIRE(flux_image_save(ctx, tiny, path[np++]) == FLUX_OK);
     snprintf(path[np], sizeof path[np], "%s/small.png", tmp);
     REQUIRE(flux_image_save(ctx, small, path[np++]) == FLUX_OK);
     snprintf(path[np], sizeof path[np], "%s/wide.png", tmp);
@@ -627,7 +630,7 @@ TEST(refs_cli_bad_inputs) {
     REQUIRE(flux_image_save(ctx, okimg, path[np++]) == FLUX_OK);
     const char *ok = path[np - 1];
     free(png);
-    flux_image_free(small), flux_image_free(wide), flux_image_free(okimg);
+    flux_image_free(small), flux_image_free(wide), flux_image_free(okimg), flux_image_free(tiny);
     flux_free(ctx);
 
     static char seventeen[17 * 1200];
@@ -652,8 +655,9 @@ TEST(refs_cli_bad_inputs) {
         {iarg[3], 1, "huge.png"},
         {iarg[4], 1, "too large"},
         {iarg[5], 1, "not a PNG or binary PPM"},
-        {iarg[6], 1, "8x8 is too small: both sides must be at least 16 pixels"},
-        {iarg[7], 1, "aspect ratio of 9.0:1; at most 8:1"},
+        {iarg[6], 2, "the output size would be 32x32, outside 64..2048: give -W and -H"},
+        {iarg[7], 1, "8x8 is too small: both sides must be at least 16 pixels"},
+        {iarg[8], 1, "aspect ratio of 9.0:1; at most 8:1"},
         {missing, 2, "-i: cannot read"},
         {dirarg, 2, "is a directory"},
         {seventeen, 2, "too many reference images (at most 16)"},
@@ -682,7 +686,7 @@ TEST(refs_cli_bad_inputs) {
     free(log);
     flux_ctx *c2 = flux_new(NULL);
     flux_image *img = load_png(c2, out);
-    CHECK(img && img->width == 32 && img->height == 32);
+    CHECK(img && img->width == 64 && img->height == 64);
     flux_image_free(img);
     flux_free(c2);
 }
