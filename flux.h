@@ -9,6 +9,15 @@
  * flux_error(ctx). One context must not be used by two threads at the same
  * time; independent contexts may run concurrently.
  *
+ * NULL arguments never crash: a function returning flux_status returns
+ * FLUX_ERR_INVALID_ARG for a NULL context, parameter struct, path, text or
+ * output pointer it needs (with the message in flux_error(ctx) when ctx is
+ * not NULL); the *_init, *_free and flux_release_text_encoder functions do
+ * nothing on NULL; flux_error(NULL) is "no context", flux_threads(NULL) 0,
+ * flux_image_get_text(NULL, k) NULL, flux_image_load/save work without a
+ * context (the message is then not kept), and flux_cpu_info(NULL, ...)
+ * describes what a default context would use.
+ *
  * Minimal use:
  *
  *     flux_ctx *ctx = flux_new(NULL);
@@ -47,6 +56,9 @@ extern "C" {
  * Seeds are 0 .. UINT64_MAX − 1; a batch's seeds seed .. seed + batch − 1 must
  * stay in that range. */
 #define FLUX_SEED_RANDOM UINT64_MAX
+/* Most worker threads a context runs (flux_options.threads and
+ * OMP_NUM_THREADS are clamped to it). */
+#define FLUX_MAX_THREADS 1024
 /* Largest guidance (CFG scale) flux_params.guidance accepts: the one range
  * 0 .. FLUX_GUIDANCE_MAX of the library, the CLI's -g and !guidance. */
 #define FLUX_GUIDANCE_MAX 100
@@ -87,7 +99,12 @@ typedef enum flux_precision {
 } flux_precision;
 
 typedef struct flux_options {
-    int threads;              /* worker threads; 0 = OMP_NUM_THREADS or all cores */
+    int threads;              /* worker threads (at most FLUX_MAX_THREADS); 0 =
+                                 OMP_NUM_THREADS if set, else adaptive: every
+                                 CPU this process may use (affinity, cgroup
+                                 quota), fewer while other processes keep
+                                 some busy, re-measured as the work goes
+                                 (results are identical for any count) */
     int use_mmap;             /* 1 (default): weights stay mmap'd; 0: read into RAM */
     flux_precision precision; /* overridden by env FLUX_PRECISION=f32|default */
     const char *isa;          /* NULL = best the CPU has; else "scalar", "avx2",
@@ -103,7 +120,10 @@ typedef struct flux_options {
 void flux_options_init(flux_options *opt);
 
 /* Create a context. opt may be NULL for defaults. Returns NULL only when
- * memory is exhausted. The context owns everything loaded into it. */
+ * memory is exhausted. The context owns everything loaded into it.
+ * Environment values it does not understand (FLUX_ISA, FLUX_PRECISION) are
+ * ignored, and flux_error(ctx) describes them until the next call; as does
+ * an opt->isa this CPU cannot run. */
 flux_ctx *flux_new(const flux_options *opt);
 
 /* Release the context and everything it owns (NULL is allowed). */
@@ -113,7 +133,8 @@ void flux_free(flux_ctx *ctx);
  * pointer stays valid until the next call on the context. ctx may be NULL. */
 const char *flux_error(const flux_ctx *ctx);
 
-/* Threads the context actually uses. */
+/* The most threads the context uses (see flux_options.threads); 0 for a
+ * NULL ctx. */
 int flux_threads(const flux_ctx *ctx);
 
 /* ------------------------------------------------------------------------ */
@@ -296,8 +317,9 @@ void flux_release_text_encoder(flux_ctx *ctx);
 const char *flux_version(void);
 /* Compiler, flags, OpenMP, build variant: one line. */
 const char *flux_build_info(void);
-/* Detected CPU features and the kernels this context uses, several lines
- * written into buf (always NUL-terminated). Returns the length needed. */
+/* Detected CPU features and the kernels this context uses (ctx NULL: a
+ * default context), several lines written into buf (always NUL-terminated
+ * when size > 0; buf NULL: nothing written). Returns the length needed. */
 size_t flux_cpu_info(const flux_ctx *ctx, char *buf, size_t size);
 
 #ifdef __cplusplus

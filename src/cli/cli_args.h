@@ -33,7 +33,7 @@
 #define CLI_NOISE_MIN_SIZE 16 /* with --noise, which pins the size (tiny tests) */
 #define CLI_MAX_SIZE 2048
 #define CLI_MAX_STEPS 1000
-#define CLI_MAX_THREADS 1024
+#define CLI_MAX_THREADS FLUX_MAX_THREADS
 #define CLI_MAX_BATCH 64
 
 typedef struct cli_args {

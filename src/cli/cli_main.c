@@ -323,8 +323,9 @@ int main(int argc, char **argv) {
     }
     flux_ctx *ctx = make_context(&a);
     if (!ctx) return fail(CLI_EXIT_FAIL, "out of memory creating the context");
-    if (a.isa && flux_error(ctx)[0]) {
-        rc = fail(CLI_EXIT_FAIL, "--isa: %s", flux_error(ctx));
+    if (flux_error(ctx)[0]) { /* --isa this CPU cannot run, or FLUX_ISA / FLUX_PRECISION not understood */
+        rc = fail(CLI_EXIT_FAIL, "%s%s", a.isa && !strncmp(flux_error(ctx), "ISA ", 4) ? "--isa: " : "",
+                  flux_error(ctx));
     } else if (a.cpu_info) {
         char info[4096];
         flux_cpu_info(ctx, info, sizeof info);

@@ -70,7 +70,18 @@ TEST(cli_help_version_cpu_info) {
     EXPECT("--cpu-info -t 1", 0, "threads:  1");
 #if defined(__x86_64__)
     EXPECT("--cpu-info --isa neon", 1, "--isa: ISA 'neon'");
+    EXPECT("--cpu-info --isa neon", 1, "is not supported by this CPU");
 #endif
+    /* environment values that are not understood are refused, not ignored */
+    char cmd[4096], *env_out = NULL;
+    snprintf(cmd, sizeof cmd, "FLUX_ISA=avx9 '%s' --cpu-info", fx_test_flux_bin());
+    CHECK_EQ_INT(fx_test_run(cmd, &env_out), 1);
+    CHECK_MSG(env_out && !strncmp(env_out, "flux: FLUX_ISA='avx9' is unknown", 32), "%s", env_out);
+    free(env_out);
+    snprintf(cmd, sizeof cmd, "FLUX_PRECISION=bf16 '%s' --cpu-info", fx_test_flux_bin());
+    CHECK_EQ_INT(fx_test_run(cmd, &env_out), 1);
+    CHECK_MSG(env_out && strstr(env_out, "flux: FLUX_PRECISION='bf16' is not a precision"), "%s", env_out);
+    free(env_out);
 }
 
 /* ------------------------------------------------------------ syntax */
