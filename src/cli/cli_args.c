@@ -616,3 +616,11 @@ void cli_message(const char *fmt, ...) {
     cli_vmessage(fmt, ap);
     va_end(ap);
 }
+
+int cli_check_stdout(int rc) {
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout)) return rc;
+    if (rc != CLI_EXIT_OK) return rc; /* the failure is reported already */
+    cli_message("cannot write to standard output: %s", errno ? strerror(errno) : "write error");
+    return CLI_EXIT_FAIL;
+}

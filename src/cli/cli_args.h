@@ -8,7 +8,8 @@
  * Exit codes of the flux binary:
  *   0  success (also --help, --version, --cpu-info)
  *   1  runtime failure (model, image or .npy file unreadable, generation
- *      failed, feature not yet available); the library's message is printed
+ *      failed, feature not yet available, results that cannot be written
+ *      to stdout); the library's message is printed
  *   2  bad command line (unknown option, bad value, missing option, missing
  *      or unusable file or directory given on the command line)
  *   130 interrupted by Ctrl-C (nothing is written)
@@ -105,6 +106,11 @@ int cli_batch_name(const char *out, int index, char *buf, size_t size);
 /* A fresh random seed below 2^32 (short enough to retype): /dev/urandom,
  * else the clock and the pid. */
 uint64_t cli_random_seed(void);
+
+/* stdout carries the results (help, ids, CPU facts, interactive handles):
+ * flush it; when it cannot be written (a full disk, /dev/full) report that
+ * once and return CLI_EXIT_FAIL if rc was CLI_EXIT_OK, else rc. */
+int cli_check_stdout(int rc);
 
 /* One message line on stderr: "flux: ", the formatted text, a newline (the
  * form of every diagnostic and status line of the CLI). */

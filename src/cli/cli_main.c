@@ -79,8 +79,7 @@ static int print_tokens(flux_ctx *ctx, const char *text, int raw, int32_t **ids,
     }
     for (int i = 0; i < n; i++) printf(i ? " %d" : "%d", (int)(*ids)[i]);
     putchar('\n');
-    fflush(stdout);
-    return CLI_EXIT_OK;
+    return cli_check_stdout(CLI_EXIT_OK);
 }
 
 /* --tokenize: ids of -p, or of each stdin line holding one JSON string. */
@@ -315,11 +314,11 @@ int main(int argc, char **argv) {
     if (rc) return fail(rc, "%s", msg);
     if (a.help) {
         cli_print_help(stdout);
-        return CLI_EXIT_OK;
+        return cli_check_stdout(CLI_EXIT_OK);
     }
     if (a.version) {
         printf("%s\n", flux_build_info());
-        return CLI_EXIT_OK;
+        return cli_check_stdout(CLI_EXIT_OK);
     }
     flux_ctx *ctx = make_context(&a);
     if (!ctx) return fail(CLI_EXIT_FAIL, "out of memory creating the context");
@@ -339,5 +338,5 @@ int main(int argc, char **argv) {
         rc = run_generate(ctx, &a);
     }
     flux_free(ctx);
-    return rc;
+    return cli_check_stdout(rc);
 }

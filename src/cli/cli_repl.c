@@ -38,6 +38,7 @@ typedef struct repl_state {
     int n_files, cap_files;
     char session_dir[4096];      /* "" until the first image without -o */
     int failures;
+    int stdout_failed;           /* reported: end the session with exit 1 */
 } repl_state;
 
 static volatile sig_atomic_t g_repl_interrupted;
@@ -355,10 +356,16 @@ int cli_repl_run(flux_ctx *ctx, const cli_args *a, FILE *in, FILE *out) {
             fail_line(&st, "%s", err);
             continue;
         }
-        if (apply(&st, &c)) break;
+        int quit = apply(&st, &c);
+        if (out == stdout && cli_check_stdout(CLI_EXIT_OK) != CLI_EXIT_OK) {
+            st.stdout_failed = 1; /* the handles cannot reach the user: stop */
+            break;
+        }
+        if (quit) break;
     }
     free(line);
     for (int i = 0; i < st.n_files; i++) free(st.files[i]);
     free(st.files);
+    if (st.stdout_failed) return CLI_EXIT_FAIL;
     return st.failures && !interactive ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }

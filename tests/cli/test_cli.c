@@ -395,3 +395,41 @@ TEST(cli_reference_size_outside_range) {
     EXPECT(args, 0, NULL);
     CHECK(fx_test_file_exists(fx_test_tmp_path("o.png")));
 }
+
+/* ------------------------------------------------------------ stdout */
+
+/* Results that cannot be written to stdout (a full disk, /dev/full) are a
+ * failure: one line on stderr and exit 1, not exit 0 with the output lost. */
+TEST(cli_stdout_write_errors_fail) {
+    setup();
+    if (!fx_test_file_exists("/dev/full")) SKIP("no /dev/full on this system");
+    static const char *const actions[] = {"--help", "--version", "--cpu-info"};
+    char cmd[8192], *out = NULL;
+    for (size_t i = 0; i < sizeof actions / sizeof *actions; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' %s >/dev/full", fx_test_flux_bin(), actions[i]);
+        int rc = fx_test_run(cmd, &out);
+        CHECK_MSG(rc == 1 && out && !strncmp(out, "flux: cannot write to standard output: ", 39) && count_lines(out) == 1,
+                  "flux %s >/dev/full: exit %d: %s", actions[i], rc, out);
+        free(out);
+    }
+    snprintf(cmd, sizeof cmd, "'%s' -d '%s' --tokenize -p 'a cat' >/dev/full", fx_test_flux_bin(), g_model);
+    CHECK_EQ_INT(fx_test_run(cmd, &out), 1);
+    CHECK_MSG(out && strstr(out, "flux: cannot write to standard output"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "printf '\"a\"\\n\"b\"\\n' | '%s' -d '%s' --tokenize >/dev/full", fx_test_flux_bin(),
+             g_model);
+    CHECK_EQ_INT(fx_test_run(cmd, &out), 1);
+    CHECK_MSG(out && strstr(out, "flux: cannot write to standard output"), "%s", out);
+    free(out);
+    /* interactive mode: the handle lines are its results */
+    char bin[4096];
+    if (!realpath(fx_test_flux_bin(), bin)) snprintf(bin, sizeof bin, "%s", fx_test_flux_bin());
+    snprintf(cmd, sizeof cmd, "cd '%s' && echo '!seed 1' > in.txt && echo 'a cat' >> in.txt && TMPDIR='%s' '%s' -q -t 1 "
+             "-d '%s' -W 64 -H 64 -s 1 <in.txt >/dev/full",
+             fx_test_tmpdir(), fx_test_tmpdir(), bin, g_model);
+    CHECK_EQ_INT(fx_test_run(cmd, &out), 1);
+    CHECK_MSG(out && strstr(out, "flux: cannot write to standard output"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "'%s' --version >/dev/null", fx_test_flux_bin()); /* a working stdout: exit 0 */
+    CHECK_EQ_INT(fx_test_run(cmd, NULL), 0);
+}
