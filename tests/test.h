@@ -79,6 +79,14 @@ double fx_test_max_abs_err(const float *a, const float *b, size_t n);
  * exit status. Returns the status (−1 on failure to run). */
 int fx_test_run(const char *cmd, char **output);
 
+/* Run fn(arg) in a forked child with a time limit (for calls that could
+ * hang or crash: a FIFO, a signal): failures it records with CHECK are
+ * printed by the child; returns 0 when it passed, 1 when it recorded
+ * failures, 2 when it timed out and 3 when a signal killed it (both also
+ * recorded as failures here). Call it before the test starts OpenMP
+ * threads (a forked child of a process with a thread pool cannot use it). */
+int fx_test_fork(void (*fn)(void *), void *arg, int seconds);
+
 /* Read a whole file (malloc'd, NUL-terminated); NULL if missing. */
 char *fx_test_read_file(const char *path, size_t *len);
 int fx_test_write_file(const char *path, const void *data, size_t len);

@@ -174,6 +174,32 @@ int fx_test_run(const char *cmd, char **output) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
+int fx_test_fork(void (*fn)(void *), void *arg, int seconds) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fx_test_fail(__FILE__, __LINE__, "fork: %s", strerror(errno));
+        return 3;
+    }
+    if (pid == 0) {
+        alarm((unsigned)seconds);
+        g_fail_count = 0;
+        fn(arg);
+        fflush(stdout);
+        _exit(g_fail_count ? 1 : 0);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    if (WIFEXITED(st)) {
+        if (WEXITSTATUS(st)) g_fail_count++; /* the child printed its failures */
+        return WEXITSTATUS(st) ? 1 : 0;
+    }
+    int sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+    fx_test_fail(__FILE__, __LINE__, "the child %s (signal %d)", sig == SIGALRM ? "timed out" : "was killed", sig);
+    return sig == SIGALRM ? 2 : 3;
+}
+
 const char *fx_test_tmp_path(const char *name) {
     static char buf[4][1024];
     static int k;

@@ -80,6 +80,9 @@ typedef struct vs_run {
                                 region over rows) */
     void *packed;            /* the current layer's packed conv weight */
     size_t packed_bytes;
+    vs_stats *stats;         /* [2]: the running tensor's statistics and a
+                                resnet's inner ones (12 KiB each, kept off
+                                the stack for callers on small stacks) */
     size_t peak_bytes, live_bytes; /* malloc'd activation memory, for the stats */
     double conv_seconds, conv_flops, pack_seconds, load_seconds, store_seconds;
 } vs_run;
