@@ -228,17 +228,21 @@ typedef enum flux_schedule {
 
 typedef enum flux_stage {
     FLUX_STAGE_LOAD = 0,
-    FLUX_STAGE_TEXT_ENCODE, /* substep = Qwen3 layer */
-    FLUX_STAGE_VAE_ENCODE,  /* step = reference image */
-    FLUX_STAGE_DENOISE,     /* step = Euler step, substep = block */
-    FLUX_STAGE_VAE_DECODE,  /* substep = decoder stage */
+    FLUX_STAGE_TEXT_ENCODE, /* step = prompt (2 with CFG: the negative one),
+                               substep = Qwen3 layers done */
+    FLUX_STAGE_VAE_ENCODE,  /* step = reference image, substep = encoder
+                               stages done (levels, mid block, output) */
+    FLUX_STAGE_DENOISE,     /* step = Euler step, substep = blocks done */
+    FLUX_STAGE_VAE_DECODE,  /* step = image, substep = decoder stages done
+                               (mid block, levels, output) */
     FLUX_STAGE_DONE
 } flux_stage;
 
 /* Progress callback: called from the calling thread. Return 0 to continue,
- * non-zero to cancel (the call then fails with FLUX_ERR_CANCELLED).
- * step/total count the stage's main units (steps, images), substep/subtotal
- * the units inside one (blocks, layers); unknown values are 0. */
+ * non-zero to cancel (the call then fails with FLUX_ERR_CANCELLED within
+ * one substep: a layer, a block or a decoder stage). step/total count the
+ * stage's main units (steps, images), substep/subtotal the units inside one
+ * (blocks, layers, stages), reported after each; unknown values are 0. */
 typedef int (*flux_progress_fn)(void *user, flux_stage stage, int step, int total,
                                 int substep, int subtotal);
 

@@ -106,6 +106,7 @@ flux_status vd_decode(vs_run *r, const float *z, int h8, int w8, float *image) {
         TRY(vb_attention(r, &d->mid.attn, &p.lv[0], st, (float *)(void *)(r->arena + p.qkv_off),
                          "decoder.mid_block.attentions.0"));
     TRY(vb_resnet(r, &d->mid.res[1], &p.lv[0], st, st, "decoder.mid_block.resnets.1"));
+    TRY(vs_checkpoint(r, 1, L + 2)); /* stages: mid block, L up blocks, output */
 
     /* up blocks */
     for (int i = 0; i < L; i++) {
@@ -117,9 +118,11 @@ flux_status vd_decode(vs_run *r, const float *z, int h8, int w8, float *image) {
             snprintf(name, sizeof name, "decoder.up_blocks.%d.upsamplers.0", i);
             TRY(vb_resample(r, &d->level[i].sample, &p.lv[i], &p.lv[i + 1], 1, st, name));
         }
+        TRY(vs_checkpoint(r, 2 + i, L + 2));
     }
 
     /* GroupNorm → SiLU → conv_out → the planar image */
     const vs_tensor out = {image, FX_DTYPE_F32, p.lv[L - 1].h, p.lv[L - 1].w, d->conv_out.cout, 0, 1};
-    return vb_conv_out(r, &d->norm_out, &d->conv_out, &p.lv[L - 1], st, &out, "decoder");
+    TRY(vb_conv_out(r, &d->norm_out, &d->conv_out, &p.lv[L - 1], st, &out, "decoder"));
+    return vs_checkpoint(r, L + 2, L + 2);
 }

@@ -81,6 +81,7 @@ flux_status ve_encode(vs_run *r, const float *image, int height, int width, floa
             snprintf(name, sizeof name, "encoder.down_blocks.%d.downsamplers.0", i);
             TRY(vb_resample(r, &e->level[i].sample, &p.lv[i], &p.lv[i + 1], 0, st, name));
         }
+        TRY(vs_checkpoint(r, 1 + i, L + 2)); /* stages: L down blocks, mid block, output */
     }
 
     /* mid block at the last level */
@@ -90,6 +91,7 @@ flux_status ve_encode(vs_run *r, const float *image, int height, int width, floa
         TRY(vb_attention(r, &e->mid.attn, top, st, (float *)(void *)(r->arena + p.qkv_off),
                          "encoder.mid_block.attentions.0"));
     TRY(vb_resnet(r, &e->mid.res[1], top, st, st, "encoder.mid_block.resnets.1"));
+    TRY(vs_checkpoint(r, L + 1, L + 2));
 
     /* GroupNorm → SiLU → conv_out → quant_conv → mean */
     const int64_t P = (int64_t)top->h * top->w, M = 2 * lat;
@@ -112,5 +114,5 @@ flux_status ve_encode(vs_run *r, const float *image, int height, int width, floa
     }
     free(mom);
     vs_account(r, -(ptrdiff_t)mbytes);
-    return s;
+    return s ? s : vs_checkpoint(r, L + 2, L + 2);
 }

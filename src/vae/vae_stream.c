@@ -85,6 +85,10 @@ flux_status vs_run_init(vs_run *r) {
     return FLUX_OK;
 }
 
+flux_status vs_checkpoint(vs_run *r, int sub, int subtotal) {
+    return r->ctx ? fx_ctx_checkpoint(r->ctx, sub, subtotal) : FLUX_OK;
+}
+
 void vs_run_release(vs_run *r) {
     if (r->kc1)
         for (int t = 0; t < r->threads; t++) fx_scratch_free(r->kc1[t].scratch);

@@ -97,7 +97,7 @@ static float *golden_call(flux_ctx *ctx, int batch, check_state *cs) {
         ep[b] = embs + (size_t)b * 512 * D;
     }
     v = malloc((size_t)batch * N * 128 * sizeof(float));
-    if (fx_dit_run_set_text(run, ep) != FLUX_OK || fx_dit_forward(run, x, 1.0f, v, NULL, NULL) != FLUX_OK) {
+    if (fx_dit_run_set_text(run, ep) != FLUX_OK || fx_dit_forward(run, x, 1.0f, v) != FLUX_OK) {
         fx_test_fail(__FILE__, __LINE__, "forward: %s", flux_error(ctx));
         free(v);
         v = NULL;
@@ -197,7 +197,7 @@ TEST(transformer_bad_layout) {
     lay.n_images = 1;
     REQUIRE(fx_dit_run_new(ctx, dit, &lay, &run) == FLUX_OK);
     float x[4 * 128] = {0}, v[4 * 128];
-    CHECK_EQ_INT(fx_dit_forward(run, x, 0.5f, v, NULL, NULL), FLUX_ERR_STATE);
+    CHECK_EQ_INT(fx_dit_forward(run, x, 0.5f, v), FLUX_ERR_STATE);
     fx_dit_run_free(run);
     flux_free(ctx);
 }
@@ -246,7 +246,7 @@ static void sample_with_refs(const char *name, flux_precision prec, double tol) 
     double worst = 0;
     for (int i = 0; i < c.steps; i++) {
         for (int b = 0; b < B; b++) memcpy(xin + (size_t)b * N * 128, x, (size_t)N * 128 * sizeof(float));
-        REQUIRE_MSG(fx_dit_forward(run, xin, sig[i], v, NULL, NULL) == FLUX_OK, "%s", flux_error(ctx));
+        REQUIRE_MSG(fx_dit_forward(run, xin, sig[i], v) == FLUX_OK, "%s", flux_error(ctx));
         if (c.cfg)
             for (int e = 0; e < N * 128; e++) v[e] = v[e] + c.guidance * (v[N * 128 + e] - v[e]);
         char rel[64];

@@ -294,14 +294,15 @@ TEST(refs_crop_shift_is_detected) {
 }
 
 typedef struct stage_log {
-    int encode_calls, encode_last, encode_total, denoise_steps, order_ok, last_stage;
+    int encode_calls, encode_substeps, encode_last, encode_total, denoise_steps, order_ok, last_stage;
 } stage_log;
 
 static int on_stage(void *user, flux_stage stage, int step, int total, int sub, int subtotal) {
     stage_log *l = user;
     if ((int)stage < l->last_stage) l->order_ok = 0;
     l->last_stage = stage;
-    if (stage == FLUX_STAGE_VAE_ENCODE) {
+    if (stage == FLUX_STAGE_VAE_ENCODE && subtotal) l->encode_substeps++; /* encoder stages */
+    if (stage == FLUX_STAGE_VAE_ENCODE && !subtotal) {
         l->encode_calls++;
         l->encode_last = step;
         l->encode_total = total;
@@ -339,6 +340,7 @@ TEST(refs_batch_cfg_share_references) {
     flux_image *batch[3] = {NULL, NULL, NULL};
     REQUIRE_MSG(flux_generate_batch(ctx, &p, batch) == FLUX_OK, "%s", flux_error(ctx));
     CHECK_EQ_INT(l.encode_calls, 3); /* reference 0, reference 1, done */
+    CHECK_EQ_INT(l.encode_substeps, 2 * 6); /* per reference: 4 levels, mid block, output */
     CHECK_EQ_INT(l.encode_last, 2);
     CHECK_EQ_INT(l.encode_total, 2);
     CHECK_EQ_INT(l.denoise_steps, 2); /* 3 images in one stacked run */
