@@ -846,6 +846,8 @@ void fx_wset_willneed(const fx_wset *s) {
     }
 }
 
+long fx_wset_index(const fx_wset *s, const char *name) { return table_find(&s->names, s->tensors, name); }
+
 const fx_tensor *fx_wset_find(const fx_wset *s, const char *name) {
     long i = table_find(&s->names, s->tensors, name);
     return i < 0 ? NULL : s->tensors[i];

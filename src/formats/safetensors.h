@@ -165,6 +165,8 @@ const fx_st_file *fx_wset_file_at(const fx_wset *s, size_t i);
 
 /* Lookup: NULL when absent (no error). */
 const fx_tensor *fx_wset_find(const fx_wset *s, const char *name);
+/* Its position (fx_wset_tensor_at), or -1 when absent. */
+long fx_wset_index(const fx_wset *s, const char *name);
 
 /* Lookup with checks: missing → FLUX_ERR_MODEL "<set>: tensor 'n' not
  * found"; expect (may be NULL = any shape) not matching → FLUX_ERR_MODEL

@@ -489,3 +489,34 @@ TEST(model_replaced_text_encoder_shard_is_detected) {
     free(emb);
     flux_free(ctx);
 }
+
+/* ------------------------------------------------------------ unused tensors */
+
+/* Checkpoint tensors the configuration does not use mean the config and the
+ * weights disagree (a truncated config.json runs part of the model): the
+ * load fails naming the first unused family. The known extras stay
+ * allowed: Qwen3 layers past the 27 klein reads (up to num_hidden_layers)
+ * and its final norm, the VAE's BatchNorm counter. */
+TEST(model_load_unused_tensors_are_refused) {
+    LOAD_FAILS(patched_model("dit_short", "transformer/config.json", "\"num_layers\": 2", "\"num_layers\": 1"),
+               FLUX_ERR_MODEL,
+               "transformer/diffusion_pytorch_model.safetensors: 16 tensors are not used by the model the config "
+               "describes, first the family 'transformer_blocks.1.*' (tensor 'transformer_blocks.1.attn.add_k_proj."
+               "weight'): the config may be truncated or belong to other weights");
+    LOAD_FAILS(patched_model("dit_single", "transformer/config.json", "\"num_single_layers\": 2",
+                             "\"num_single_layers\": 1"),
+               FLUX_ERR_MODEL, "4 tensors are not used by the model the config describes, first the family "
+                               "'single_transformer_blocks.1.*'");
+    LOAD_FAILS(patched_model("te_short", "text_encoder/config.json", "\"num_hidden_layers\": 28",
+                             "\"num_hidden_layers\": 27"),
+               FLUX_ERR_MODEL, "first the family 'model.layers.27.*'");
+    LOAD_FAILS(patched_model("vae_noattn", "vae/config.json", "\"mid_block_add_attention\": true",
+                             "\"mid_block_add_attention\": false"),
+               FLUX_ERR_MODEL, "vae/diffusion_pytorch_model.safetensors: 20 tensors are not used by the model the "
+                               "config describes, first the family 'decoder.mid_block.attentions.0.*'");
+    /* the golden model has layer 27 of 28 and model.norm.weight in its text
+     * encoder, unused by klein: loads (model_load_golden_distilled) */
+    flux_ctx *ctx = new_ctx();
+    CHECK_MSG(flux_load(ctx, fx_test_path("golden/model"), NULL) == FLUX_OK, "%s", flux_error(ctx));
+    flux_free(ctx);
+}
