@@ -159,8 +159,17 @@ void flux_load_options_init(flux_load_options *lo);
  *   tokenizer/tokenizer.json, scheduler/scheduler_config.json.
  * Every dimension comes from the config files. lo may be NULL.
  * Errors: FLUX_ERR_IO (missing file), FLUX_ERR_FORMAT (bad JSON or
- * safetensors), FLUX_ERR_MODEL (tensor missing or misshapen; the message
- * names file, tensor, expected and found shape). */
+ * safetensors), FLUX_ERR_MODEL (tensor missing or misshapen, or a tensor
+ * the configs do not use; the message names file, tensor, expected and
+ * found shape).
+ * Files that change afterwards: when a weight file is replaced, rewritten
+ * or cut short on disk (say by `cp` over the folder), the next
+ * flux_generate / flux_encode_text loads the folder again with the same
+ * options before it starts; a file cut short while a call reads it fails
+ * that call with FLUX_ERR_IO naming the file (the read would otherwise be
+ * a SIGBUS: a handler is installed for SIGBUS during those calls and the
+ * previous one restored after; faults outside the mapped weights go to the
+ * previous handler). */
 flux_status flux_load(flux_ctx *ctx, const char *model_dir,
                       const flux_load_options *lo);
 

@@ -23,6 +23,7 @@
 #include "src/base/file_read.h"
 #include "src/base/float16.h"
 #include "src/base/json.h"
+#include "map_guard.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian; flux.c supports little-endian hosts only"
@@ -185,6 +186,7 @@ struct fx_st_file {
     const unsigned char *data;
     void *map_base;
     size_t map_len;
+    int guard;                /* its map_guard slot (-1: none) */
     void *ram;
 };
 
@@ -382,6 +384,7 @@ static flux_status check_header_len(fx_st_file *f, const unsigned char len8[8], 
 static fx_st_file *file_new(const char *path, const char *display, fx_err *err) {
     fx_st_file *f = calloc(1, sizeof *f);
     if (f) {
+        f->guard = -1;
         f->display = strdup(display ? display : path ? path : "<memory>");
         if (path) f->path = strdup(path);
     }
@@ -413,8 +416,7 @@ static flux_status check_identity(const fx_st_file *f, const struct stat *st, fx
     file_identity now = identity_of(st);
     char why[160];
     if (*identity_change(&f->id, &now, why, sizeof why))
-        return fx_fail(err, FLUX_ERR_IO, "%s changed since the model was loaded: %s; load the model again", f->path,
-                       why);
+        return fx_fail(err, FLUX_ERR_IO, "%s changed since the model was loaded: %s", f->path, why);
     return FLUX_OK;
 }
 
@@ -422,9 +424,16 @@ flux_status fx_st_check_unchanged(const fx_st_file *f, fx_err *err) {
     if (!f->path) return FLUX_OK;
     struct stat st;
     if (stat(f->path, &st) != 0)
-        return fx_fail(err, FLUX_ERR_IO, "%s: %s since the model was loaded; load the model again", f->path,
-                       strerror(errno));
+        return fx_fail(err, FLUX_ERR_IO, "%s: %s since the model was loaded", f->path, strerror(errno));
     return check_identity(f, &st, err);
+}
+
+flux_status fx_st_check_faults(const fx_st_file *f, fx_err *err) {
+    size_t at;
+    if (!fx_map_guard_faulted(f->guard, &at)) return FLUX_OK;
+    return fx_fail(err, FLUX_ERR_IO,
+                   "%s was cut short while in use (a read at byte %zu is past its end now)",
+                   f->path, at);
 }
 
 flux_status fx_st_load_data(fx_st_file *f, int use_mmap, fx_err *err) {
@@ -454,6 +463,7 @@ flux_status fx_st_load_data(fx_st_file *f, int use_mmap, fx_err *err) {
                            (unsigned long long)size, strerror(errno));
         f->map_base = m;
         f->map_len = (size_t)size;
+        f->guard = fx_map_guard_add(m, (size_t)size); /* a truncation under us: map_guard.h */
         f->data = (const unsigned char *)m + off;
         return FLUX_OK;
     }
@@ -477,6 +487,8 @@ flux_status fx_st_load_data(fx_st_file *f, int use_mmap, fx_err *err) {
 
 void fx_st_drop_data(fx_st_file *f) {
     if (!f || !f->path) return; /* in-memory files do not own their data */
+    fx_map_guard_remove(f->guard);
+    f->guard = -1;
     if (f->map_base) munmap(f->map_base, f->map_len);
     free(f->ram);
     f->map_base = NULL;
@@ -826,6 +838,11 @@ void fx_wset_drop_data(fx_wset *s) {
         return;
     }
     for (size_t i = 0; i < s->n_files; i++) fx_st_drop_data(s->files[i]);
+}
+
+flux_status fx_wset_check_faults(const fx_wset *s, fx_err *err) {
+    for (size_t i = 0; i < s->n_files; i++) TRY(fx_st_check_faults(s->files[i], err));
+    return FLUX_OK;
 }
 
 flux_status fx_wset_check_unchanged(const fx_wset *s, fx_err *err) {

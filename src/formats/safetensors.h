@@ -109,6 +109,11 @@ void fx_st_close(fx_st_file *f);
  * the same before mapping or reading the data again. */
 flux_status fx_st_check_unchanged(const fx_st_file *f, fx_err *err);
 
+/* FLUX_ERR_IO naming the file when a read of its mapped data faulted
+ * because the file was cut short under the mapping (map_guard.h); the
+ * mapping then holds zeros there and must not be used any more. */
+flux_status fx_st_check_faults(const fx_st_file *f, fx_err *err);
+
 const char *fx_st_display(const fx_st_file *f);
 const char *fx_st_path(const fx_st_file *f); /* file system path; NULL for in-memory files */
 size_t fx_st_count(const fx_st_file *f);
@@ -152,8 +157,10 @@ void fx_wset_close(fx_wset *s);
 flux_status fx_wset_load_data(fx_wset *s, int use_mmap, fx_err *err);
 void fx_wset_drop_data(fx_wset *s);
 int fx_wset_data_loaded(const fx_wset *s);
-/* fx_st_check_unchanged on every file of the set (of a view: its base's). */
+/* fx_st_check_unchanged / fx_st_check_faults on every file of the set (of a
+ * view: its base's). */
 flux_status fx_wset_check_unchanged(const fx_wset *s, fx_err *err);
+flux_status fx_wset_check_faults(const fx_wset *s, fx_err *err);
 /* madvise WILLNEED over all mapped data of the set. */
 void fx_wset_willneed(const fx_wset *s);
 

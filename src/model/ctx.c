@@ -5,6 +5,8 @@
  */
 #include "ctx.h"
 
+#include "model.h"
+
 void fx_ctx_adapt_threads(flux_ctx *ctx) {
     if (ctx->threads_fixed) return;
     int idle = fx_cpu_watch_idle(&ctx->cpu);
@@ -13,6 +15,7 @@ void fx_ctx_adapt_threads(flux_ctx *ctx) {
 
 flux_status fx_ctx_checkpoint(flux_ctx *ctx, int substep, int subtotal) {
     fx_ctx_adapt_threads(ctx);
+    if (ctx->model) TRY(fx_model_check_faults(ctx->model, &ctx->err)); /* a weight file cut short under us */
     const fx_ctx_progress *p = &ctx->progress;
     if (p->fn && p->fn(p->user, p->stage, p->step, p->total, substep, subtotal))
         return fx_fail(&ctx->err, FLUX_ERR_CANCELLED, "generation cancelled by the progress callback");

@@ -48,6 +48,13 @@ struct flux_ctx {
     fx_kctx kc;                 /* kernels + threads + scratch, for fx_* calls */
 
     struct fx_model *model;
+    /* a model whose files changed on disk and could not be loaded again yet
+     * (load.c: retried when the next call starts); dir NULL: none */
+    struct {
+        char *dir;
+        flux_load_options lo;   /* transformer_file owned */
+        int use_mmap;
+    } reload;
     struct fx_tokenizer *tokenizer;
     struct fx_qwen3 *text_encoder;
     struct fx_dit *transformer;
@@ -60,7 +67,8 @@ flux_status fx_ctx_fail_from(flux_ctx *ctx, const fx_err *e);
 
 /* Between two units of work of a stage (a Qwen3 layer, a transformer block,
  * a VAE decoder stage; ctx.c): adapt the thread count to the idle CPUs
- * (unless fixed), then report substep/subtotal of the current stage to the
+ * (unless fixed), fail if a mapped weight file was cut short under a read
+ * (map_guard.h), then report substep/subtotal of the current stage to the
  * progress callback; a non-zero return of the callback gives
  * FLUX_ERR_CANCELLED, so a generation stops within one such unit. */
 flux_status fx_ctx_checkpoint(flux_ctx *ctx, int substep, int subtotal);

@@ -98,7 +98,7 @@ oom:
 
 void flux_free(flux_ctx *ctx) {
     if (!ctx) return;
-    fx_ctx_release_model(ctx);
+    fx_ctx_forget_model(ctx);
     fx_scratch_free(ctx->scratch);
     free(ctx->cache_dir);
     free(ctx);

@@ -42,7 +42,10 @@
 #include "src/dit/schedule.h"
 #include "src/text/tokenizer.h"
 #include "src/dit/transformer.h"
+#include "src/formats/map_guard.h"
 #include "src/vae/vae.h"
+#include "load.h"
+#include "text_encode.h"
 
 #define GEN_MIN_SIDE 16
 #define GEN_MAX_SIDE 4096
@@ -222,7 +225,7 @@ static flux_status encode(gen *g, const char *prompt, float **out) {
     const int64_t n = (int64_t)FLUX_TEXT_TOKENS * g->ctx->model->dit.text_dim;
     if (!(*out = malloc((size_t)n * sizeof(float))))
         return fx_fail(g->err, FLUX_ERR_NOMEM, "out of memory (text embeddings)");
-    return flux_encode_text(g->ctx, prompt, *out);
+    return fx_text_encode(g->ctx, prompt, *out);
 }
 
 /* The prompt's (and for CFG the negative prompt's) embeddings. The text
@@ -545,6 +548,7 @@ static flux_status generate(flux_ctx *ctx, const flux_params *p, int n_images, f
     if (!ctx) return FLUX_ERR_INVALID_ARG;
     fx_err_clear(&ctx->err);
     if (!p || !out) return fx_fail(&ctx->err, FLUX_ERR_INVALID_ARG, "%s is NULL", p ? "out" : "params");
+    TRY(fx_ctx_fresh_model(ctx)); /* files replaced or cut short since flux_load: load them again */
     if (!ctx->model) return fx_fail(&ctx->err, FLUX_ERR_STATE, "no model is loaded (call flux_load first)");
     gen g;
     memset(&g, 0, sizeof g);
@@ -556,7 +560,9 @@ static flux_status generate(flux_ctx *ctx, const flux_params *p, int n_images, f
     if (!st) {
         for (int i = 0; i < n_images; i++) out[i] = NULL;
         double t0 = fx_now_s();
+        fx_map_guard_enter(); /* weights cut short under the mapping: an error, not SIGBUS (map_guard.h) */
         st = run_all(&g, out);
+        fx_map_guard_leave();
         if (!st)
             fx_log(&ctx->log, 1, "flux: %d image(s) %dx%d, %d steps: denoising %.2f s, total %.2f s", n_images, g.width,
                    g.height, g.steps, g.t_denoise, fx_now_s() - t0);

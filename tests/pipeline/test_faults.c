@@ -196,3 +196,133 @@ TEST(faults_progress_substeps_and_cancellation) {
     flux_image_free(img);
     flux_free(ctx);
 }
+
+/* ------------------------------------------------------------ files cut short */
+
+/* A private copy of the golden model (real files, so they can be cut). */
+static const char *copy_model(const char *name) {
+    static char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/%s", fx_test_tmpdir(), name);
+    char cmd[PATH_MAX * 3];
+    snprintf(cmd, sizeof cmd, "cp -rL '%s' '%s'", fx_test_path("golden/model"), dir);
+    if (fx_test_run(cmd, NULL) != 0) fx_test_fail(__FILE__, __LINE__, "cp failed");
+    return dir;
+}
+
+typedef struct cutter {
+    char path[PATH_MAX + 64];
+    off_t keep;          /* bytes left after the cut */
+    flux_stage stage;
+    int at_substep;
+    int done;
+} cutter;
+
+/* Progress callback that cuts a weight file short in the middle of a stage,
+ * as `cp` over the model folder does (it truncates, then writes). */
+static int cut_file(void *user, flux_stage stage, int step, int total, int sub, int subtotal) {
+    cutter *c = user;
+    (void)step, (void)total, (void)subtotal;
+    if (!c->done && stage == c->stage && sub == c->at_substep) {
+        c->done = 1;
+        if (truncate(c->path, c->keep) != 0) fx_test_fail(__FILE__, __LINE__, "truncate %s", c->path);
+    }
+    return 0;
+}
+
+/* A mapped weight file truncated while a generation reads it: the read
+ * faults (SIGBUS killed the process); now that generation fails naming the
+ * file, the context survives, and once the file is whole again the next
+ * generation loads the model again and works. */
+TEST(faults_weight_file_cut_short_during_a_generation) {
+    static const struct {
+        const char *rel;
+        flux_stage stage;
+        int at;
+    } cases[] = {
+        {"transformer/diffusion_pytorch_model.safetensors", FLUX_STAGE_DENOISE, 1},
+        {"vae/diffusion_pytorch_model.safetensors", FLUX_STAGE_VAE_DECODE, 1},
+        {"text_encoder/model-00002-of-00002.safetensors", FLUX_STAGE_TEXT_ENCODE, 2},
+    };
+    const char *m = copy_model("cut");
+    flux_options o;
+    flux_options_init(&o);
+    o.threads = 2, o.no_disk_cache = 1;
+    flux_ctx *ctx = flux_new(&o);
+    REQUIRE(ctx && flux_load(ctx, m, NULL) == FLUX_OK);
+    flux_params p;
+    flux_params_init(&p);
+    p.width = p.height = 64, p.steps = 2, p.seed = 9;
+    flux_image *good = NULL, *img = NULL;
+    p.prompt = "a red apple";
+    REQUIRE_MSG(flux_generate(ctx, &p, &good) == FLUX_OK, "%s", flux_error(ctx));
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        /* a prompt the memory cache has not seen: the text encoder runs */
+        char prompt[32];
+        snprintf(prompt, sizeof prompt, "a red apple %zu", i);
+        p.prompt = prompt;
+        cutter c = {.stage = cases[i].stage, .at_substep = cases[i].at};
+        snprintf(c.path, sizeof c.path, "%s/%s", m, cases[i].rel);
+        char backup[PATH_MAX + 80];
+        snprintf(backup, sizeof backup, "%s.whole", c.path);
+        char cmd[3 * PATH_MAX];
+        snprintf(cmd, sizeof cmd, "cp '%s' '%s'", c.path, backup);
+        REQUIRE(fx_test_run(cmd, NULL) == 0);
+        struct stat st;
+        REQUIRE(stat(c.path, &st) == 0);
+        c.keep = st.st_size / 3; /* the header stays, most tensors go */
+        p.progress = cut_file, p.progress_user = &c;
+        img = (flux_image *)1;
+        flux_status s = flux_generate(ctx, &p, &img);
+        CHECK_MSG(c.done, "%s: the cut did not happen", cases[i].rel);
+        CHECK_MSG(s == FLUX_ERR_IO && img == NULL, "%s: %s (%s)", cases[i].rel, flux_status_name(s), flux_error(ctx));
+        CHECK_MSG(strstr(flux_error(ctx), cases[i].rel) && strstr(flux_error(ctx), "was cut short while in use"),
+                  "%s: %s", cases[i].rel, flux_error(ctx));
+        /* the file is whole again (the copy finished): the next call loads the model again */
+        snprintf(cmd, sizeof cmd, "cp '%s' '%s'", backup, c.path);
+        REQUIRE(fx_test_run(cmd, NULL) == 0);
+        p.progress = NULL;
+        p.prompt = "a red apple";
+        img = NULL;
+        CHECK_MSG(flux_generate(ctx, &p, &img) == FLUX_OK, "%s, after restoring: %s", cases[i].rel, flux_error(ctx));
+        CHECK_MSG(fx_test_same_pixels(img, good), "%s: the image after reloading differs", cases[i].rel);
+        flux_image_free(img);
+        unlink(backup);
+    }
+    flux_image_free(good);
+    flux_free(ctx);
+}
+
+/* A weight file cut short between two generations of a session: the next
+ * generation checks the files first and loads the folder again (or fails
+ * with the loader's message while the file is short). */
+TEST(faults_weight_file_cut_short_between_generations) {
+    const char *m = copy_model("between");
+    flux_options o;
+    flux_options_init(&o);
+    o.threads = 1, o.no_disk_cache = 1;
+    flux_ctx *ctx = flux_new(&o);
+    REQUIRE(ctx && flux_load(ctx, m, NULL) == FLUX_OK);
+    flux_params p;
+    flux_params_init(&p);
+    p.prompt = "a cat";
+    p.width = p.height = 64, p.steps = 1, p.seed = 2;
+    flux_image *a = NULL, *b = NULL;
+    REQUIRE(flux_generate(ctx, &p, &a) == FLUX_OK);
+    char path[PATH_MAX + 64], backup[PATH_MAX + 80], cmd[3 * PATH_MAX];
+    snprintf(path, sizeof path, "%s/transformer/diffusion_pytorch_model.safetensors", m);
+    snprintf(backup, sizeof backup, "%s.whole", path);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", path, backup);
+    REQUIRE(fx_test_run(cmd, NULL) == 0);
+    struct stat st;
+    REQUIRE(stat(path, &st) == 0 && truncate(path, st.st_size / 2) == 0);
+    CHECK_EQ_INT(flux_generate(ctx, &p, &b), FLUX_ERR_FORMAT); /* loading it again: the short file is refused */
+    CHECK_MSG(strstr(flux_error(ctx), "changed since it was loaded") &&
+                  strstr(flux_error(ctx), "transformer/diffusion_pytorch_model.safetensors"),
+              "%s", flux_error(ctx));
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", backup, path);
+    REQUIRE(fx_test_run(cmd, NULL) == 0);
+    REQUIRE_MSG(flux_generate(ctx, &p, &b) == FLUX_OK, "%s", flux_error(ctx));
+    CHECK(fx_test_same_pixels(a, b));
+    flux_image_free(a), flux_image_free(b);
+    flux_free(ctx);
+}
