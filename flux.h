@@ -279,8 +279,10 @@ typedef struct flux_params {
     int batch;                   /* images from one prompt (seeds seed, seed+1,
                                     ...); 0 or 1 = one image */
     const float *embeddings;     /* optional [512, text_dim] prompt embeddings
-                                    replacing the text encoder */
-    const float *negative_embeddings; /* optional, same shape, for CFG */
+                                    replacing the text encoder (then prompt
+                                    must be NULL) */
+    const float *negative_embeddings; /* optional, same shape, for CFG (then
+                                    negative_prompt must be NULL) */
     const float *noise;          /* optional [128, H/16, W/16] initial noise */
     const char *dump_dir;        /* if set, write .npy files of every stage */
     flux_progress_fn progress;

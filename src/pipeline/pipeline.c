@@ -196,6 +196,12 @@ static flux_status resolve(gen *g, int n_images) {
                        n_images);
     if (!p->embeddings && !p->prompt)
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "no prompt and no text embeddings given");
+    /* the prompt would be ignored and yet recorded in the image's metadata */
+    if (p->embeddings && p->prompt)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "prompt and embeddings exclude each other (the embeddings replace "
+                                                  "the prompt's text encoding)");
+    if (p->negative_embeddings && p->negative_prompt)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "negative_prompt and negative_embeddings exclude each other");
     g->seed = p->seed == FLUX_SEED_RANDOM ? clock_seed() : p->seed;
     if (g->seed > FLUX_SEED_RANDOM - (uint64_t)n_images)
         return fx_fail(err, FLUX_ERR_INVALID_ARG,

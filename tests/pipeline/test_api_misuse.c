@@ -147,3 +147,31 @@ TEST(api_thread_count_is_clamped) {
     CHECK_MSG(fx_test_file_exists(fx_test_tmp_path("cat.png")), "%s", out);
     free(out);
 }
+
+/* A prompt with embeddings would be ignored yet recorded in the PNG: refused
+ * (the CLI refuses -p with --embeddings at parse time). */
+TEST(api_prompt_and_embeddings_exclude_each_other) {
+    flux_options o;
+    flux_options_init(&o);
+    o.threads = 1;
+    flux_ctx *ctx = flux_new(&o);
+    REQUIRE(ctx && flux_load(ctx, fx_test_path("golden/model"), NULL) == FLUX_OK);
+    flux_model_info info;
+    REQUIRE(flux_get_model_info(ctx, &info) == FLUX_OK);
+    float *emb = calloc((size_t)FLUX_TEXT_TOKENS * info.text_dim, sizeof(float));
+    REQUIRE(emb);
+    flux_params p;
+    flux_params_init(&p);
+    p.prompt = "a cat", p.embeddings = emb;
+    p.width = p.height = 64, p.steps = 1, p.seed = 1;
+    flux_image *img = NULL;
+    CHECK_EQ_INT(flux_generate(ctx, &p, &img), FLUX_ERR_INVALID_ARG);
+    CHECK_MSG(strstr(flux_error(ctx), "prompt and embeddings exclude each other"), "%s", flux_error(ctx));
+    p.prompt = NULL;
+    CHECK_MSG(flux_generate(ctx, &p, &img) == FLUX_OK, "%s", flux_error(ctx));
+    const char *said = img ? flux_image_get_text(img, "prompt") : "?";
+    CHECK_MSG(!said || !*said, "the metadata claims the prompt '%s'", said); /* nothing claimed */
+    flux_image_free(img);
+    free(emb);
+    flux_free(ctx);
+}
