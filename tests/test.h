@@ -62,6 +62,12 @@ const char *fx_test_tmpdir(void);
 /* 1 when running under CI=true. */
 int fx_test_in_ci(void);
 
+/* 1 when a context of this precision on this CPU multiplies with bf16 dot
+ * products (AVX512_BF16 in the default precision), so its results carry
+ * bf16 rounding; elsewhere the default precision runs the f32 math of
+ * FLUX_PRECISION_F32 and is held to the f32 tolerances. */
+int fx_test_bf16_dot(flux_precision prec);
+
 /* Deterministic random numbers for tests (xorshift64*). */
 typedef struct { uint64_t s; } fx_test_rng;
 void fx_test_rng_seed(fx_test_rng *r, uint64_t seed);

@@ -10,6 +10,8 @@
 
 #include "test.h"
 
+#include "src/model/ctx.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -85,6 +87,17 @@ const char *fx_test_flux_bin(void) {
 }
 
 const char *fx_test_tmpdir(void) { return g_tmpdir; }
+
+int fx_test_bf16_dot(flux_precision prec) {
+    flux_options o;
+    flux_options_init(&o);
+    o.threads = 1;
+    o.precision = prec;
+    flux_ctx *ctx = flux_new(&o);
+    int dot = ctx && fx_kernels_uses_bf16_dot(ctx->kernels);
+    flux_free(ctx);
+    return dot;
+}
 
 void fx_test_rng_seed(fx_test_rng *r, uint64_t seed) { r->s = seed * 0x9E3779B97F4A7C15ull + 1; }
 
