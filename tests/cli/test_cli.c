@@ -346,30 +346,34 @@ TEST(cli_readme_options_are_real) {
  * loads), not after loading by the library (exit 1). */
 TEST(cli_bad_combinations_at_parse_time) {
     setup();
-    const char *tmp = fx_test_tmpdir();
-    char args[8192], emb[1024];
+    char emb[1024];
     snprintf(emb, sizeof emb, "%s", fx_test_path("golden/t2i-48x64-2step/out/emb.npy"));
-    /* one guidance range (FLUX_GUIDANCE_MAX) for the CLI, the interactive mode and the library */
-    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/o.png' -g 500", g_model, tmp);
-    EXPECT(args, 2, "-g: 500 is out of range (0..100)");
-    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/o.png' -g 101", g_model, tmp);
-    EXPECT(args, 2, "out of range (0..100)");
-    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/o.png' -g 2 --distilled", g_model, tmp);
-    EXPECT(args, 2, "-g: 2 asks for classifier-free guidance, which --distilled turns off");
-    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/o.png' --negative dog --distilled", g_model, tmp);
-    EXPECT(args, 2, "--negative: needs classifier-free guidance, which --distilled turns off");
-    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/o.png' --negative dog -g 1", g_model, tmp);
-    EXPECT(args, 2, "--negative: only used with classifier-free guidance (-g above 1); -g is 1");
-    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/o.png' --noise '%s' -n 2", g_model, tmp, g_noise);
-    EXPECT(args, 2, "--noise: gives the noise of one image; -n 2 draws each image's noise from its seed");
-    /* -p with --embeddings: the prompt would be ignored, yet recorded in the PNG */
-    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/o.png' --embeddings '%s'", g_model, tmp, emb);
-    EXPECT(args, 2, "-p and --embeddings exclude each other");
-    /* seeds S .. S+n-1 must not wrap past the largest seed */
-    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/o.png' -S 18446744073709551613 -n 3", g_model, tmp);
-    EXPECT(args, 2, "-S 18446744073709551613 with -n 3: the last seed would pass 18446744073709551614");
-    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/o.png' -S 18446744073709551612 -n 3 -W 64 -H 64 -s 1 -q",
-             g_model, tmp);
+    static const struct {
+        const char *opts, *fragment; /* after -d MODEL -p cat -o TMP/o.png; %s in opts: a file */
+        int file;                    /* 1: the noise .npy, 2: the embeddings .npy */
+    } cases[] = {
+        /* one guidance range (FLUX_GUIDANCE_MAX) for the CLI, interactive mode and library */
+        {"-g 500", "-g: 500 is out of range (0..100)", 0},
+        {"-g 101", "out of range (0..100)", 0},
+        {"-g 2 --distilled", "-g: 2 asks for classifier-free guidance, which --distilled turns off", 0},
+        {"--negative dog --distilled", "--negative: needs classifier-free guidance, which --distilled turns off", 0},
+        {"--negative dog -g 1", "--negative: only used with classifier-free guidance (-g above 1); -g is 1", 0},
+        {"--noise '%s' -n 2", "--noise: gives the noise of one image; -n 2 draws each image's noise from its seed", 1},
+        /* the prompt would be ignored, yet recorded in the PNG */
+        {"--embeddings '%s'", "-p and --embeddings exclude each other", 2},
+        /* seeds S .. S+n-1 must not wrap past the largest seed */
+        {"-S 18446744073709551613 -n 3",
+         "-S 18446744073709551613 with -n 3: the last seed would pass 18446744073709551614", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char opts[2048], args[8192];
+        snprintf(opts, sizeof opts, cases[i].opts, cases[i].file == 1 ? g_noise : emb);
+        snprintf(args, sizeof args, "-d '%s' -p cat -o '%s' %s", g_model, fx_test_tmp_path("o.png"), opts);
+        EXPECT(args, 2, cases[i].fragment);
+    }
+    char args[8192];
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s' -S 18446744073709551612 -n 3 -W 64 -H 64 -s 1 -q", g_model,
+             fx_test_tmp_path("o.png"));
     EXPECT(args, 0, NULL); /* the last seed is exactly the largest */
     CHECK(fx_test_file_exists(fx_test_tmp_path("o-2.png")));
     /* sizes far out of range name the real range, not the parser's bounds */

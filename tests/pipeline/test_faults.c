@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "src/base/npy.h"
+#include "src/model/ctx.h"
+#include "src/model/model.h"
 #include "tests/golden_case.h"
 
 /* ------------------------------------------------------------ non-finite values */
@@ -209,6 +211,26 @@ static const char *copy_model(const char *name) {
     return dir;
 }
 
+/* A context (threads, no disk cache) on a private copy of the model. */
+static flux_ctx *ctx_on_copy(const char *name, int threads) {
+    const char *m = copy_model(name);
+    flux_options o;
+    flux_options_init(&o);
+    o.threads = threads, o.no_disk_cache = 1;
+    flux_ctx *ctx = flux_new(&o);
+    if (ctx && flux_load(ctx, m, NULL) == FLUX_OK) return ctx;
+    fx_test_fail(__FILE__, __LINE__, "load %s: %s", m, ctx ? flux_error(ctx) : "no context");
+    flux_free(ctx);
+    return NULL;
+}
+
+/* cp from → to (keeping a whole copy aside, putting it back). */
+static int copy_file(const char *from, const char *to) {
+    char cmd[3 * PATH_MAX];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", from, to);
+    return fx_test_run(cmd, NULL);
+}
+
 typedef struct cutter {
     char path[PATH_MAX + 64];
     off_t keep;          /* bytes left after the cut */
@@ -243,12 +265,10 @@ TEST(faults_weight_file_cut_short_during_a_generation) {
         {"vae/diffusion_pytorch_model.safetensors", FLUX_STAGE_VAE_DECODE, 1},
         {"text_encoder/model-00002-of-00002.safetensors", FLUX_STAGE_TEXT_ENCODE, 2},
     };
-    const char *m = copy_model("cut");
-    flux_options o;
-    flux_options_init(&o);
-    o.threads = 2, o.no_disk_cache = 1;
-    flux_ctx *ctx = flux_new(&o);
-    REQUIRE(ctx && flux_load(ctx, m, NULL) == FLUX_OK);
+    flux_ctx *ctx = ctx_on_copy("cut", 2);
+    REQUIRE(ctx);
+    char m[PATH_MAX];
+    snprintf(m, sizeof m, "%s", ctx->model->dir); /* the model is loaded again below */
     flux_params p;
     flux_params_init(&p);
     p.width = p.height = 64, p.steps = 2, p.seed = 9;
@@ -264,9 +284,7 @@ TEST(faults_weight_file_cut_short_during_a_generation) {
         snprintf(c.path, sizeof c.path, "%s/%s", m, cases[i].rel);
         char backup[PATH_MAX + 80];
         snprintf(backup, sizeof backup, "%s.whole", c.path);
-        char cmd[3 * PATH_MAX];
-        snprintf(cmd, sizeof cmd, "cp '%s' '%s'", c.path, backup);
-        REQUIRE(fx_test_run(cmd, NULL) == 0);
+        REQUIRE(copy_file(c.path, backup) == 0);
         struct stat st;
         REQUIRE(stat(c.path, &st) == 0);
         c.keep = st.st_size / 3; /* the header stays, most tensors go */
@@ -278,8 +296,7 @@ TEST(faults_weight_file_cut_short_during_a_generation) {
         CHECK_MSG(strstr(flux_error(ctx), cases[i].rel) && strstr(flux_error(ctx), "was cut short while in use"),
                   "%s: %s", cases[i].rel, flux_error(ctx));
         /* the file is whole again (the copy finished): the next call loads the model again */
-        snprintf(cmd, sizeof cmd, "cp '%s' '%s'", backup, c.path);
-        REQUIRE(fx_test_run(cmd, NULL) == 0);
+        REQUIRE(copy_file(backup, c.path) == 0);
         p.progress = NULL;
         p.prompt = "a red apple";
         img = NULL;
@@ -296,31 +313,25 @@ TEST(faults_weight_file_cut_short_during_a_generation) {
  * generation checks the files first and loads the folder again (or fails
  * with the loader's message while the file is short). */
 TEST(faults_weight_file_cut_short_between_generations) {
-    const char *m = copy_model("between");
-    flux_options o;
-    flux_options_init(&o);
-    o.threads = 1, o.no_disk_cache = 1;
-    flux_ctx *ctx = flux_new(&o);
-    REQUIRE(ctx && flux_load(ctx, m, NULL) == FLUX_OK);
+    flux_ctx *ctx = ctx_on_copy("between", 1);
+    REQUIRE(ctx);
     flux_params p;
     flux_params_init(&p);
     p.prompt = "a cat";
     p.width = p.height = 64, p.steps = 1, p.seed = 2;
     flux_image *a = NULL, *b = NULL;
     REQUIRE(flux_generate(ctx, &p, &a) == FLUX_OK);
-    char path[PATH_MAX + 64], backup[PATH_MAX + 80], cmd[3 * PATH_MAX];
-    snprintf(path, sizeof path, "%s/transformer/diffusion_pytorch_model.safetensors", m);
+    char path[PATH_MAX + 64], backup[PATH_MAX + 80];
+    snprintf(path, sizeof path, "%s/transformer/diffusion_pytorch_model.safetensors", ctx->model->dir);
     snprintf(backup, sizeof backup, "%s.whole", path);
-    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", path, backup);
-    REQUIRE(fx_test_run(cmd, NULL) == 0);
+    REQUIRE(copy_file(path, backup) == 0);
     struct stat st;
     REQUIRE(stat(path, &st) == 0 && truncate(path, st.st_size / 2) == 0);
     CHECK_EQ_INT(flux_generate(ctx, &p, &b), FLUX_ERR_FORMAT); /* loading it again: the short file is refused */
     CHECK_MSG(strstr(flux_error(ctx), "changed since it was loaded") &&
                   strstr(flux_error(ctx), "transformer/diffusion_pytorch_model.safetensors"),
               "%s", flux_error(ctx));
-    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", backup, path);
-    REQUIRE(fx_test_run(cmd, NULL) == 0);
+    REQUIRE(copy_file(backup, path) == 0);
     REQUIRE_MSG(flux_generate(ctx, &p, &b) == FLUX_OK, "%s", flux_error(ctx));
     CHECK(fx_test_same_pixels(a, b));
     flux_image_free(a), flux_image_free(b);
