@@ -22,6 +22,16 @@
  * ours that are running, the lowest of a few readings. A CPU counts as
  * busy when others use more than 0.4 of it.
  *
+ * Why not bound libgomp's spinning instead: GOMP_SPINCOUNT / OMP_WAIT_POLICY
+ * are read by libgomp's constructor, before main and before the program's
+ * own .preinit_array functions can change the environment for it (glibc
+ * sets environ again after them: a setenv there is not seen); re-executing
+ * the CLI with a bound would cost an exec per run and still leave library
+ * users alone. With no more threads than idle CPUs, no thread spins for a
+ * descheduled partner, so the default count is the one lever that holds
+ * everywhere; an explicit -t or OMP_NUM_THREADS is the user's choice (and
+ * OMP_WAIT_POLICY=passive theirs too).
+ *
  * Without /proc (or when a read fails) every available CPU counts as idle.
  * The watch is plain data owned by its user (a context); no global state.
  */
