@@ -69,6 +69,8 @@ typedef struct gemm_plan {
     float *y;
     int64_t ldy;
     const fx_epilogue *epi;
+    const char *wpack;  /* the whole weight packed (fx_packcache), or NULL */
+    size_t wpanel;      /* bytes per packed panel of NR outputs */
     int64_t kcb;        /* K block: <= p->kc, balanced over k */
     int64_t ncb;        /* column chunk: p->nc, less when staging */
     int staged;         /* partial sums in a staging buffer */
@@ -108,6 +110,7 @@ static void gemm_thread(const gemm_plan *pl, int tid, int nt) {
         if (r1 > pl->m) r1 = pl->m;
     }
     if (r0 >= r1 || c0 >= c1) return;
+    if (p->thread_begin) p->thread_begin();
 
     char *abuf = pl->base + (size_t)tid * (pl->a_bytes + pl->b_bytes + pl->s_bytes);
     char *bbuf = abuf + pl->a_bytes;
@@ -131,11 +134,19 @@ static void gemm_thread(const gemm_plan *pl, int tid, int nt) {
                 p->pack_x(p, rows, kcur, pl->x + mb * pl->ldx + pc, pl->ldx, abuf);
                 for (int64_t j = jc; j < jc + cols; j += nr) {
                     const int ncols = (int)(jc + cols - j < nr ? jc + cols - j : nr);
-                    pl->pack_w(p, ncols, kcur, pl->w + ((size_t)j * (size_t)pl->ldw + (size_t)pc) * pl->welem,
-                               pl->ldw, bbuf);
-                    /* the next micro-panel: next columns, else the next K block */
+                    const char *bpanel = bbuf;
+                    if (pl->wpack) /* K block pc of the packed panel, read in place */
+                        bpanel = pl->wpack + (size_t)(j / nr) * pl->wpanel +
+                                 (size_t)(pc / p->kpair) * (size_t)(nr * p->kpair * p->elem);
+                    else
+                        pl->pack_w(p, ncols, kcur, pl->w + ((size_t)j * (size_t)pl->ldw + (size_t)pc) * pl->welem,
+                                   pl->ldw, bbuf);
+                    /* the next micro-panel: next columns, else the next K block
+                     * (packed weights are contiguous: the hardware prefetches) */
                     fx_gemm_prefetch pf = {0};
-                    if (j + nr < jc + cols)
+                    if (pl->wpack)
+                        pf.row = NULL;
+                    else if (j + nr < jc + cols)
                         w_prefetch_init(&pf, pl, j + nr, (int)(jc + cols - j - nr < nr ? jc + cols - j - nr : nr),
                                         pc, kcur, tiles);
                     else if (pc + kcur < pl->k)
@@ -164,7 +175,7 @@ static void gemm_thread(const gemm_plan *pl, int tid, int nt) {
                             if (last) t.c = yt, t.ldc = pl->ldy;
                             else t.c = st, t.ldc = ncb;
                         }
-                        p->kernel(ksteps, abuf + (size_t)(ir / mr) * apanel, bbuf, &t);
+                        p->kernel(ksteps, abuf + (size_t)(ir / mr) * apanel, bpanel, &t);
                         if (!p->kernel_prefetches)
                             for (int q = 0; q < pf.per_call; q++) fx_gemm_prefetch_one(&pf);
                     }
@@ -172,14 +183,17 @@ static void gemm_thread(const gemm_plan *pl, int tid, int nt) {
             }
         }
     }
+    if (p->thread_end) p->thread_end();
 }
 
 /* Lay out the shared scratch and run; returns -1 if scratch is unavailable. */
-static int linear_blocked(const fx_kctx *kc, const fx_gemm_path *p, int threads, int64_t m,
+static int linear_blocked(const fx_kctx *kc, const fx_gemm_path *p, const void *wpack, int threads, int64_t m,
                           const float *x, int64_t ldx, const fx_weight *w, float *y, int64_t ldy,
                           const fx_epilogue *epi) {
     gemm_plan pl = {0};
     pl.p = p;
+    pl.wpack = wpack;
+    pl.wpanel = wpack ? fx_gemm_packed_panel_bytes(p, w->k) : 0;
     pl.pack_w = p->pack_w[w->dtype];
     pl.m = m, pl.n = w->n, pl.k = w->k;
     pl.x = x, pl.ldx = ldx;
@@ -246,7 +260,9 @@ void fx_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const 
             linear_gemv(fx_gemv_c, threads, m, x, ldx, NULL, w, y, ldy, epi);
         return;
     }
-    if (linear_blocked(kc, g->path[w->dtype], threads, m, x, ldx, w, y, ldy, epi))
+    const fx_gemm_path *p = g->path[w->dtype];
+    const void *wpack = p->prepack ? fx_packcache_get(kc->packs, p, w, kc->threads > 0 ? kc->threads : 1) : NULL;
+    if (linear_blocked(kc, p, wpack, threads, m, x, ldx, w, y, ldy, epi))
         /* No scratch memory: the portable GEMV, FX_GEMV_MAX_M rows at a time. */
         for (int64_t i = 0; i < m; i += FX_GEMV_MAX_M)
             linear_gemv(fx_gemv_c, threads, m - i < FX_GEMV_MAX_M ? m - i : FX_GEMV_MAX_M,

@@ -326,7 +326,7 @@ int main(int argc, char **argv) {
         rc = fail(CLI_EXIT_FAIL, "%s%s", a.isa && !strncmp(flux_error(ctx), "ISA ", 4) ? "--isa: " : "",
                   flux_error(ctx));
     } else if (a.cpu_info) {
-        char info[4096];
+        char info[8192];
         flux_cpu_info(ctx, info, sizeof info);
         printf("%s\n%s", flux_build_info(), info);
         rc = CLI_EXIT_OK;

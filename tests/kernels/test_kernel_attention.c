@@ -25,14 +25,10 @@
  * Rows that see no key must be exactly zero, the ld padding of the output
  * must stay untouched, and results are bitwise equal for 1, 2 and 3 threads.
  */
-#include "tests/test.h"
-
-#include <stdlib.h>
-#include <string.h>
+#include "kernel_isas.h"
 
 #include "simd/attention/attention.h"
 #include "simd/common/table.h"
-#include "simd/kernels.h"
 
 #define TOL_F32 2e-5
 #define TOL_BF16 2e-2
@@ -415,6 +411,7 @@ TEST(kernel_attention_bf16_reference_vs_naive) {
 /* Every SIMD table the CPU runs (bf16 dot-product and f32 modes). */
 TEST(kernel_attention_simd_vs_naive_and_scalar) {
     int tested = 0;
+    kt_check_levels();
     for (int isa = FX_ISA_SCALAR + 1; isa < FX_ISA_COUNT; isa++) {
         for (int f32 = 0; f32 < 2; f32++) {
             const fx_kernels *k = fx_kernels_get((fx_isa)isa, f32);
