@@ -111,7 +111,7 @@ TEST(api_bad_environment_values_are_reported) {
 #if defined(__x86_64__)
     setenv("FLUX_ISA", "neon", 1);
     ctx = flux_new(NULL);
-    CHECK_MSG(ctx && strstr(flux_error(ctx), "FLUX_ISA='neon' is not supported by this CPU"), "%s", flux_error(ctx));
+    CHECK_MSG(ctx && strstr(flux_error(ctx), "FLUX_ISA='neon' is not supported: "), "%s", flux_error(ctx));
     flux_free(ctx);
 #endif
     setenv("FLUX_ISA", "scalar", 1);
