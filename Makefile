@@ -90,6 +90,9 @@ ISA_AVX512BF16 := $(ISA_AVX512) -mavx512bf16
 $(OBJ)/%_avx2.o:       ISAFLAGS = $(ISA_AVX2)
 $(OBJ)/%_avx512.o:     ISAFLAGS = $(ISA_AVX512)
 $(OBJ)/%_avx512bf16.o: ISAFLAGS = $(ISA_AVX512BF16)
+# Block (de)quantization reproduces ggml's reference arithmetic operation by
+# operation: no a·b + c fused into one rounding.
+$(OBJ)/simd/quant/%.o: CFLAGS += -ffp-contract=off
 
 BUILD_INFO := $(CCNAME) $(shell $(CC) -dumpversion 2>/dev/null) $(ARCH) $(OPT) openmp=$(OPENMP) sanitize=$(SANITIZE) native=$(NATIVE) profile=$(PROFILE)
 $(OBJ)/src/pipeline/version.o: CPPFLAGS += -DFLUX_BUILD_INFO='"$(BUILD_INFO)"'

@@ -100,6 +100,7 @@ fx_isa fx_isa_detect(void) {
  * an unpublished entry is NULL and the family's scalar table is used. */
 #include "simd/attention/attention.h"
 #include "simd/gemm/gemm.h"
+#include "simd/quant/quant.h"
 #include "simd/rowops/rowops.h"
 
 #ifndef FX_GEMM_TABLE_SCALAR
@@ -144,27 +145,43 @@ fx_isa fx_isa_detect(void) {
 #ifndef FX_ROW_TABLE_NEON
 #define FX_ROW_TABLE_NEON NULL
 #endif
+#ifndef FX_QUANT_TABLE_AVX2
+#define FX_QUANT_TABLE_AVX2 NULL
+#endif
+#ifndef FX_QUANT_TABLE_AVX512
+#define FX_QUANT_TABLE_AVX512 NULL
+#endif
+#ifndef FX_QUANT_TABLE_AVX512BF16
+#define FX_QUANT_TABLE_AVX512BF16 NULL
+#endif
+#ifndef FX_QUANT_TABLE_NEON
+#define FX_QUANT_TABLE_NEON NULL
+#endif
 
 /* [isa][force_f32]: the f32-forced avx512bf16 table uses the avx512 GEMM and
  * attention (bf16 weights widened to f32, FMA only). */
 static const fx_kernels tables[FX_ISA_COUNT][2] = {
     [FX_ISA_SCALAR] = {
-        {FX_ISA_SCALAR, 0, "scalar", FX_GEMM_TABLE_SCALAR, FX_ATTN_TABLE_SCALAR, FX_ROW_TABLE_SCALAR},
-        {FX_ISA_SCALAR, 0, "scalar", FX_GEMM_TABLE_SCALAR, FX_ATTN_TABLE_SCALAR, FX_ROW_TABLE_SCALAR}},
+        {FX_ISA_SCALAR, 0, "scalar", FX_GEMM_TABLE_SCALAR, FX_ATTN_TABLE_SCALAR, FX_ROW_TABLE_SCALAR,
+         FX_QUANT_TABLE_SCALAR},
+        {FX_ISA_SCALAR, 0, "scalar", FX_GEMM_TABLE_SCALAR, FX_ATTN_TABLE_SCALAR, FX_ROW_TABLE_SCALAR,
+         FX_QUANT_TABLE_SCALAR}},
     [FX_ISA_AVX2] = {
-        {FX_ISA_AVX2, 0, "avx2", FX_GEMM_TABLE_AVX2, FX_ATTN_TABLE_AVX2, FX_ROW_TABLE_AVX2},
-        {FX_ISA_AVX2, 0, "avx2", FX_GEMM_TABLE_AVX2, FX_ATTN_TABLE_AVX2, FX_ROW_TABLE_AVX2}},
+        {FX_ISA_AVX2, 0, "avx2", FX_GEMM_TABLE_AVX2, FX_ATTN_TABLE_AVX2, FX_ROW_TABLE_AVX2, FX_QUANT_TABLE_AVX2},
+        {FX_ISA_AVX2, 0, "avx2", FX_GEMM_TABLE_AVX2, FX_ATTN_TABLE_AVX2, FX_ROW_TABLE_AVX2, FX_QUANT_TABLE_AVX2}},
     [FX_ISA_AVX512] = {
-        {FX_ISA_AVX512, 0, "avx512", FX_GEMM_TABLE_AVX512, FX_ATTN_TABLE_AVX512, FX_ROW_TABLE_AVX512},
-        {FX_ISA_AVX512, 0, "avx512", FX_GEMM_TABLE_AVX512, FX_ATTN_TABLE_AVX512, FX_ROW_TABLE_AVX512}},
+        {FX_ISA_AVX512, 0, "avx512", FX_GEMM_TABLE_AVX512, FX_ATTN_TABLE_AVX512, FX_ROW_TABLE_AVX512,
+         FX_QUANT_TABLE_AVX512},
+        {FX_ISA_AVX512, 0, "avx512", FX_GEMM_TABLE_AVX512, FX_ATTN_TABLE_AVX512, FX_ROW_TABLE_AVX512,
+         FX_QUANT_TABLE_AVX512}},
     [FX_ISA_AVX512BF16] = {
         {FX_ISA_AVX512BF16, 1, "avx512bf16", FX_GEMM_TABLE_AVX512BF16, FX_ATTN_TABLE_AVX512BF16,
-         FX_ROW_TABLE_AVX512},
+         FX_ROW_TABLE_AVX512, FX_QUANT_TABLE_AVX512BF16},
         {FX_ISA_AVX512BF16, 0, "avx512bf16 (f32 math)", FX_GEMM_TABLE_AVX512, FX_ATTN_TABLE_AVX512,
-         FX_ROW_TABLE_AVX512}},
+         FX_ROW_TABLE_AVX512, FX_QUANT_TABLE_AVX512BF16}},
     [FX_ISA_NEON] = {
-        {FX_ISA_NEON, 0, "neon", FX_GEMM_TABLE_NEON, FX_ATTN_TABLE_NEON, FX_ROW_TABLE_NEON},
-        {FX_ISA_NEON, 0, "neon", FX_GEMM_TABLE_NEON, FX_ATTN_TABLE_NEON, FX_ROW_TABLE_NEON}},
+        {FX_ISA_NEON, 0, "neon", FX_GEMM_TABLE_NEON, FX_ATTN_TABLE_NEON, FX_ROW_TABLE_NEON, FX_QUANT_TABLE_NEON},
+        {FX_ISA_NEON, 0, "neon", FX_GEMM_TABLE_NEON, FX_ATTN_TABLE_NEON, FX_ROW_TABLE_NEON, FX_QUANT_TABLE_NEON}},
 };
 
 const fx_kernels *fx_kernels_get(fx_isa isa, int force_f32) {
@@ -244,6 +261,7 @@ size_t fx_kernels_describe(const fx_kernels *k, char *buf, size_t size) {
     else
         put(buf, size, &len, "attention: scalar (no table for %s)\n", fx_isa_name(k->isa));
     put(buf, size, &len, "row ops:  %s\n", k->row ? k->row->name : "scalar (no table)");
+    put(buf, size, &len, "quant:    %s block expansion\n", k->quant ? k->quant->name : "scalar");
     return len;
 }
 
