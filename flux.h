@@ -116,13 +116,26 @@ int flux_threads(const flux_ctx *ctx);
 /* ------------------------------------------------------------------------ */
 
 typedef struct flux_load_options {
-    const char *transformer_file; /* single-file transformer checkpoint (BFL or
-                                     ComfyUI names) replacing transformer/;
+    const char *transformer_file; /* single-file transformer checkpoint replacing
+                                     transformer/: safetensors or GGUF (BFL,
+                                     ComfyUI or diffusers names; GGUF block
+                                     types Q8_0 ... Q6_K used as stored);
                                      NULL = use the folder */
     int distilled;                /* -1 auto (model_index.json is_distilled),
                                      0 force base (CFG), 1 force distilled */
     int lazy_text_encoder;        /* 1 (default): load the text encoder only
                                      when a prompt must be encoded */
+    const char *text_encoder_file; /* single-file Qwen3 text encoder replacing
+                                     text_encoder/: GGUF with llama.cpp names
+                                     (blk.N.attn_q.weight, ...) or a file with
+                                     Hugging Face names; NULL = the folder */
+    const char *quant;            /* quantize the F32/F16/BF16 weights of both
+                                     components on load into this GGUF block
+                                     type ("q8_0", "q4_0", "q4_1", "q5_0",
+                                     "q5_1", "q2_k", "q3_k", "q4_k", "q5_k",
+                                     "q6_k"), in memory, as `flux quantize`
+                                     would write them; components already
+                                     quantized stay as they are; NULL = off */
 } flux_load_options;
 
 void flux_load_options_init(flux_load_options *lo);
@@ -154,6 +167,36 @@ typedef struct flux_model_info {
 
 /* Describe the loaded model. FLUX_ERR_STATE if nothing is loaded. */
 flux_status flux_get_model_info(const flux_ctx *ctx, flux_model_info *info);
+
+/* ------------------------------------------------------------------------ */
+/* Quantized weights (GGUF)                                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct flux_quantize_options {
+    const char *type;              /* "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k",
+                                      "q3_k", "q4_k", "q5_k", "q6_k" */
+    const char *component;         /* "transformer" or "text-encoder" */
+    const char *transformer_file;  /* sources replacing the folder's weights, */
+    const char *text_encoder_file; /* as in flux_load_options (NULL = folder) */
+    /* Called before each tensor and at the end; nonzero cancels
+     * (FLUX_ERR_CANCELLED, nothing written). May be NULL. */
+    int (*progress)(void *user, int done, int total, uint64_t bytes_done, uint64_t bytes_total);
+    void *progress_user;
+} flux_quantize_options;
+
+void flux_quantize_options_init(flux_quantize_options *o);
+
+/* Write one component of the model folder as a GGUF file that peers read
+ * (ComfyUI-GGUF, stable-diffusion.cpp, llama.cpp naming): the transformer
+ * with BFL names and general.architecture "flux", the text encoder with
+ * llama.cpp Qwen3 names (all its layers) and "qwen3"; 1-D tensors F32, the
+ * transformer's img_in/txt_in/time_in/final_layer BF16, every other weight
+ * the requested type, quantized with ggml's reference algorithms
+ * (byte-identical blocks). The file is written atomically: on any error or
+ * cancellation nothing is left at out_path. Uses the context's threads;
+ * does not change the model loaded in ctx. */
+flux_status flux_quantize(flux_ctx *ctx, const char *model_dir, const flux_quantize_options *o,
+                          const char *out_path);
 
 /* ------------------------------------------------------------------------ */
 /* Images                                                                   */

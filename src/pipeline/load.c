@@ -40,7 +40,7 @@ flux_status flux_load(flux_ctx *ctx, const char *model_dir, const flux_load_opti
         lo = &defaults;
     }
     fx_ctx_release_model(ctx);
-    return fx_model_open(model_dir, lo, ctx->opt.use_mmap, &ctx->log, &ctx->model, err);
+    return fx_model_open(model_dir, lo, ctx->opt.use_mmap, &ctx->log, &ctx->kc, &ctx->model, err);
 }
 
 flux_status flux_get_model_info(const flux_ctx *ctx, flux_model_info *info) {
