@@ -309,7 +309,7 @@ TEST(quant_reference_error_bounds) {
         double e = 0;
         for (int i = 0; i < n; i++) e += ((double)y[i] - x[i]) * ((double)y[i] - x[i]);
         double rel = sqrt(e / ss);
-        printf("    %s: relative RMSE %.4f (bound %.3f)\n", fx_dtype_name(bound[k].t), rel, bound[k].rmse);
+        printf("    %s: relative RMSE %.4f (format reference: %.3f)\n", fx_dtype_name(bound[k].t), rel, bound[k].rmse);
         CHECK_MSG(rel <= bound[k].rmse * 1.25 && rel >= bound[k].rmse * 0.8, "%s: relative RMSE %g, expected about %g",
                   fx_dtype_name(bound[k].t), rel, bound[k].rmse);
     }
