@@ -228,6 +228,7 @@ void fx_dequantize(const fx_kctx *kc, fx_dtype t, int64_t rows, int64_t cols, co
     const fx_dequant_fn fn = fx_quant_dequant_fn(kc->k, t);
     const int64_t nb = cols / fx_dtype_block(t);
     const int threads = rows * cols >= 65536 && kc->threads > 1 ? kc->threads : 1;
+    (void)threads; /* unused without OpenMP */
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int64_t r = 0; r < rows; r++) {
         const uint8_t *p = (const uint8_t *)src + r * src_row_bytes;

@@ -379,9 +379,12 @@ static flux_status parse(fx_gguf *g, cursor *c) {
     /* data section: aligned start, every tensor inside the file, aligned, disjoint */
     uint64_t a = g->alignment;
     g->data_start = c->pos % a ? c->pos + (a - c->pos % a) : c->pos;
-    if (g->data_start > c->size && n_tensors)
-        return bad(c, "the data section would start at %llu, past the end of the file (%llu bytes)",
-                   (unsigned long long)g->data_start, (unsigned long long)c->size);
+    if (g->data_start > c->size) {
+        if (n_tensors)
+            return bad(c, "the data section would start at %llu, past the end of the file (%llu bytes)",
+                       (unsigned long long)g->data_start, (unsigned long long)c->size);
+        g->data_start = c->size; /* no tensors: the padding may be missing */
+    }
     const uint64_t data_size = c->size > g->data_start ? c->size - g->data_start : 0;
     for (size_t i = 0; i < g->n_tensors; i++) {
         const fx_gguf_tensor *t = &g->tensors[i];
