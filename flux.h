@@ -77,14 +77,19 @@ typedef enum flux_precision {
     FLUX_PRECISION_DEFAULT = 0, /* bf16 weights × bf16-rounded activations with
                                    f32 accumulation where the CPU has bf16 dot
                                    products (AVX512_BF16); f32 math elsewhere */
-    FLUX_PRECISION_F32 = 1      /* weights widened to f32, all math in f32:
+    FLUX_PRECISION_F32 = 1,     /* weights widened to f32, all math in f32:
                                    the mode used for exact comparisons       */
+    FLUX_PRECISION_INT8 = 2     /* W8A8 for quantized (GGUF block-type)
+                                   weights: activations quantized per row to
+                                   int8, int8 dot products, per-block weight
+                                   scales in f32; other weights and attention
+                                   as in the default mode                    */
 } flux_precision;
 
 typedef struct flux_options {
     int threads;              /* worker threads; 0 = OMP_NUM_THREADS or all cores */
     int use_mmap;             /* 1 (default): weights stay mmap'd; 0: read into RAM */
-    flux_precision precision; /* overridden by env FLUX_PRECISION=f32|default */
+    flux_precision precision; /* overridden by env FLUX_PRECISION=f32|int8|default */
     const char *isa;          /* NULL = best the CPU has; else "scalar", "avx2",
                                  "avx512", "avx512bf16", "neon" (may only lower
                                  the level; env FLUX_ISA does the same) */

@@ -273,4 +273,5 @@ void fx_kctx_init(fx_kctx *kc, const fx_kernels *k, int threads, fx_scratch *s) 
     kc->threads = threads > 0 ? threads : 1;
 #endif
     kc->scratch = s;
+    kc->int8 = 0;
 }

@@ -96,11 +96,14 @@ typedef struct fx_kernels fx_kernels;
 /* Per-context scratch memory: one buffer per thread plus one shared. */
 typedef struct fx_scratch fx_scratch;
 
-/* What a kernel needs to run: the chosen table, thread count, scratch. */
+/* What a kernel needs to run: the chosen table, thread count, scratch, and
+ * the int8 mode (FLUX_PRECISION_INT8: fx_linear runs block-typed weights
+ * as W8A8, see fx_linear; 0 after fx_kctx_init). */
 typedef struct fx_kctx {
     const fx_kernels *k;
     int threads;
     fx_scratch *scratch;
+    int int8;
 } fx_kctx;
 
 /* ------------------------------------------------------------------------ */
@@ -159,7 +162,16 @@ typedef struct fx_epilogue {
  * block inside the packing step into the panel format of the path bf16
  * weights take: the result equals, bit for bit, fx_linear on the
  * dequantized weights (fx_dequantize) stored as F32 — or, on tables whose
- * bf16 path uses dot products, rounded to BF16. */
+ * bf16 path uses dot products, rounded to BF16.
+ * With kc->int8, block-typed weights run W8A8 instead: each row of X is
+ * quantized to int8 with one f32 scale (s = max|x|/127, q = x·(127/max|x|)
+ * rounded to nearest even), each 32-block of a weight row becomes 32 int8
+ * values and an f32 scale (Q8_0, Q4_0, Q5_0, IQ4_NL exactly; the other
+ * types are dequantized and requantized to 8 bits per 32-block), and
+ *   Y[i, j] = s_i · Σ_b fma-chain( (float)(int32 dot of block b) · d_jb )
+ * in block order — the same integers and the same f32 operations on every
+ * ISA, so the int8 results are bit-identical across ISAs and thread counts
+ * (not across modes). F32/F16/BF16 weights are not affected. */
 void fx_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx,
                const fx_weight *w, float *y, int64_t ldy, const fx_epilogue *epi);
 
@@ -323,6 +335,13 @@ void fx_quantize_row(fx_dtype t, const float *src, int64_t n, void *dst);
 /* rows × cols, parallel over rows (each row by fx_quantize_row, so the
  * result does not depend on the thread count). */
 void fx_quantize(const fx_kctx *kc, fx_dtype t, int64_t rows, int64_t cols, const float *src, void *dst);
+
+/* The int8 form of n elements (a multiple of 32) of a weight row, as the
+ * int8 GEMM uses it: per 32-block b, q[32b .. 32b + 31] and scale d[b] with
+ * value ≈ q·d. Exact (q·d = the dequantized value) for Q8_0, Q4_0, Q5_0
+ * and IQ4_NL; every other dtype is dequantized (exactly) and requantized:
+ * d = max|x|/127, q = x·(127/max|x|) rounded to nearest even. */
+void fx_weight_to_int8(const fx_kctx *kc, fx_dtype t, const void *src, int64_t n, int8_t *q, float *d);
 
 /* Single-element conversions (fx_bf16_bits_to_f32, fx_f32_to_bf16_bits,
  * fx_f16_bits_to_f32, fx_f32_to_f16_bits): exact, inline, usable anywhere;

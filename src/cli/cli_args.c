@@ -105,8 +105,9 @@ void cli_print_help(FILE *f) {
           "\n"
           "Performance:\n"
           "  -t, --threads N        worker threads (default: OMP_NUM_THREADS or all cores; 0 = default)\n"
-          "      --precision P      default (bf16 dot products where the CPU has them) or f32 (exact math;\n"
-          "                         env FLUX_PRECISION does the same)\n"
+          "      --precision P      default (bf16 dot products where the CPU has them), f32 (exact math) or\n"
+          "                         int8 (W8A8 for GGUF / --quant weights: int8 activations and dot products);\n"
+          "                         env FLUX_PRECISION does the same\n"
           "      --isa NAME         use a lower kernel level: scalar, avx2, avx512, avx512bf16, neon\n"
           "                         (env FLUX_ISA does the same)\n"
           "      --no-mmap          read the weights into memory instead of mapping them\n"
@@ -330,7 +331,8 @@ static int apply(parse_ctx *pc, cli_args *a, const opt_def *o, const char *spell
     case O_PRECISION:
         if (!strcmp(val, "f32")) a->precision = FLUX_PRECISION_F32;
         else if (!strcmp(val, "default")) a->precision = FLUX_PRECISION_DEFAULT;
-        else return usage_error(pc, "%s: '%s' is not a precision (f32 or default)", spelled, val);
+        else if (!strcmp(val, "int8")) a->precision = FLUX_PRECISION_INT8;
+        else return usage_error(pc, "%s: '%s' is not a precision (default, f32 or int8)", spelled, val);
         break;
     case O_ISA: {
         int known = 0;

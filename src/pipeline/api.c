@@ -52,14 +52,17 @@ flux_ctx *flux_new(const flux_options *opt) {
 
     const char *prec = getenv("FLUX_PRECISION");
     ctx->force_f32 = ctx->opt.precision == FLUX_PRECISION_F32;
-    if (prec && !strcmp(prec, "f32")) ctx->force_f32 = 1;
-    if (prec && !strcmp(prec, "default")) ctx->force_f32 = 0;
+    int int8 = ctx->opt.precision == FLUX_PRECISION_INT8;
+    if (prec && !strcmp(prec, "f32")) ctx->force_f32 = 1, int8 = 0;
+    if (prec && !strcmp(prec, "int8")) ctx->force_f32 = 0, int8 = 1;
+    if (prec && !strcmp(prec, "default")) ctx->force_f32 = 0, int8 = 0;
 
     fx_isa isa = choose_isa(opt ? opt : &ctx->opt, &ctx->err);
     ctx->kernels = fx_kernels_get(isa, ctx->force_f32);
     ctx->scratch = fx_scratch_new(ctx->threads);
     if (!ctx->kernels || !ctx->scratch) goto oom;
     fx_kctx_init(&ctx->kc, ctx->kernels, ctx->threads, ctx->scratch);
+    ctx->kc.int8 = int8;
     return ctx;
 oom:
     fx_scratch_free(ctx->scratch);
@@ -89,6 +92,9 @@ size_t flux_cpu_info(const flux_ctx *ctx, char *buf, size_t size) {
     char kern[2048];
     fx_kernels_describe(ctx->kernels, kern, sizeof kern);
     int n = snprintf(buf, size, "%s%sthreads:  %d\nprecision: %s\n", kern,
-                     "", ctx->threads, ctx->force_f32 ? "f32" : "default (bf16 dot products where available)");
+                     "", ctx->threads,
+                     ctx->force_f32 ? "f32"
+                     : ctx->kc.int8 ? "int8 (W8A8 for GGUF block-type weights)"
+                                    : "default (bf16 dot products where available)");
     return n < 0 ? 0 : (size_t)n;
 }

@@ -556,8 +556,8 @@ static fx_embcache *ctx_cache(flux_ctx *ctx) {
         } else {
             c->id_state = 1;
         }
-        snprintf(c->path, sizeof c->path, "isa=%s bf16dot=%d", fx_isa_name(fx_kernels_isa(ctx->kernels)),
-                 fx_kernels_uses_bf16_dot(ctx->kernels));
+        snprintf(c->path, sizeof c->path, "isa=%s bf16dot=%d%s", fx_isa_name(fx_kernels_isa(ctx->kernels)),
+                 fx_kernels_uses_bf16_dot(ctx->kernels), ctx->kc.int8 ? " int8=1" : "");
     }
     return c->id_state == 1 ? c : NULL;
 }

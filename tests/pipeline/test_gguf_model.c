@@ -311,6 +311,29 @@ TEST(gguf_quant_on_load_equals_quantized_files) {
     flux_image_free(w), flux_image_free(v);
 }
 
+/* int8 mode on quantized weights: an image close to the default mode's,
+ * not the same (the activations are rounded to 8 bits); the same for 1 and
+ * 2 threads. */
+TEST(gguf_int8_mode_runs_close_to_default) {
+    const char *dir = model();
+    REQUIRE(dir);
+    char tq[PATH_MAX];
+    const char *a = quantize(dir, "transformer", "q8_0", "t8.gguf");
+    REQUIRE(a);
+    snprintf(tq, sizeof tq, "%s", a);
+    const char *teq = quantize(dir, "text-encoder", "q8_0", "te8.gguf");
+    REQUIRE(teq);
+    flux_image *d = generate(dir, tq, teq, NULL, FLUX_PRECISION_DEFAULT);
+    flux_image *i = generate(dir, tq, teq, NULL, FLUX_PRECISION_INT8);
+    REQUIRE(d && i && d->width == i->width && d->height == i->height);
+    CHECK(!fx_test_same_pixels(d, i));
+    double sum = 0;
+    size_t n = (size_t)d->width * d->height * d->channels;
+    for (size_t k = 0; k < n; k++) sum += fabs((double)d->data[k] - i->data[k]);
+    CHECK_MSG(sum / n < 8.0, "int8 image differs from the default one by %.2f levels on average", sum / n);
+    flux_image_free(d), flux_image_free(i);
+}
+
 /* What users download for small machines: configs, tokenizer, VAE and two
  * GGUF files. Through the CLI. */
 TEST(gguf_folder_of_configs_and_two_gguf_files_runs) {
