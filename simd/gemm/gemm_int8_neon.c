@@ -34,6 +34,11 @@ static void finish(float acc[MR][NR], const fx_int8_tile *t) {
     }
 }
 
+static inline void zero_dots(int32x4_t d[MR][4]) {
+    for (int i = 0; i < MR; i++)
+        for (int g = 0; g < 4; g++) d[i][g] = vdupq_n_s32(0);
+}
+
 /* f32 sums += (float)dots · block scales (fused), for one 32-block. */
 static inline void add_block(float acc[MR][NR], int32x4_t d[MR][4], const float *bs) {
     for (int i = 0; i < MR; i++)
@@ -46,8 +51,7 @@ __attribute__((target("arch=armv8.2-a+dotprod"))) static void kernel_dot(int64_t
     float acc[MR][NR] = {{0}};
     for (int64_t blk = 0; blk < nb; blk++, a += 32 * MR, b += 32 * NR, bs += NR) {
         int32x4_t d[MR][4];
-        for (int i = 0; i < MR; i++)
-            for (int g = 0; g < 4; g++) d[i][g] = vdupq_n_s32(0);
+        zero_dots(d);
         for (int q = 0; q < 8; q++) {
             const int8x16_t av = vld1q_s8(a + q * 16);
             int8x16_t bv[4];
@@ -74,8 +78,7 @@ static void kernel_base(int64_t nb, const int8_t *a, const int8_t *b, const floa
     float acc[MR][NR] = {{0}};
     for (int64_t blk = 0; blk < nb; blk++, a += 32 * MR, b += 32 * NR, bs += NR) {
         int32x4_t d[MR][4];
-        for (int i = 0; i < MR; i++)
-            for (int g = 0; g < 4; g++) d[i][g] = vdupq_n_s32(0);
+        zero_dots(d);
         for (int q = 0; q < 8; q++) {
             const int32x4_t aq = vreinterpretq_s32_s8(vld1q_s8(a + q * 16));
             for (int i = 0; i < MR; i++) {

@@ -135,6 +135,26 @@ static float signed_absmax(int n, const float *x, float *amax_out) {
     return max;
 }
 
+/* Codes l = clamp(round(iscale·x), −nmax, nmax − 1) with weights x²: the
+ * sums Σ w·x·l and Σ w·l² (each product rounded as written). With L, the
+ * codes are stored there plus `offset`. */
+static void sym_codes(int n, int nmax, const float *x, float iscale, int8_t *L, int offset, float *sumlx_out,
+                      float *suml2_out) {
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        int l = clampi(round_nearest(iscale * x[i]), -nmax, nmax - 1);
+        if (L) L[i] = (int8_t)(l + offset);
+        float w = x[i] * x[i];
+        float wx = w * x[i];
+        float wxl = wx * (float)l;
+        sumlx += wxl;
+        float wl = w * (float)l;
+        float wll = wl * (float)l;
+        suml2 += wll;
+    }
+    *sumlx_out = sumlx, *suml2_out = suml2;
+}
+
 /* Symmetric fit with weights x², codes L + nmax for L in [−nmax, nmax−1]:
  * from iscale = −nmax/max, then 18 perturbed scales −(nmax + 0.1·is)/max
  * (is = ±1..±9), keeping the one with the largest (Σ w·x·l)²/Σ w·l². Returns
@@ -146,18 +166,8 @@ static float fit_scale_sym(int n, int nmax, const float *x, int8_t *L) {
         return 0.0f;
     }
     float iscale = (float)-nmax / max;
-    float sumlx = 0, suml2 = 0;
-    for (int i = 0; i < n; i++) {
-        int l = clampi(round_nearest(iscale * x[i]), -nmax, nmax - 1);
-        L[i] = (int8_t)(l + nmax);
-        float w = x[i] * x[i];
-        float wx = w * x[i];
-        float wxl = wx * (float)l;
-        sumlx += wxl;
-        float wl = w * (float)l;
-        float wll = wl * (float)l;
-        suml2 += wll;
-    }
+    float sumlx, suml2;
+    sym_codes(n, nmax, x, iscale, L, nmax, &sumlx, &suml2);
     float scale = suml2 != 0 ? sumlx / suml2 : 0.0f;
     float best = scale * sumlx;
     for (int is = -9; is <= 9; is++) {
@@ -165,17 +175,7 @@ static float fit_scale_sym(int n, int nmax, const float *x, int8_t *L) {
         float t = 0.1f * (float)is;
         t = (float)nmax + t;
         iscale = -t / max;
-        sumlx = suml2 = 0;
-        for (int i = 0; i < n; i++) {
-            int l = clampi(round_nearest(iscale * x[i]), -nmax, nmax - 1);
-            float w = x[i] * x[i];
-            float wx = w * x[i];
-            float wxl = wx * (float)l;
-            sumlx += wxl;
-            float wl = w * (float)l;
-            float wll = wl * (float)l;
-            suml2 += wll;
-        }
+        sym_codes(n, nmax, x, iscale, NULL, 0, &sumlx, &suml2);
         float lhs = sumlx * sumlx, rhs = best * suml2;
         if (suml2 > 0 && lhs > rhs) {
             for (int i = 0; i < n; i++) L[i] = (int8_t)(nmax + clampi(round_nearest(iscale * x[i]), -nmax, nmax - 1));
@@ -195,19 +195,8 @@ static float fit_scale_q3(int n, int nmax, const float *x, int8_t *L) {
         for (int i = 0; i < n; i++) L[i] = 0;
         return 0.0f;
     }
-    float iscale = (float)-nmax / max;
-    float sumlx = 0, suml2 = 0;
-    for (int i = 0; i < n; i++) {
-        int l = clampi(round_nearest(iscale * x[i]), -nmax, nmax - 1);
-        L[i] = (int8_t)l;
-        float w = x[i] * x[i];
-        float wx = w * x[i];
-        float wxl = wx * (float)l;
-        sumlx += wxl;
-        float wl = w * (float)l;
-        float wll = wl * (float)l;
-        suml2 += wll;
-    }
+    float sumlx, suml2;
+    sym_codes(n, nmax, x, (float)-nmax / max, L, 0, &sumlx, &suml2);
     for (int itry = 0; itry < 5; itry++) {
         int n_changed = 0;
         for (int i = 0; i < n; i++) {

@@ -19,6 +19,7 @@
 #include "src/formats/gguf.h"
 #include "src/formats/qwen3_file.h"
 #include "src/formats/safetensors.h"
+#include "tests/fuzz/fuzz_memfd.h"
 #include "src/formats/single_file.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -88,17 +89,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             }
         }
     }
-    int fd = gguf ? memfd_create("fuzz", 0) : -1;
+    char path[64];
+    int fd = gguf ? fuzz_memfd(data, size, path) : -1;
     if (fd >= 0) {
-        size_t done = 0;
-        while (done < size) {
-            ssize_t w = write(fd, data + done, size - done);
-            if (w <= 0) break;
-            done += (size_t)w;
-        }
-        char path[64];
-        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-        for (int mode = 1; mode >= -1 && done == size; mode--) {
+        for (int mode = 1; mode >= -1; mode--) {
             fx_err_clear(&err);
             fx_wset *s = fx_wset_open(path, "fuzz.gguf", mode, &err);
             check((s != NULL) == ok_memory); /* file and memory readers agree */

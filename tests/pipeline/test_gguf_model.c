@@ -62,6 +62,19 @@ static const char *quantize(const char *dir, const char *component, const char *
     return rc ? NULL : path;
 }
 
+/* Both components quantized to `type` into tq / teq (PATH_MAX each); 0 or -1. */
+static int quantize_both(const char *dir, const char *type, char *tq, char *teq) {
+    char tn[32], ten[32];
+    snprintf(tn, sizeof tn, "t-%s.gguf", type);
+    snprintf(ten, sizeof ten, "te-%s.gguf", type);
+    const char *a = quantize(dir, "transformer", type, tn);
+    if (!a) return -1;
+    snprintf(tq, PATH_MAX, "%s", a);
+    if (!(a = quantize(dir, "text-encoder", type, ten))) return -1;
+    snprintf(teq, PATH_MAX, "%s", a);
+    return 0;
+}
+
 /* One 64×64 generation with fixed seed (image malloc'd, NULL on failure). */
 static flux_image *generate(const char *dir, const char *tfile, const char *tefile, const char *quant,
                             flux_precision prec) {
@@ -292,12 +305,8 @@ TEST(gguf_run_equals_dequantized_safetensors_run) {
 TEST(gguf_quant_on_load_equals_quantized_files) {
     const char *dir = model();
     REQUIRE(dir);
-    char tq[PATH_MAX];
-    const char *a = quantize(dir, "transformer", "q8_0", "t8.gguf");
-    REQUIRE(a);
-    snprintf(tq, sizeof tq, "%s", a);
-    const char *teq = quantize(dir, "text-encoder", "q8_0", "te8.gguf");
-    REQUIRE(teq);
+    char tq[PATH_MAX], teq[PATH_MAX];
+    REQUIRE(quantize_both(dir, "q8_0", tq, teq) == 0);
     flux_image *x = generate(dir, tq, teq, NULL, FLUX_PRECISION_DEFAULT);
     flux_image *y = generate(dir, NULL, NULL, "q8_0", FLUX_PRECISION_DEFAULT);
     REQUIRE(x && y);
@@ -317,12 +326,8 @@ TEST(gguf_quant_on_load_equals_quantized_files) {
 TEST(gguf_int8_mode_runs_close_to_default) {
     const char *dir = model();
     REQUIRE(dir);
-    char tq[PATH_MAX];
-    const char *a = quantize(dir, "transformer", "q8_0", "t8.gguf");
-    REQUIRE(a);
-    snprintf(tq, sizeof tq, "%s", a);
-    const char *teq = quantize(dir, "text-encoder", "q8_0", "te8.gguf");
-    REQUIRE(teq);
+    char tq[PATH_MAX], teq[PATH_MAX];
+    REQUIRE(quantize_both(dir, "q8_0", tq, teq) == 0);
     flux_image *d = generate(dir, tq, teq, NULL, FLUX_PRECISION_DEFAULT);
     flux_image *i = generate(dir, tq, teq, NULL, FLUX_PRECISION_INT8);
     REQUIRE(d && i && d->width == i->width && d->height == i->height);
