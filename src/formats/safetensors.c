@@ -201,6 +201,8 @@ const char *fx_st_metadata(const fx_st_file *f, const char *key) {
 
 const struct fx_gguf *fx_st_gguf(const fx_st_file *f) { return f->gguf; }
 
+int fx_st_mapped(const fx_st_file *f) { return f && f->map_base && f->data; }
+
 const void *fx_tensor_data(const fx_tensor *t) {
     return t->file->data ? t->file->data + t->offset : NULL;
 }

@@ -126,6 +126,9 @@ const fx_tensor *fx_st_tensor_at(const fx_st_file *f, size_t i); /* header order
 const fx_tensor *fx_st_find(const fx_st_file *f, const char *name);
 /* A __metadata__ value (GGUF: a string key/value), or NULL. */
 const char *fx_st_metadata(const fx_st_file *f, const char *key);
+/* 1 if the file's data is mmap'd from disk (not read into RAM, not an
+ * in-memory image): only such pages may be dropped and re-read. */
+int fx_st_mapped(const fx_st_file *f);
 /* The parsed GGUF header of a GGUF file, NULL for safetensors files. */
 const struct fx_gguf *fx_st_gguf(const fx_st_file *f);
 
