@@ -9,7 +9,8 @@
 #
 # Build options (each variant builds into its own directory under build/):
 #   CC=clang  SANITIZE=1 (ASan+UBSan)  OPENMP=0 (serial)  PROFILE=1 (perf -g)
-#   NATIVE=1 (-march=native)  VULKAN=1 (reserved for the Vulkan backend)
+#   NATIVE=1 (-march=native)  VULKAN=1 (the Vulkan compute backend, src/vulkan:
+#   needs the Vulkan headers and glslc; the loader is opened at run time)
 #   OPENBLAS=1 ONEDNN=1 (link those into the bench only, as yardsticks)
 
 CC       ?= cc
@@ -22,10 +23,6 @@ VULKAN   ?= 0
 OPENBLAS ?= 0
 ONEDNN   ?= 0
 V        ?= 0
-
-ifeq ($(VULKAN),1)
-$(error VULKAN=1: the Vulkan backend is not yet available in this version)
-endif
 
 VERSION := $(shell sed -n 's/^\#define FLUX_VERSION_STRING "\(.*\)"/\1/p' flux.h)
 SOMAJOR := $(shell sed -n 's/^\#define FLUX_VERSION_MAJOR //p' flux.h)
@@ -46,6 +43,9 @@ VARIANT := $(VARIANT)-profile
 endif
 ifeq ($(NATIVE),1)
 VARIANT := $(VARIANT)-native
+endif
+ifeq ($(VULKAN),1)
+VARIANT := $(VARIANT)-vulkan
 endif
 BUILD ?= build/$(VARIANT)
 OBJ   := $(BUILD)/obj
@@ -94,7 +94,7 @@ $(OBJ)/%_avx512bf16.o: ISAFLAGS = $(ISA_AVX512BF16)
 # operation: no a·b + c fused into one rounding.
 $(OBJ)/simd/quant/%.o: CFLAGS += -ffp-contract=off
 
-BUILD_INFO := $(CCNAME) $(shell $(CC) -dumpversion 2>/dev/null) $(ARCH) $(OPT) openmp=$(OPENMP) sanitize=$(SANITIZE) native=$(NATIVE) profile=$(PROFILE)
+BUILD_INFO := $(CCNAME) $(shell $(CC) -dumpversion 2>/dev/null) $(ARCH) $(OPT) openmp=$(OPENMP) sanitize=$(SANITIZE) native=$(NATIVE) profile=$(PROFILE)$(if $(filter 1,$(VULKAN)), vulkan=1)
 $(OBJ)/src/pipeline/version.o: CPPFLAGS += -DFLUX_BUILD_INFO='"$(BUILD_INFO)"'
 $(OBJ)/tests/test_main.o: CPPFLAGS += -DFLUX_TEST_DIR='"$(abspath tests)"'
 
@@ -112,9 +112,16 @@ else
 SIMD_SRC := $(filter-out $(X86_ONLY) $(ARM_ONLY),$(SIMD_ALL))
 endif
 CLI_SRC   := $(wildcard src/cli/*.c)
-LIB_SRC   := $(filter-out $(CLI_SRC),$(wildcard src/*/*.c)) $(SIMD_SRC)
-TEST_SRC  := $(wildcard tests/*.c) $(filter-out tests/fuzz/%,$(wildcard tests/*/*.c))
-BENCH_SRC := $(wildcard bench/*.c)
+LIB_SRC   := $(filter-out $(CLI_SRC) src/vulkan/%,$(wildcard src/*/*.c)) $(SIMD_SRC)
+TEST_SRC  := $(wildcard tests/*.c) $(filter-out tests/fuzz/% tests/vulkan/%,$(wildcard tests/*/*.c))
+BENCH_SRC := $(filter-out bench/bench_vulkan.c,$(wildcard bench/*.c))
+
+# The Vulkan backend (VULKAN=1 only): host code in src/vulkan, GLSL compute
+# shaders in src/vulkan/shaders compiled to SPIR-V here and embedded as C
+# initializers (src/vulkan/vk_shaders.c), so nothing compiles at run time.
+ifeq ($(VULKAN),1)
+include src/vulkan/shaders/shaders.mk
+endif
 TOOL_SRC  := $(wildcard tools/*.c)
 
 LIB_OBJ   := $(LIB_SRC:%.c=$(OBJ)/%.o)
@@ -259,8 +266,8 @@ demo:                                  ## install missing deps, build, run text-
 	$(Q)$(MAKE) --no-print-directory all tools fixtures
 	$(Q)FLUX_BIN=$(abspath $(FLUX_BIN)) FLUX_TOOLS=$(abspath $(BUILD)/tools) tools/demo.sh
 
-deps:                                  ## install missing build dependencies (apt-get)
-	$(Q)tools/install_deps.sh
+deps:                                  ## install missing build dependencies (apt-get; VULKAN=1: its packages too)
+	$(Q)tools/install_deps.sh $(if $(filter 1,$(VULKAN)),--vulkan)
 
 # ---- install
 install: all                           ## install binary, libraries, header, flux.pc
@@ -291,4 +298,5 @@ help:                                  ## this list
 	@echo
 	@sed -n '/^# Build options/,/^$$/p' $(firstword $(MAKEFILE_LIST)) | sed 's/^# \{0,1\}//'
 
+-include $(VK_SPV_DEPS)
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d)

