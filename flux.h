@@ -150,9 +150,10 @@ void flux_load_options_init(flux_load_options *lo);
  *   text_encoder/{config.json,*.safetensors[.index.json]}, vae/...,
  *   tokenizer/tokenizer.json, scheduler/scheduler_config.json.
  * Every dimension comes from the config files. lo may be NULL.
- * Errors: FLUX_ERR_IO (missing file), FLUX_ERR_FORMAT (bad JSON or
- * safetensors), FLUX_ERR_MODEL (tensor missing or misshapen; the message
- * names file, tensor, expected and found shape). */
+ * Errors: FLUX_ERR_IO (missing file), FLUX_ERR_FORMAT (bad JSON,
+ * safetensors or GGUF), FLUX_ERR_MODEL (tensor missing or misshapen, or a
+ * GGUF architecture key that contradicts the config; the message names
+ * file, tensor or key, expected and found). */
 flux_status flux_load(flux_ctx *ctx, const char *model_dir,
                       const flux_load_options *lo);
 
