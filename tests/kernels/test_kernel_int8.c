@@ -83,10 +83,10 @@ static int kernels(kern *out) {
     return n;
 }
 
-TEST(int8_kernels_equal_the_contract) {
+TEST(kernel_int8_kernels_equal_the_contract) {
     kern ks[2 * FX_ISA_COUNT + 2];
     int nk = kernels(ks);
-    printf("    int8_kernels_equal_the_contract:");
+    printf("    kernel_int8_kernels_equal_the_contract:");
     for (int i = 0; i < nk; i++) printf(" %s", ks[i].p->name);
     printf("\n");
     fx_test_rng r;
@@ -127,8 +127,8 @@ TEST(int8_kernels_equal_the_contract) {
 
 /* fx_linear in int8 mode (the table's kernel) against fx_linear in f32 on
  * the same block weights: close (activation and weight rounding only). */
-TEST(int8_linear_close_to_f32) {
-    kt_isas isas = kt_isas_list("int8_linear_close_to_f32", 0);
+TEST(kernel_int8_linear_close_to_f32) {
+    kt_isas isas = kt_isas_list("kernel_int8_linear_close_to_f32", 0);
     fx_test_rng r;
     fx_test_rng_seed(&r, 5);
     const int64_t m = 12, n = 48, k = 1024;
@@ -162,7 +162,7 @@ TEST(int8_linear_close_to_f32) {
 
 /* The int8 form of weights: exact for Q8_0 / Q4_0 / Q5_0 / IQ4_NL, within
  * half a step of the dequantized value for the others. */
-TEST(int8_weight_form) {
+TEST(kernel_int8_weight_form) {
     fx_test_rng r;
     fx_test_rng_seed(&r, 8);
     static const fx_dtype types[] = {FX_DTYPE_Q8_0, FX_DTYPE_Q4_0, FX_DTYPE_Q5_0, FX_DTYPE_IQ4_NL, FX_DTYPE_Q4_1,

@@ -118,7 +118,7 @@ static void random_block(fx_test_rng *r, fx_dtype t, uint8_t *b) {
 /* Dequantization                                                           */
 /* ------------------------------------------------------------------------ */
 
-TEST(quant_dtype_sizes) {
+TEST(kernel_quant_dtype_sizes) {
     static const struct { fx_dtype t; int64_t block; size_t bytes; const char *name; } want[] = {
         {FX_DTYPE_Q8_0, 32, 34, "Q8_0"},   {FX_DTYPE_Q4_0, 32, 18, "Q4_0"},   {FX_DTYPE_Q4_1, 32, 20, "Q4_1"},
         {FX_DTYPE_Q5_0, 32, 22, "Q5_0"},   {FX_DTYPE_Q5_1, 32, 24, "Q5_1"},   {FX_DTYPE_Q2_K, 256, 84, "Q2_K"},
@@ -144,7 +144,7 @@ TEST(quant_dtype_sizes) {
 
 /* Hand-built blocks whose every value is exact: f16 scales that are powers
  * of two and codes chosen element by element. */
-TEST(quant_dequant_hand_built) {
+TEST(kernel_quant_dequant_hand_built) {
     uint8_t b[256];
     float y[256];
     /* Q8_0: d = 0.5, qs = -128 .. -97 */
@@ -228,7 +228,7 @@ TEST(quant_dequant_hand_built) {
 }
 
 /* Every element of random blocks against the per-element rules. */
-TEST(quant_dequant_matches_format_rules) {
+TEST(kernel_quant_dequant_matches_format_rules) {
     fx_test_rng r;
     fx_test_rng_seed(&r, 7);
     for (int ti = 0; ti < N_BLOCK_TYPES; ti++) {
@@ -254,8 +254,8 @@ TEST(quant_dequant_matches_format_rules) {
 }
 
 /* Every table's dequantizer equals the scalar reference bit for bit. */
-TEST(quant_dequant_tables_bitwise) {
-    kt_isas isas = kt_isas_list("quant_dequant_tables_bitwise", 0);
+TEST(kernel_quant_dequant_tables_bitwise) {
+    kt_isas isas = kt_isas_list("kernel_quant_dequant_tables_bitwise", 0);
     fx_test_rng r;
     fx_test_rng_seed(&r, 11);
     const int64_t rows = 5, cols = 1024;
@@ -288,7 +288,7 @@ TEST(quant_dequant_tables_bitwise) {
  * outliers (4096 values) is about what the format reference measured for
  * ggml's reference quantizers on such data (its own random draw: within
  * 0.8–1.25×), and the types rank as there. */
-TEST(quant_reference_error_bounds) {
+TEST(kernel_quant_reference_error_bounds) {
     static const struct { fx_dtype t; double rmse; } bound[] = {
         {FX_DTYPE_Q8_0, 0.006}, {FX_DTYPE_Q6_K, 0.020}, {FX_DTYPE_Q5_K, 0.037}, {FX_DTYPE_Q5_1, 0.039},
         {FX_DTYPE_Q5_0, 0.049}, {FX_DTYPE_Q4_K, 0.076}, {FX_DTYPE_Q4_1, 0.083}, {FX_DTYPE_Q4_0, 0.099},
@@ -318,7 +318,7 @@ TEST(quant_reference_error_bounds) {
 
 /* Values already on a type's grid come back exactly; zero rows stay zero;
  * quantizing a dequantized row reproduces its blocks for the 32-blocks. */
-TEST(quant_reference_round_trips) {
+TEST(kernel_quant_reference_round_trips) {
     const int n = 512;
     float x[512], y[512], z[512];
     uint8_t q[1200], q2[1200];
@@ -356,7 +356,7 @@ TEST(quant_reference_round_trips) {
 /* Blocks produced by ggml's own reference quantizers (quantize_row_*_ref,
  * tools/gen_quant_golden.c) from quant_input.h's inputs: ours must be
  * byte-identical. */
-TEST(quant_reference_matches_ggml_golden) {
+TEST(kernel_quant_reference_matches_ggml_golden) {
     static const fx_dtype types[] = {FX_DTYPE_Q8_0, FX_DTYPE_Q4_0, FX_DTYPE_Q4_1, FX_DTYPE_Q5_0, FX_DTYPE_Q5_1,
                                      FX_DTYPE_Q2_K, FX_DTYPE_Q3_K, FX_DTYPE_Q4_K, FX_DTYPE_Q5_K, FX_DTYPE_Q6_K};
     float *x = kt_alloc(QI_ROWS * QI_COLS);
@@ -381,7 +381,7 @@ TEST(quant_reference_matches_ggml_golden) {
     free(x);
 }
 
-TEST(quant_parallel_quantize_equals_rows) {
+TEST(kernel_quant_parallel_quantize_equals_rows) {
     const int64_t rows = 7, cols = 512;
     float *x = kt_alloc((size_t)(rows * cols));
     fx_test_rng r;
@@ -447,8 +447,8 @@ static void check_linear(const fx_kernels *kt, fx_dtype t, int64_t m, int64_t n,
     free(wq), free(wf), free(x), free(ya), free(yb), free(bias), free(gate), free(wb), free(row);
 }
 
-TEST(quant_linear_equals_dequantized) {
-    kt_isas isas = kt_isas_list("quant_linear_equals_dequantized", 1);
+TEST(kernel_quant_linear_equals_dequantized) {
+    kt_isas isas = kt_isas_list("kernel_quant_linear_equals_dequantized", 1);
     fx_test_rng r;
     fx_test_rng_seed(&r, 21);
     /* GEMV (m <= 4) and blocked shapes; n not a multiple of any tile; K over
@@ -466,7 +466,7 @@ TEST(quant_linear_equals_dequantized) {
 }
 
 /* A row slice (the fused qkv of a single block) as a view. */
-TEST(quant_linear_row_view) {
+TEST(kernel_quant_linear_row_view) {
     const fx_kernels *kt = fx_kernels_get(fx_isa_detect(), 0);
     fx_test_rng r;
     fx_test_rng_seed(&r, 4);
