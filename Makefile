@@ -12,6 +12,8 @@
 #   NATIVE=1 (-march=native)  VULKAN=1 (the Vulkan compute backend, src/vulkan:
 #   needs the Vulkan headers and glslc; the loader is opened at run time)
 #   OPENBLAS=1 ONEDNN=1 (link those into the bench only, as yardsticks)
+#   X86EMU=1 (the x86 kernels on portable emulations of AVX-512 and AMX,
+#            on any host: tests/run_x86emu.sh; needs libsimde-dev)
 
 CC       ?= cc
 PREFIX   ?= /usr/local
@@ -22,6 +24,7 @@ NATIVE   ?= 0
 VULKAN   ?= 0
 OPENBLAS ?= 0
 ONEDNN   ?= 0
+X86EMU   ?= 0
 V        ?= 0
 
 VERSION := $(shell sed -n 's/^\#define FLUX_VERSION_STRING "\(.*\)"/\1/p' flux.h)
@@ -43,6 +46,9 @@ VARIANT := $(VARIANT)-profile
 endif
 ifeq ($(NATIVE),1)
 VARIANT := $(VARIANT)-native
+endif
+ifeq ($(X86EMU),1)
+VARIANT := $(VARIANT)-x86emu
 endif
 ifeq ($(VULKAN),1)
 VARIANT := $(VARIANT)-vulkan
@@ -84,12 +90,21 @@ CFLAGS  += -march=native
 endif
 
 # Per-ISA kernel files get their own flags; everything else stays baseline.
+# The emulation build compiles them without: simd/common/x86.h and amx.h
+# map the intrinsics to portable C there.
 ISA_AVX2       := -mavx2 -mfma -mf16c
 ISA_AVX512     := $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq
 ISA_AVX512BF16 := $(ISA_AVX512) -mavx512bf16
+ISA_AMX        := $(ISA_AVX512BF16) -mamx-tile -mamx-bf16
+ifeq ($(X86EMU),1)
+CPPFLAGS += -DFX_X86_EMULATED
+CFLAGS   += -Wno-psabi
+else
 $(OBJ)/%_avx2.o:       ISAFLAGS = $(ISA_AVX2)
 $(OBJ)/%_avx512.o:     ISAFLAGS = $(ISA_AVX512)
 $(OBJ)/%_avx512bf16.o: ISAFLAGS = $(ISA_AVX512BF16)
+$(OBJ)/%_amx.o:        ISAFLAGS = $(ISA_AMX)
+endif
 # Block (de)quantization reproduces ggml's reference arithmetic operation by
 # operation: no a·b + c fused into one rounding.
 $(OBJ)/simd/quant/%.o: CFLAGS += -ffp-contract=off
@@ -102,9 +117,11 @@ $(OBJ)/tests/test_main.o: CPPFLAGS += -DFLUX_TEST_DIR='"$(abspath tests)"'
 # One folder per layer (README "Architecture"); kernels for one ISA end in
 # _<isa>.c and are built only for their architecture.
 SIMD_ALL := $(wildcard simd/*.c simd/*/*.c)
-X86_ONLY := $(filter %_avx2.c %_avx512.c %_avx512bf16.c,$(SIMD_ALL))
+X86_ONLY := $(filter %_avx2.c %_avx512.c %_avx512bf16.c %_amx.c,$(SIMD_ALL))
 ARM_ONLY := $(filter %_neon.c,$(SIMD_ALL))
-ifeq ($(ARCH),x86_64)
+ifeq ($(X86EMU),1)
+SIMD_SRC := $(filter-out $(ARM_ONLY),$(SIMD_ALL))
+else ifeq ($(ARCH),x86_64)
 SIMD_SRC := $(filter-out $(ARM_ONLY),$(SIMD_ALL))
 else ifeq ($(ARCH),aarch64)
 SIMD_SRC := $(filter-out $(X86_ONLY),$(SIMD_ALL))
@@ -143,7 +160,7 @@ Q := @
 endif
 
 # ---------------------------------------------------------------- targets
-.PHONY: all lib test test-native test-neon bench demo deps fixtures tools install \
+.PHONY: all lib test test-native test-neon test-x86emu bench demo deps fixtures tools install \
         uninstall clean help
 .DEFAULT_GOAL := all
 
@@ -260,6 +277,9 @@ fuzz: $(FUZZ_BINS)                     ## run each fuzz target FUZZ_SECONDS (cla
 
 test-neon:                             ## kernel tests cross-built for aarch64, run under qemu
 	$(Q)tests/run_neon.sh
+
+test-x86emu:                           ## x86 kernel tests (AVX-512, AMX) on emulations, any host
+	$(Q)tests/run_x86emu.sh
 
 demo:                                  ## install missing deps, build, run text-to-image on a tiny model
 	$(Q)tools/install_deps.sh

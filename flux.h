@@ -90,9 +90,10 @@ typedef struct flux_options {
     int threads;              /* worker threads; 0 = OMP_NUM_THREADS or all cores */
     int use_mmap;             /* 1 (default): weights stay mmap'd; 0: read into RAM */
     flux_precision precision; /* overridden by env FLUX_PRECISION=f32|int8|default */
-    const char *isa;          /* NULL = best the CPU has; else "scalar", "avx2",
-                                 "avx512", "avx512bf16", "neon" (may only lower
-                                 the level; env FLUX_ISA does the same) */
+    const char *isa;          /* NULL = the kernels that are fastest on this CPU;
+                                 else a level it supports: "scalar", "avx2",
+                                 "avx512", "avx512bf16", "amx", "neon" (env
+                                 FLUX_ISA does the same) */
     const char *cache_dir;    /* embedding cache directory; NULL = default
                                  ($XDG_CACHE_HOME/flux/embeddings) */
     int no_disk_cache;        /* 1 = do not read or write the on-disk cache */

@@ -21,7 +21,8 @@
  * with fx_bench_time (warm-up, then best of N), fill an fx_bench_result and
  * print it with fx_bench_report (a table row, or one JSON object per line
  * with --json). Percent of peak uses the peaks measured by fx_bench_peak
- * (built-in FMA / vdpbf16ps throughput loops), never assumed ones.
+ * (built-in FMA / vdpbf16ps / tdpbf16ps throughput loops), never assumed
+ * ones.
  */
 #ifndef FX_BENCH_H
 #define FX_BENCH_H
@@ -37,7 +38,8 @@
 
 typedef struct fx_bench_env {
     int threads;         /* --threads (default: OMP_NUM_THREADS or all CPUs) */
-    int isa;             /* --isa name → fx_isa; default: best detected */
+    int isa;             /* --isa name → fx_isa; -1 (default): the table the
+                            library picks for this CPU (fx_kernels_best) */
     int force_f32;       /* --precision f32 (or FLUX_PRECISION=f32) */
     int int8;            /* --precision int8 (or FLUX_PRECISION=int8): W8A8 for block-typed weights */
     int reps;            /* --reps: timed repetitions after one warm-up (default 5) */
@@ -81,11 +83,21 @@ int fx_bench_arg_flag(int argc, char **argv, const char *name);
 /* Kernel context                                                           */
 /* ------------------------------------------------------------------------ */
 
-/* A context on table (isa, force_f32) with threads and its own scratch.
+/* The table of env->isa (or this CPU's choice when -1) with force_f32;
+ * NULL if not available here. */
+const fx_kernels *fx_bench_table(const fx_bench_env *env, int force_f32);
+
+/* A context on table (isa, force_f32) with threads, its own scratch and a
+ * packed-weight cache (paths that pack whole weights — the AMX tiles — do
+ * so in the warm-up run, as the library does on a weight's first use).
  * isa < 0 = env->isa. Returns 0, or -1 (message printed) if the ISA is not
  * available. Free with fx_bench_kctx_free. */
 int fx_bench_kctx(const fx_bench_env *env, int isa, int force_f32, fx_kctx *kc);
 void fx_bench_kctx_free(fx_kctx *kc);
+
+/* A table's label for reports: "avx512bf16", "avx512bf16-f32" (f32 math
+ * asked for), "avx512bf16-fma" (Intel's choice), "amx", "amx-f32", ... */
+const char *fx_bench_isa_label(const fx_kernels *k);
 
 /* ------------------------------------------------------------------------ */
 /* Timing                                                                   */
@@ -117,8 +129,13 @@ double fx_bench_last_foreign_cpu(void);
 typedef enum fx_bench_peak_kind {
     FX_PEAK_FMA_F32 = 0, /* widest f32 FMA the CPU has (zmm, ymm or NEON) */
     FX_PEAK_BF16_DOT,    /* vdpbf16ps zmm (0 if the CPU lacks AVX512_BF16) */
+    FX_PEAK_AMX_BF16,    /* tdpbf16ps on 4 tiles (0 without usable AMX) */
     FX_PEAK_KINDS
 } fx_bench_peak_kind;
+
+/* The peak that bounds table k on weights of dtype bf16_weights ? bf16 :
+ * f32/f16: tiles (amx), vdpbf16ps (avx512bf16) or FMA. */
+fx_bench_peak_kind fx_bench_peak_of(const fx_kernels *k, int bf16_weights);
 
 /* Measured GFLOPS (multiply-add = 2 flops) of a register-resident
  * throughput loop on `threads` threads; measured once per process and

@@ -115,12 +115,9 @@ static int bench_one(const fx_bench_env *env, int64_t sq, int64_t sk, int hq, in
              "\"pad\":%lld,\"ld\":%lld",
              (long long)sq, (long long)sk, hq, hkv, d, causal, (long long)pad, (long long)p.ld);
     r.dtype = bf16_dot ? "bf16" : "f32";
-    char isa[48];
-    snprintf(isa, sizeof isa, "%s%s", fx_isa_name(fx_kernels_isa(p.kc.k)),
-             force_f32 && fx_kernels_isa(p.kc.k) == FX_ISA_AVX512BF16 ? "-f32" : "");
-    r.isa = isa;
+    r.isa = fx_bench_isa_label(p.kc.k);
     r.flops = 4.0 * (double)d * (double)hq * visible_pairs(&p);
-    r.peak = bf16_dot ? FX_PEAK_BF16_DOT : FX_PEAK_FMA_F32;
+    r.peak = fx_bench_peak_of(p.kc.k, 1);
     r.seconds = fx_bench_time(env, run_ours, &p);
     if (p.failed) {
         fprintf(stderr, "flux-bench: fx_attention failed: %s\n", p.err.msg);
@@ -169,7 +166,7 @@ static int attn_defaults(const fx_bench_env *env) {
     static const int64_t vae_s[] = {4096, 16384};
     int rc = 0;
     const int math_f32[2] = {env->force_f32, 1};
-    const fx_kernels *k = fx_kernels_get((fx_isa)env->isa, env->force_f32);
+    const fx_kernels *k = fx_bench_table(env, env->force_f32);
     const int passes = env->force_f32 || !k || !fx_kernels_uses_bf16_dot(k) ? 1 : 2;
     for (int pass = 0; pass < passes; pass++) {
         for (size_t i = 0; i < sizeof dit_s / sizeof *dit_s; i++)

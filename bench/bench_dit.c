@@ -148,11 +148,11 @@ static int dit_main(int argc, char **argv, const fx_bench_env *env) {
              (long long)width, (long long)height, (long long)batch, cfg, (long long)refs, (long long)ref_w,
              (long long)ref_h, c->hidden);
     r.dtype = env->force_f32 ? "f32" : "bf16";
-    r.isa = fx_isa_name(fx_kernels_isa(ctx->kernels));
+    r.isa = fx_bench_isa_label(ctx->kernels);
     r.threads = ctx->threads;
     r.seconds = t;
     r.flops = fx_dit_run_flops(run);
-    r.peak = fx_kernels_uses_bf16_dot(ctx->kernels) ? FX_PEAK_BF16_DOT : FX_PEAK_FMA_F32;
+    r.peak = fx_bench_peak_of(ctx->kernels, 1);
     if (sequential) {
         fx_bench_extra(&r, "sequential_s", t_seq);
         fx_bench_extra(&r, "stacked_speedup", t_seq / t);

@@ -269,12 +269,10 @@ static int bench_one(const fx_bench_env *env, int64_t m, int64_t n, int64_t k, f
     snprintf(dts, sizeof dts, "%s%s", fx_dtype_name(dt), p.kc.int8 ? "/int8" : "");
     for (char *c = dts; *c; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
     r.dtype = dts;
-    char isa[48];
-    snprintf(isa, sizeof isa, "%s%s", fx_isa_name(fx_kernels_isa(p.kc.k)),
-             force_f32 && fx_kernels_isa(p.kc.k) == FX_ISA_AVX512BF16 ? "-f32" : "");
-    r.isa = isa;
+    r.isa = fx_bench_isa_label(p.kc.k);
     r.flops = 2.0 * (double)m * (double)n * (double)k;
-    r.peak = bf16_dot ? FX_PEAK_BF16_DOT : FX_PEAK_FMA_F32;
+    r.peak = fx_bench_peak_of(p.kc.k, dt == FX_DTYPE_BF16);
+    if (m <= FX_GEMV_MAX_M && !p.kc.k->gemm->gemv_bf16_dot) r.peak = FX_PEAK_FMA_F32; /* the amx table's GEMV */
     r.seconds = fx_bench_time(env, run_ours, &p);
     if (dt == FX_DTYPE_BF16) g_bf16_seconds = r.seconds;
     else if (blocks && g_bf16_seconds > 0) fx_bench_extra(&r, "ratio_bf16", g_bf16_seconds / r.seconds);
@@ -284,7 +282,7 @@ static int bench_one(const fx_bench_env *env, int64_t m, int64_t n, int64_t k, f
     }
     if (m <= 16) /* bandwidth bound: weight bytes per second */
         fx_bench_extra(&r, "weight_gb_s", weight_bytes(&p) / r.seconds * 1e-9);
-    (void)yardsticks;
+    (void)yardsticks, (void)bf16_dot;
     if (blocks) yardsticks = 0;
 #if defined(FX_BENCH_OPENBLAS) || defined(FX_BENCH_ONEDNN)
     if (yardsticks) {
@@ -386,8 +384,7 @@ static int gemm_defaults(const fx_bench_env *env) {
     static const int64_t gemv_mnk[][3] = {{1, 18432, 3072}, {1, 3072, 256}, {2, 9216, 3072}};
     int rc = 0;
     /* the denominators first, while nothing else of ours runs */
-    fx_bench_peak(FX_PEAK_FMA_F32, env->threads);
-    fx_bench_peak(FX_PEAK_BF16_DOT, env->threads);
+    for (int kind = 0; kind < FX_PEAK_KINDS; kind++) fx_bench_peak((fx_bench_peak_kind)kind, env->threads);
     const int math_f32[2] = {env->force_f32, 1};
     const int passes = env->force_f32 ? 1 : 2;
     for (int pass = 0; pass < passes; pass++) {

@@ -3,6 +3,8 @@
  * with a machine-load check, and the table / JSON report (see bench.h).
  */
 #include "bench.h"
+
+#include "simd/dispatch.h"
 #include "flux.h"
 
 #include <errno.h>
@@ -81,22 +83,48 @@ int fx_bench_arg_flag(int argc, char **argv, const char *name) { return find_arg
 /* Kernel context                                                           */
 /* ------------------------------------------------------------------------ */
 
+const fx_kernels *fx_bench_table(const fx_bench_env *env, int force_f32) {
+    return env->isa < 0 ? fx_kernels_best(force_f32) : fx_kernels_get((fx_isa)env->isa, force_f32);
+}
+
 int fx_bench_kctx(const fx_bench_env *env, int isa, int force_f32, fx_kctx *kc) {
     if (isa < 0) isa = env->isa;
-    const fx_kernels *k = fx_kernels_get((fx_isa)isa, force_f32);
+    const fx_kernels *k = isa < 0 ? fx_kernels_best(force_f32) : fx_kernels_get((fx_isa)isa, force_f32);
     if (!k) {
         fprintf(stderr, "flux-bench: ISA %s is not available on this CPU/build\n", fx_isa_name((fx_isa)isa));
         return -1;
     }
     fx_scratch *s = fx_scratch_new(env->threads);
-    if (!s) return -1;
+    fx_packcache *c = fx_packcache_new((size_t)16 << 30);
+    if (!s || !c) {
+        fx_scratch_free(s);
+        fx_packcache_free(c);
+        return -1;
+    }
     fx_kctx_init(kc, k, env->threads, s);
+    kc->packs = c;
     return 0;
 }
 
 void fx_bench_kctx_free(fx_kctx *kc) {
     fx_scratch_free(kc->scratch);
+    fx_packcache_free(kc->packs);
     kc->scratch = NULL;
+    kc->packs = NULL;
+}
+
+const char *fx_bench_isa_label(const fx_kernels *k) {
+    switch (fx_kernels_id(k)) {
+    case FX_TABLE_AVX512BF16_F32: return "avx512bf16-f32";
+    case FX_TABLE_AVX512BF16_FMA: return "avx512bf16-fma";
+    case FX_TABLE_AMX_F32: return "amx-f32";
+    default: return fx_isa_name(fx_kernels_isa(k));
+    }
+}
+
+fx_bench_peak_kind fx_bench_peak_of(const fx_kernels *k, int bf16_weights) {
+    if (!bf16_weights || !fx_kernels_uses_bf16_dot(k)) return FX_PEAK_FMA_F32;
+    return fx_kernels_isa(k) == FX_ISA_AMX ? FX_PEAK_AMX_BF16 : FX_PEAK_BF16_DOT;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -107,7 +135,7 @@ void fx_bench_flux_options(const fx_bench_env *env, flux_options *o) {
     flux_options_init(o);
     o->threads = env->threads;
     o->precision = env->force_f32 ? FLUX_PRECISION_F32 : env->int8 ? FLUX_PRECISION_INT8 : FLUX_PRECISION_DEFAULT;
-    o->isa = fx_isa_name((fx_isa)env->isa);
+    o->isa = env->isa < 0 ? NULL : fx_isa_name((fx_isa)env->isa);
 }
 
 /* Other processes' CPU seconds and our wall time, summed over the timings
@@ -205,7 +233,8 @@ static void usage(FILE *f) {
                "  without a command: every command's default (model shape) list\n"
                "common options:\n"
                "  --threads T     threads (default OMP_NUM_THREADS or all CPUs)\n"
-               "  --isa X         scalar|avx2|avx512|avx512bf16|neon (default: best)\n"
+               "  --isa X         scalar|avx2|avx512|avx512bf16|amx|neon (default: the\n"
+               "                  kernels the library picks for this CPU)\n"
                "  --precision f32 force f32 math (as FLUX_PRECISION=f32); int8: W8A8 for GGUF block-type\n"
                "                  weights (gemm --wtype, the model commands' quantized weights)\n"
                "  --reps N        timed repetitions after a warm-up, best is reported (default 5)\n"
@@ -234,7 +263,7 @@ static void drop_args(int *argc, char **argv, int i, int n) {
 
 int main(int argc, char **argv) {
     qsort(g_commands, (size_t)g_ncommands, sizeof *g_commands, command_cmp);
-    fx_bench_env env = {.threads = default_threads(), .isa = fx_isa_detect(), .reps = 5,
+    fx_bench_env env = {.threads = default_threads(), .isa = -1, .reps = 5,
                         .min_seconds = 0.3, .max_seconds = 3.0};
     const char *prec = getenv("FLUX_PRECISION");
     if (prec && !strcmp(prec, "f32")) env.force_f32 = 1;
@@ -259,8 +288,13 @@ int main(int argc, char **argv) {
             drop_args(&argc, argv, i, 2);
         } else if (!strcmp(a, "--isa") && has_val) {
             env.isa = fx_isa_parse(argv[i + 1]);
+            char why[512];
             if (env.isa < 0) {
                 fprintf(stderr, "flux-bench: unknown ISA '%s'\n", argv[i + 1]);
+                return 2;
+            }
+            if (!fx_isa_check((fx_isa)env.isa, why, sizeof why)) {
+                fprintf(stderr, "flux-bench: --isa %s: %s\n", argv[i + 1], why);
                 return 2;
             }
             drop_args(&argc, argv, i, 2);

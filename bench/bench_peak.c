@@ -8,9 +8,14 @@
  *   fma_f32   zmm vfmadd231ps (16 lanes) if AVX-512F, else ymm (8) with
  *             AVX2+FMA, NEON vfmaq_f32 (4) on aarch64, scalar otherwise
  *   bf16_dot  zmm vdpbf16ps: 16 lanes × 2 products per instruction
+ *   amx_bf16  tdpbf16ps into 4 accumulator tiles (16×16 f32 each) from 2 A
+ *             and 2 B tiles loaded once: 16·16·32 products per
+ *             instruction (only where the library uses AMX: CPUID, OS
+ *             grant and self-test passed)
  */
 #include "bench.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -29,7 +34,7 @@
 
 #define ACC12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(FX_X86_EMULATED)
 __attribute__((target("avx512f"))) static double loop_fma_zmm(long iters, float seed) {
     __m512 a = _mm512_set1_ps(seed), b = _mm512_set1_ps(1e-7f);
 #define DECL(i) __m512 c##i = _mm512_set1_ps((float)(i));
@@ -82,6 +87,36 @@ __attribute__((target("avx512f,avx512bf16"))) static double loop_bf16_zmm(long i
 #undef STEP
 #undef SUM
 }
+/* The tiles: the palette of the kernels (8 tiles of 16 rows × 64 bytes). */
+__attribute__((target("amx-tile,amx-bf16"))) static double loop_amx_bf16(long iters, float seed) {
+    static const _Alignas(64) unsigned char cfg[64] = {
+        1, 0, [16] = 64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0,
+        [48] = 16, 16, 16, 16, 16, 16, 16, 16};
+    _Alignas(64) uint16_t a[16 * 32], b[16 * 32];
+    _Alignas(64) float c[16 * 16];
+    for (int i = 0; i < 16 * 32; i++) a[i] = (uint16_t)(0x3c00 + (int)seed), b[i] = 0x33d6;
+    __asm__ __volatile__("" ::: "memory");
+    _tile_loadconfig(cfg);
+    _tile_loadd(4, a, 64);
+    _tile_loadd(5, a, 64);
+    _tile_loadd(6, b, 64);
+    _tile_loadd(7, b, 64);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (long it = 0; it < iters; it++) {
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, c, 64);
+    _tile_release();
+    volatile float sink = c[0];
+    (void)sink;
+    return (double)iters * 4 * 16 * 16 * 32 * 2;
+}
 #elif defined(__aarch64__)
 static double loop_fma_neon(long iters, float seed) {
     float32x4_t a = vdupq_n_f32(seed), b = vdupq_n_f32(1e-7f);
@@ -114,8 +149,16 @@ static double loop_scalar(long iters, float seed) {
 typedef double (*loop_fn)(long iters, float seed);
 
 static loop_fn pick_loop(fx_bench_peak_kind kind, const char **what) {
-#if defined(__x86_64__)
+#if defined(FX_X86_EMULATED)
+    /* the emulation build's CPU is not this machine: no real peak, and
+     * its wide instructions may not exist here */
+    if (kind != FX_PEAK_FMA_F32) return *what = "none (emulated CPU)", NULL;
+#elif defined(__x86_64__)
     fx_isa best = fx_isa_detect();
+    if (kind == FX_PEAK_AMX_BF16) {
+        *what = "tdpbf16ps 2x2";
+        return fx_kernels_get(FX_ISA_AMX, 0) ? loop_amx_bf16 : NULL;
+    }
     if (kind == FX_PEAK_BF16_DOT) {
         *what = "zmm vdpbf16ps";
         return best >= FX_ISA_AVX512BF16 ? loop_bf16_zmm : NULL;
@@ -123,10 +166,10 @@ static loop_fn pick_loop(fx_bench_peak_kind kind, const char **what) {
     if (best >= FX_ISA_AVX512) return *what = "zmm vfmadd231ps", loop_fma_zmm;
     if (best >= FX_ISA_AVX2) return *what = "ymm vfmadd231ps", loop_fma_ymm;
 #elif defined(__aarch64__)
-    if (kind == FX_PEAK_BF16_DOT) return *what = "none", NULL;
+    if (kind != FX_PEAK_FMA_F32) return *what = "none", NULL;
     return *what = "neon fmla", loop_fma_neon;
 #endif
-    if (kind == FX_PEAK_BF16_DOT) return *what = "none", NULL;
+    if (kind != FX_PEAK_FMA_F32) return *what = "none", NULL;
     return *what = "scalar", loop_scalar;
 }
 
@@ -187,7 +230,7 @@ double fx_bench_peak(fx_bench_peak_kind kind, int threads) {
 }
 
 const char *fx_bench_peak_name(fx_bench_peak_kind kind) {
-    return kind == FX_PEAK_BF16_DOT ? "bf16_dot" : "fma_f32";
+    return kind == FX_PEAK_BF16_DOT ? "bf16_dot" : kind == FX_PEAK_AMX_BF16 ? "amx_bf16" : "fma_f32";
 }
 
 /* ------------------------------------------------------------------------ */
@@ -220,5 +263,5 @@ static int peak_main(int argc, char **argv, const fx_bench_env *env) {
 
 static int peak_defaults(const fx_bench_env *env) { return peak_main(0, NULL, env); }
 
-FX_BENCH_COMMAND(peak, "peak                  FMA / vdpbf16ps throughput, 1 and N threads", peak_main,
+FX_BENCH_COMMAND(peak, "peak                  FMA / vdpbf16ps / AMX tdpbf16ps throughput, 1 and N threads", peak_main,
                  peak_defaults)

@@ -103,7 +103,7 @@ static int rowops_one(const fx_bench_env *env, const char *op, int64_t rows, int
         snprintf(r.shape_json, sizeof r.shape_json, "\"kernel\":\"%s\",\"rows\":%lld,\"cols\":%lld", op,
                  (long long)rows, (long long)cols);
         r.dtype = "f32";
-        r.isa = fx_isa_name(fx_kernels_isa(p.kc.k));
+        r.isa = fx_bench_isa_label(p.kc.k);
         r.threads = p.kc.threads;
         r.flops = 4.0 * (double)n; /* nominal; GB/s is the figure that matters */
         r.peak = FX_PEAK_FMA_F32;
@@ -190,7 +190,6 @@ static int conv_one(const fx_bench_env *env, int h, int w, int cin, int cout, in
     p.w = (fx_weight){wd, dt, cout, (int64_t)kd, (int64_t)kd};
     int rc = fx_bench_kctx(env, -1, env->force_f32, &p.kc);
     if (!rc) {
-        int bf16dot = fx_kernels_uses_bf16_dot(p.kc.k) && dt == FX_DTYPE_BF16;
         fx_bench_result r = {0};
         r.op = "conv2d";
         snprintf(r.shape, sizeof r.shape, "%dx%dx%d->%d k%d s%d%s", h, w, cin, cout, k, stride, up ? " up2" : "");
@@ -198,10 +197,10 @@ static int conv_one(const fx_bench_env *env, int h, int w, int cin, int cout, in
                  "\"h\":%d,\"w\":%d,\"cin\":%d,\"cout\":%d,\"k\":%d,\"stride\":%d,\"upsample\":%d", h, w, cin,
                  cout, k, stride, up);
         r.dtype = dt == FX_DTYPE_BF16 ? "bf16" : "f32";
-        r.isa = fx_isa_name(fx_kernels_isa(p.kc.k));
+        r.isa = fx_bench_isa_label(p.kc.k);
         r.threads = p.kc.threads;
         r.flops = 2.0 * (double)ny * (double)kd;
-        r.peak = bf16dot ? FX_PEAK_BF16_DOT : FX_PEAK_FMA_F32;
+        r.peak = fx_bench_peak_of(p.kc.k, dt == FX_DTYPE_BF16);
         r.seconds = fx_bench_time(env, run_conv, &p);
         fx_bench_report(env, &r);
         fx_bench_kctx_free(&p.kc);

@@ -94,11 +94,11 @@ static int text_main(int argc, char **argv, const fx_bench_env *env) {
     snprintf(r.shape_json, sizeof r.shape_json, "\"tokens\":%lld,\"hidden\":%d,\"layers\":%d", (long long)seq,
              c->hidden, c->layers_used);
     r.dtype = env->force_f32 ? "f32" : "bf16";
-    r.isa = fx_isa_name(fx_kernels_isa(ctx->kernels));
+    r.isa = fx_bench_isa_label(ctx->kernels);
     r.threads = ctx->threads;
     r.seconds = t;
     r.flops = fx_qwen3_flops(ctx->text_encoder, (int)seq);
-    r.peak = fx_kernels_uses_bf16_dot(ctx->kernels) ? FX_PEAK_BF16_DOT : FX_PEAK_FMA_F32;
+    r.peak = fx_bench_peak_of(ctx->kernels, 1);
     fx_bench_extra(&r, "first_s", first);
     fx_bench_extra(&r, "peak_rss_mb", peak_rss_mb());
     fx_bench_extra(&r, "rss_mb", rss_mb());

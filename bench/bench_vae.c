@@ -170,11 +170,11 @@ static int vae_main(int argc, char **argv, const fx_bench_env *env) {
     snprintf(r.shape_json, sizeof r.shape_json, "\"width\":%lld,\"height\":%lld,\"storage\":\"%s\"", (long long)width,
              (long long)height, storage);
     r.dtype = env->force_f32 ? "f32" : "bf16";
-    r.isa = fx_isa_name(fx_kernels_isa(ctx->kernels));
+    r.isa = fx_bench_isa_label(ctx->kernels);
     r.threads = ctx->threads;
     r.seconds = t;
     r.flops = st->flops;
-    r.peak = fx_kernels_uses_bf16_dot(ctx->kernels) ? FX_PEAK_BF16_DOT : FX_PEAK_FMA_F32;
+    r.peak = fx_bench_peak_of(ctx->kernels, 1);
     snprintf(r.extra[r.n_extra].key, sizeof r.extra[0].key, "arena_mib");
     r.extra[r.n_extra++].value = st->arena_bytes / 1048576.0;
     snprintf(r.extra[r.n_extra].key, sizeof r.extra[0].key, "peak_mib");

@@ -4,8 +4,9 @@
  * This is the contract between the model code (src/) and the per-ISA
  * kernels (simd/). Model code calls only the fx_* functions declared here;
  * each one dispatches through the table in kc->k, which is chosen once per
- * context from CPUID (simd/dispatch.c) and may be forced lower with
- * FLUX_ISA=scalar|avx2|avx512|avx512bf16|neon.
+ * context from the CPU's facts (simd/dispatch.c: the table that is fastest
+ * on this microarchitecture) and may be forced with
+ * FLUX_ISA=scalar|avx2|avx512|avx512bf16|amx|neon.
  *
  * Conventions
  *  - Activations are f32, row-major, with an explicit leading dimension
@@ -67,6 +68,7 @@ typedef enum fx_isa {
     FX_ISA_AVX2,       /* AVX2 + FMA + F16C */
     FX_ISA_AVX512,     /* AVX-512 F/BW/VL/DQ */
     FX_ISA_AVX512BF16, /* + AVX512_BF16 (vdpbf16ps) */
+    FX_ISA_AMX,        /* + AMX-TILE/AMX-BF16 granted by the OS (tile GEMMs) */
     FX_ISA_NEON,       /* aarch64 Advanced SIMD */
     FX_ISA_COUNT
 } fx_isa;
@@ -96,13 +98,18 @@ typedef struct fx_kernels fx_kernels;
 /* Per-context scratch memory: one buffer per thread plus one shared. */
 typedef struct fx_scratch fx_scratch;
 
-/* What a kernel needs to run: the chosen table, thread count, scratch, and
- * the int8 mode (FLUX_PRECISION_INT8: fx_linear runs block-typed weights
- * as W8A8, see fx_linear; 0 after fx_kctx_init). */
+/* Weights repacked once for a kernel path and kept (fx_packcache_*). */
+typedef struct fx_packcache fx_packcache;
+
+/* What a kernel needs to run: the chosen table, thread count, scratch,
+ * optionally a cache of repacked weights (NULL: pack per call), and the
+ * int8 mode (FLUX_PRECISION_INT8: fx_linear runs block-typed weights as
+ * W8A8, see fx_linear; 0 after fx_kctx_init). */
 typedef struct fx_kctx {
     const fx_kernels *k;
     int threads;
     fx_scratch *scratch;
+    fx_packcache *packs;
     int int8;
 } fx_kctx;
 
@@ -110,16 +117,28 @@ typedef struct fx_kctx {
 /* Dispatch and scratch                                                     */
 /* ------------------------------------------------------------------------ */
 
-/* Best ISA this CPU (and OS) supports. */
+/* Highest ISA level this CPU (and OS) supports. */
 fx_isa fx_isa_detect(void);
 
-/* The table for an ISA. With force_f32 the bf16 dot-product instructions are
- * never used (bf16 weights are widened to f32; the FLUX_PRECISION=f32 mode).
- * Returns NULL if the ISA is not compiled in or not supported by the CPU. */
+/* 1 if the ISA level runs here; else 0 and msg says what the CPU runs and
+ * why this level is missing ("this CPU runs scalar, avx2; amx: ..."). */
+int fx_isa_check(fx_isa isa, char *msg, size_t size);
+
+/* The table for an ISA level (forced: --isa / FLUX_ISA). With force_f32 the
+ * bf16 dot-product instructions are never used (bf16 weights are widened to
+ * f32; the FLUX_PRECISION=f32 mode). Returns NULL if the ISA is not compiled
+ * in or not supported by the CPU. */
 const fx_kernels *fx_kernels_get(fx_isa isa, int force_f32);
 
-/* The ISA a table implements, and whether it uses bf16 dot products. */
+/* The table that wins on this microarchitecture (simd/dispatch.c explains
+ * each choice with its measurements), e.g. f32 FMA rather than vdpbf16ps
+ * on Intel without AMX. Deterministic: never chosen by timing. */
+const fx_kernels *fx_kernels_best(int force_f32);
+
+/* The ISA a table implements, its name, and whether it uses bf16 dot
+ * products (rounds activations to bf16 for bf16 weights). */
 fx_isa fx_kernels_isa(const fx_kernels *k);
+const char *fx_kernels_name(const fx_kernels *k);
 int fx_kernels_uses_bf16_dot(const fx_kernels *k);
 
 /* Human-readable description: detected CPU features, chosen kernels
@@ -135,8 +154,25 @@ int fx_scratch_reserve(fx_scratch *s, size_t per_thread, size_t shared);
 void *fx_scratch_thread(fx_scratch *s, int tid);
 void *fx_scratch_shared(fx_scratch *s);
 
-/* Initialise a kernel context (threads <= 0 = OpenMP default). */
+/* Initialise a kernel context (threads <= 0 = OpenMP default; no packcache). */
 void fx_kctx_init(fx_kctx *kc, const fx_kernels *k, int threads, fx_scratch *s);
+
+/* Packed weights (simd/gemm/packcache.c). Kernel paths whose packing is
+ * costly next to their microkernel (the AMX tiles) pack a whole weight
+ * once, on its first fx_linear, and read it in place afterwards. Entries
+ * are found by the weight's address, shape and dtype, checked against a
+ * fingerprint of sampled values; the owner must call fx_packcache_clear
+ * when weights it passed are freed or unmapped (their addresses may be
+ * reused). At most budget bytes are kept; beyond that fx_linear packs per
+ * call. Not thread-safe (like the context that owns it). */
+fx_packcache *fx_packcache_new(size_t budget_bytes);
+void fx_packcache_free(fx_packcache *c);
+void fx_packcache_clear(fx_packcache *c);
+typedef struct fx_packcache_stats {
+    size_t bytes, entries, budget;
+    long hits, packed, over_budget, stale;
+} fx_packcache_stats;
+void fx_packcache_stats_get(const fx_packcache *c, fx_packcache_stats *st);
 
 /* ------------------------------------------------------------------------ */
 /* Linear layers                                                            */

@@ -4,7 +4,8 @@
 #   tools/install_deps.sh          build: C compiler, make, libpng, pkg-config;
 #                                  npm (fetches the real tokenizer for demo/tests)
 #   tools/install_deps.sh --test   + the aarch64 cross compiler and qemu for the
-#                                  NEON kernel tests
+#                                  NEON kernel tests, and SIMDe (header-only) for
+#                                  the x86 kernel tests on emulated AVX-512/AMX
 #   tools/install_deps.sh --vulkan + the Vulkan build and test deps (headers and
 #                                  loader, glslc, Mesa lavapipe, validation
 #                                  layers) for `make VULKAN=1` (combinable)
@@ -36,6 +37,7 @@ have npm || missing+=(nodejs npm)
 if [ $want_test -eq 1 ]; then
     have aarch64-linux-gnu-gcc || missing+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
     have qemu-aarch64-static || missing+=(qemu-user-static)
+    [ -f /usr/include/simde/x86/avx512.h ] || pkg_installed libsimde-dev || missing+=(libsimde-dev)
 fi
 if [ $want_vulkan -eq 1 ]; then
     pkg_installed libvulkan-dev || missing+=(libvulkan-dev)

@@ -30,6 +30,7 @@
 #ifndef FX_ATTN_H
 #define FX_ATTN_H
 
+#include "simd/common/arch.h"
 #include "simd/common/table.h"
 
 /* Visibility of a key tile, from the key mask and the end of the keys. */
@@ -140,16 +141,18 @@ void fx_attn_mask_tile(const fx_attn_plan *p, const fx_attn_task *k, int64_t kb,
 extern const struct fx_attn_kernels fx_attn_scalar;
 #define FX_ATTN_TABLE_SCALAR (&fx_attn_scalar)
 
-#if defined(__x86_64__)
+#if FX_X86
 extern const struct fx_attn_kernels fx_attn_avx2;
 #define FX_ATTN_TABLE_AVX2 (&fx_attn_avx2)
 extern const struct fx_attn_kernels fx_attn_avx512;
 #define FX_ATTN_TABLE_AVX512 (&fx_attn_avx512)
 extern const struct fx_attn_kernels fx_attn_avx512bf16;
 #define FX_ATTN_TABLE_AVX512BF16 (&fx_attn_avx512bf16)
+extern const struct fx_attn_kernels fx_attn_amx;
+#define FX_ATTN_TABLE_AMX (&fx_attn_amx)
 #endif
 
-#if defined(__aarch64__)
+#if FX_ARM
 extern const struct fx_attn_kernels fx_attn_neon;
 #define FX_ATTN_TABLE_NEON (&fx_attn_neon)
 #endif

@@ -20,7 +20,7 @@
  */
 #include "attention.h"
 
-#include <immintrin.h>
+#include "simd/common/x86.h"
 #include <math.h>
 #include <string.h>
 

@@ -21,12 +21,15 @@
  * tile_bufs with at least these f32 members:
  *   float *s, *o, *m, *l, *alpha;   s [KT][R], o [R][Dp], m, l, alpha [R]
  *   int R, d, dp;                   rows, head dim, Dp = d rounded up to 16
- * and, after it, the variant steps declared below.
+ * and, after it, the variant steps declared below. A variant that keeps
+ * the output its own way (attention_amx.c: Oᵀ [Dp][R], same size) defines
+ * FX_ATTN_VARIANT_OWNS_OUTPUT and provides pv_tile and store_output
+ * instead of pv_block.
  */
 #ifndef FX_ATTENTION_AVX512_COMMON_H
 #define FX_ATTENTION_AVX512_COMMON_H
 
-#include <immintrin.h>
+#include "simd/common/x86.h"
 #include <math.h>
 
 #include "attention.h"
@@ -50,10 +53,18 @@ static void set_tile(tile_bufs *b, const fx_attn_plan *p, const void *kv, int64_
 static void scores(const tile_bufs *b);
 /* Keep the probabilities of keys 2jp, 2jp+1 of rows rb..rb+15 for P·V. */
 static inline void store_probs(const tile_bufs *b, int jp, int rb, __m512 p0, __m512 p1);
+#ifdef FX_ATTN_VARIANT_OWNS_OUTPUT
+/* O = α·O (nothing when first) + P·V_tile over all rows. */
+static void pv_tile(const tile_bufs *b, int first);
+/* out[row] = O[row] / l[row] for the task's rows; zeros for rows that saw
+ * no key (any == 0 or l == 0). */
+static void store_output(const fx_attn_plan *p, const fx_attn_task *k, const tile_bufs *b, int any);
+#else
 /* o[rb..rb+MR)[db..db+16·ND) = α·o (or 0 when first) + P·V_tile (with
  * pv_start and pv_finish). */
 static inline __attribute__((always_inline)) void pv_block(const tile_bufs *b, int rb, int db,
                                                            int first, const int ND);
+#endif
 
 /* ---- helpers ---- */
 
@@ -189,6 +200,7 @@ static void softmax_tile(const tile_bufs *b) {
     }
 }
 
+#ifndef FX_ATTN_VARIANT_OWNS_OUTPUT
 /* The P·V accumulators of rows rb..rb+MR, dims db..db+16·ND: α·o, or 0
  * on the first tile (o holds nothing yet). */
 static inline __attribute__((always_inline)) void pv_start(const tile_bufs *b, int rb, int db,
@@ -248,6 +260,8 @@ static void store_output(const fx_attn_plan *p, const fx_attn_task *k, const til
         }
     }
 }
+
+#endif
 
 /* One task: its rows against every key tile it can see, in order. */
 static void avx512_run_task(const fx_attn_plan *p, int64_t t, void *scratch) {

@@ -38,6 +38,7 @@ typedef struct tile_bufs {
 } tile_bufs;
 
 #include "attention_avx512_common.h"
+#include "attention_bf16.h"
 
 /* The scratch pieces ahead of the common ones (see the file comment). */
 static void carve_packed(tile_bufs *b, void *base, size_t *off) {
@@ -45,41 +46,11 @@ static void carve_packed(tile_bufs *b, void *base, size_t *off) {
     b->pp = piece(base, off, 4 * (size_t)(KT / 2) * (size_t)b->R);
 }
 
-/* bf16 pairs (a[i], b[i]) in lane i: round both to bf16 and interleave. */
-static inline __m512i pair_bf16(__m512 a, __m512 b) {
-    const __m512i ab = (__m512i)_mm512_cvtne2ps_pbh(b, a); /* a0..a15 b0..b15 */
-    const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9,
-                                         24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1,
-                                         16, 0);
-    return _mm512_permutexvar_epi16(idx, ab);
-}
-
-/* 32 consecutive floats times scale (n valid, zero beyond) → 32 bf16 in order. */
-static inline __m512i row_bf16(const float *src, int n, __m512 scale) {
-    const __m512 lo = _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes(n), src), scale);
-    const __m512 hi = _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes(n - 16), src + 16), scale);
-    return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
-}
-
 /* qp[i][r] = bf16 pair (Q[r][2i], Q[r][2i+1]) · qscale; padding rows zero.
  * Rows are first converted into o [R][Dp] (as pairs; free until the first
  * key tile), then transposed in 16×16 blocks. */
 static void pack_q(const fx_attn_plan *p, const fx_attn_task *k, const tile_bufs *b) {
-    const int R = b->R, d = b->d, half = d / 2, dp = b->dp;
-    const __m512 qs = _mm512_set1_ps(p->qscale);
-    uint32_t *tmp = (uint32_t *)b->o; /* [R][dp] pairs, only the first half used */
-    for (int r = 0; r < k->rows && r < PF_ROWS; r++) prefetch_row(fx_attn_q_row(p, k, r), 4 * d, 0);
-    for (int r = 0; r < R; r++) {
-        uint32_t *tr = tmp + (size_t)r * dp;
-        if (r + PF_ROWS < k->rows) prefetch_row(fx_attn_q_row(p, k, r + PF_ROWS), 4 * d, 0);
-        const float *q = r < k->rows ? fx_attn_q_row(p, k, r) : NULL;
-        for (int i = 0; i < half; i += 16)
-            _mm512_storeu_si512(tr + i, q ? row_bf16(q + 2 * i, d - 2 * i, qs) : _mm512_setzero_si512());
-    }
-    for (int r0 = 0; r0 < R; r0 += 16)
-        for (int i0 = 0; i0 < half; i0 += 16)
-            transpose16(tmp + (size_t)r0 * dp + i0, (size_t)dp, b->qp + (size_t)i0 * R + r0,
-                        (size_t)R, half - i0 < 16 ? half - i0 : 16);
+    pack_q_pairs(p, k, b->R, b->d, (uint32_t *)b->o, b->dp, b->qp, b->d / 2);
 }
 
 /* Bytes of one kv head's packed K and V. */

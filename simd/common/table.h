@@ -1,7 +1,7 @@
 /*
  * table.h — the per-ISA kernel table type (simd-internal).
  *
- * One const fx_kernels per (ISA, bf16-dot) combination, assembled in
+ * One const fx_kernels per table id (simd/dispatch.h), assembled in
  * dispatch.c from the per-area tables each kernel family defines in its own
  * header (gemm.h, attention.h, rowops.h). Model code never sees this.
  */
@@ -16,9 +16,11 @@ struct fx_row_kernels;   /* rowops.h */
 struct fx_quant_kernels; /* quant.h */
 
 struct fx_kernels {
-    fx_isa isa;
-    int bf16_dot;                        /* uses vdpbf16ps for bf16 weights */
-    const char *name;                    /* "avx512bf16", "avx512 (f32)", ... */
+    int id;                              /* fx_table_id (simd/dispatch.h) */
+    fx_isa isa;                          /* the level it needs */
+    int bf16_dot;                        /* rounds activations to bf16 for bf16
+                                            weights (vdpbf16ps or AMX tiles) */
+    const char *name;                    /* "avx512bf16", "amx", ... */
     const struct fx_gemm_kernels *gemm;
     const struct fx_attn_kernels *attn;
     const struct fx_row_kernels *row;

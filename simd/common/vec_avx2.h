@@ -5,7 +5,7 @@
 #ifndef FX_VEC_AVX2_H
 #define FX_VEC_AVX2_H
 
-#include <immintrin.h>
+#include "simd/common/x86.h"
 
 #define FX_W 8
 typedef __m256 fxv;

@@ -5,7 +5,7 @@
 #ifndef FX_VEC_AVX512_H
 #define FX_VEC_AVX512_H
 
-#include <immintrin.h>
+#include "simd/common/x86.h"
 
 #define FX_W 16
 typedef __m512 fxv;

@@ -333,10 +333,15 @@ int fx_conv2d_packed(const fx_kctx *kc, const fx_conv2d_geom *g, const float *x,
     /* Blocks are handed out dynamically (a slower or disturbed core takes
      * fewer); every tile is computed the same way wherever it runs. */
     const int64_t nblocks = ceil_div(tiles, r.block_tiles);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
-    for (int64_t b = 0; b < nblocks; b++) {
-        int64_t t0 = b * r.block_tiles;
-        conv_block(&r, fx_thread_id(), t0, (int)(tiles - t0 < r.block_tiles ? tiles - t0 : r.block_tiles));
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+        if (p->thread_begin) p->thread_begin(); /* the AMX tile configuration */
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t b = 0; b < nblocks; b++) {
+            int64_t t0 = b * r.block_tiles;
+            conv_block(&r, fx_thread_id(), t0, (int)(tiles - t0 < r.block_tiles ? tiles - t0 : r.block_tiles));
+        }
+        if (p->thread_end) p->thread_end();
     }
     return 0;
 }

@@ -7,7 +7,7 @@
  */
 #include "simd/rowops/rowops.h"
 
-#include <immintrin.h>
+#include "simd/common/x86.h"
 
 void fx_bf16_to_f32_avx2(int64_t n, const uint16_t *src, float *dst) {
     int64_t i = 0;

@@ -142,6 +142,8 @@ typedef struct gemm_plan {
     float *y;
     int64_t ldy;
     const fx_epilogue *epi;
+    const char *wpack;  /* the whole weight packed (fx_packcache), or NULL */
+    size_t wpanel;      /* bytes per packed panel of NR outputs */
     int64_t kcb;        /* K block: <= p->kc, balanced over k */
     int64_t ncb;        /* column chunk: p->nc, less when staging */
     int staged;         /* partial sums in a staging buffer */
@@ -186,6 +188,7 @@ static void gemm_thread(const gemm_plan *pl, int tid, int nt) {
         if (r1 > pl->m) r1 = pl->m;
     }
     if (r0 >= r1 || c0 >= c1) return;
+    if (p->thread_begin) p->thread_begin();
 
     char *abuf = pl->base + (size_t)tid * (pl->a_bytes + pl->b_bytes + pl->s_bytes + pl->e_bytes);
     char *bbuf = abuf + pl->a_bytes;
@@ -211,15 +214,22 @@ static void gemm_thread(const gemm_plan *pl, int tid, int nt) {
                 p->pack_x(p, rows, kcur, pl->x + mb * pl->ldx + pc, pl->ldx, abuf);
                 for (int64_t j = jc; j < jc + cols; j += nr) {
                     const int ncols = (int)(jc + cols - j < nr ? jc + cols - j : nr);
-                    if (pl->ex) { /* blocks → the path's element type, then its packing */
+                    const char *bpanel = bbuf;
+                    if (pl->wpack) /* K block pc of the packed panel, read in place */
+                        bpanel = pl->wpack + (size_t)(j / nr) * pl->wpanel +
+                                 (size_t)(pc / p->kpair) * (size_t)(nr * p->kpair * p->elem);
+                    else if (pl->ex) { /* blocks → the path's element type, then its packing */
                         expand_rows(pl->ex, ncols, kcur, w_at(pl, j, pc), pl->w_rb, ebuf, etmp);
                         pl->pack_w(p, ncols, kcur, ebuf, kcur, bbuf);
                     } else {
                         pl->pack_w(p, ncols, kcur, w_at(pl, j, pc), pl->ldw, bbuf);
                     }
-                    /* the next micro-panel: next columns, else the next K block */
+                    /* the next micro-panel: next columns, else the next K block
+                     * (packed weights are contiguous: the hardware prefetches) */
                     fx_gemm_prefetch pf = {0};
-                    if (j + nr < jc + cols)
+                    if (pl->wpack)
+                        pf.row = NULL;
+                    else if (j + nr < jc + cols)
                         w_prefetch_init(&pf, pl, j + nr, (int)(jc + cols - j - nr < nr ? jc + cols - j - nr : nr),
                                         pc, kcur, tiles);
                     else if (pc + kcur < pl->k)
@@ -248,7 +258,7 @@ static void gemm_thread(const gemm_plan *pl, int tid, int nt) {
                             if (last) t.c = yt, t.ldc = pl->ldy;
                             else t.c = st, t.ldc = ncb;
                         }
-                        p->kernel(ksteps, abuf + (size_t)(ir / mr) * apanel, bbuf, &t);
+                        p->kernel(ksteps, abuf + (size_t)(ir / mr) * apanel, bpanel, &t);
                         if (!p->kernel_prefetches)
                             for (int q = 0; q < pf.per_call; q++) fx_gemm_prefetch_one(&pf);
                     }
@@ -256,15 +266,18 @@ static void gemm_thread(const gemm_plan *pl, int tid, int nt) {
             }
         }
     }
+    if (p->thread_end) p->thread_end();
 }
 
 /* Lay out the shared scratch and run; returns -1 if scratch is unavailable. */
-static int linear_blocked(const fx_kctx *kc, const fx_gemm_path *p, int threads, int64_t m,
+static int linear_blocked(const fx_kctx *kc, const fx_gemm_path *p, const void *wpack, int threads, int64_t m,
                           const float *x, int64_t ldx, const fx_weight *w, float *y, int64_t ldy,
                           const fx_epilogue *epi) {
     gemm_plan pl = {0};
     expander ex;
     pl.p = p;
+    pl.wpack = wpack;
+    pl.wpanel = wpack ? fx_gemm_packed_panel_bytes(p, w->k) : 0;
     pl.m = m, pl.n = w->n, pl.k = w->k;
     pl.x = x, pl.ldx = ldx;
     pl.w = w->data, pl.ldw = w->ld, pl.wdtype = w->dtype;
@@ -360,8 +373,13 @@ void fx_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const 
             linear_gemv(fx_gemv_c, threads, m, x, ldx, NULL, w, y, ldy, epi);
         return;
     }
-    /* block types take the path of bf16 weights (expanded to its element type) */
-    if (linear_blocked(kc, g->path[blocks ? FX_DTYPE_BF16 : w->dtype], threads, m, x, ldx, w, y, ldy, epi))
+    /* block types take the path of bf16 weights (expanded to its element
+     * type inside the packing step); they are never repacked whole into the
+     * cache, which would undo what quantization saves */
+    const fx_gemm_path *p = g->path[blocks ? FX_DTYPE_BF16 : w->dtype];
+    const void *wpack = p->prepack && !blocks ? fx_packcache_get(kc->packs, p, w, kc->threads > 0 ? kc->threads : 1)
+                                               : NULL;
+    if (linear_blocked(kc, p, wpack, threads, m, x, ldx, w, y, ldy, epi))
         /* No scratch memory: the portable GEMV, FX_GEMV_MAX_M rows at a time. */
         for (int64_t i = 0; i < m; i += FX_GEMV_MAX_M)
             linear_gemv(fx_gemv_c, threads, m - i < FX_GEMV_MAX_M ? m - i : FX_GEMV_MAX_M,

@@ -53,6 +53,7 @@
 
 #include <stdint.h>
 
+#include "simd/common/arch.h"
 #include "simd/common/table.h"
 
 /* m at or below this uses the GEMV kernel (no packing). */
@@ -139,7 +140,16 @@ typedef struct fx_gemm_path {
     fx_gemm_kernel_fn kernel;
     int kernel_prefetches; /* the kernel issues t->pf itself (else the driver
                               does, between calls) */
+    /* Run by every thread before its first and after its last kernel call
+     * of a GEMM or conv (the AMX tile configuration); NULL: nothing. */
+    void (*thread_begin)(void);
+    void (*thread_end)(void);
+    /* 1: packing W is costly next to the kernel, so fx_linear keeps the
+     * whole packed weight in the context's fx_packcache when it has one
+     * (pack_w must then write exactly its micro-panels, no slack). */
+    int prepack;
 } fx_gemm_path;
+
 
 /* y[i, j] for i < m <= FX_GEMV_MAX_M, j in [n0, n1): one thread's share of
  * the GEMV. xb is X rounded to bf16, rows round_up(k, 32) apart and
@@ -215,80 +225,27 @@ void fx_gemv_c(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int
                const uint16_t *xb, const fx_weight *w, float *y, int64_t ldy,
                const fx_epilogue *epi);
 
-/* Describe a table's tiles ("f32 14x32 kc256 ..."); returns bytes needed. */
+/* Whole weights packed once (packcache.c; prepack paths only): bytes of one
+ * packed panel of NR outputs over all k, and the packed w (packed on its
+ * first use, in parallel with `threads`), or NULL when there is no cache,
+ * the path does not prepack or the budget is spent (then pack per call). */
+size_t fx_gemm_packed_panel_bytes(const fx_gemm_path *p, int64_t k);
+const void *fx_packcache_get(fx_packcache *c, const fx_gemm_path *p, const fx_weight *w, int threads);
+
+/* Describe a table's paths per weight dtype (one line each, "linear:"
+ * first); returns bytes needed. */
 size_t fx_gemm_describe(const fx_gemm_kernels *g, char *buf, size_t size);
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-/* Transpose a 16×16 block of 32-bit elements held in r[0..15] (row i in
- * r[i]; afterwards column j in r[j]): unpack 32-bit, unpack 64-bit, then
- * two rounds of 128-bit lane shuffles (64 shuffles). */
-static inline __attribute__((always_inline)) void fx_gemm_transpose16x16(__m512i r[16]) {
-    __m512i t[16], u[16];
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-    }
-#pragma GCC unroll 16
-    for (int g = 0; g < 16; g += 4) { /* u[g + c] lane l = rows g..g+3 at column 4l + c */
-        u[g + 0] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
-        u[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
-        u[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
-        u[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
-    }
-#pragma GCC unroll 16
-    for (int c = 0; c < 4; c++) {
-        __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44), v1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xEE);
-        __m512i w0 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44),
-                w1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xEE);
-        r[c] = _mm512_shuffle_i32x4(v0, w0, 0x88);
-        r[4 + c] = _mm512_shuffle_i32x4(v0, w0, 0xDD);
-        r[8 + c] = _mm512_shuffle_i32x4(v1, w1, 0x88);
-        r[12 + c] = _mm512_shuffle_i32x4(v1, w1, 0xDD);
-    }
-}
-
-/* Write back row i of a tile held as two vectors of 16 columns (columns
- * masked by k0, k1); b0/b1 bias, g0/g1 gate (see fx_gemm_tile). */
-static inline __attribute__((always_inline)) void fx_gemm_write_row(const fx_gemm_tile *t, int i, __m512 v0, __m512 v1,
-                                                            __mmask16 k0, __mmask16 k1, __m512 b0, __m512 b1,
-                                                            __m512 g0, __m512 g1) {
-    if (i >= t->m) return;
-    float *c = t->c + i * t->ldc;
-    if (t->last) {
-        v0 = _mm512_add_ps(v0, b0), v1 = _mm512_add_ps(v1, b1);
-        if (t->mode == FX_EPI_ACCUMULATE) {
-            v0 = _mm512_add_ps(_mm512_maskz_loadu_ps(k0, c), v0);
-            v1 = _mm512_add_ps(_mm512_maskz_loadu_ps(k1, c + 16), v1);
-        } else if (t->mode == FX_EPI_GATED_ACCUMULATE) {
-            v0 = _mm512_fmadd_ps(g0, v0, _mm512_maskz_loadu_ps(k0, c));
-            v1 = _mm512_fmadd_ps(g1, v1, _mm512_maskz_loadu_ps(k1, c + 16));
-        }
-    }
-    _mm512_mask_storeu_ps(c, k0, v0);
-    _mm512_mask_storeu_ps(c + 16, k1, v1);
-}
-
-/* Lanes [0, n) of a 16-lane mask (n may be <= 0 or >= 16). */
-static inline __mmask16 fx_gemm_mask16(int64_t n) {
-    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
-}
-/* Lanes [0, n) of a 32-lane mask. */
-static inline __mmask32 fx_gemm_mask32(int64_t n) {
-    return n >= 32 ? (__mmask32)0xFFFFFFFFu : n <= 0 ? (__mmask32)0 : (__mmask32)((1u << n) - 1);
-}
-#endif
 
 /* ---- the tables ---- */
 
 extern const fx_gemm_kernels fx_gemm_scalar;
 #define FX_GEMM_TABLE_SCALAR (&fx_gemm_scalar)
 
-#if defined(__x86_64__)
+#if FX_X86
 const fx_gemm_int8 *fx_gemm_int8_avx2(void);
-extern const fx_gemm_kernels fx_gemm_avx2, fx_gemm_avx512, fx_gemm_avx512bf16;
-/* shared by the avx512 and avx512bf16 tables */
+extern const fx_gemm_kernels fx_gemm_avx2, fx_gemm_avx512, fx_gemm_avx512bf16, fx_gemm_amx;
+/* shared by the avx512, avx512bf16 and amx tables */
 extern const fx_gemm_path fx_gemm_avx512_f32_path;
 void fx_gemv_avx512_f32(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int64_t ldx,
                         const uint16_t *xb, const fx_weight *w, float *y, int64_t ldy,
@@ -296,12 +253,17 @@ void fx_gemv_avx512_f32(int64_t m, int64_t n0, int64_t n1, int64_t k, const floa
 void fx_gemv_avx512_f16(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int64_t ldx,
                         const uint16_t *xb, const fx_weight *w, float *y, int64_t ldy,
                         const fx_epilogue *epi);
+/* bf16 weights widened to f32 (FMA) */
+void fx_gemv_avx512_bf16(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int64_t ldx,
+                         const uint16_t *xb, const fx_weight *w, float *y, int64_t ldy,
+                         const fx_epilogue *epi);
 #define FX_GEMM_TABLE_AVX2 (&fx_gemm_avx2)
 #define FX_GEMM_TABLE_AVX512 (&fx_gemm_avx512)
 #define FX_GEMM_TABLE_AVX512BF16 (&fx_gemm_avx512bf16)
+#define FX_GEMM_TABLE_AMX (&fx_gemm_amx)
 #endif
 
-#if defined(__aarch64__)
+#if FX_ARM
 /* sdot (ARMv8.2 dotprod, when the CPU has it) or widening multiplies */
 extern const fx_gemm_int8 fx_gemm_int8_neon_dot, fx_gemm_int8_neon_base;
 const fx_gemm_int8 *fx_gemm_int8_neon(void);

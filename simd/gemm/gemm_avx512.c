@@ -192,8 +192,8 @@ void fx_gemv_avx512_f16(int64_t m, int64_t n0, int64_t n1, int64_t k, const floa
     (void)xb;
     gemv_any(FX_DTYPE_F16, m, n0, n1, k, x, ldx, w, y, ldy, epi);
 }
-static void gemv_bf16(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int64_t ldx,
-                      const uint16_t *xb, const fx_weight *w, float *y, int64_t ldy, const fx_epilogue *epi) {
+void fx_gemv_avx512_bf16(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int64_t ldx,
+                         const uint16_t *xb, const fx_weight *w, float *y, int64_t ldy, const fx_epilogue *epi) {
     (void)xb;
     gemv_any(FX_DTYPE_BF16, m, n0, n1, k, x, ldx, w, y, ldy, epi);
 }
@@ -216,7 +216,7 @@ const fx_gemm_path fx_gemm_avx512_f32_path = {
 const fx_gemm_kernels fx_gemm_avx512 = {
     .name = "avx512",
     .path = {&fx_gemm_avx512_f32_path, &fx_gemm_avx512_f32_path, &fx_gemm_avx512_f32_path},
-    .gemv = {fx_gemv_avx512_f32, fx_gemv_avx512_f16, gemv_bf16},
+    .gemv = {fx_gemv_avx512_f32, fx_gemv_avx512_f16, fx_gemv_avx512_bf16},
     .gemv_bf16_dot = 0,
     .int8 = fx_gemm_int8_avx2,
 };

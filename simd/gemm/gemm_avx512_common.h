@@ -17,9 +17,7 @@
 #ifndef FX_GEMM_AVX512_COMMON_H
 #define FX_GEMM_AVX512_COMMON_H
 
-#include <immintrin.h>
-
-#include "gemm.h"
+#include "gemm_avx512_util.h"
 
 enum { MR = 14, NR = 32 };
 

@@ -11,7 +11,7 @@
  */
 #include "gemm.h"
 
-#include <immintrin.h>
+#include "simd/common/x86.h"
 
 enum { MR = 4, NR = 16 };
 

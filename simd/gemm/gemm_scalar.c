@@ -183,10 +183,15 @@ const fx_gemm_kernels fx_gemm_scalar = {
 };
 
 size_t fx_gemm_describe(const fx_gemm_kernels *g, char *buf, size_t size) {
-    const fx_gemm_path *pf = g->path[FX_DTYPE_F32], *pb = g->path[FX_DTYPE_BF16];
-    return (size_t)snprintf(buf, size,
-                            "gemm:     %s: f32/f16 weights %s (kc %d mc %d nc %d); "
-                            "bf16 weights %s (kc %d mc %d nc %d); gemv for m <= %d\n",
-                            g->name, pf->name, pf->kc, pf->mc, pf->nc, pb->name, pb->kc, pb->mc,
-                            pb->nc, FX_GEMV_MAX_M);
+    static const char *const dtype[3] = {"f32", "f16", "bf16"};
+    size_t len = 0;
+    for (int dt = 0; dt < 3; dt++) {
+        const fx_gemm_path *p = g->path[dt];
+        int n = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0,
+                         "%s %-4s weights %s (kc %d mc %d nc %d)%s; m <= %d: gemv\n",
+                         dt == 0 ? "linear:  " : "         ", dtype[dt], p->name, p->kc, p->mc, p->nc,
+                         p->prepack ? ", packed once per weight" : "", FX_GEMV_MAX_M);
+        if (n > 0) len += (size_t)n;
+    }
+    return len;
 }

@@ -7,7 +7,7 @@
  */
 #include "quant.h"
 
-#include <immintrin.h>
+#include "simd/common/x86.h"
 
 /* ------------------------------------------------------------------------ */
 /* Helpers: 16 int8 codes (one xmm) → 16 floats                             */

@@ -34,6 +34,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "simd/common/arch.h"
 #include "simd/common/table.h"
 
 /* Dequantize nb whole blocks of one type from src into dst (nb·block
@@ -91,13 +92,14 @@ static inline void fx_q3k_scales(const uint8_t *s, int8_t out[16]) {
 
 extern const fx_quant_kernels fx_quant_scalar;
 #define FX_QUANT_TABLE_SCALAR (&fx_quant_scalar)
-#if defined(__x86_64__)
+#if FX_X86
 extern const fx_quant_kernels fx_quant_avx2;
 #define FX_QUANT_TABLE_AVX2 (&fx_quant_avx2)
 #define FX_QUANT_TABLE_AVX512 (&fx_quant_avx2)
 #define FX_QUANT_TABLE_AVX512BF16 (&fx_quant_avx2)
+#define FX_QUANT_TABLE_AMX (&fx_quant_avx2)
 #endif
-#if defined(__aarch64__)
+#if FX_ARM
 extern const fx_quant_kernels fx_quant_neon;
 #define FX_QUANT_TABLE_NEON (&fx_quant_neon)
 #endif

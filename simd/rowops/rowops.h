@@ -34,6 +34,7 @@
 #ifndef FX_ROW_H
 #define FX_ROW_H
 
+#include "simd/common/arch.h"
 #include "simd/common/table.h"
 
 struct fx_row_kernels {
@@ -77,13 +78,13 @@ struct fx_row_kernels {
 /* The tables. The scalar one always exists. */
 extern const struct fx_row_kernels fx_row_scalar;
 #define FX_ROW_TABLE_SCALAR (&fx_row_scalar)
-#if defined(__x86_64__) || defined(_M_X64)
+#if FX_X86
 extern const struct fx_row_kernels fx_row_avx2;
 extern const struct fx_row_kernels fx_row_avx512;
 #define FX_ROW_TABLE_AVX2 (&fx_row_avx2)
 #define FX_ROW_TABLE_AVX512 (&fx_row_avx512)
 #endif
-#if defined(__aarch64__)
+#if FX_ARM
 extern const struct fx_row_kernels fx_row_neon;
 #define FX_ROW_TABLE_NEON (&fx_row_neon)
 #endif
@@ -103,11 +104,11 @@ static inline const struct fx_row_kernels *fx_row_table(const fx_kctx *kc) {
     void fx_rope_##isa(float *x, int pairs, fx_rope_layout layout, const float *cos,     \
                        const float *sin)
 FX_ROW_DECLARE_EXTRAS(scalar);
-#if defined(__x86_64__) || defined(_M_X64)
+#if FX_X86
 FX_ROW_DECLARE_EXTRAS(avx2);
 FX_ROW_DECLARE_EXTRAS(avx512);
 #endif
-#if defined(__aarch64__)
+#if FX_ARM
 FX_ROW_DECLARE_EXTRAS(neon);
 #endif
 

@@ -25,6 +25,14 @@ static inline float fx_bits_f32(uint32_t u) {
     return v.f;
 }
 
+/* Zeros and subnormals → signed zero: how the bf16 dot-product units
+ * (vdpbf16ps, AMX tdpbf16ps, vcvtne2ps2bf16) read their inputs and write
+ * their results (DAZ / FTZ). The conversions below keep subnormals. */
+static inline float fx_f32_flush_subnormal(float f) {
+    uint32_t u = fx_f32_bits(f);
+    return (u & 0x7f800000u) ? f : fx_bits_f32(u & 0x80000000u);
+}
+
 static inline float fx_bf16_bits_to_f32(uint16_t h) { return fx_bits_f32((uint32_t)h << 16); }
 
 static inline uint16_t fx_f32_to_bf16_bits(float f) {

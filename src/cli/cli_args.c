@@ -4,6 +4,8 @@
  */
 #include "cli_args.h"
 
+#include "simd/kernels.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -46,7 +48,6 @@ static const opt_def options[] = {
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
-static const char *const isa_names[] = {"scalar", "avx2", "avx512", "avx512bf16", "neon"};
 
 void cli_print_help(FILE *f) {
     fputs("usage: flux -d DIR -p PROMPT -o OUT.png [options]\n"
@@ -108,8 +109,9 @@ void cli_print_help(FILE *f) {
           "      --precision P      default (bf16 dot products where the CPU has them), f32 (exact math) or\n"
           "                         int8 (W8A8 for GGUF / --quant weights: int8 activations and dot products);\n"
           "                         env FLUX_PRECISION does the same\n"
-          "      --isa NAME         use a lower kernel level: scalar, avx2, avx512, avx512bf16, neon\n"
-          "                         (env FLUX_ISA does the same)\n"
+          "      --isa NAME         force a kernel level: scalar, avx2, avx512, avx512bf16, amx, neon\n"
+          "                         (default: the kernels that are fastest on this CPU; env\n"
+          "                         FLUX_ISA does the same; a level this CPU lacks is an error)\n"
           "      --no-mmap          read the weights into memory instead of mapping them\n"
           "      --cache-dir DIR    text-embedding cache: a prompt seen before skips the text encoder, with\n"
           "                         bit-identical results (default $XDG_CACHE_HOME/flux/embeddings or\n"
@@ -335,10 +337,12 @@ static int apply(parse_ctx *pc, cli_args *a, const opt_def *o, const char *spell
         else return usage_error(pc, "%s: '%s' is not a precision (default, f32 or int8)", spelled, val);
         break;
     case O_ISA: {
-        int known = 0;
-        for (size_t i = 0; i < sizeof isa_names / sizeof *isa_names; i++) known |= !strcmp(val, isa_names[i]);
-        if (!known)
-            return usage_error(pc, "%s: '%s' is not an ISA (scalar, avx2, avx512, avx512bf16, neon)", spelled, val);
+        char why[512];
+        int isa = fx_isa_parse(val);
+        if (isa < 0)
+            return usage_error(pc, "%s: '%s' is not an ISA (scalar, avx2, avx512, avx512bf16, amx, neon)", spelled,
+                               val);
+        if (!fx_isa_check((fx_isa)isa, why, sizeof why)) return usage_error(pc, "%s %s: %s", spelled, val, why);
         a->isa = val;
         break;
     }

@@ -324,7 +324,7 @@ int main(int argc, char **argv) {
     if (a.isa && flux_error(ctx)[0]) {
         rc = fail(CLI_EXIT_FAIL, "--isa: %s", flux_error(ctx));
     } else if (a.cpu_info) {
-        char info[4096];
+        char info[8192];
         flux_cpu_info(ctx, info, sizeof info);
         printf("%s\n%s", flux_build_info(), info);
         rc = CLI_EXIT_OK;

@@ -29,6 +29,7 @@ struct flux_ctx {
     int force_f32;              /* FLUX_PRECISION_F32 */
     const fx_kernels *kernels;
     fx_scratch *scratch;
+    fx_packcache *packs;        /* weights repacked for the AMX tiles (kc.packs) */
     fx_kctx kc;                 /* kernels + threads + scratch, for fx_* calls */
 
     struct fx_model *model;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -21,19 +22,30 @@ static int default_threads(void) {
 #endif
 }
 
-/* The ISA to use: the best detected, lowered by opt->isa or FLUX_ISA. An
- * unknown or unsupported name is reported and the best level kept. */
-static fx_isa choose_isa(const flux_options *opt, fx_err *err) {
-    fx_isa best = fx_isa_detect();
+/* The kernel table: the one that wins on this CPU, or the level forced by
+ * opt->isa or FLUX_ISA. An unknown or unsupported name is reported and the
+ * CPU's own choice kept. */
+static const fx_kernels *choose_kernels(const flux_options *opt, int force_f32, fx_err *err) {
     const char *want = opt->isa ? opt->isa : getenv("FLUX_ISA");
-    if (!want || !*want) return best;
+    if (!want || !*want) return fx_kernels_best(force_f32);
     int isa = fx_isa_parse(want);
-    if (isa < 0 || !fx_kernels_get((fx_isa)isa, 0)) {
-        fx_fail(err, FLUX_ERR_UNSUPPORTED, "ISA '%s' is unknown or not supported by this CPU (best: %s)",
-                want, fx_isa_name(best));
-        return best;
+    char why[512];
+    if (isa < 0) {
+        fx_fail(err, FLUX_ERR_UNSUPPORTED, "ISA '%s' is unknown (scalar, avx2, avx512, avx512bf16, amx, neon)", want);
+        return fx_kernels_best(force_f32);
     }
-    return (fx_isa)isa;
+    if (!fx_isa_check((fx_isa)isa, why, sizeof why)) {
+        fx_fail(err, FLUX_ERR_UNSUPPORTED, "ISA '%s' is not supported: %s", want, why);
+        return fx_kernels_best(force_f32);
+    }
+    return fx_kernels_get((fx_isa)isa, force_f32);
+}
+
+/* Weights repacked for the tile kernels may take half the RAM (a 4B
+ * transformer is 7.75 GB in bf16); past that they are packed per call. */
+static size_t pack_budget(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 2 : (size_t)4 << 30;
 }
 
 flux_ctx *flux_new(const flux_options *opt) {
@@ -57,15 +69,24 @@ flux_ctx *flux_new(const flux_options *opt) {
     if (prec && !strcmp(prec, "int8")) ctx->force_f32 = 0, int8 = 1;
     if (prec && !strcmp(prec, "default")) ctx->force_f32 = 0, int8 = 0;
 
-    fx_isa isa = choose_isa(opt ? opt : &ctx->opt, &ctx->err);
-    ctx->kernels = fx_kernels_get(isa, ctx->force_f32);
+    ctx->kernels = choose_kernels(opt ? opt : &ctx->opt, ctx->force_f32, &ctx->err);
     ctx->scratch = fx_scratch_new(ctx->threads);
-    if (!ctx->kernels || !ctx->scratch) goto oom;
+    ctx->packs = fx_packcache_new(pack_budget());
+    if (!ctx->kernels || !ctx->scratch || !ctx->packs) goto oom;
     fx_kctx_init(&ctx->kc, ctx->kernels, ctx->threads, ctx->scratch);
     ctx->kc.int8 = int8;
+    ctx->kc.packs = ctx->packs;
+    if (ctx->err.msg[0]) /* FLUX_ISA named a level this CPU lacks */
+        fx_log(&ctx->log, 1, "flux: %s; running %s", ctx->err.msg, fx_kernels_name(ctx->kernels));
+    if (ctx->opt.verbose >= 1) {
+        char amx[512];
+        int on = fx_isa_check(FX_ISA_AMX, amx, sizeof amx);
+        fx_log(&ctx->log, 1, "flux: kernels %s; AMX %s%s", fx_kernels_name(ctx->kernels), on ? "usable" : "off: ", on ? "" : amx);
+    }
     return ctx;
 oom:
     fx_scratch_free(ctx->scratch);
+    fx_packcache_free(ctx->packs);
     free(ctx->cache_dir);
     free(ctx);
     return NULL;
@@ -75,6 +96,7 @@ void flux_free(flux_ctx *ctx) {
     if (!ctx) return;
     fx_ctx_release_model(ctx);
     fx_scratch_free(ctx->scratch);
+    fx_packcache_free(ctx->packs);
     free(ctx->cache_dir);
     free(ctx);
 }
@@ -89,7 +111,7 @@ flux_status fx_ctx_fail_from(flux_ctx *ctx, const fx_err *e) {
 }
 
 size_t flux_cpu_info(const flux_ctx *ctx, char *buf, size_t size) {
-    char kern[2048];
+    char kern[4096];
     fx_kernels_describe(ctx->kernels, kern, sizeof kern);
     int n = snprintf(buf, size, "%s%sthreads:  %d\nprecision: %s\n", kern,
                      "", ctx->threads,

@@ -27,6 +27,7 @@ void fx_ctx_release_model(flux_ctx *ctx) {
     ctx->vae = NULL;
     fx_model_free(ctx->model);
     ctx->model = NULL;
+    fx_packcache_clear(ctx->packs); /* they pointed into the weights just released */
 }
 
 flux_status flux_load(flux_ctx *ctx, const char *model_dir, const flux_load_options *lo) {

@@ -211,7 +211,9 @@ static flux_status embed(flux_ctx *ctx, const fx_qwen3 *q, const int32_t *ids, i
 static flux_status attention_block(flux_ctx *ctx, fx_qwen3 *q, const qwen3_layer *w, int64_t seq,
                                    const uint8_t *mask) {
     const fx_qwen3_config *c = &q->c;
-    const fx_kctx *kc = &ctx->kc;
+    fx_kctx once = ctx->kc; /* each weight is read once per prompt: no repacked copies */
+    once.packs = NULL;
+    const fx_kctx *kc = &once;
     const int64_t h = c->hidden, hd = c->head_dim, qd = (int64_t)c->heads * hd, kvd = (int64_t)c->kv_heads * hd;
     const int64_t ldu = qkv_cols(c);
     float *qs = q->u, *ks = qs + qd, *vs = ks + kvd;   /* [seq, ldu] */
@@ -242,7 +244,9 @@ static flux_status attention_block(flux_ctx *ctx, fx_qwen3 *q, const qwen3_layer
 /* x += (silu(b·Wgᵀ) ⊙ b·Wuᵀ)·Wdᵀ, b = RMSNorm(x). */
 static void mlp_block(flux_ctx *ctx, fx_qwen3 *q, const qwen3_layer *w, int64_t seq) {
     const fx_qwen3_config *c = &q->c;
-    const fx_kctx *kc = &ctx->kc;
+    fx_kctx once = ctx->kc; /* each weight is read once per prompt: no repacked copies */
+    once.packs = NULL;
+    const fx_kctx *kc = &once;
     const int64_t h = c->hidden, ff = c->intermediate;
     float *g = q->u, *p = g + align_up(seq * ff); /* [seq, ff] each */
     const fx_epilogue residual = {.mode = FX_EPI_ACCUMULATE};

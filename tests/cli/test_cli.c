@@ -69,8 +69,10 @@ TEST(cli_help_version_cpu_info) {
     EXPECT("--cpu-info --isa scalar", 0, "kernels:  scalar");
     EXPECT("--cpu-info -t 1", 0, "threads:  1");
 #if defined(__x86_64__)
-    EXPECT("--cpu-info --isa neon", 1, "--isa: ISA 'neon'");
+    EXPECT("--cpu-info --isa neon", 2, "--isa neon: this CPU runs scalar");
 #endif
+    EXPECT("--cpu-info --isa sse9", 2, "'sse9' is not an ISA (scalar, avx2, avx512, avx512bf16, amx, neon)");
+    EXPECT("--cpu-info", 0, "chosen for this CPU");
 }
 
 /* ------------------------------------------------------------ syntax */

@@ -25,6 +25,19 @@
 #define KT_SMALL 0
 #endif
 
+/* The emulation build (X86EMU) must run every x86 level: a level lost to
+ * the AMX self-test (a broken tile kernel) would otherwise just drop out
+ * of the lists below. Elsewhere a missing level is "not this CPU". */
+static inline void kt_check_levels(void) {
+#if defined(FX_X86_EMULATED)
+    for (int i = FX_ISA_AVX2; i <= FX_ISA_AMX; i++) {
+        char why[512];
+        CHECK_MSG(fx_isa_check((fx_isa)i, why, sizeof why), "emulated %s does not run: %s", fx_isa_name((fx_isa)i),
+                  why);
+    }
+#endif
+}
+
 typedef struct kt_isas {
     int n;
     const fx_kernels *k[2 * FX_ISA_COUNT];
@@ -35,6 +48,7 @@ typedef struct kt_isas {
  * users such as conv2d). Prints "    <test>: isas scalar avx2 ...". */
 static inline kt_isas kt_isas_list(const char *test, int f32_variants) {
     kt_isas l = {0};
+    kt_check_levels();
     char line[256];
     int len = snprintf(line, sizeof line, "    %s: isas", test);
     for (int i = 0; i < FX_ISA_COUNT; i++)

@@ -16,12 +16,7 @@
  * Rows that see no key must be exactly zero, the ld padding of the output
  * must stay untouched, and results are bitwise equal for 1, 2 and 3 threads.
  */
-#include "tests/test.h"
-
-#include <stdlib.h>
-#include <string.h>
-
-#include "simd/kernels.h"
+#include "kernel_isas.h"
 
 #define TOL_F32 2e-5
 #define TOL_BF16 2e-2
@@ -295,6 +290,7 @@ TEST(kernel_attention_scalar_vs_naive) {
 /* Every SIMD table the CPU runs (bf16 dot-product and f32 modes). */
 TEST(kernel_attention_simd_vs_naive_and_scalar) {
     int tested = 0;
+    kt_check_levels();
     for (int isa = FX_ISA_SCALAR + 1; isa < FX_ISA_COUNT; isa++) {
         for (int f32 = 0; f32 < 2; f32++) {
             const fx_kernels *k = fx_kernels_get((fx_isa)isa, f32);

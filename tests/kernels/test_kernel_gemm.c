@@ -11,13 +11,9 @@
  * exact in f32, so the same bound holds against that reference.
  * Thread-count invariance is bitwise (1, 2 and 3 threads).
  */
-#include "tests/test.h"
-
-#include <stdlib.h>
-#include <string.h>
+#include "kernel_isas.h"
 
 #include "simd/gemm/gemm.h"
-#include "simd/kernels.h"
 
 #if defined(__aarch64__)
 #define BIG(x, small) (small) /* qemu is ~1000x slower: keep shapes tiny */
@@ -38,6 +34,7 @@ typedef struct isa_table {
  * where that differs (avx512bf16). */
 static int all_tables(isa_table *out) {
     int n = 0;
+    kt_check_levels();
     for (int isa = 0; isa < FX_ISA_COUNT; isa++) {
         const fx_kernels *a = fx_kernels_get((fx_isa)isa, 0);
         if (!a) continue;
@@ -70,10 +67,10 @@ static void put_random_weight(fx_test_rng *r, void *w, fx_dtype dt, int64_t idx)
 }
 
 /* Whether the table rounds X to bf16 for bf16 weights at this m (the
- * vdpbf16ps paths). */
+ * vdpbf16ps and AMX paths; the AMX table's GEMV widens W instead). */
 static int rounds_x_to_bf16(const fx_kernels *kt, int64_t m) {
     const fx_gemm_kernels *g = kt->gemm ? kt->gemm : &fx_gemm_scalar;
-    return m <= FX_GEMV_MAX_M ? g->gemv_bf16_dot : g->path[FX_DTYPE_BF16]->kpair == 2;
+    return m <= FX_GEMV_MAX_M ? g->gemv_bf16_dot : g->path[FX_DTYPE_BF16]->kpair > 1;
 }
 
 static size_t dsize(fx_dtype dt) { return dt == FX_DTYPE_F32 ? 4 : 2; }
@@ -177,36 +174,45 @@ TEST(kernel_gemm_f16_conversion) {
     }
 }
 
-/* Awkward shapes (M, N, K in {1, 7, 17, 33, 255, ...}, K odd), every dtype,
- * every epilogue, with and without bias, on every table. */
-TEST(kernel_gemm_shapes_all_isas) {
-    static const int64_t ms[] = {1, 2, 4, 5, 7, 17, 33, 255};
-    static const int64_t ns[] = {1, 7, 17, 33, 255};
-    static const int64_t ks[] = {1, 2, 7, 17, 33, 255, 256, 513};
+/* A case of the grid (m, n, k) for the seed. */
+typedef gemm_case (*case_maker)(int64_t m, int64_t n, int64_t k, uint64_t seed);
+
+/* Every (m, n, k) of the grid (skipping m·n·k > max_mnk) on every table,
+ * 2 threads, one line per table. */
+static void check_grid(const int64_t *ms, size_t nm, const int64_t *ns, size_t nn, const int64_t *ks, size_t nk,
+                       int64_t max_mnk, case_maker make, uint64_t seed0) {
     isa_table tabs[2 * FX_ISA_COUNT];
     int nt = all_tables(tabs);
-    uint64_t seed = 1;
     for (int t = 0; t < nt; t++) {
         double worst = 0;
         int64_t cases = 0, bad = 0;
-        for (size_t a = 0; a < sizeof ms / sizeof *ms; a++)
-            for (size_t b = 0; b < sizeof ns / sizeof *ns; b++)
-                for (size_t q = 0; q < sizeof ks / sizeof *ks; q++) {
-                    gemm_case c = {ms[a], ns[b], ks[q], (fx_dtype)(seed % 3),
-                                   (fx_epilogue_mode)(seed / 3 % 3), (int)(seed / 9 % 2), 0, 0, 0, 0};
-                    seed++;
-#if defined(__aarch64__)
-                    if (c.m * c.n * c.k > 300000) continue;
-#else
-                    if (c.m * c.n * c.k > 4000000) continue;
-#endif
-                    bad += run_case(tabs[t].k, 2, &c, seed, NULL, &worst) != 0;
+        uint64_t seed = seed0;
+        for (size_t a = 0; a < nm; a++)
+            for (size_t b = 0; b < nn; b++)
+                for (size_t q = 0; q < nk; q++, seed++) {
+                    if (ms[a] * ns[b] * ks[q] > max_mnk) continue;
+                    gemm_case c = make(ms[a], ns[b], ks[q], seed);
+                    bad += run_case(tabs[t].k, 2, &c, seed + 1, NULL, &worst) != 0;
                     cases++;
                 }
         printf("    %-12s %lld cases, worst error/tolerance %.3f\n", tabs[t].label, (long long)cases, worst);
         CHECK_MSG(bad == 0, "%s: %lld of %lld cases out of tolerance", tabs[t].label, (long long)bad,
                   (long long)cases);
     }
+}
+
+/* Every dtype, epilogue, with and without bias, in turn. */
+static gemm_case any_case(int64_t m, int64_t n, int64_t k, uint64_t seed) {
+    return (gemm_case){m, n, k, (fx_dtype)(seed % 3), (fx_epilogue_mode)(seed / 3 % 3), (int)(seed / 9 % 2), 0, 0, 0, 0};
+}
+
+/* Awkward shapes (M, N, K in {1, 7, 17, 33, 255, ...}, K odd), every dtype,
+ * every epilogue, with and without bias, on every table. */
+TEST(kernel_gemm_shapes_all_isas) {
+    static const int64_t ms[] = {1, 2, 4, 5, 7, 17, 33, 255};
+    static const int64_t ns[] = {1, 7, 17, 33, 255};
+    static const int64_t ks[] = {1, 2, 7, 17, 33, 255, 256, 513};
+    check_grid(ms, 8, ns, 5, ks, 8, BIG(4000000, 300000), any_case, 1);
 }
 
 /* Every (dtype × epilogue × bias) on shapes that span several K blocks and
@@ -310,9 +316,9 @@ TEST(kernel_gemm_tables) {
     for (int t = 0; t < nt; t++) {
         const fx_gemm_kernels *g = tabs[t].k->gemm ? tabs[t].k->gemm : &fx_gemm_scalar;
         const int dot = fx_kernels_uses_bf16_dot(tabs[t].k);
-        CHECK_MSG((g->path[FX_DTYPE_BF16]->kpair == 2) == dot, "%s: bf16 path kpair %d, table bf16_dot %d",
+        CHECK_MSG((g->path[FX_DTYPE_BF16]->kpair > 1) == dot, "%s: bf16 path kpair %d, table bf16_dot %d",
                   tabs[t].label, g->path[FX_DTYPE_BF16]->kpair, dot);
-        CHECK_MSG(g->gemv_bf16_dot == dot, "%s: gemv_bf16_dot %d", tabs[t].label, g->gemv_bf16_dot);
+        CHECK_MSG(!g->gemv_bf16_dot || dot, "%s: gemv_bf16_dot %d", tabs[t].label, g->gemv_bf16_dot);
         for (int dt = 0; dt < 3; dt++) {
             const fx_gemm_path *p = g->path[dt];
             CHECK_MSG(p && p->pack_x && p->pack_w[dt] && p->kernel && g->gemv[dt], "%s: dtype %d incomplete",
@@ -324,4 +330,124 @@ TEST(kernel_gemm_tables) {
             CHECK(dt == FX_DTYPE_BF16 || p->kpair == 1); /* f32/f16 weights: always the f32 path */
         }
     }
+}
+
+/* bf16 weights, every epilogue, strided X / Y and a column slice of W. */
+static gemm_case edge_case(int64_t m, int64_t n, int64_t k, uint64_t seed) {
+    return (gemm_case){m, n, k, FX_DTYPE_BF16, (fx_epilogue_mode)(seed % 3), (int)(seed / 3 % 2),
+                       (int64_t)(seed % 5), 1, (int64_t)(seed % 3), (int64_t)(seed % 4)};
+}
+
+/* Shapes around the 16- and 32-wide tile edges (the AMX 2×2 tiles and the
+ * 1×2 / 2×1 / 1×1 edge variants) and just past the GEMV, on every table. */
+TEST(kernel_gemm_tile_edges) {
+    static const int64_t ms[] = {5, 16, 17, 31, 33, BIG(64, 20)};
+    static const int64_t ns[] = {1, 15, 17, 32, 33};
+    static const int64_t ks[] = {1, 31, 32, 33, 95};
+    check_grid(ms, 6, ns, 5, ks, 5, INT64_MAX, edge_case, 500);
+}
+
+/* K long enough for several K blocks of every path (AMX: KC 3072), with
+ * the partial sums in Y (store) and in the staging buffer (accumulating
+ * modes). */
+TEST(kernel_gemm_long_k) {
+    const int64_t k = BIG(6500, 1700);
+    isa_table tabs[2 * FX_ISA_COUNT];
+    int nt = all_tables(tabs);
+    for (int t = 0; t < nt; t++) {
+        double worst = 0;
+        int64_t bad = 0;
+        for (int mode = 0; mode < 3; mode++) {
+            gemm_case c = {BIG(40, 18), BIG(48, 20), k, FX_DTYPE_BF16, (fx_epilogue_mode)mode, 1, 3, 0, 1, 5};
+            bad += run_case(tabs[t].k, 2, &c, 900 + mode, NULL, &worst) != 0;
+        }
+        printf("    %-12s k=%lld worst error/tolerance %.3f\n", tabs[t].label, (long long)k, worst);
+        CHECK_MSG(bad == 0, "%s: %lld of 3 long-K cases out of tolerance", tabs[t].label, (long long)bad);
+    }
+}
+
+/* y = x·wᵀ on table k (threads, cache or NULL) into a fresh buffer. */
+static float *linear_once(const fx_kernels *k, int threads, fx_packcache *packs, int64_t m, const float *x,
+                          int64_t ldx, const fx_weight *w, const float *bias) {
+    float *y = malloc(sizeof(float) * (size_t)(m * w->n));
+    fx_scratch *s = fx_scratch_new(threads);
+    fx_kctx kc;
+    fx_kctx_init(&kc, k, threads, s);
+    kc.packs = packs;
+    fx_epilogue e = {FX_EPI_STORE, bias, NULL};
+    fx_linear(&kc, m, x, ldx, w, y, w->n, &e);
+    fx_scratch_free(s);
+    return y;
+}
+
+static int same_floats(const float *a, const float *b, size_t n) { return !memcmp(a, b, sizeof(float) * n); }
+
+/* The packed-weight cache: packing once and reading in place gives the
+ * same bits as packing per call (for every thread count, several K blocks,
+ * a column slice, a full budget), finds entries again, repacks a weight whose contents
+ * changed at the same address, and empties on clear. Runs on the tables
+ * whose bf16 path prepacks (amx); elsewhere nothing uses the cache. */
+TEST(kernel_gemm_packcache) {
+    const int64_t m = BIG(50, 20), n = 100, k = 3100; /* two AMX K blocks */
+    fx_test_rng r;
+    fx_test_rng_seed(&r, 31);
+    float *x = malloc(sizeof(float) * (size_t)(m * k)), *bias = malloc(sizeof(float) * (size_t)n);
+    uint16_t *wb = malloc(sizeof(uint16_t) * (size_t)(n * k));
+    fx_test_fill_uniform(&r, x, (size_t)(m * k), 1.0f);
+    fx_test_fill_uniform(&r, bias, (size_t)n, 1.0f);
+    for (int64_t i = 0; i < n * k; i++) put_random_weight(&r, wb, FX_DTYPE_BF16, i);
+    const fx_weight w = {wb, FX_DTYPE_BF16, n, k, k};
+    const fx_weight slice = {wb + 3, FX_DTYPE_BF16, 64, 600, k};
+    int ran = 0;
+    for (int id = 0; id < FX_ISA_COUNT; id++) {
+        const fx_kernels *kt = fx_kernels_get((fx_isa)id, 0);
+        if (!kt || !kt->gemm->path[FX_DTYPE_BF16]->prepack) continue;
+        ran++;
+        fx_packcache *c = fx_packcache_new((size_t)1 << 30);
+        fx_packcache_stats st;
+        float *ref = linear_once(kt, 2, NULL, m, x, k, &w, bias);
+        float *y1 = linear_once(kt, 2, c, m, x, k, &w, bias);
+        float *y2 = linear_once(kt, 1, c, m, x, k, &w, bias);
+        float *y3 = linear_once(kt, 3, c, m, x, k, &w, bias);
+        fx_packcache_stats_get(c, &st);
+        CHECK_MSG(same_floats(ref, y1, (size_t)(m * n)) && same_floats(ref, y2, (size_t)(m * n)) &&
+                      same_floats(ref, y3, (size_t)(m * n)),
+                  "%s: cached packing changes the result", kt->name);
+        CHECK_MSG(st.entries == 1 && st.packed == 1 && st.hits == 2 && st.bytes > 0, "%s: entries %zu packed %ld hits %ld",
+                  kt->name, st.entries, st.packed, st.hits);
+        /* a slice of the same weight is its own entry */
+        float *sr = linear_once(kt, 2, NULL, m, x, k, &slice, bias);
+        float *sc = linear_once(kt, 2, c, m, x, k, &slice, bias);
+        CHECK(same_floats(sr, sc, (size_t)(m * slice.n)));
+        fx_packcache_stats_get(c, &st);
+        CHECK(st.entries == 2 && st.packed == 2);
+        /* the GEMV (m <= 4) reads W as stored: no entry */
+        float *ys = linear_once(kt, 2, c, FX_GEMV_MAX_M, x, k, &w, bias);
+        fx_packcache_stats_get(c, &st);
+        CHECK(st.entries == 2);
+        /* new contents at the same address: found stale, repacked */
+        for (int64_t q = 0; q < k; q++) wb[q] = fx_f32_to_bf16_bits(0.5f);
+        float *nref = linear_once(kt, 2, NULL, m, x, k, &w, bias);
+        float *ny = linear_once(kt, 2, c, m, x, k, &w, bias);
+        fx_packcache_stats_get(c, &st);
+        CHECK_MSG(st.stale == 1 && same_floats(nref, ny, (size_t)(m * n)), "%s: stale %ld", kt->name, st.stale);
+        fx_packcache_clear(c);
+        fx_packcache_stats_get(c, &st);
+        CHECK(st.entries == 0 && st.bytes == 0);
+        /* a budget too small for the weight: packs per call, same bits */
+        fx_packcache *tiny = fx_packcache_new(4096);
+        float *yt = linear_once(kt, 2, tiny, m, x, k, &w, bias);
+        fx_packcache_stats_get(tiny, &st);
+        CHECK(st.over_budget == 1 && st.entries == 0 && same_floats(nref, yt, (size_t)(m * n)));
+        fx_packcache_free(tiny);
+        fx_packcache_free(c);
+        free(ref), free(y1), free(y2), free(y3), free(sr), free(sc), free(ys), free(nref), free(ny), free(yt);
+        for (int64_t i = 0; i < k; i++) put_random_weight(&r, wb, FX_DTYPE_BF16, i);
+    }
+    if (!ran) {
+        char why[512];
+        fx_isa_check(FX_ISA_AMX, why, sizeof why);
+        printf("    no table here packs whole weights (the amx table does; %s)\n", why);
+    }
+    free(x), free(bias), free(wb);
 }

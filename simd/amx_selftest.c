@@ -1,0 +1,70 @@
+/*
+ * amx_selftest.c — one small GEMM through the AMX table before it is
+ * trusted (run once per process by dispatch.c when the CPU's facts say AMX
+ * is usable).
+ *
+ * CPUID, XCR0 and the OS grant can all say yes on a machine whose tiles do
+ * not work as documented (a hypervisor that exposes the bits without the
+ * state, a wrong palette): the first tile instruction would then raise
+ * SIGILL/SIGSEGV or give wrong numbers. The test runs fx_linear on the
+ * table with small integers (exact in bf16, sums exact in f32), shapes
+ * with an edge in every dimension, under a signal guard; any fault or any
+ * difference from the integer reference turns AMX off.
+ */
+#include "simd/amx_selftest.h"
+
+#include "simd/common/cpu.h"
+
+#include <stdio.h>
+#include <string.h>
+
+enum { M = 37, N = 40, K = 96 };
+
+typedef struct selftest {
+    const fx_kernels *k;
+    float x[M * K], y[M * N];
+    uint16_t w[N * K];
+} selftest;
+
+static int run(void *arg) {
+    selftest *t = arg;
+    fx_scratch *s = fx_scratch_new(1);
+    if (!s) return -2;
+    fx_kctx kc;
+    fx_kctx_init(&kc, t->k, 1, s);
+    const fx_weight w = {t->w, FX_DTYPE_BF16, N, K, K};
+    fx_linear(&kc, M, t->x, K, &w, t->y, N, NULL);
+    fx_scratch_free(s);
+    return 0;
+}
+
+int fx_amx_selftest(const fx_kernels *k, char *why, size_t size) {
+    static selftest t; /* once per process, under the dispatch's pthread_once */
+    memset(&t, 0, sizeof t);
+    t.k = k;
+    for (int i = 0; i < M; i++)
+        for (int q = 0; q < K; q++) t.x[i * K + q] = (float)((i * 7 + q * 3) % 9 - 4);
+    for (int j = 0; j < N; j++)
+        for (int q = 0; q < K; q++) t.w[j * K + q] = fx_f32_to_bf16_bits((float)((j * 5 + q) % 7 - 3));
+    int sig = 0;
+    const int rc = fx_amx_os_guarded(run, &t, &sig);
+    if (sig) {
+        snprintf(why, size, "signal %d (%s) in the tile kernels", sig, sig == 4 ? "SIGILL" : sig == 11 ? "SIGSEGV" : "?");
+        return 0;
+    }
+    if (rc) {
+        snprintf(why, size, "no memory for the self-test");
+        return 0;
+    }
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            int want = 0;
+            for (int q = 0; q < K; q++) want += ((i * 7 + q * 3) % 9 - 4) * ((j * 5 + q) % 7 - 3);
+            if (t.y[i * N + j] != (float)want) {
+                snprintf(why, size, "a %dx%dx%d GEMM gave y[%d,%d] = %g instead of %d", M, N, K, i, j,
+                         (double)t.y[i * N + j], want);
+                return 0;
+            }
+        }
+    return 1;
+}

@@ -1,0 +1,55 @@
+/*
+ * test_bench.c — flux-bench's ISA handling: the default is the table the
+ * library picks for this CPU, --isa forces a level (a level the CPU lacks
+ * is refused with what it has), and `peak` lists every kind of peak the
+ * "% of peak" columns use (AMX tiles included). No timing is asserted.
+ */
+#include "tests/test.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "simd/kernels.h"
+
+static const char *bench_bin(void) { return getenv("FLUX_BENCH"); }
+
+TEST(bench_peak_kinds) {
+    const char *bench = bench_bin();
+    if (!bench) SKIP("FLUX_BENCH is not set (make test sets it)");
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' peak --threads 1 --json", bench);
+    int rc = fx_test_run(cmd, &out);
+    CHECK_MSG(rc == 0, "exit %d: %s", rc, out ? out : "");
+    static const char *kinds[] = {"\"kind\":\"fma_f32\"", "\"kind\":\"bf16_dot\"", "\"kind\":\"amx_bf16\""};
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+        CHECK_MSG(out && strstr(out, kinds[i]), "no %s in: %s", kinds[i], out ? out : "");
+    free(out);
+}
+
+TEST(bench_isa_choice) {
+    const char *bench = bench_bin();
+    if (!bench) SKIP("FLUX_BENCH is not set (make test sets it)");
+    char cmd[1024], want[128], *out = NULL;
+    /* default: the library's choice for this CPU */
+    snprintf(cmd, sizeof cmd, "'%s' gemm --m 33 --n 40 --k 64 --no-yardsticks --reps 1 --threads 1 --json", bench);
+    int rc = fx_test_run(cmd, &out);
+    CHECK_MSG(rc == 0, "exit %d: %s", rc, out ? out : "");
+    const fx_kernels *best = fx_kernels_best(0);
+    snprintf(want, sizeof want, "\"isa\":\"%s", fx_isa_name(fx_kernels_isa(best)));
+    CHECK_MSG(out && strstr(out, want), "no %s in: %s", want, out ? out : "");
+    free(out);
+    /* a forced level */
+    snprintf(cmd, sizeof cmd, "'%s' --isa scalar gemm --m 33 --n 40 --k 64 --no-yardsticks --reps 1 --json", bench);
+    rc = fx_test_run(cmd, &out);
+    CHECK_MSG(rc == 0 && out && strstr(out, "\"isa\":\"scalar\""), "exit %d: %s", rc, out ? out : "");
+    free(out);
+    /* a level this CPU lacks: exit 2, naming what it runs */
+    for (int i = 0; i < FX_ISA_COUNT; i++) {
+        if (fx_kernels_get((fx_isa)i, 0)) continue;
+        snprintf(cmd, sizeof cmd, "'%s' --isa %s gemm --m 8 --n 8 --k 8", bench, fx_isa_name((fx_isa)i));
+        rc = fx_test_run(cmd, &out);
+        CHECK_MSG(rc == 2 && out && strstr(out, "this CPU runs scalar"), "--isa %s: exit %d: %s",
+                  fx_isa_name((fx_isa)i), rc, out ? out : "");
+        free(out);
+    }
+}
