@@ -25,6 +25,26 @@
 #include "src/formats/qwen3_file.h"
 #include "src/formats/single_file.h"
 
+int fx_load_options_copy(flux_load_options *dst, const flux_load_options *src) {
+    *dst = *src;
+    dst->transformer_file = src->transformer_file ? strdup(src->transformer_file) : NULL;
+    dst->text_encoder_file = src->text_encoder_file ? strdup(src->text_encoder_file) : NULL;
+    dst->quant = src->quant ? strdup(src->quant) : NULL;
+    if ((src->transformer_file && !dst->transformer_file) || (src->text_encoder_file && !dst->text_encoder_file) ||
+        (src->quant && !dst->quant)) {
+        fx_load_options_free(dst);
+        return -1;
+    }
+    return 0;
+}
+
+void fx_load_options_free(flux_load_options *lo) {
+    free((char *)lo->transformer_file);
+    free((char *)lo->text_encoder_file);
+    free((char *)lo->quant);
+    lo->transformer_file = lo->text_encoder_file = lo->quant = NULL;
+}
+
 void fx_model_free(struct fx_model *m) {
     if (!m) return;
     fx_wset_close(m->transformer_w);
@@ -32,6 +52,7 @@ void fx_model_free(struct fx_model *m) {
     fx_wset_close(m->text_encoder_w);
     fx_wset_close(m->text_encoder_q);
     free(m->tokenizer_path);
+    fx_load_options_free(&m->lo);
     free(m->dir);
     free(m->name);
     free(m);
@@ -89,6 +110,20 @@ void fx_model_release_text_encoder_weights(struct fx_model *m) {
     if (m->text_encoder_w) fx_wset_drop_data(m->text_encoder_w);
     fx_wset_close(m->text_encoder_q);
     m->text_encoder_q = NULL;
+}
+
+flux_status fx_model_check_unchanged(const struct fx_model *m, fx_err *err) {
+    const fx_wset *sets[3] = {m->transformer_w, m->vae_w, m->text_encoder_w};
+    for (int i = 0; i < 3; i++)
+        if (sets[i]) TRY(fx_wset_check_unchanged(sets[i], err));
+    return FLUX_OK;
+}
+
+flux_status fx_model_check_faults(const struct fx_model *m, fx_err *err) {
+    const fx_wset *sets[3] = {m->transformer_w, m->vae_w, m->text_encoder_w};
+    for (int i = 0; i < 3; i++)
+        if (sets[i]) TRY(fx_wset_check_faults(sets[i], err));
+    return FLUX_OK;
 }
 
 /* "<dir>/<rel>" into a fixed buffer; error if it does not fit. */
@@ -215,6 +250,10 @@ flux_status fx_model_open(const char *model_dir, const flux_load_options *lo, in
     m->use_mmap = use_mmap != 0;
     m->kc = *kc;
     m->quant = -1;
+    if (fx_load_options_copy(&m->lo, lo)) {
+        fx_model_free(m);
+        return fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
+    }
     if (lo->quant) {
         m->quant = fx_dtype_parse(lo->quant);
         if (m->quant < 0 || !fx_dtype_is_block((fx_dtype)m->quant) || !fx_dtype_can_quantize((fx_dtype)m->quant)) {

@@ -477,7 +477,7 @@ TEST(kernel_quant_linear_row_view) {
     float *wf = kt_alloc((size_t)(n * k)), *x = kt_alloc((size_t)(m * k));
     float *ya = kt_alloc((size_t)(m * n)), *yb = kt_alloc((size_t)(m * n));
     fx_test_fill_uniform(&r, wf, (size_t)(n * k), 0.1f);
-    fx_quantize(&(fx_kctx){kt, 1, NULL, 0}, t, n, k, wf, wq);
+    fx_quantize(&(fx_kctx){.k = kt, .threads = 1}, t, n, k, wf, wq);
     fx_test_fill_uniform(&r, x, (size_t)(m * k), 1.0f);
     const fx_weight w = {wq, t, n, k, k};
     fx_weight lo = fx_weight_rows(&w, 0, 16), hi = fx_weight_rows(&w, 16, 32);
