@@ -404,7 +404,7 @@ TEST(kernel_quant_parallel_quantize_equals_rows) {
 /* Whether the table's path for bf16 weights at this m rounds weights to bf16. */
 static int bf16_target(const fx_kernels *kt, int64_t m) {
     const fx_gemm_kernels *g = kt->gemm ? kt->gemm : &fx_gemm_scalar;
-    return m <= FX_GEMV_MAX_M ? g->gemv_bf16_dot : g->path[FX_DTYPE_BF16]->kpair == 2;
+    return m <= FX_GEMV_MAX_M ? g->gemv_bf16_dot : g->path[FX_DTYPE_BF16]->elem == 2; /* bf16 pairs or AMX tiles */
 }
 
 /* y (block weights) must equal y (dequantized weights as F32, or BF16 on
