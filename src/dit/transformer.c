@@ -22,14 +22,6 @@
 /* Weights                                                                  */
 /* ------------------------------------------------------------------------ */
 
-/* Rows [r0, r0 + n) of a linear weight (a view, nothing copied). */
-static fx_weight row_slice(const fx_weight *w, int64_t r0, int64_t n) {
-    fx_weight s = *w;
-    s.data = (const char *)w->data + (size_t)(r0 * w->ld) * fx_dtype_size(w->dtype);
-    s.n = n;
-    return s;
-}
-
 static flux_status load_double(fx_wset *w, const fx_dit_config *c, int i, fx_dit_double_w *b, fx_err *err) {
     const int64_t d = c->hidden, m = c->mlp_hidden, hd = c->head_dim;
     static const char *q[2] = {"attn.add_q_proj", "attn.to_q"}, *k[2] = {"attn.add_k_proj", "attn.to_k"},
@@ -54,8 +46,8 @@ static flux_status load_single(fx_wset *w, const fx_dit_config *c, int j, fx_dit
     fx_weight fused;
     TRY(fx_wset_linearf(w, &fused, 3 * d + 2 * m, d, err, "single_transformer_blocks.%d.attn.to_qkv_mlp_proj.weight",
                         j));
-    b->qkv = row_slice(&fused, 0, 3 * d);
-    b->mlp_in = row_slice(&fused, 3 * d, 2 * m);
+    b->qkv = fx_weight_rows(&fused, 0, 3 * d);
+    b->mlp_in = fx_weight_rows(&fused, 3 * d, 2 * m);
     TRY(fx_wset_linearf(w, &b->out, d, d + m, err, "single_transformer_blocks.%d.attn.to_out.weight", j));
     TRY(fx_wset_vecf(w, &b->norm_q, hd, err, "single_transformer_blocks.%d.attn.norm_q.weight", j));
     TRY(fx_wset_vecf(w, &b->norm_k, hd, err, "single_transformer_blocks.%d.attn.norm_k.weight", j));
