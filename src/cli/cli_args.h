@@ -47,6 +47,8 @@ typedef struct cli_args {
     /* model */
     const char *model_dir;        /* -d */
     const char *transformer_file; /* --transformer */
+    const char *text_encoder_file; /* --text-encoder */
+    const char *quant;            /* --quant */
     char lora_file[CLI_MAX_LORAS][4096]; /* --lora FILE[:SCALE], in order */
     float lora_scale[CLI_MAX_LORAS];
     int n_loras;

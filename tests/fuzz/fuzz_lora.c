@@ -108,7 +108,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check(strlen(flat) < sizeof flat && strlen(flat) + 1 <= need && !strchr(flat, '.'));
 
     char path[64];
-    int fd = fuzz_memfd(data, size, path, sizeof path);
+    int fd = fuzz_memfd(data, size, path);
     if (fd < 0) return 0;
     fx_err err = {0};
     fx_lora_report rep;

@@ -26,7 +26,7 @@ static void check(int cond) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char path[64];
-    int fd = fuzz_memfd(data, size, path, sizeof path);
+    int fd = fuzz_memfd(data, size, path);
     if (fd < 0) return 0;
     fx_err err = {0};
     fx_single_file_info info;
