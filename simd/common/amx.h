@@ -8,6 +8,8 @@
  *   FX_TILE_STORE(t, p, s)    TILESTORED
  *   FX_TILE_ZERO(t)           TILEZERO
  *   FX_TDPBF16PS(c, a, b)     TDPBF16PS   tmm<c> += tmm<a> · tmm<b>
+ *   FX_TDPBSSD(c, a, b)       TDPBSSD     tmm<c> += tmm<a> · tmm<b>, s8 · s8
+ *                             (also _BSUD, _BUSD, _BUUD: s8·u8, u8·s8, u8·u8)
  *
  * Tile numbers must be integer literals (or macros expanding to them): the
  * real instructions paste them into the mnemonic. Every thread issues
@@ -16,7 +18,7 @@
  * context switch save 8 KiB more), so no state survives between calls.
  *
  * The real intrinsics (GCC >= 11 / clang >= 12, files built with -mamx-tile
- * -mamx-bf16) are inline asm that does not tell the compiler which memory
+ * -mamx-bf16 -mamx-int8) are inline asm that does not tell the compiler which memory
  * a tile load reads or which bytes LDTILECFG reads; FX_TILE_FENCE makes
  * every C store before them complete first.
  */
@@ -52,6 +54,10 @@
 #define FX_TILE_STORE(t, p, s) fx_amx_emu_store(t, p, s)
 #define FX_TILE_ZERO(t) fx_amx_emu_zero(t)
 #define FX_TDPBF16PS(c, a, b) fx_amx_emu_dpbf16ps(c, a, b)
+#define FX_TDPBSSD(c, a, b) fx_amx_emu_dpb(c, a, b, 1, 1)
+#define FX_TDPBSUD(c, a, b) fx_amx_emu_dpb(c, a, b, 1, 0)
+#define FX_TDPBUSD(c, a, b) fx_amx_emu_dpb(c, a, b, 0, 1)
+#define FX_TDPBUUD(c, a, b) fx_amx_emu_dpb(c, a, b, 0, 0)
 
 #elif (defined(__AMX_TILE__) || defined(__AMXTILE__)) && (defined(__AMX_BF16__) || defined(__AMXBF16__))
 /* GCC defines __AMX_TILE__ / __AMX_BF16__, clang __AMXTILE__ / __AMXBF16__ */
@@ -77,9 +83,15 @@
     } while (0)
 #define FX_TILE_ZERO(t) _tile_zero(t)
 #define FX_TDPBF16PS(c, a, b) _tile_dpbf16ps(c, a, b)
+#if defined(__AMX_INT8__) || defined(__AMXINT8__)
+#define FX_TDPBSSD(c, a, b) _tile_dpbssd(c, a, b)
+#define FX_TDPBSUD(c, a, b) _tile_dpbsud(c, a, b)
+#define FX_TDPBUSD(c, a, b) _tile_dpbusd(c, a, b)
+#define FX_TDPBUUD(c, a, b) _tile_dpbuud(c, a, b)
+#endif
 
 #else
-#error "simd/common/amx.h is for *_amx.c files (built with -mamx-tile -mamx-bf16) or the X86EMU build"
+#error "simd/common/amx.h is for *_amx.c files (built with -mamx-tile -mamx-bf16 -mamx-int8) or the X86EMU build"
 #endif
 
 /* A kernel thread's first and last tile steps: load the palette, release. */

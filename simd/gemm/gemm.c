@@ -283,7 +283,7 @@ static int linear_blocked(const fx_kctx *kc, const fx_gemm_path *p, const void *
     pl.w = w->data, pl.ldw = w->ld, pl.wdtype = w->dtype;
     pl.w_rb = fx_dtype_row_bytes(w->dtype, w->ld);
     if (fx_dtype_is_block(w->dtype)) { /* expanded to what the path packs */
-        const fx_dtype target = p->kpair == 2 ? FX_DTYPE_BF16 : FX_DTYPE_F32;
+        const fx_dtype target = p->kpair > 1 ? FX_DTYPE_BF16 : FX_DTYPE_F32;
         ex = expander_for(kc, w->dtype, target);
         pl.ex = &ex;
         pl.pack_w = p->pack_w[target];

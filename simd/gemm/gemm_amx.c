@@ -184,4 +184,5 @@ const fx_gemm_kernels fx_gemm_amx = {
     .path = {&fx_gemm_avx512_f32_path, &fx_gemm_avx512_f32_path, &amx_path},
     .gemv = {fx_gemv_avx512_f32, fx_gemv_avx512_f16, fx_gemv_avx512_bf16},
     .gemv_bf16_dot = 0,
+    .int8 = fx_gemm_int8_amx_choose,
 };

@@ -404,7 +404,7 @@ TEST(kernel_quant_parallel_quantize_equals_rows) {
 /* Whether the table's path for bf16 weights at this m rounds weights to bf16. */
 static int bf16_target(const fx_kernels *kt, int64_t m) {
     const fx_gemm_kernels *g = kt->gemm ? kt->gemm : &fx_gemm_scalar;
-    return m <= FX_GEMV_MAX_M ? g->gemv_bf16_dot : g->path[FX_DTYPE_BF16]->kpair == 2;
+    return m <= FX_GEMV_MAX_M ? g->gemv_bf16_dot : g->path[FX_DTYPE_BF16]->kpair > 1;
 }
 
 /* y (block weights) must equal y (dequantized weights as F32, or BF16 on
@@ -477,7 +477,7 @@ TEST(kernel_quant_linear_row_view) {
     float *wf = kt_alloc((size_t)(n * k)), *x = kt_alloc((size_t)(m * k));
     float *ya = kt_alloc((size_t)(m * n)), *yb = kt_alloc((size_t)(m * n));
     fx_test_fill_uniform(&r, wf, (size_t)(n * k), 0.1f);
-    fx_quantize(&(fx_kctx){kt, 1, NULL, 0}, t, n, k, wf, wq);
+    fx_quantize(&(fx_kctx){.k = kt, .threads = 1}, t, n, k, wf, wq);
     fx_test_fill_uniform(&r, x, (size_t)(m * k), 1.0f);
     const fx_weight w = {wq, t, n, k, k};
     fx_weight lo = fx_weight_rows(&w, 0, 16), hi = fx_weight_rows(&w, 16, 32);
