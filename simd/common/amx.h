@@ -94,6 +94,40 @@
 #error "simd/common/amx.h is for *_amx.c files (built with -mamx-tile -mamx-bf16 -mamx-int8) or the X86EMU build"
 #endif
 
+/* The 2×2 blocking's steps; two_m / two_n: the second row / column block
+ * is live (edge tiles skip the other).
+ *   FX_TILES_2X2_ZERO   C blocks = 0
+ *   FX_TILES_2X2_DP     A rows 0-15 from a0, 16-31 from a1 (as bytes per
+ *                       row), B columns 0-15 from b0, 16-31 from b1 (bs
+ *                       bytes per row), then C += A·B by TDP (a
+ *                       FX_TDP* macro) on the live blocks
+ *   FX_TILES_2X2_STORE  C blocks to c [32][ld] (4-byte elements) */
+#define FX_TILES_2X2_ZERO(two_m, two_n)                                                          \
+    do {                                                                                         \
+        FX_TILE_ZERO(FX_TMM_C00);                                                                \
+        if (two_n) FX_TILE_ZERO(FX_TMM_C01);                                                     \
+        if (two_m) FX_TILE_ZERO(FX_TMM_C10);                                                     \
+        if ((two_m) && (two_n)) FX_TILE_ZERO(FX_TMM_C11);                                        \
+    } while (0)
+#define FX_TILES_2X2_DP(TDP, two_m, two_n, a0, a1, as, b0, b1, bs)                               \
+    do {                                                                                         \
+        FX_TILE_LOAD(FX_TMM_A0, a0, as);                                                         \
+        if (two_m) FX_TILE_LOAD(FX_TMM_A1, a1, as);                                              \
+        FX_TILE_LOAD(FX_TMM_B0, b0, bs);                                                         \
+        if (two_n) FX_TILE_LOAD(FX_TMM_B1, b1, bs);                                              \
+        TDP(FX_TMM_C00, FX_TMM_A0, FX_TMM_B0);                                                   \
+        if (two_n) TDP(FX_TMM_C01, FX_TMM_A0, FX_TMM_B1);                                        \
+        if (two_m) TDP(FX_TMM_C10, FX_TMM_A1, FX_TMM_B0);                                        \
+        if ((two_m) && (two_n)) TDP(FX_TMM_C11, FX_TMM_A1, FX_TMM_B1);                           \
+    } while (0)
+#define FX_TILES_2X2_STORE(two_m, two_n, c, ld)                                                  \
+    do {                                                                                         \
+        FX_TILE_STORE(FX_TMM_C00, (c), (ld) * 4);                                                \
+        if (two_n) FX_TILE_STORE(FX_TMM_C01, (c) + 16, (ld) * 4);                                \
+        if (two_m) FX_TILE_STORE(FX_TMM_C10, (c) + 16 * (ld), (ld) * 4);                         \
+        if ((two_m) && (two_n)) FX_TILE_STORE(FX_TMM_C11, (c) + 16 * (ld) + 16, (ld) * 4);       \
+    } while (0)
+
 /* A kernel thread's first and last tile steps: load the palette, release. */
 static const _Alignas(64) fx_amx_tilecfg fx_amx_palette = FX_AMX_PALETTE_16X64;
 static inline void fx_amx_tiles_begin(void) { FX_TILE_CONFIG(&fx_amx_palette); }

@@ -40,22 +40,9 @@ static void tiles_end(void) { FX_TILE_RELEASE(); }
 /* The block's int32 dots d [32][32] (the computed row / column blocks). */
 static inline __attribute__((always_inline)) void block_dots(const int two_m, const int two_n, const int8_t *a,
                                                              const int8_t *b, int32_t *d) {
-    FX_TILE_ZERO(FX_TMM_C00);
-    if (two_n) FX_TILE_ZERO(FX_TMM_C01);
-    if (two_m) FX_TILE_ZERO(FX_TMM_C10);
-    if (two_m && two_n) FX_TILE_ZERO(FX_TMM_C11);
-    FX_TILE_LOAD(FX_TMM_A0, a, A_STRIDE);
-    if (two_m) FX_TILE_LOAD(FX_TMM_A1, a + 16 * A_STRIDE, A_STRIDE);
-    FX_TILE_LOAD(FX_TMM_B0, b, B_STRIDE);
-    if (two_n) FX_TILE_LOAD(FX_TMM_B1, b + 64, B_STRIDE);
-    FX_TDPBSSD(FX_TMM_C00, FX_TMM_A0, FX_TMM_B0);
-    if (two_n) FX_TDPBSSD(FX_TMM_C01, FX_TMM_A0, FX_TMM_B1);
-    if (two_m) FX_TDPBSSD(FX_TMM_C10, FX_TMM_A1, FX_TMM_B0);
-    if (two_m && two_n) FX_TDPBSSD(FX_TMM_C11, FX_TMM_A1, FX_TMM_B1);
-    FX_TILE_STORE(FX_TMM_C00, d, NR * 4);
-    if (two_n) FX_TILE_STORE(FX_TMM_C01, d + 16, NR * 4);
-    if (two_m) FX_TILE_STORE(FX_TMM_C10, d + 16 * NR, NR * 4);
-    if (two_m && two_n) FX_TILE_STORE(FX_TMM_C11, d + 16 * NR + 16, NR * 4);
+    FX_TILES_2X2_ZERO(two_m, two_n);
+    FX_TILES_2X2_DP(FX_TDPBSSD, two_m, two_n, a, a + 16 * A_STRIDE, A_STRIDE, b, b + 64, B_STRIDE);
+    FX_TILES_2X2_STORE(two_m, two_n, d, NR);
 }
 
 static inline __attribute__((always_inline)) void tile_sums(const int two_m, const int two_n, int64_t nb,
