@@ -497,6 +497,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < g_nout; i++) t[i] = (fx_st_out){g_out[i].name, g_out[i].dtype, g_out[i].shape, g_out[i].data};
     const char *meta[4] = {"format", "pt", "lora_adapter_metadata", meta_json};
     if (fx_st_write(out, t, g_nout, meta, diffusers ? 2 : 1, &err)) die("%s", err.msg);
+    free(t);
     if (merge_dir) write_merged(dir, merge_dir);
     printf("gen_lora: wrote %s (%s, %d modules, rank %lld, %zu tensors)%s%s\n", out, format, g_nmod, (long long)rank,
            g_nout, merge_dir ? " and the merged model " : "", merge_dir ? merge_dir : "");
