@@ -257,6 +257,9 @@ flux_status vk_dispatch(fx_vk *vk, const vk_pipeline *p, const vk_bind *b, const
                         uint32_t gx, uint32_t gy, uint32_t gz, fx_err *err);
 /* Begin recording if not yet (copies use it too). */
 flux_status vk_begin(fx_vk *vk, fx_err *err);
+/* Record a buffer-to-buffer copy of regions, with barriers on both sides. */
+flux_status vk_copy_regions(fx_vk *vk, const fx_vk_buf *src, const fx_vk_buf *dst, const VkBufferCopy *regions,
+                            uint32_t n, fx_err *err);
 /* Submit what is recorded and wait for it (no-op when nothing is). */
 flux_status vk_submit_wait(fx_vk *vk, fx_err *err);
 /* Free b after the next submit (now if nothing is recorded). */

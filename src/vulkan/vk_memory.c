@@ -110,4 +110,25 @@ flux_status fx_vk_download(fx_vk *vk, const fx_vk_buf *src, uint64_t offset, voi
     return FLUX_OK;
 }
 
+flux_status fx_vk_copy(fx_vk *vk, int64_t rows, int64_t cols, fx_vk_mat src, fx_vk_mat dst, fx_err *err) {
+    if (rows <= 0 || cols <= 0) return FLUX_OK;
+    TRY(vk_check_mat("copy", "source", src, rows, cols, err));
+    TRY(vk_check_mat("copy", "destination", dst, rows, cols, err));
+    int contiguous = rows == 1 || (src.ld == cols && dst.ld == cols);
+    uint32_t n = contiguous ? 1 : (uint32_t)rows;
+    if (!contiguous && rows > 65536)
+        return fx_fail(err, FLUX_ERR_UNSUPPORTED, "Vulkan copy: %lld strided rows (at most 65536)", (long long)rows);
+    VkBufferCopy *reg = malloc(n * sizeof *reg);
+    if (!reg) return fx_fail(err, FLUX_ERR_NOMEM, "Vulkan copy: out of host memory");
+    for (uint32_t i = 0; i < n; i++)
+        reg[i] = (VkBufferCopy){
+            .srcOffset = (uint64_t)(src.off + (int64_t)i * src.ld) * 4,
+            .dstOffset = (uint64_t)(dst.off + (int64_t)i * dst.ld) * 4,
+            .size = (uint64_t)(contiguous ? rows * cols : cols) * 4,
+        };
+    flux_status st = vk_copy_regions(vk, src.buf, dst.buf, reg, n, err);
+    free(reg);
+    return st;
+}
+
 flux_status fx_vk_sync(fx_vk *vk, fx_err *err) { return vk_submit_wait(vk, err); }
