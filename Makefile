@@ -234,8 +234,9 @@ test: all $(TEST_BIN) $(BENCH_BIN) tools fixtures  ## build and run every test
 	    FLUX_TEST_BIN=$(abspath $(TEST_BIN)) FLUX_TOOLS=$(abspath $(BUILD)/tools) \
 	    MAKE="$(MAKE)" tests/run.sh $(TESTS)
 
-test-native: all $(TEST_BIN) tools fixtures   ## only the native test binary
-	$(Q)FLUX_BIN=$(abspath $(FLUX_BIN)) FLUX_TOOLS=$(abspath $(BUILD)/tools) $(TEST_BIN) $(TESTS)
+test-native: all $(TEST_BIN) $(BENCH_BIN) tools fixtures   ## only the native test binary (what it needs set, as make test)
+	$(Q)FLUX_BIN=$(abspath $(FLUX_BIN)) FLUX_BENCH=$(abspath $(BENCH_BIN)) FLUX_TOOLS=$(abspath $(BUILD)/tools) \
+	    $(TEST_BIN) $(TESTS)
 
 FUZZ_PNG_SRC := src/base/file_read.c src/image/image.c src/image/image_file.c src/image/image_png.c src/image/image_ppm.c \
                 src/base/atomic_file.c src/base/error.c
@@ -247,8 +248,8 @@ FUZZ_PNG_SRC := src/base/file_read.c src/image/image.c src/image/image_file.c sr
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_DIR     := build/fuzz
-FUZZ_SRC_DEFAULT := src/base/file_read.c src/base/json.c src/formats/safetensors.c src/model/config.c src/base/error.c \
-                    src/base/log.c
+FUZZ_SRC_DEFAULT := src/base/file_read.c src/base/json.c src/formats/safetensors.c src/formats/map_guard.c src/model/config.c \
+                    src/base/error.c src/base/log.c
 FUZZ_SRC_png  = $(FUZZ_PNG_SRC)
 FUZZ_LIBS_png = -lpng
 FUZZ_SRC_npy  = src/base/file_read.c src/base/npy.c src/base/atomic_file.c src/base/error.c

@@ -9,6 +9,15 @@
  * flux_error(ctx). One context must not be used by two threads at the same
  * time; independent contexts may run concurrently.
  *
+ * NULL arguments never crash: a function returning flux_status returns
+ * FLUX_ERR_INVALID_ARG for a NULL context, parameter struct, path, text or
+ * output pointer it needs (with the message in flux_error(ctx) when ctx is
+ * not NULL); the *_init, *_free and flux_release_text_encoder functions do
+ * nothing on NULL; flux_error(NULL) is "no context", flux_threads(NULL) 0,
+ * flux_image_get_text(NULL, k) NULL, flux_image_load/save work without a
+ * context (the message is then not kept), and flux_cpu_info(NULL, ...)
+ * describes what a default context would use.
+ *
  * Minimal use:
  *
  *     flux_ctx *ctx = flux_new(NULL);
@@ -43,8 +52,16 @@ extern "C" {
 #define FLUX_TEXT_TOKENS 512
 /* Maximum number of reference images for img2img / multi-reference. */
 #define FLUX_MAX_REFS 16
-/* Sentinel for flux_params.seed: pick a seed from the clock (reported back). */
+/* Sentinel for flux_params.seed: pick a seed from the clock (reported back).
+ * Seeds are 0 .. UINT64_MAX − 1; a batch's seeds seed .. seed + batch − 1 must
+ * stay in that range. */
 #define FLUX_SEED_RANDOM UINT64_MAX
+/* Most worker threads a context runs (flux_options.threads and
+ * OMP_NUM_THREADS are clamped to it). */
+#define FLUX_MAX_THREADS 1024
+/* Largest guidance (CFG scale) flux_params.guidance accepts: the one range
+ * 0 .. FLUX_GUIDANCE_MAX of the library, the CLI's -g and !guidance. */
+#define FLUX_GUIDANCE_MAX 100
 
 /* ------------------------------------------------------------------------ */
 /* Status codes                                                             */
@@ -96,7 +113,12 @@ typedef struct flux_options {
     flux_backend backend;     /* default FLUX_BACKEND_AUTO */
     int device;               /* Vulkan device index as flux_list_devices
                                  numbers them; -1 (default) = choose */
-    int threads;              /* worker threads; 0 = OMP_NUM_THREADS or all cores */
+    int threads;              /* worker threads (at most FLUX_MAX_THREADS); 0 =
+                                 OMP_NUM_THREADS if set, else adaptive: every
+                                 CPU this process may use (affinity, cgroup
+                                 quota), fewer while other processes keep
+                                 some busy, re-measured as the work goes
+                                 (results are identical for any count) */
     int use_mmap;             /* 1 (default): weights stay mmap'd; 0: read into RAM */
     flux_precision precision; /* overridden by env FLUX_PRECISION=f32|default */
     const char *isa;          /* NULL = the kernels that are fastest on this CPU;
@@ -113,7 +135,10 @@ typedef struct flux_options {
 void flux_options_init(flux_options *opt);
 
 /* Create a context. opt may be NULL for defaults. Returns NULL only when
- * memory is exhausted. The context owns everything loaded into it. */
+ * memory is exhausted. The context owns everything loaded into it.
+ * Environment values it does not understand (FLUX_ISA, FLUX_PRECISION) are
+ * ignored, and flux_error(ctx) describes them until the next call; as does
+ * an opt->isa this CPU cannot run. */
 flux_ctx *flux_new(const flux_options *opt);
 
 /* Release the context and everything it owns (NULL is allowed). */
@@ -123,7 +148,8 @@ void flux_free(flux_ctx *ctx);
  * pointer stays valid until the next call on the context. ctx may be NULL. */
 const char *flux_error(const flux_ctx *ctx);
 
-/* Threads the context actually uses. */
+/* The most threads the context uses (see flux_options.threads); 0 for a
+ * NULL ctx. */
 int flux_threads(const flux_ctx *ctx);
 
 /* ------------------------------------------------------------------------ */
@@ -148,8 +174,17 @@ void flux_load_options_init(flux_load_options *lo);
  *   tokenizer/tokenizer.json, scheduler/scheduler_config.json.
  * Every dimension comes from the config files. lo may be NULL.
  * Errors: FLUX_ERR_IO (missing file), FLUX_ERR_FORMAT (bad JSON or
- * safetensors), FLUX_ERR_MODEL (tensor missing or misshapen; the message
- * names file, tensor, expected and found shape). */
+ * safetensors), FLUX_ERR_MODEL (tensor missing or misshapen, or a tensor
+ * the configs do not use; the message names file, tensor, expected and
+ * found shape).
+ * Files that change afterwards: when a weight file is replaced, rewritten
+ * or cut short on disk (say by `cp` over the folder), the next
+ * flux_generate / flux_encode_text loads the folder again with the same
+ * options before it starts; a file cut short while a call reads it fails
+ * that call with FLUX_ERR_IO naming the file (the read would otherwise be
+ * a SIGBUS: a handler is installed for SIGBUS during those calls and the
+ * previous one restored after; faults outside the mapped weights go to the
+ * previous handler). */
 flux_status flux_load(flux_ctx *ctx, const char *model_dir,
                       const flux_load_options *lo);
 
@@ -217,17 +252,21 @@ typedef enum flux_schedule {
 
 typedef enum flux_stage {
     FLUX_STAGE_LOAD = 0,
-    FLUX_STAGE_TEXT_ENCODE, /* substep = Qwen3 layer */
-    FLUX_STAGE_VAE_ENCODE,  /* step = reference image */
-    FLUX_STAGE_DENOISE,     /* step = Euler step, substep = block */
-    FLUX_STAGE_VAE_DECODE,  /* substep = decoder stage */
+    FLUX_STAGE_TEXT_ENCODE, /* step = prompt (2 with CFG: the negative one),
+                               substep = Qwen3 layers done */
+    FLUX_STAGE_VAE_ENCODE,  /* step = reference image, substep = encoder
+                               stages done (levels, mid block, output) */
+    FLUX_STAGE_DENOISE,     /* step = Euler step, substep = blocks done */
+    FLUX_STAGE_VAE_DECODE,  /* step = image, substep = decoder stages done
+                               (mid block, levels, output) */
     FLUX_STAGE_DONE
 } flux_stage;
 
 /* Progress callback: called from the calling thread. Return 0 to continue,
- * non-zero to cancel (the call then fails with FLUX_ERR_CANCELLED).
- * step/total count the stage's main units (steps, images), substep/subtotal
- * the units inside one (blocks, layers); unknown values are 0. */
+ * non-zero to cancel (the call then fails with FLUX_ERR_CANCELLED within
+ * one substep: a layer, a block or a decoder stage). step/total count the
+ * stage's main units (steps, images), substep/subtotal the units inside one
+ * (blocks, layers, stages), reported after each; unknown values are 0. */
 typedef int (*flux_progress_fn)(void *user, flux_stage stage, int step, int total,
                                 int substep, int subtotal);
 
@@ -255,8 +294,10 @@ typedef struct flux_params {
     int batch;                   /* images from one prompt (seeds seed, seed+1,
                                     ...); 0 or 1 = one image */
     const float *embeddings;     /* optional [512, text_dim] prompt embeddings
-                                    replacing the text encoder */
-    const float *negative_embeddings; /* optional, same shape, for CFG */
+                                    replacing the text encoder (then prompt
+                                    must be NULL) */
+    const float *negative_embeddings; /* optional, same shape, for CFG (then
+                                    negative_prompt must be NULL) */
     const float *noise;          /* optional [128, H/16, W/16] initial noise */
     const char *dump_dir;        /* if set, write .npy files of every stage */
     flux_progress_fn progress;
@@ -306,8 +347,9 @@ void flux_release_text_encoder(flux_ctx *ctx);
 const char *flux_version(void);
 /* Compiler, flags, OpenMP, build variant: one line. */
 const char *flux_build_info(void);
-/* Detected CPU features and the kernels this context uses, several lines
- * written into buf (always NUL-terminated). Returns the length needed. */
+/* Detected CPU features and the kernels this context uses (ctx NULL: a
+ * default context), several lines written into buf (always NUL-terminated
+ * when size > 0; buf NULL: nothing written). Returns the length needed. */
 size_t flux_cpu_info(const flux_ctx *ctx, char *buf, size_t size);
 
 /* One Vulkan device as the loader enumerates it (flux --list-devices). */

@@ -43,7 +43,7 @@ typedef struct dit_problem {
 static void run_forward(void *arg) {
     dit_problem *p = arg;
     for (int i = 0; i < p->repeat; i++)
-        if (fx_dit_forward(p->run, p->x + i * p->x_stride, p->sigma, p->v + i * p->v_stride, NULL, NULL) != FLUX_OK)
+        if (fx_dit_forward(p->run, p->x + i * p->x_stride, p->sigma, p->v + i * p->v_stride) != FLUX_OK)
             p->failed = 1;
 }
 

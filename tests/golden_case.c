@@ -270,14 +270,15 @@ out:
 void fx_gcase_check(const char *name, flux_precision prec) {
     fx_gcase_result r;
     fx_gcase_run(name, prec, &r);
-    int f32 = prec == FLUX_PRECISION_F32;
-    if (r.n_refs) {
-        double tol = f32 ? FX_GCASE_TOL_F32 : FX_GCASE_TOL_BF16_REF;
-        CHECK_MSG(r.refs <= tol, "%s: reference latents error %.3g", name, r.refs);
-    }
-    double tol_step = f32 ? FX_GCASE_TOL_F32 : FX_GCASE_TOL_BF16_STEP;
-    CHECK_MSG(r.steps <= tol_step, "%s: velocity error %.3g", name, r.steps);
-    CHECK_MSG(r.latents <= tol_step, "%s: latents error %.3g", name, r.latents);
-    CHECK_MSG(r.image <= (f32 ? FX_GCASE_TOL_F32 : FX_GCASE_TOL_BF16_IMAGE), "%s: image error %.3g", name, r.image);
-    CHECK_MSG(r.max_px <= (f32 ? 1 : FX_GCASE_TOL_BF16_PIXELS), "%s: a pixel differs by %d", name, r.max_px);
+    /* the tolerance set of the math this CPU runs (golden_case.h) */
+    const int f32 = prec == FLUX_PRECISION_F32, dot = !f32 && fx_test_bf16_dot(prec);
+    const double tol_ref = f32 ? FX_GCASE_TOL_F32 : dot ? FX_GCASE_TOL_BF16_REF : FX_GCASE_TOL_DEF_REF;
+    const double tol_step = f32 ? FX_GCASE_TOL_F32 : dot ? FX_GCASE_TOL_BF16_STEP : FX_GCASE_TOL_DEF_STEP;
+    const double tol_image = f32 ? FX_GCASE_TOL_F32 : dot ? FX_GCASE_TOL_BF16_IMAGE : FX_GCASE_TOL_DEF_IMAGE;
+    const int tol_px = f32 ? 1 : dot ? FX_GCASE_TOL_BF16_PIXELS : FX_GCASE_TOL_DEF_PIXELS;
+    if (r.n_refs) CHECK_MSG(r.refs <= tol_ref, "%s: reference latents error %.3g > %.3g", name, r.refs, tol_ref);
+    CHECK_MSG(r.steps <= tol_step, "%s: velocity error %.3g > %.3g", name, r.steps, tol_step);
+    CHECK_MSG(r.latents <= tol_step, "%s: latents error %.3g > %.3g", name, r.latents, tol_step);
+    CHECK_MSG(r.image <= tol_image, "%s: image error %.3g > %.3g", name, r.image, tol_image);
+    CHECK_MSG(r.max_px <= tol_px, "%s: a pixel differs by %d > %d", name, r.max_px, tol_px);
 }

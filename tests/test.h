@@ -62,6 +62,12 @@ const char *fx_test_tmpdir(void);
 /* 1 when running under CI=true. */
 int fx_test_in_ci(void);
 
+/* 1 when a context of this precision on this CPU multiplies with bf16 dot
+ * products (AVX512_BF16 in the default precision), so its results carry
+ * bf16 rounding; elsewhere the default precision runs the f32 math of
+ * FLUX_PRECISION_F32 and is held to the f32 tolerances. */
+int fx_test_bf16_dot(flux_precision prec);
+
 /* Deterministic random numbers for tests (xorshift64*). */
 typedef struct { uint64_t s; } fx_test_rng;
 void fx_test_rng_seed(fx_test_rng *r, uint64_t seed);
@@ -78,6 +84,14 @@ double fx_test_max_abs_err(const float *a, const float *b, size_t n);
 /* Run a shell command, capture its stdout+stderr (malloc'd, NUL-ended) and
  * exit status. Returns the status (−1 on failure to run). */
 int fx_test_run(const char *cmd, char **output);
+
+/* Run fn(arg) in a forked child with a time limit (for calls that could
+ * hang or crash: a FIFO, a signal): failures it records with CHECK are
+ * printed by the child; returns 0 when it passed, 1 when it recorded
+ * failures, 2 when it timed out and 3 when a signal killed it (both also
+ * recorded as failures here). Call it before the test starts OpenMP
+ * threads (a forked child of a process with a thread pool cannot use it). */
+int fx_test_fork(void (*fn)(void *), void *arg, int seconds);
 
 /* Read a whole file (malloc'd, NUL-terminated); NULL if missing. */
 char *fx_test_read_file(const char *path, size_t *len);

@@ -10,6 +10,8 @@
 
 #include "test.h"
 
+#include "src/model/ctx.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -85,6 +87,17 @@ const char *fx_test_flux_bin(void) {
 }
 
 const char *fx_test_tmpdir(void) { return g_tmpdir; }
+
+int fx_test_bf16_dot(flux_precision prec) {
+    flux_options o;
+    flux_options_init(&o);
+    o.threads = 1;
+    o.precision = prec;
+    flux_ctx *ctx = flux_new(&o);
+    int dot = ctx && fx_kernels_uses_bf16_dot(ctx->kernels);
+    flux_free(ctx);
+    return dot;
+}
 
 void fx_test_rng_seed(fx_test_rng *r, uint64_t seed) { r->s = seed * 0x9E3779B97F4A7C15ull + 1; }
 
@@ -172,6 +185,32 @@ int fx_test_run(const char *cmd, char **output) {
     if (output) *output = buf; else free(buf);
     if (st == -1) return -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+int fx_test_fork(void (*fn)(void *), void *arg, int seconds) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fx_test_fail(__FILE__, __LINE__, "fork: %s", strerror(errno));
+        return 3;
+    }
+    if (pid == 0) {
+        alarm((unsigned)seconds);
+        g_fail_count = 0;
+        fn(arg);
+        fflush(stdout);
+        _exit(g_fail_count ? 1 : 0);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    if (WIFEXITED(st)) {
+        if (WEXITSTATUS(st)) g_fail_count++; /* the child printed its failures */
+        return WEXITSTATUS(st) ? 1 : 0;
+    }
+    int sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+    fx_test_fail(__FILE__, __LINE__, "the child %s (signal %d)", sig == SIGALRM ? "timed out" : "was killed", sig);
+    return sig == SIGALRM ? 2 : 3;
 }
 
 const char *fx_test_tmp_path(const char *name) {

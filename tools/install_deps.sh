@@ -4,8 +4,10 @@
 #   tools/install_deps.sh          build: C compiler, make, libpng, pkg-config;
 #                                  npm (fetches the real tokenizer for demo/tests)
 #   tools/install_deps.sh --test   + the aarch64 cross compiler and qemu for the
-#                                  NEON kernel tests, and SIMDe (header-only) for
-#                                  the x86 kernel tests on emulated AVX-512/AMX
+#                                  NEON kernel tests, SIMDe (header-only) for
+#                                  the x86 kernel tests on emulated AVX-512/AMX,
+#                                  clang and its libFuzzer runtime for the fuzz
+#                                  targets (CI)
 #   tools/install_deps.sh --vulkan + the Vulkan build and test deps (headers and
 #                                  loader, glslc, Mesa lavapipe, validation
 #                                  layers) for `make VULKAN=1` (combinable)
@@ -38,6 +40,17 @@ if [ $want_test -eq 1 ]; then
     have aarch64-linux-gnu-gcc || missing+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
     have qemu-aarch64-static || missing+=(qemu-user-static)
     [ -f /usr/include/simde/x86/avx512.h ] || pkg_installed libsimde-dev || missing+=(libsimde-dev)
+    have clang || missing+=(clang)
+fi
+
+# libFuzzer's runtime: part of clang's packages, or libclang-rt-N-dev (Debian 12+)
+fuzzer_ok() {
+    have clang || return 1
+    printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' |
+        clang -fsanitize=fuzzer -x c - -o /dev/null >/dev/null 2>&1
+}
+if [ $want_test -eq 1 ] && have clang && ! fuzzer_ok; then
+    missing+=("libclang-rt-$(clang -dumpversion | cut -d. -f1)-dev")
 fi
 if [ $want_vulkan -eq 1 ]; then
     pkg_installed libvulkan-dev || missing+=(libvulkan-dev)
@@ -63,3 +76,6 @@ echo "install_deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y --no-install-recommends ca-certificates "${missing[@]}"
+if [ $want_test -eq 1 ] && ! fuzzer_ok; then # clang was new: its fuzzer runtime may be a separate package
+    $SUDO apt-get install -y --no-install-recommends "libclang-rt-$(clang -dumpversion | cut -d. -f1)-dev"
+fi

@@ -13,6 +13,22 @@
 
 #include "error.h"
 
+/* Open `path` for reading only if it is a regular file, without ever
+ * blocking: O_NONBLOCK keeps open() from waiting for a writer when the
+ * path is a FIFO (a model file, shard, tokenizer.json or cache entry
+ * replaced by a pipe hung forever), then fstat decides, and a regular
+ * file gets its blocking mode back. Returns the descriptor (O_CLOEXEC) and
+ * fills *st, or -1 with FLUX_ERR_IO "cannot open <path>: <errno text>" or
+ * "cannot read <path>: not a regular file (a FIFO)" (a directory, a
+ * device, ...). The one open of every reader of files (this file,
+ * safetensors.c, the embedding cache). */
+struct stat;
+int fx_open_regular(const char *path, struct stat *st, fx_err *err);
+
+/* The kind of a non-regular file for messages: "a directory", "a FIFO",
+ * "a character device", ... */
+const char *fx_file_kind(unsigned mode);
+
 /* Reads `path` into a malloc'd buffer of *n bytes plus one NUL byte past the
  * end (so text parsers may rely on a terminator); the caller frees *data.
  * Errors, each naming `path` (or `display` where given):

@@ -78,7 +78,7 @@ void cli_print_help(FILE *f) {
           "  -s, --steps N          sampling steps, 1..1000 (default: 4 distilled, 50 base)\n"
           "  -S, --seed N           random seed, 0..18446744073709551614 (default: random; always printed\n"
           "                         and stored in the PNG)\n"
-          "  -g, --guidance X       CFG scale, >= 0 (default: 1 distilled = no CFG, 4 base); CFG runs on the\n"
+          "  -g, --guidance X       CFG scale, 0..100 (default: 1 distilled = no CFG, 4 base); CFG runs on the\n"
           "                         base model with X > 1; X > 1 on a distilled model is an error\n"
           "      --negative TEXT    negative prompt for CFG on the base model (default: empty); an error\n"
           "                         without CFG\n"
@@ -196,8 +196,15 @@ static int unknown_option(parse_ctx *pc, const char *arg) {
 
 /* ---------------------------------------------------------- values */
 
-/* Whole decimal integer in [lo, hi]. */
-static int parse_int(parse_ctx *pc, const char *opt, const char *s, long long lo, long long hi, long long *out) {
+/* Whole decimal integer in [lo, hi]; out-of-range messages name `range`
+ * (NULL: "lo..hi"), so a caller checking more later can show the real one. */
+static int parse_int_in(parse_ctx *pc, const char *opt, const char *s, long long lo, long long hi, const char *range,
+                        long long *out) {
+    char shown[64];
+    if (!range) {
+        snprintf(shown, sizeof shown, "%lld..%lld", lo, hi);
+        range = shown;
+    }
     const char *p = s;
     int neg = 0;
     if (*p == '-') neg = 1, p++;
@@ -211,14 +218,18 @@ static int parse_int(parse_ctx *pc, const char *opt, const char *s, long long lo
     }
     unsigned long long v = 0;
     for (; *p; p++) {
-        if (v > (1ull << 62)) return usage_error(pc, "%s: %s is out of range (%lld..%lld)", opt, s, lo, hi);
+        if (v > (1ull << 62)) return usage_error(pc, "%s: %s is out of range (%s)", opt, s, range);
         v = v * 10 + (unsigned)(*p - '0');
     }
-    if (v > (1ull << 62)) return usage_error(pc, "%s: %s is out of range (%lld..%lld)", opt, s, lo, hi);
+    if (v > (1ull << 62)) return usage_error(pc, "%s: %s is out of range (%s)", opt, s, range);
     long long x = neg ? -(long long)v : (long long)v;
-    if (x < lo || x > hi) return usage_error(pc, "%s: %s is out of range (%lld..%lld)", opt, s, lo, hi);
+    if (x < lo || x > hi) return usage_error(pc, "%s: %s is out of range (%s)", opt, s, range);
     *out = x;
     return CLI_EXIT_OK;
+}
+
+static int parse_int(parse_ctx *pc, const char *opt, const char *s, long long lo, long long hi, long long *out) {
+    return parse_int_in(pc, opt, s, lo, hi, NULL, out);
 }
 
 /* The seed: 0 .. UINT64_MAX-1 (UINT64_MAX is the library's "random"). */
@@ -259,11 +270,11 @@ static int parse_float(parse_ctx *pc, const char *opt, const char *s, double lo,
  * warning): the image would silently not be the size asked for. */
 static int parse_size(parse_ctx *pc, const char *opt, const char *s, int *out, char *spelled_out) {
     long long v;
-    int rc = parse_int(pc, opt, s, LLONG_MIN / 2, LLONG_MAX / 2, &v);
+    char range[32];
+    snprintf(range, sizeof range, "%d..%d", CLI_MIN_SIZE, CLI_MAX_SIZE);
+    int rc = parse_int_in(pc, opt, s, CLI_NOISE_MIN_SIZE, CLI_MAX_SIZE, range, &v);
     if (rc) return rc;
     snprintf(spelled_out, 16, "%s", opt);
-    if (v < CLI_NOISE_MIN_SIZE || v > CLI_MAX_SIZE)
-        return usage_error(pc, "%s: %lld is out of range (%d..%d)", opt, v, CLI_MIN_SIZE, CLI_MAX_SIZE);
     if (v % 16) {
         long long lo = v / 16 * 16, hi = lo + 16;
         long long nearest = v - lo < hi - v ? lo : hi;
@@ -292,7 +303,7 @@ static int apply(parse_ctx *pc, cli_args *a, const opt_def *o, const char *spell
     case O_SEED:
         if (!(rc = parse_seed(pc, spelled, val, &a->seed))) a->seed_given = 1;
         break;
-    case O_GUIDANCE: rc = parse_float(pc, spelled, val, 0.0, 0, 1000.0, &a->guidance); break;
+    case O_GUIDANCE: rc = parse_float(pc, spelled, val, 0.0, 0, FLUX_GUIDANCE_MAX, &a->guidance); break;
     case O_INPUT:
         if (a->n_refs == FLUX_MAX_REFS)
             return usage_error(pc, "%s: too many reference images (at most %d)", spelled, FLUX_MAX_REFS);
@@ -433,6 +444,32 @@ static int check_output(parse_ctx *pc, const char *opt, const char *path) {
     return CLI_EXIT_OK;
 }
 
+/* Combinations the library would refuse only after the model has loaded,
+ * caught here from the options alone (exit 2 in a second, not exit 1 after
+ * loading gigabytes). What needs the model (the variant of model_index.json
+ * without --base/--distilled) stays the library's check. */
+static int check_combinations(parse_ctx *pc, const cli_args *a) {
+    const int guidance_given = a->guidance >= 0, cfg_off = a->distilled == 1;
+    if (cfg_off && guidance_given && a->guidance > 1.0f)
+        return usage_error(pc, "-g: %g asks for classifier-free guidance, which --distilled turns off (use -g 1)",
+                           (double)a->guidance);
+    if (a->negative && cfg_off)
+        return usage_error(pc, "--negative: needs classifier-free guidance, which --distilled turns off");
+    if (a->negative && guidance_given && a->guidance <= 1.0f)
+        return usage_error(pc, "--negative: only used with classifier-free guidance (-g above 1); -g is %g",
+                           (double)a->guidance);
+    if (a->noise_file && a->batch > 1)
+        return usage_error(pc, "--noise: gives the noise of one image; -n %d draws each image's noise from its seed",
+                           a->batch);
+    if (a->prompt && a->embeddings_file)
+        return usage_error(pc, "-p and --embeddings exclude each other (the embeddings replace the prompt's "
+                               "text encoding)");
+    if (a->seed_given && a->batch > 1 && a->seed > UINT64_MAX - 1 - (uint64_t)(a->batch - 1))
+        return usage_error(pc, "-S %llu with -n %d: the last seed would pass %llu (the largest seed)",
+                           (unsigned long long)a->seed, a->batch, (unsigned long long)(UINT64_MAX - 1));
+    return CLI_EXIT_OK;
+}
+
 static int validate(parse_ctx *pc, cli_args *a) {
     int rc;
     if (a->quiet && a->verbose) return usage_error(pc, "-q and -v exclude each other");
@@ -440,6 +477,7 @@ static int validate(parse_ctx *pc, cli_args *a) {
     if (a->power_alpha_given && a->schedule != FLUX_SCHEDULE_POWER)
         return usage_error(pc, "--power-alpha: only used with --power");
     if (a->raw && !a->tokenize) return usage_error(pc, "--raw: only used with --tokenize");
+    if ((rc = check_combinations(pc, a))) return rc;
     if (!a->noise_file) { /* sizes below 64 only when --noise pins them (tiny test cases) */
         if (a->width && a->width < CLI_MIN_SIZE)
             return usage_error(pc, "%s: %d is out of range (%d..%d)", a->width_opt, a->width, CLI_MIN_SIZE,
@@ -550,6 +588,23 @@ int cli_parse(int argc, char **argv, cli_args *a, char *msg, size_t msg_size) {
     return validate(&pc, a);
 }
 
+int cli_check_default_size(int width, int height, int ref_w, int ref_h, char *msg, size_t size,
+                           const char **missing) {
+    const int w = width ? width : ref_w, h = height ? height : ref_h;
+    const int bad_w = !width && (w < CLI_MIN_SIZE || w > CLI_MAX_SIZE);
+    const int bad_h = !height && (h < CLI_MIN_SIZE || h > CLI_MAX_SIZE);
+    if (!bad_w && !bad_h) return 0;
+    if (bad_w && bad_h) {
+        snprintf(msg, size, "the output size would be %dx%d, outside %d..%d", w, h, CLI_MIN_SIZE, CLI_MAX_SIZE);
+        *missing = "both"; /* both sides were left to the reference */
+    } else {
+        snprintf(msg, size, "the output %s would be %d, outside %d..%d", bad_w ? "width" : "height", bad_w ? w : h,
+                 CLI_MIN_SIZE, CLI_MAX_SIZE);
+        *missing = bad_w ? "width" : "height";
+    }
+    return -1;
+}
+
 int cli_batch_name(const char *out, int index, char *buf, size_t size) {
     if (index == 0) return (size_t)snprintf(buf, size, "%s", out) < size;
     const char *base = strrchr(out, '/');
@@ -584,4 +639,12 @@ void cli_message(const char *fmt, ...) {
     va_start(ap, fmt);
     cli_vmessage(fmt, ap);
     va_end(ap);
+}
+
+int cli_check_stdout(int rc) {
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout)) return rc;
+    if (rc != CLI_EXIT_OK) return rc; /* the failure is reported already */
+    cli_message("cannot write to standard output: %s", errno ? strerror(errno) : "write error");
+    return CLI_EXIT_FAIL;
 }

@@ -8,7 +8,8 @@
  * Exit codes of the flux binary:
  *   0  success (also --help, --version, --cpu-info)
  *   1  runtime failure (model, image or .npy file unreadable, generation
- *      failed, feature not yet available); the library's message is printed
+ *      failed, feature not yet available, results that cannot be written
+ *      to stdout); the library's message is printed
  *   2  bad command line (unknown option, bad value, missing option, missing
  *      or unusable file or directory given on the command line)
  *   130 interrupted by Ctrl-C (nothing is written)
@@ -33,7 +34,7 @@
 #define CLI_NOISE_MIN_SIZE 16 /* with --noise, which pins the size (tiny tests) */
 #define CLI_MAX_SIZE 2048
 #define CLI_MAX_STEPS 1000
-#define CLI_MAX_THREADS 1024
+#define CLI_MAX_THREADS FLUX_MAX_THREADS
 #define CLI_MAX_BATCH 64
 #define CLI_MAX_DEVICE 255
 
@@ -89,6 +90,14 @@ typedef struct cli_args {
  * directory is writable) unless --help/--version/--cpu-info is given. */
 int cli_parse(int argc, char **argv, cli_args *a, char *msg, size_t msg_size);
 
+/* -W/-H left at 0 take the first reference's processed size (ref_w x
+ * ref_h), which must be inside CLI_MIN_SIZE..CLI_MAX_SIZE like a given size.
+ * Returns 0, or -1 with "the output size would be 48x48, outside 64..2048"
+ * (or "... height would be ...") in msg and in *missing which sides to
+ * give: "both", "width" or "height". */
+int cli_check_default_size(int width, int height, int ref_w, int ref_h, char *msg, size_t size,
+                           const char **missing);
+
 /* The --help text. */
 void cli_print_help(FILE *f);
 
@@ -100,6 +109,11 @@ int cli_batch_name(const char *out, int index, char *buf, size_t size);
 /* A fresh random seed below 2^32 (short enough to retype): /dev/urandom,
  * else the clock and the pid. */
 uint64_t cli_random_seed(void);
+
+/* stdout carries the results (help, ids, CPU facts, interactive handles):
+ * flush it; when it cannot be written (a full disk, /dev/full) report that
+ * once and return CLI_EXIT_FAIL if rc was CLI_EXIT_OK, else rc. */
+int cli_check_stdout(int rc);
 
 /* One message line on stderr: "flux: ", the formatted text, a newline (the
  * form of every diagnostic and status line of the CLI). */

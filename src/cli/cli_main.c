@@ -81,8 +81,7 @@ static int print_tokens(flux_ctx *ctx, const char *text, int raw, int32_t **ids,
     }
     for (int i = 0; i < n; i++) printf(i ? " %d" : "%d", (int)(*ids)[i]);
     putchar('\n');
-    fflush(stdout);
-    return CLI_EXIT_OK;
+    return cli_check_stdout(CLI_EXIT_OK);
 }
 
 /* --tokenize: ids of -p, or of each stdin line holding one JSON string. */
@@ -154,6 +153,12 @@ static int read_inputs(flux_ctx *ctx, cli_args *a, gen_inputs *in) {
         fx_err gerr = {0};
         if (fx_ref_geometry(in->refs[i]->width, in->refs[i]->height, 16, a->refs[i], &geom, &gerr) != FLUX_OK)
             return fail(CLI_EXIT_FAIL, "-i: %s", gerr.msg);
+        char why[160];
+        const char *missing;
+        if (i == 0 && !a->noise_file &&
+            cli_check_default_size(a->width, a->height, geom.width, geom.height, why, sizeof why, &missing))
+            return fail(CLI_EXIT_USAGE, "-i: %s: %s: give %s", a->refs[0], why,
+                        !strcmp(missing, "both") ? "-W and -H" : !strcmp(missing, "width") ? "-W" : "-H");
     }
     fx_err err = {0};
     if (a->noise_file) {
@@ -333,20 +338,20 @@ int main(int argc, char **argv) {
     if (rc) return fail(rc, "%s", msg);
     if (a.help) {
         cli_print_help(stdout);
-        return CLI_EXIT_OK;
+        return cli_check_stdout(CLI_EXIT_OK);
     }
     if (a.version) {
         printf("%s\n", flux_build_info());
-        return CLI_EXIT_OK;
+        return cli_check_stdout(CLI_EXIT_OK);
     }
     flux_ctx *ctx = make_context(&a);
     if (!ctx) return fail(CLI_EXIT_FAIL, "out of memory creating the context");
-    if (a.backend == FLUX_BACKEND_VULKAN && !a.list_devices && !a.cpu_info && flux_error(ctx)[0]) {
-        rc = fail(CLI_EXIT_FAIL, "%s", flux_error(ctx));
+    if (flux_error(ctx)[0]) { /* --isa this CPU cannot run, FLUX_ISA / FLUX_PRECISION not understood,
+                                 --backend vulkan without a device */
+        rc = fail(CLI_EXIT_FAIL, "%s%s", a.isa && !strncmp(flux_error(ctx), "ISA ", 4) ? "--isa: " : "",
+                  flux_error(ctx));
     } else if (a.list_devices) {
         rc = list_devices(ctx);
-    } else if (a.isa && flux_error(ctx)[0]) {
-        rc = fail(CLI_EXIT_FAIL, "--isa: %s", flux_error(ctx));
     } else if (a.cpu_info) {
         char info[8192];
         flux_cpu_info(ctx, info, sizeof info);
@@ -360,5 +365,5 @@ int main(int argc, char **argv) {
         rc = run_generate(ctx, &a);
     }
     flux_free(ctx);
-    return rc;
+    return cli_check_stdout(rc);
 }

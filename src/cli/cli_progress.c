@@ -81,7 +81,8 @@ int cli_progress_cb(void *user, flux_stage stage, int step, int total, int subst
     }
     if (subtotal > 0 && step < total && n < (int)sizeof line)
         n += snprintf(line + n, sizeof line - (size_t)n, " [%s %d/%d]",
-                      stage == FLUX_STAGE_TEXT_ENCODE ? "layer" : "block", substep, subtotal);
+                      stage == FLUX_STAGE_TEXT_ENCODE ? "layer" : stage == FLUX_STAGE_DENOISE ? "block" : "stage",
+                      substep, subtotal);
     double done = 0;
     if (total > 0) done = ((double)step + (subtotal > 0 ? (double)substep / subtotal : 0)) / total;
     if (done > 1) done = 1;

@@ -16,6 +16,7 @@
 #include "cli_progress.h"
 #include "src/base/clock.h"
 #include "cli_show.h"
+#include "src/pipeline/ref_image.h"
 
 /* ------------------------------------------------------------------------ */
 /* The session                                                              */
@@ -37,6 +38,7 @@ typedef struct repl_state {
     int n_files, cap_files;
     char session_dir[4096];      /* "" until the first image without -o */
     int failures;
+    int stdout_failed;           /* reported: end the session with exit 1 */
 } repl_state;
 
 static volatile sig_atomic_t g_repl_interrupted;
@@ -126,13 +128,29 @@ static void generate(repl_state *st, const cli_repl_cmd *c) {
         }
         n_refs++;
     }
+    const int width = c->width ? c->width : st->width, height = c->height ? c->height : st->height;
+    if (n_refs) { /* "size auto": the first reference's size, which must be a size we accept */
+        fx_ref_geom geom;
+        fx_err gerr = {0};
+        char why[160];
+        const char *missing;
+        if (fx_ref_geometry(refs[0]->width, refs[0]->height, 16, "the first reference", &geom, &gerr) != FLUX_OK) {
+            fail_line(st, "%s", gerr.msg);
+            goto out;
+        }
+        if (cli_check_default_size(width, height, geom.width, geom.height, why, sizeof why, &missing)) {
+            fail_line(st, "the first reference sets the size: %s; put a size first (e.g. 512x512 $0 ...) or "
+                          "use !size", why);
+            goto out;
+        }
+    }
     uint64_t seed = st->seed_fixed ? st->seed : cli_random_seed(), used = seed;
     flux_params p;
     flux_params_init(&p);
     p.prompt = c->prompt;
     p.negative_prompt = st->a->negative;
-    p.width = c->width ? c->width : st->width;
-    p.height = c->height ? c->height : st->height;
+    p.width = width;
+    p.height = height;
     p.steps = st->steps;
     p.seed = seed;
     p.seed_used = &used;
@@ -338,10 +356,16 @@ int cli_repl_run(flux_ctx *ctx, const cli_args *a, FILE *in, FILE *out) {
             fail_line(&st, "%s", err);
             continue;
         }
-        if (apply(&st, &c)) break;
+        int quit = apply(&st, &c);
+        if (out == stdout && cli_check_stdout(CLI_EXIT_OK) != CLI_EXIT_OK) {
+            st.stdout_failed = 1; /* the handles cannot reach the user: stop */
+            break;
+        }
+        if (quit) break;
     }
     free(line);
     for (int i = 0; i < st.n_files; i++) free(st.files[i]);
     free(st.files);
+    if (st.stdout_failed) return CLI_EXIT_FAIL;
     return st.failures && !interactive ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }

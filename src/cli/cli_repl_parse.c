@@ -136,8 +136,9 @@ static int parse_command(char *line, cli_repl_cmd *c, char *err, size_t size) {
         char *end = NULL;
         double g = arg ? strtod(arg, &end) : 0;
         if (arg && !strcasecmp(arg, "auto")) c->random = 1;
-        else if (!arg || !*arg || *end || !isfinite(g) || g < 0 || g > 1000 || strspn(arg, "0123456789.eE+-") != strlen(arg))
-            return perr(err, size, "!guidance needs a number 0..1000 or 'auto'");
+        else if (!arg || !*arg || *end || !isfinite(g) || g < 0 || g > FLUX_GUIDANCE_MAX ||
+                 strspn(arg, "0123456789.eE+-") != strlen(arg))
+            return perr(err, size, "!guidance needs a number 0..%d or 'auto'", FLUX_GUIDANCE_MAX);
         else c->guidance = (float)g;
     } else if (!strcmp(name, "schedule")) {
         NO_MORE(2);

@@ -52,7 +52,7 @@ const char *fx_schedule_name(flux_schedule kind) {
 }
 
 const char *fx_schedule_describe(flux_schedule kind, double alpha, char *buf, int size) {
-    if (kind != FLUX_SCHEDULE_POWER) return fx_schedule_name(kind);
-    snprintf(buf, (size_t)size, "power %g", alpha);
+    if (kind == FLUX_SCHEDULE_POWER) snprintf(buf, (size_t)size, "power %g", alpha);
+    else snprintf(buf, (size_t)size, "%s", fx_schedule_name(kind)); /* always in buf: callers keep buf */
     return buf;
 }

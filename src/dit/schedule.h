@@ -31,7 +31,8 @@ double fx_empirical_mu(int64_t n_tokens, int steps);
 flux_status fx_schedule_sigmas(flux_schedule kind, int steps, int64_t n_tokens, double alpha,
                                float *sigmas, fx_err *err);
 
-/* "shifted", "linear", "power" — and the metadata form "power 2.5" into buf. */
+/* "shifted", "linear", "power" — and the metadata form ("shifted", "linear",
+ * "power 2.5") written into buf and returned. */
 const char *fx_schedule_name(flux_schedule kind);
 const char *fx_schedule_describe(flux_schedule kind, double alpha, char *buf, int size);
 

@@ -335,8 +335,7 @@ static void modulation(fx_dit_run *r, float sigma, fx_dit_mod *m) {
     m->final_shift = m_fin + d;
 }
 
-flux_status fx_dit_forward(fx_dit_run *r, const float *x, float sigma, float *v, fx_dit_block_fn block_fn,
-                           void *block_user) {
+flux_status fx_dit_forward(fx_dit_run *r, const float *x, float sigma, float *v) {
     const fx_dit *t = r->d;
     const fx_dit_config *c = &t->c;
     const fx_kctx *kc = &r->ctx->kc;
@@ -369,7 +368,7 @@ flux_status fx_dit_forward(fx_dit_run *r, const float *x, float sigma, float *v,
             snprintf(name, sizeof name, "transformer_blocks.%d.txt", i);
             observe_rows(r, name, r->h, 0, L);
         }
-        if (block_fn && block_fn(block_user, i + 1, n_blocks)) return fx_fail(err, FLUX_ERR_CANCELLED, "cancelled");
+        TRY(fx_ctx_checkpoint(r->ctx, i + 1, n_blocks));
     }
     for (int j = 0; j < c->single_blocks; j++) {
         TRY(fx_dit_single_block(r, &t->sgl[j], &mod));
@@ -377,8 +376,7 @@ flux_status fx_dit_forward(fx_dit_run *r, const float *x, float sigma, float *v,
             snprintf(name, sizeof name, "single_transformer_blocks.%d", j);
             observe_rows(r, name, r->h, 0, r->S);
         }
-        if (block_fn && block_fn(block_user, c->double_blocks + j + 1, n_blocks))
-            return fx_fail(err, FLUX_ERR_CANCELLED, "cancelled");
+        TRY(fx_ctx_checkpoint(r->ctx, c->double_blocks + j + 1, n_blocks));
     }
 
     /* Final layer on the target rows only (text and references dropped). */

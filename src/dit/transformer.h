@@ -77,9 +77,6 @@ int64_t fx_dit_run_bytes(const fx_dit *d, const fx_dit_layout *lay);
 typedef void (*fx_dit_observer)(void *user, const char *name, int b, const float *data, int64_t rows,
                                  int64_t cols, int64_t ld);
 
-/* Progress after each block (block = 1..n_blocks); nonzero cancels. */
-typedef int (*fx_dit_block_fn)(void *user, int block, int n_blocks);
-
 /* Create a run: checks the layout, allocates the workspace, builds the
  * RoPE table. */
 flux_status fx_dit_run_new(flux_ctx *ctx, fx_dit *d, const fx_dit_layout *lay, fx_dit_run **out);
@@ -100,9 +97,9 @@ flux_status fx_dit_run_set_image(fx_dit_run *r, int k, const float *tokens);
 /* One transformer call at noise level sigma (t = 1000·σ): x = noisy target
  * tokens [B, N, in_channels] (sequence-major), v = predicted velocity
  * [B, N, out_channels]. The text (and every reference) must have been set.
- * block_fn may be NULL. */
-flux_status fx_dit_forward(fx_dit_run *r, const float *x, float sigma, float *v, fx_dit_block_fn block_fn,
-                           void *block_user);
+ * A context checkpoint (ctx.h) follows every block: substep = blocks done
+ * of double + single blocks; a cancellation there ends the call. */
+flux_status fx_dit_forward(fx_dit_run *r, const float *x, float sigma, float *v);
 
 /* Floating-point operations of one fx_dit_forward of this run (multiply-add
  * = 2): per block 2·R·d·(4d + 3m) in linear layers (R = rows of all

@@ -20,8 +20,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "src/base/file_read.h"
 #include "src/base/float16.h"
 #include "src/base/json.h"
+#include "map_guard.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian; flux.c supports little-endian hosts only"
@@ -140,10 +142,39 @@ static long table_find(const name_table *t, const fx_tensor *const *items, const
 /* Files                                                                    */
 /* ------------------------------------------------------------------------ */
 
+/* A file as opened: device, inode, size and modification time. Another
+ * file at the path (replaced), or this one rewritten, differs in one of
+ * them; the parsed header would then describe bytes that are not there. */
+typedef struct file_identity {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+} file_identity;
+
+static file_identity identity_of(const struct stat *st) {
+    file_identity id = {st->st_dev, st->st_ino, st->st_size, st->st_mtim};
+    return id;
+}
+
+/* "" when same, else what changed ("size 1024 -> 512", "inode", ...). */
+static const char *identity_change(const file_identity *was, const file_identity *now, char *buf, size_t size) {
+    if (was->size != now->size)
+        snprintf(buf, size, "its size changed from %lld to %lld bytes", (long long)was->size, (long long)now->size);
+    else if (was->dev != now->dev || was->ino != now->ino)
+        snprintf(buf, size, "it was replaced by another file");
+    else if (was->mtime.tv_sec != now->mtime.tv_sec || was->mtime.tv_nsec != now->mtime.tv_nsec)
+        snprintf(buf, size, "it was rewritten (modification time changed)");
+    else
+        buf[0] = '\0';
+    return buf;
+}
+
 struct fx_st_file {
     char *display;
     char *path;               /* NULL for in-memory files */
     uint64_t file_size;
+    file_identity id;         /* what the header was read from */
     uint64_t header_len;
     fx_json_doc *doc;         /* the header; names point into it */
     const fx_json *metadata;  /* __metadata__ object or NULL */
@@ -155,6 +186,7 @@ struct fx_st_file {
     const unsigned char *data;
     void *map_base;
     size_t map_len;
+    int guard;                /* its map_guard slot (-1: none) */
     void *ram;
 };
 
@@ -352,6 +384,7 @@ static flux_status check_header_len(fx_st_file *f, const unsigned char len8[8], 
 static fx_st_file *file_new(const char *path, const char *display, fx_err *err) {
     fx_st_file *f = calloc(1, sizeof *f);
     if (f) {
+        f->guard = -1;
         f->display = strdup(display ? display : path ? path : "<memory>");
         if (path) f->path = strdup(path);
     }
@@ -378,35 +411,44 @@ static int read_full(int fd, void *buf, size_t len, uint64_t off) {
     return 0;
 }
 
-/* Open path read-only and check it is a regular file of the expected size
- * (expect = 0: any size, reported in *size). */
-static int open_regular(const fx_st_file *f, uint64_t *size, fx_err *err) {
-    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        fx_fail(err, FLUX_ERR_IO, "cannot open %s: %s", f->path, strerror(errno));
-        return -1;
-    }
+/* The file at f->path (as *st) is still the one whose header was parsed. */
+static flux_status check_identity(const fx_st_file *f, const struct stat *st, fx_err *err) {
+    file_identity now = identity_of(st);
+    char why[160];
+    if (*identity_change(&f->id, &now, why, sizeof why))
+        return fx_fail(err, FLUX_ERR_IO, "%s changed since the model was loaded: %s", f->path, why);
+    return FLUX_OK;
+}
+
+flux_status fx_st_check_unchanged(const fx_st_file *f, fx_err *err) {
+    if (!f->path) return FLUX_OK;
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        fx_fail(err, FLUX_ERR_IO, "cannot read %s: not a regular file", f->path);
-        close(fd);
-        return -1;
-    }
-    *size = (uint64_t)st.st_size;
-    return fd;
+    if (stat(f->path, &st) != 0)
+        return fx_fail(err, FLUX_ERR_IO, "%s: %s since the model was loaded", f->path, strerror(errno));
+    return check_identity(f, &st, err);
+}
+
+flux_status fx_st_check_faults(const fx_st_file *f, fx_err *err) {
+    size_t at;
+    if (!fx_map_guard_faulted(f->guard, &at)) return FLUX_OK;
+    return fx_fail(err, FLUX_ERR_IO,
+                   "%s was cut short while in use (a read at byte %zu is past its end now)",
+                   f->path, at);
 }
 
 flux_status fx_st_load_data(fx_st_file *f, int use_mmap, fx_err *err) {
     if (f->data) return FLUX_OK;
     if (!f->path) return fx_fail(err, FLUX_ERR_STATE, "%s: in-memory file has no data to load", f->display);
-    uint64_t size;
-    int fd = open_regular(f, &size, err);
+    struct stat st;
+    int fd = fx_open_regular(f->path, &st, err);
     if (fd < 0) return err ? err->code : FLUX_ERR_IO;
-    if (size != f->file_size) {
+    /* the header was parsed from the file as opened: data of another file
+     * (same size or not) would be read through the old tensor table */
+    if (check_identity(f, &st, err)) {
         close(fd);
-        return fx_fail(err, FLUX_ERR_IO, "%s changed size since it was opened (%llu → %llu bytes)", f->path,
-                       (unsigned long long)f->file_size, (unsigned long long)size);
+        return err ? err->code : FLUX_ERR_IO;
     }
+    const uint64_t size = (uint64_t)st.st_size;
     uint64_t off = 8 + f->header_len, data_size = size - off;
     if (size > SIZE_MAX) {
         close(fd);
@@ -421,6 +463,7 @@ flux_status fx_st_load_data(fx_st_file *f, int use_mmap, fx_err *err) {
                            (unsigned long long)size, strerror(errno));
         f->map_base = m;
         f->map_len = (size_t)size;
+        f->guard = fx_map_guard_add(m, (size_t)size); /* a truncation under us: map_guard.h */
         f->data = (const unsigned char *)m + off;
         return FLUX_OK;
     }
@@ -444,6 +487,8 @@ flux_status fx_st_load_data(fx_st_file *f, int use_mmap, fx_err *err) {
 
 void fx_st_drop_data(fx_st_file *f) {
     if (!f || !f->path) return; /* in-memory files do not own their data */
+    fx_map_guard_remove(f->guard);
+    f->guard = -1;
     if (f->map_base) munmap(f->map_base, f->map_len);
     free(f->ram);
     f->map_base = NULL;
@@ -456,8 +501,11 @@ fx_st_file *fx_st_open(const char *path, const char *display, int use_mmap, fx_e
     fx_st_file *f = file_new(path, display, err);
     if (!f) return NULL;
     char *hdr = NULL;
-    int fd = open_regular(f, &f->file_size, err);
+    struct stat st;
+    int fd = fx_open_regular(f->path, &st, err);
     if (fd < 0) goto fail;
+    f->file_size = (uint64_t)st.st_size;
+    f->id = identity_of(&st);
     if (f->file_size < 8) {
         bad(err, f, NULL, "file is %llu bytes, shorter than the 8-byte header length",
             (unsigned long long)f->file_size);
@@ -792,6 +840,16 @@ void fx_wset_drop_data(fx_wset *s) {
     for (size_t i = 0; i < s->n_files; i++) fx_st_drop_data(s->files[i]);
 }
 
+flux_status fx_wset_check_faults(const fx_wset *s, fx_err *err) {
+    for (size_t i = 0; i < s->n_files; i++) TRY(fx_st_check_faults(s->files[i], err));
+    return FLUX_OK;
+}
+
+flux_status fx_wset_check_unchanged(const fx_wset *s, fx_err *err) {
+    for (size_t i = 0; i < s->n_files; i++) TRY(fx_st_check_unchanged(s->files[i], err));
+    return FLUX_OK;
+}
+
 int fx_wset_data_loaded(const fx_wset *s) {
     for (size_t i = 0; i < s->n_files; i++)
         if (!s->files[i]->data) return 0;
@@ -804,6 +862,8 @@ void fx_wset_willneed(const fx_wset *s) {
         if (f->data) madvise_range(f, f->data, (size_t)(f->file_size - 8 - f->header_len));
     }
 }
+
+long fx_wset_index(const fx_wset *s, const char *name) { return table_find(&s->names, s->tensors, name); }
 
 const fx_tensor *fx_wset_find(const fx_wset *s, const char *name) {
     long i = table_find(&s->names, s->tensors, name);

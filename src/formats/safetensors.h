@@ -103,6 +103,17 @@ void fx_st_drop_data(fx_st_file *f);
 
 void fx_st_close(fx_st_file *f);
 
+/* FLUX_ERR_IO naming the file when the file at its path is no longer the
+ * one opened (replaced, resized or rewritten since: device, inode, size,
+ * modification time); FLUX_OK for in-memory files. fx_st_load_data checks
+ * the same before mapping or reading the data again. */
+flux_status fx_st_check_unchanged(const fx_st_file *f, fx_err *err);
+
+/* FLUX_ERR_IO naming the file when a read of its mapped data faulted
+ * because the file was cut short under the mapping (map_guard.h); the
+ * mapping then holds zeros there and must not be used any more. */
+flux_status fx_st_check_faults(const fx_st_file *f, fx_err *err);
+
 const char *fx_st_display(const fx_st_file *f);
 const char *fx_st_path(const fx_st_file *f); /* file system path; NULL for in-memory files */
 size_t fx_st_count(const fx_st_file *f);
@@ -146,6 +157,10 @@ void fx_wset_close(fx_wset *s);
 flux_status fx_wset_load_data(fx_wset *s, int use_mmap, fx_err *err);
 void fx_wset_drop_data(fx_wset *s);
 int fx_wset_data_loaded(const fx_wset *s);
+/* fx_st_check_unchanged / fx_st_check_faults on every file of the set (of a
+ * view: its base's). */
+flux_status fx_wset_check_unchanged(const fx_wset *s, fx_err *err);
+flux_status fx_wset_check_faults(const fx_wset *s, fx_err *err);
 /* madvise WILLNEED over all mapped data of the set. */
 void fx_wset_willneed(const fx_wset *s);
 
@@ -157,6 +172,8 @@ const fx_st_file *fx_wset_file_at(const fx_wset *s, size_t i);
 
 /* Lookup: NULL when absent (no error). */
 const fx_tensor *fx_wset_find(const fx_wset *s, const char *name);
+/* Its position (fx_wset_tensor_at), or -1 when absent. */
+long fx_wset_index(const fx_wset *s, const char *name);
 
 /* Lookup with checks: missing → FLUX_ERR_MODEL "<set>: tensor 'n' not
  * found"; expect (may be NULL = any shape) not matching → FLUX_ERR_MODEL

@@ -46,6 +46,12 @@ flux_status fx_image_write(const flux_image *img, const char *path, fx_err *err)
     if (!img->data || !fx_image_size_ok(img->width, img->height) || img->channels < 1 || img->channels > 4)
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "cannot save %s: invalid image (%dx%d, %d channels)", path,
                        img->width, img->height, img->channels);
+    if (img->n_text < 0 || (img->n_text > 0 && (!img->text_keys || !img->text_values)))
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "cannot save %s: invalid metadata (%d entries, %s)", path,
+                       img->n_text, img->n_text < 0 ? "a negative count" : "no key/value arrays");
+    for (int i = 0; i < img->n_text; i++)
+        if (!img->text_keys[i] || !*img->text_keys[i])
+            return fx_fail(err, FLUX_ERR_INVALID_ARG, "cannot save %s: metadata entry %d has no key", path, i);
     const char *ext = extension(path);
     flux_status (*write)(FILE *, const flux_image *, const char *, fx_err *);
     if (!strcasecmp(ext, "png")) write = fx_png_write;

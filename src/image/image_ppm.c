@@ -11,6 +11,7 @@
  */
 #include "codecs.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,6 +100,6 @@ flux_status fx_ppm_write(FILE *f, const flux_image *img, const char *name, fx_er
         ok = fwrite(row, (size_t)out_ch, w, f) == w;
     }
     free(row);
-    if (!ok) return fx_fail(err, FLUX_ERR_IO, "cannot write %s: write failed", name);
+    if (!ok) return fx_fail(err, FLUX_ERR_IO, "cannot write %s: %s", name, strerror(errno ? errno : EIO));
     return FLUX_OK;
 }

@@ -9,6 +9,7 @@
 #define FX_CTX_H
 
 #include "flux.h"
+#include "src/base/cpu_load.h"
 #include "src/base/error.h"
 #include "src/base/log.h"
 #include "simd/kernels.h"
@@ -21,12 +22,27 @@ struct fx_dit;        /* transformer.h */
 struct fx_vae;        /* vae.h */
 struct fx_embcache;   /* embcache.h */
 
+/* The generation under way, for the stages' checkpoints (fx_ctx_checkpoint):
+ * the caller's progress callback and where the pipeline is. */
+typedef struct fx_ctx_progress {
+    flux_progress_fn fn;        /* NULL: nobody listens */
+    void *user;
+    flux_stage stage;
+    int step, total;            /* the stage's main units (steps, images) */
+} fx_ctx_progress;
+
 struct flux_ctx {
     flux_options opt;
     char *cache_dir;            /* owned copy of opt.cache_dir (or NULL) */
     fx_err err;
     fx_logger log;              /* opt.verbose */
-    int threads;
+    int threads;                /* the most threads kernels use (scratch is
+                                   sized for it); kc.threads is the current
+                                   count, <= threads */
+    int threads_fixed;          /* opt.threads or OMP_NUM_THREADS given: never
+                                   adapted to the load */
+    fx_cpu_watch cpu;           /* idle CPUs, for the adaptive default */
+    fx_ctx_progress progress;
     int force_f32;              /* FLUX_PRECISION_F32 */
     const fx_kernels *kernels;
     fx_scratch *scratch;
@@ -37,6 +53,13 @@ struct flux_ctx {
                                    (FLUX_BACKEND_VULKAN): every load fails with it */
 
     struct fx_model *model;
+    /* a model whose files changed on disk and could not be loaded again yet
+     * (load.c: retried when the next call starts); dir NULL: none */
+    struct {
+        char *dir;
+        flux_load_options lo;   /* transformer_file owned */
+        int use_mmap;
+    } reload;
     struct fx_tokenizer *tokenizer;
     struct fx_qwen3 *text_encoder;
     struct fx_dit *transformer;
@@ -46,5 +69,21 @@ struct flux_ctx {
 
 /* Copy an fx_err into the context's error and return its code. */
 flux_status fx_ctx_fail_from(flux_ctx *ctx, const fx_err *e);
+
+/* Between two units of work of a stage (a Qwen3 layer, a transformer block,
+ * a VAE decoder stage; ctx.c): adapt the thread count to the idle CPUs
+ * (unless fixed), fail if a mapped weight file was cut short under a read
+ * (map_guard.h), then report substep/subtotal of the current stage to the
+ * progress callback; a non-zero return of the callback gives
+ * FLUX_ERR_CANCELLED, so a generation stops within one such unit. */
+flux_status fx_ctx_checkpoint(flux_ctx *ctx, int substep, int subtotal);
+
+/* The pipeline enters a stage, or moves to its step (of total main units):
+ * what the next checkpoints report. */
+void fx_ctx_set_stage(flux_ctx *ctx, flux_stage stage, int step, int total);
+
+/* The adaptive thread count alone (kc.threads = idle CPUs, at most
+ * ctx->threads), for callers between stages. */
+void fx_ctx_adapt_threads(flux_ctx *ctx);
 
 #endif

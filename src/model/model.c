@@ -27,6 +27,7 @@ void fx_model_free(struct fx_model *m) {
     fx_wset_close(m->vae_w);
     fx_wset_close(m->text_encoder_w);
     free(m->tokenizer_path);
+    free((char *)m->lo.transformer_file);
     free(m->dir);
     free(m->name);
     free(m);
@@ -43,6 +44,20 @@ fx_wset *fx_model_text_encoder_weights(struct fx_model *m, fx_err *err) {
 
 void fx_model_release_text_encoder_weights(struct fx_model *m) {
     if (m && m->text_encoder_w) fx_wset_drop_data(m->text_encoder_w);
+}
+
+flux_status fx_model_check_unchanged(const struct fx_model *m, fx_err *err) {
+    const fx_wset *sets[3] = {m->transformer_w, m->vae_w, m->text_encoder_w};
+    for (int i = 0; i < 3; i++)
+        if (sets[i]) TRY(fx_wset_check_unchanged(sets[i], err));
+    return FLUX_OK;
+}
+
+flux_status fx_model_check_faults(const struct fx_model *m, fx_err *err) {
+    const fx_wset *sets[3] = {m->transformer_w, m->vae_w, m->text_encoder_w};
+    for (int i = 0; i < 3; i++)
+        if (sets[i]) TRY(fx_wset_check_faults(sets[i], err));
+    return FLUX_OK;
 }
 
 /* "<dir>/<rel>" into a fixed buffer; error if it does not fit. */
@@ -153,7 +168,9 @@ flux_status fx_model_open(const char *model_dir, const flux_load_options *lo, in
     m->dir = strdup(model_dir);
     m->name = folder_name(model_dir);
     m->use_mmap = use_mmap != 0;
-    if (!m->dir || !m->name) {
+    m->lo = *lo;
+    m->lo.transformer_file = lo->transformer_file ? strdup(lo->transformer_file) : NULL;
+    if (!m->dir || !m->name || (lo->transformer_file && !m->lo.transformer_file)) {
         fx_model_free(m);
         return fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
     }

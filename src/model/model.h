@@ -34,6 +34,8 @@ struct fx_model {
     int distilled;            /* effective variant: model_index.json "is_distilled"
                                  unless forced by flux_load_options.distilled */
     int use_mmap;             /* flux_options.use_mmap at load time */
+    flux_load_options lo;     /* as given to flux_load (transformer_file owned),
+                                 to load the folder again */
 
     fx_pipeline_config pipeline; /* model_index.json */
     fx_dit_config dit;           /* transformer/config.json */
@@ -63,6 +65,14 @@ flux_status fx_model_open(const char *dir, const flux_load_options *lo, int use_
 fx_wset *fx_model_text_encoder_weights(struct fx_model *m, fx_err *err);
 /* Unmap/free the text encoder's weight data (headers stay for lookups). */
 void fx_model_release_text_encoder_weights(struct fx_model *m);
+
+/* The weight files on disk are still those the model was loaded from
+ * (fx_wset_check_unchanged on every set): FLUX_ERR_IO naming the first that
+ * was replaced, resized or rewritten. */
+flux_status fx_model_check_unchanged(const struct fx_model *m, fx_err *err);
+/* No read of mapped weight data faulted (fx_wset_check_faults): FLUX_ERR_IO
+ * naming a file that was cut short while in use. Cheap: for checkpoints. */
+flux_status fx_model_check_faults(const struct fx_model *m, fx_err *err);
 
 /* Free a model (NULL allowed). */
 void fx_model_free(struct fx_model *m);

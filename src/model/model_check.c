@@ -1,32 +1,101 @@
 /*
  * model_check.c — the tensor tables of spec §2, computed from the configs,
  * checked against opened weight sets at load time (so a wrong or truncated
- * checkpoint fails at flux_load with a precise message, not mid-generation).
+ * checkpoint fails at flux_load with a precise message, not mid-generation):
+ * every tensor a stage needs must be there with its shape, and every tensor
+ * the file has must be one of those (or a known unused one), since weights
+ * the config does not use mean the two disagree: a config.json cut to fewer
+ * blocks would silently run part of the model.
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "model.h"
 
-/* Check one weight whose name is printf-formatted. */
-static flux_status want(const fx_wset *w, fx_err *err, fx_shape shape, const char *fmt, ...) FX_PRINTF(4, 5);
+/* A check in progress: the set, which of its tensors were claimed. */
+typedef struct checker {
+    const fx_wset *w;
+    unsigned char *seen; /* [fx_wset_count(w)] */
+    fx_err *err;
+} checker;
 
-static flux_status want(const fx_wset *w, fx_err *err, fx_shape shape, const char *fmt, ...) {
+static flux_status checker_init(checker *ck, const fx_wset *w, fx_err *err) {
+    ck->w = w;
+    ck->err = err;
+    ck->seen = calloc(fx_wset_count(w) + 1, 1);
+    return ck->seen ? FLUX_OK : fx_fail(err, FLUX_ERR_NOMEM, "out of memory checking %s", fx_wset_display(w));
+}
+
+/* Check one weight whose name is printf-formatted, and claim it. */
+static flux_status want(checker *ck, fx_shape shape, const char *fmt, ...) FX_PRINTF(3, 4);
+
+static flux_status want(checker *ck, fx_shape shape, const char *fmt, ...) {
     char name[FX_ST_MAX_NAME];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(name, sizeof name, fmt, ap);
     va_end(ap);
-    return fx_wset_check_weight(w, name, &shape, err);
+    TRY(fx_wset_check_weight(ck->w, name, &shape, ck->err));
+    long i = fx_wset_index(ck->w, name);
+    if (i >= 0) ck->seen[i] = 1;
+    return FLUX_OK;
 }
 
-#define WANT(shape, ...) TRY(want(w, err, shape, __VA_ARGS__))
+#define WANT(shape, ...) TRY(want(ck, shape, __VA_ARGS__))
+
+/* Tensors a checkpoint may carry that no stage reads. */
+typedef int (*known_unused_fn)(const char *name, const void *config);
+
+/* The family of a tensor name: up to its first numeric component
+ * ("transformer_blocks.1.attn.to_q.weight" → "transformer_blocks.1"),
+ * else the whole name. */
+static void family_of(const char *name, char *buf, size_t size) {
+    const char *p = name;
+    while ((p = strchr(p, '.'))) {
+        p++;
+        size_t digits = strspn(p, "0123456789");
+        if (digits && (p[digits] == '.' || !p[digits])) {
+            snprintf(buf, size, "%.*s.*", (int)(p + digits - name), name);
+            return;
+        }
+    }
+    snprintf(buf, size, "%s", name);
+}
+
+/* After the table (its status st): every tensor claimed, or known to be
+ * unused. Releases the claims. */
+static flux_status checker_finish(checker *ck, flux_status st, known_unused_fn known, const void *config) {
+    if (st) {
+        free(ck->seen);
+        return st;
+    }
+    const size_t n = fx_wset_count(ck->w);
+    size_t unused = 0;
+    const fx_tensor *first = NULL;
+    for (size_t i = 0; i < n; i++) {
+        const fx_tensor *t = fx_wset_tensor_at(ck->w, i);
+        if (ck->seen[i] || (known && known(t->name, config))) continue;
+        if (!unused++) first = t;
+    }
+    free(ck->seen);
+    ck->seen = NULL;
+    if (!unused) return FLUX_OK;
+    char family[FX_ST_MAX_NAME + 4];
+    family_of(first->name, family, sizeof family);
+    return fx_fail(ck->err, FLUX_ERR_MODEL,
+                   "%s: %zu tensor%s not used by the model the config describes, first the family '%s' (tensor "
+                   "'%.200s'): the config may be truncated or belong to other weights",
+                   first->file ? fx_st_display(first->file) : fx_wset_display(ck->w), unused,
+                   unused == 1 ? " is" : "s are", family, first->name);
+}
 
 /* ------------------------------------------------------------------------ */
 /* Transformer (spec §2.1): d = hidden, m = MLP width, no biases            */
 /* ------------------------------------------------------------------------ */
 
-flux_status fx_check_dit_weights(const fx_wset *w, const fx_dit_config *c, fx_err *err) {
+static flux_status dit_table(checker *ck, const fx_dit_config *c) {
     const int64_t d = c->hidden, m = c->mlp_hidden, hd = c->head_dim;
     WANT(FX_SHAPE(d, c->in_channels), "x_embedder.weight");
     WANT(FX_SHAPE(d, c->text_dim), "context_embedder.weight");
@@ -62,7 +131,7 @@ flux_status fx_check_dit_weights(const fx_wset *w, const fx_dit_config *c, fx_er
 /* ------------------------------------------------------------------------ */
 
 /* Resnet block R(prefix, cin, cout). */
-static flux_status resnet(const fx_wset *w, fx_err *err, const char *prefix, int64_t cin, int64_t cout) {
+static flux_status resnet(checker *ck, const char *prefix, int64_t cin, int64_t cout) {
     WANT(FX_SHAPE(cin), "%s.norm1.weight", prefix);
     WANT(FX_SHAPE(cin), "%s.norm1.bias", prefix);
     WANT(FX_SHAPE(cout, cin, 3, 3), "%s.conv1.weight", prefix);
@@ -79,7 +148,7 @@ static flux_status resnet(const fx_wset *w, fx_err *err, const char *prefix, int
 }
 
 /* Attention block A(prefix, c): GroupNorm + 2-D linear q/k/v/out with biases. */
-static flux_status attention(const fx_wset *w, fx_err *err, const char *prefix, int64_t c) {
+static flux_status attention(checker *ck, const char *prefix, int64_t c) {
     static const char *const proj[] = {"to_q", "to_k", "to_v", "to_out.0"};
     WANT(FX_SHAPE(c), "%s.group_norm.weight", prefix);
     WANT(FX_SHAPE(c), "%s.group_norm.bias", prefix);
@@ -90,25 +159,25 @@ static flux_status attention(const fx_wset *w, fx_err *err, const char *prefix, 
     return FLUX_OK;
 }
 
-static flux_status conv(const fx_wset *w, fx_err *err, const char *prefix, int64_t cout, int64_t cin, int64_t k) {
+static flux_status conv(checker *ck, const char *prefix, int64_t cout, int64_t cin, int64_t k) {
     WANT(FX_SHAPE(cout, cin, k, k), "%s.weight", prefix);
     WANT(FX_SHAPE(cout), "%s.bias", prefix);
     return FLUX_OK;
 }
 
-static flux_status mid_block(const fx_wset *w, fx_err *err, const char *side, int64_t c, int attn) {
+static flux_status mid_block(checker *ck, const char *side, int64_t c, int attn) {
     char p[96];
     snprintf(p, sizeof p, "%s.mid_block.resnets.0", side);
-    TRY(resnet(w, err, p, c, c));
+    TRY(resnet(ck, p, c, c));
     if (attn) {
         snprintf(p, sizeof p, "%s.mid_block.attentions.0", side);
-        TRY(attention(w, err, p, c));
+        TRY(attention(ck, p, c));
     }
     snprintf(p, sizeof p, "%s.mid_block.resnets.1", side);
-    return resnet(w, err, p, c, c);
+    return resnet(ck, p, c, c);
 }
 
-flux_status fx_check_vae_weights(const fx_wset *w, const fx_vae_config *c, fx_err *err) {
+static flux_status vae_table(checker *ck, const fx_vae_config *c) {
     const int L = c->levels;
     const int64_t lat = c->latent_channels;
     const int *enc = c->block_out_channels;
@@ -116,45 +185,45 @@ flux_status fx_check_vae_weights(const fx_wset *w, const fx_vae_config *c, fx_er
 
     /* encoder: conv_in, L levels of layers_per_block resnets (+ downsample
      * except the last), mid block, norm, conv_out to mean‖logvar */
-    TRY(conv(w, err, "encoder.conv_in", enc[0], c->in_channels, 3));
+    TRY(conv(ck, "encoder.conv_in", enc[0], c->in_channels, 3));
     for (int i = 0; i < L; i++) {
         int64_t cin = i ? enc[i - 1] : enc[0], cout = enc[i];
         for (int j = 0; j < c->layers_per_block; j++) {
             snprintf(p, sizeof p, "encoder.down_blocks.%d.resnets.%d", i, j);
-            TRY(resnet(w, err, p, j ? cout : cin, cout));
+            TRY(resnet(ck, p, j ? cout : cin, cout));
         }
         if (i < L - 1) {
             snprintf(p, sizeof p, "encoder.down_blocks.%d.downsamplers.0.conv", i);
-            TRY(conv(w, err, p, cout, cout, 3));
+            TRY(conv(ck, p, cout, cout, 3));
         }
     }
-    TRY(mid_block(w, err, "encoder", enc[L - 1], c->mid_block_add_attention));
+    TRY(mid_block(ck, "encoder", enc[L - 1], c->mid_block_add_attention));
     WANT(FX_SHAPE(enc[L - 1]), "encoder.conv_norm_out.weight");
     WANT(FX_SHAPE(enc[L - 1]), "encoder.conv_norm_out.bias");
-    TRY(conv(w, err, "encoder.conv_out", 2 * lat, enc[L - 1], 3));
-    if (c->use_quant_conv) TRY(conv(w, err, "quant_conv", 2 * lat, 2 * lat, 1));
-    if (c->use_post_quant_conv) TRY(conv(w, err, "post_quant_conv", lat, lat, 1));
+    TRY(conv(ck, "encoder.conv_out", 2 * lat, enc[L - 1], 3));
+    if (c->use_quant_conv) TRY(conv(ck, "quant_conv", 2 * lat, 2 * lat, 1));
+    if (c->use_post_quant_conv) TRY(conv(ck, "post_quant_conv", lat, lat, 1));
 
     /* decoder: channels in reverse, layers_per_block + 1 resnets per level,
      * upsample except the last level */
     int dec[FX_VAE_MAX_LEVELS];
     for (int i = 0; i < L; i++) dec[i] = c->decoder_block_out_channels[L - 1 - i];
-    TRY(conv(w, err, "decoder.conv_in", dec[0], lat, 3));
-    TRY(mid_block(w, err, "decoder", dec[0], c->mid_block_add_attention));
+    TRY(conv(ck, "decoder.conv_in", dec[0], lat, 3));
+    TRY(mid_block(ck, "decoder", dec[0], c->mid_block_add_attention));
     for (int i = 0; i < L; i++) {
         int64_t cin = i ? dec[i - 1] : dec[0], cout = dec[i];
         for (int j = 0; j < c->layers_per_block + 1; j++) {
             snprintf(p, sizeof p, "decoder.up_blocks.%d.resnets.%d", i, j);
-            TRY(resnet(w, err, p, j ? cout : cin, cout));
+            TRY(resnet(ck, p, j ? cout : cin, cout));
         }
         if (i < L - 1) {
             snprintf(p, sizeof p, "decoder.up_blocks.%d.upsamplers.0.conv", i);
-            TRY(conv(w, err, p, cout, cout, 3));
+            TRY(conv(ck, p, cout, cout, 3));
         }
     }
     WANT(FX_SHAPE(dec[L - 1]), "decoder.conv_norm_out.weight");
     WANT(FX_SHAPE(dec[L - 1]), "decoder.conv_norm_out.bias");
-    TRY(conv(w, err, "decoder.conv_out", c->out_channels, dec[L - 1], 3));
+    TRY(conv(ck, "decoder.conv_out", c->out_channels, dec[L - 1], 3));
 
     /* latent BatchNorm statistics over the packed channels */
     const int64_t packed = lat * c->patch[0] * c->patch[1];
@@ -167,7 +236,7 @@ flux_status fx_check_vae_weights(const fx_wset *w, const fx_vae_config *c, fx_er
 /* Qwen3 (spec §2.4): embedding + the layers klein runs                     */
 /* ------------------------------------------------------------------------ */
 
-flux_status fx_check_qwen3_weights(const fx_wset *w, const fx_qwen3_config *c, fx_err *err) {
+static flux_status qwen3_table(checker *ck, const fx_qwen3_config *c) {
     const int64_t h = c->hidden, hd = c->head_dim, q = (int64_t)c->heads * hd, kv = (int64_t)c->kv_heads * hd,
                   ff = c->intermediate;
     WANT(FX_SHAPE(c->vocab, h), "model.embed_tokens.weight");
@@ -185,4 +254,50 @@ flux_status fx_check_qwen3_weights(const fx_wset *w, const fx_qwen3_config *c, f
         WANT(FX_SHAPE(h, ff), "model.layers.%d.mlp.down_proj.weight", n);
     }
     return FLUX_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The checks: the table, then nothing left over                            */
+/* ------------------------------------------------------------------------ */
+
+/* A diffusers-named checkpoint of a FLUX.2 model with a guidance embedder
+ * (klein has none; spec §10: such keys are unused). */
+static int dit_known_unused(const char *name, const void *config) {
+    (void)config;
+    return !strncmp(name, "time_guidance_embed.guidance_embedder.", 38);
+}
+
+/* The BatchNorm's update counter (an I64 scalar, spec §2.3). */
+static int vae_known_unused(const char *name, const void *config) {
+    (void)config;
+    return !strcmp(name, "bn.num_batches_tracked");
+}
+
+/* Qwen3 layers past the ones klein reads, up to the config's count (the
+ * 4B ships 36, klein runs 27), the final norm and the LM head (spec §2.4). */
+static int qwen3_known_unused(const char *name, const void *config) {
+    const fx_qwen3_config *c = config;
+    if (!strcmp(name, "model.norm.weight") || !strcmp(name, "lm_head.weight")) return 1;
+    int layer;
+    char dot;
+    return sscanf(name, "model.layers.%d%c", &layer, &dot) == 2 && dot == '.' && layer >= c->layers_used &&
+           layer < c->layers;
+}
+
+flux_status fx_check_dit_weights(const fx_wset *w, const fx_dit_config *c, fx_err *err) {
+    checker ck;
+    TRY(checker_init(&ck, w, err));
+    return checker_finish(&ck, dit_table(&ck, c), dit_known_unused, c);
+}
+
+flux_status fx_check_vae_weights(const fx_wset *w, const fx_vae_config *c, fx_err *err) {
+    checker ck;
+    TRY(checker_init(&ck, w, err));
+    return checker_finish(&ck, vae_table(&ck, c), vae_known_unused, c);
+}
+
+flux_status fx_check_qwen3_weights(const fx_wset *w, const fx_qwen3_config *c, fx_err *err) {
+    checker ck;
+    TRY(checker_init(&ck, w, err));
+    return checker_finish(&ck, qwen3_table(&ck, c), qwen3_known_unused, c);
 }

@@ -151,6 +151,13 @@ flux_status fx_ops_vulkan_open(const fx_ops_opts *o, int any_type, fx_ops *ops, 
     vo.log = o->log;
     TRY(fx_vk_open(&vo, &ops->vk, err));
     const fx_vk_device_info *d = fx_vk_device(ops->vk);
+    if (!any_type && d->type == FX_VK_DEV_CPU) { /* auto never runs on a CPU driver, even when named */
+        flux_status st = fx_fail(err, FLUX_ERR_UNSUPPORTED, "Vulkan device %d (%s) is a CPU device; --backend auto skips "
+                                 "it (--backend vulkan takes it)", d->index, d->name);
+        fx_vk_close(ops->vk);
+        ops->vk = NULL;
+        return st;
+    }
     snprintf(ops->name, sizeof ops->name, "vulkan: %s (%s), driver %s", d->name, fx_vk_device_type_name(d->type),
              d->driver);
     ops->impl = &vulkan_impl;

@@ -14,28 +14,46 @@
 #include <omp.h>
 #endif
 
-static int default_threads(void) {
+/* Threads: opt.threads > 0, else OMP_NUM_THREADS when set (both fixed),
+ * else the adaptive default: up to every CPU this process may use, fewer
+ * while other processes keep some busy (ctx.c, cpu_load.h). Clamped to
+ * 1..FLUX_MAX_THREADS (OMP_NUM_THREADS=100000 crashed libgomp). */
+static int choose_threads(const flux_options *opt, int *fixed) {
+    int n;
+    *fixed = 1;
+    if (opt->threads > 0) {
+        n = opt->threads;
+    } else if (getenv("OMP_NUM_THREADS") && *getenv("OMP_NUM_THREADS")) {
 #ifdef _OPENMP
-    return omp_get_max_threads();
+        n = omp_get_max_threads();
 #else
-    return 1;
+        n = 1;
 #endif
+    } else {
+        *fixed = 0;
+        n = fx_cpu_available();
+    }
+#ifndef _OPENMP
+    n = 1; /* a serial build runs one thread whatever was asked */
+#endif
+    return n < 1 ? 1 : n > FLUX_MAX_THREADS ? FLUX_MAX_THREADS : n;
 }
 
 /* The kernel table: the one that wins on this CPU, or the level forced by
- * opt->isa or FLUX_ISA. An unknown or unsupported name is reported and the
- * CPU's own choice kept. */
+ * opt->isa or FLUX_ISA. An unknown or unsupported name is reported (naming
+ * where it came from) and the CPU's own choice kept. */
 static const fx_kernels *choose_kernels(const flux_options *opt, int force_f32, fx_err *err) {
     const char *want = opt->isa ? opt->isa : getenv("FLUX_ISA");
     if (!want || !*want) return fx_kernels_best(force_f32);
+    const char *from = opt->isa ? "ISA " : "FLUX_ISA=";
     int isa = fx_isa_parse(want);
     char why[512];
     if (isa < 0) {
-        fx_fail(err, FLUX_ERR_UNSUPPORTED, "ISA '%s' is unknown (scalar, avx2, avx512, avx512bf16, amx, neon)", want);
+        fx_fail(err, FLUX_ERR_UNSUPPORTED, "%s'%s' is unknown (ISAs: scalar, avx2, avx512, avx512bf16, amx, neon)", from, want);
         return fx_kernels_best(force_f32);
     }
     if (!fx_isa_check((fx_isa)isa, why, sizeof why)) {
-        fx_fail(err, FLUX_ERR_UNSUPPORTED, "ISA '%s' is not supported: %s", want, why);
+        fx_fail(err, FLUX_ERR_UNSUPPORTED, "%s'%s' is not supported: %s", from, want, why);
         return fx_kernels_best(force_f32);
     }
     return fx_kernels_get((fx_isa)isa, force_f32);
@@ -46,6 +64,17 @@ static const fx_kernels *choose_kernels(const flux_options *opt, int force_f32, 
 static size_t pack_budget(void) {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     return pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 2 : (size_t)4 << 30;
+}
+
+/* FLUX_PRECISION=f32|default overrides opt->precision; another value is
+ * reported and ignored. */
+static int choose_f32(const flux_options *opt, fx_err *err) {
+    const char *prec = getenv("FLUX_PRECISION");
+    if (!prec || !*prec) return opt->precision == FLUX_PRECISION_F32;
+    if (!strcmp(prec, "f32")) return 1;
+    if (!strcmp(prec, "default")) return 0;
+    fx_fail(err, FLUX_ERR_INVALID_ARG, "FLUX_PRECISION='%s' is not a precision (f32 or default); ignored", prec);
+    return opt->precision == FLUX_PRECISION_F32;
 }
 
 flux_ctx *flux_new(const flux_options *opt) {
@@ -60,13 +89,11 @@ flux_ctx *flux_new(const flux_options *opt) {
     }
     ctx->opt.isa = NULL; /* not owned; consumed below */
     ctx->log.verbose = ctx->opt.verbose;
-    ctx->threads = opt && opt->threads > 0 ? opt->threads : default_threads();
-
-    const char *prec = getenv("FLUX_PRECISION");
-    ctx->force_f32 = ctx->opt.precision == FLUX_PRECISION_F32;
-    if (prec && !strcmp(prec, "f32")) ctx->force_f32 = 1;
-    if (prec && !strcmp(prec, "default")) ctx->force_f32 = 0;
-
+    ctx->threads = choose_threads(&ctx->opt, &ctx->threads_fixed);
+    fx_cpu_watch_init(&ctx->cpu);
+    /* environment values that are not understood: the first is kept in
+     * flux_error() (flux.h), the context uses the defaults */
+    ctx->force_f32 = choose_f32(&ctx->opt, &ctx->err);
     ctx->kernels = choose_kernels(opt ? opt : &ctx->opt, ctx->force_f32, &ctx->err);
     ctx->scratch = fx_scratch_new(ctx->threads);
     ctx->packs = fx_packcache_new(pack_budget());
@@ -81,7 +108,7 @@ flux_ctx *flux_new(const flux_options *opt) {
         if (fx_ops_open(&oo, &ctx->kc, &ctx->ops, &ctx->err) != FLUX_OK) goto oom;
         ctx->err = ctx->backend_err;
     }
-    if (ctx->err.msg[0] && !ctx->backend_err.msg[0]) /* FLUX_ISA named a level this CPU lacks */
+    if (ctx->err.msg[0] && !ctx->backend_err.msg[0]) /* an environment value was not understood */
         fx_log(&ctx->log, 1, "flux: %s; running %s", ctx->err.msg, fx_kernels_name(ctx->kernels));
     if (ctx->opt.verbose >= 1) {
         char amx[512];
@@ -100,7 +127,7 @@ oom:
 
 void flux_free(flux_ctx *ctx) {
     if (!ctx) return;
-    fx_ctx_release_model(ctx);
+    fx_ctx_forget_model(ctx);
     fx_ops_close(ctx->ops);
     fx_scratch_free(ctx->scratch);
     fx_packcache_free(ctx->packs);
@@ -110,7 +137,7 @@ void flux_free(flux_ctx *ctx) {
 
 const char *flux_error(const flux_ctx *ctx) { return ctx ? ctx->err.msg : "no context"; }
 
-int flux_threads(const flux_ctx *ctx) { return ctx->threads; }
+int flux_threads(const flux_ctx *ctx) { return ctx ? ctx->threads : 0; }
 
 flux_status fx_ctx_fail_from(flux_ctx *ctx, const fx_err *e) {
     if (e != &ctx->err) ctx->err = *e;
@@ -118,10 +145,19 @@ flux_status fx_ctx_fail_from(flux_ctx *ctx, const fx_err *e) {
 }
 
 size_t flux_cpu_info(const flux_ctx *ctx, char *buf, size_t size) {
-    char kern[4096];
-    fx_kernels_describe(ctx->kernels, kern, sizeof kern);
-    int n = snprintf(buf, size, "%s%sthreads:  %d\nprecision: %s\n", kern,
-                     "", ctx->threads, ctx->force_f32 ? "f32" : "default (bf16 dot products where available)");
+    if (!buf) size = 0;
+    flux_ctx *own = NULL;
+    if (!ctx && !(ctx = own = flux_new(NULL))) { /* what a default context would use */
+        if (size) buf[0] = '\0';
+        return 0;
+    }
+    char *kern = malloc(4096);
+    if (kern) fx_kernels_describe(ctx->kernels, kern, 4096);
+    int n = snprintf(buf, size, "%sthreads:  %d (%s)\nprecision: %s\n", kern ? kern : "", ctx->threads,
+                     ctx->threads_fixed ? "fixed" : "adaptive: fewer while other processes keep CPUs busy",
+                     ctx->force_f32 ? "f32" : "default (bf16 dot products where available)");
+    free(kern);
+    flux_free(own);
     return n < 0 ? 0 : (size_t)n;
 }
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "src/base/atomic_file.h"
+#include "src/base/file_read.h"
 #include "src/model/model.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -24,7 +25,6 @@
 #endif
 
 #define DTYPE_F32LE 1
-#define STALE_TMP_SECONDS 3600 /* temporary files older than this are leftovers */
 
 typedef struct mem_entry {
     uint8_t key[FX_SHA256_BYTES];
@@ -243,10 +243,10 @@ static const char *header_problem(const uint8_t h[FX_EMBCACHE_HEADER], const uin
 static void drop_bad_entry(fx_embcache *c, const char *path, int fd, const char *why) {
     struct stat ours, now;
     int same = fstat(fd, &ours) == 0 && stat(path, &now) == 0 && ours.st_dev == now.st_dev && ours.st_ino == now.st_ino;
-    if (same) unlink(path);
+    int removed = same && unlink(path) == 0, e = errno;
     c->stats.corrupt++;
-    fx_log(c->cfg.log, 1, "flux: embedding cache: %s: %s; %s, recomputing", path, why,
-           same ? "deleted" : "already replaced");
+    fx_log(c->cfg.log, 1, "flux: embedding cache: %s: %s; %s%s, recomputing", path, why,
+           !same ? "already replaced" : removed ? "deleted" : "cannot delete it: ", same && !removed ? strerror(e) : "");
 }
 
 static int read_full(int fd, void *buf, size_t n) {
@@ -260,21 +260,45 @@ static int read_full(int fd, void *buf, size_t n) {
     return 0;
 }
 
+/* An entry name that is not a regular file: a directory is not ours to
+ * remove (left in place, said so); anything else (a FIFO, a socket) is
+ * deleted like any bad entry. Never opened, so a FIFO cannot block us. */
+static void drop_odd_entry(fx_embcache *c, const char *path) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return; /* gone meanwhile: a plain miss */
+    c->stats.corrupt++;
+    if (S_ISDIR(st.st_mode)) {
+        fx_log(c->cfg.log, 1, "flux: embedding cache: %s is a directory, not a cache entry; left in place, recomputing",
+               path);
+        return;
+    }
+    int removed = unlink(path) == 0;
+    fx_log(c->cfg.log, 1, "flux: embedding cache: %s is %s, not a cache entry; %s%s, recomputing", path,
+           fx_file_kind(st.st_mode), removed ? "deleted" : "cannot delete it: ", removed ? "" : strerror(errno));
+}
+
 static int disk_get(fx_embcache *c, const uint8_t *key, int rows, int cols, float *out) {
     char path[4096];
     fx_embcache_entry_path(c->dir, key, path, sizeof path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    fx_err open_err = {0};
+    int fd = fx_open_regular(path, &st, &open_err);
     if (fd < 0) {
-        if (errno != ENOENT) fx_log(c->cfg.log, 1, "flux: embedding cache: cannot read %s: %s", path, strerror(errno));
+        struct stat lst;
+        if (lstat(path, &lst) != 0) { /* no entry: a miss */
+            if (errno != ENOENT) fx_log(c->cfg.log, 1, "flux: embedding cache: %s", open_err.msg);
+        } else if (!S_ISREG(lst.st_mode)) {
+            drop_odd_entry(c, path);
+        } else {
+            fx_log(c->cfg.log, 1, "flux: embedding cache: %s", open_err.msg);
+        }
         return 0;
     }
     uint64_t payload = (uint64_t)rows * (uint64_t)cols * 4;
     uint8_t h[FX_EMBCACHE_HEADER], sha[FX_SHA256_BYTES];
     char why[160];
     const char *problem = NULL;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) problem = "not a regular file";
-    else if ((uint64_t)st.st_size < FX_EMBCACHE_HEADER + payload) {
+    if ((uint64_t)st.st_size < FX_EMBCACHE_HEADER + payload) {
         snprintf(why, sizeof why, "truncated (%lld bytes, expected %llu)", (long long)st.st_size,
                  (unsigned long long)(FX_EMBCACHE_HEADER + payload));
         problem = why;
@@ -335,7 +359,6 @@ static void enforce_budget(fx_embcache *c, const char *keep) {
     disk_file *files = NULL;
     size_t n = 0, cap = 0;
     uint64_t total = 0;
-    time_t now = time(NULL);
     struct dirent *e;
     char path[4096];
     while ((e = readdir(d))) {
@@ -344,8 +367,8 @@ static void enforce_budget(fx_embcache *c, const char *keep) {
         snprintf(path, sizeof path, "%s/%s", c->dir, e->d_name);
         struct stat st;
         if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
-        if (temp) {
-            if (now - st.st_mtime > STALE_TMP_SECONDS) unlink(path);
+        if (temp) { /* a killed writer's leftover (atomic_file.h) */
+            if (fx_atomic_is_stale(c->dir, e->d_name, NULL)) unlink(path);
             continue;
         }
         if (n == cap) {
@@ -462,22 +485,27 @@ static uint64_t disk_budget(const flux_ctx *ctx) {
     return (uint64_t)mb << 20;
 }
 
-/* Hash one file's bytes with its length into h; 0 on success. */
+/* Hash one file's bytes with its length into h; 0 on success. The file
+ * must be regular (a FIFO would block); the buffer is on the heap, as a
+ * library may run on threads with small stacks. */
 static int hash_file(fx_sha256 *h, const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    uint8_t buf[1 << 16];
+    enum { CHUNK = 1 << 16 };
+    struct stat st;
+    int fd = fx_open_regular(path, &st, NULL);
+    if (fd < 0) return -1;
+    uint8_t *buf = malloc(CHUNK);
     fx_sha256 part;
     fx_sha256_init(&part);
     uint64_t len = 0;
-    size_t r;
-    while ((r = fread(buf, 1, sizeof buf, f)) > 0) {
-        fx_sha256_update(&part, buf, r);
-        len += r;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) return -1;
+    ssize_t r = -1;
+    while (buf && ((r = read(fd, buf, CHUNK)) > 0 || (r < 0 && errno == EINTR)))
+        if (r > 0) {
+            fx_sha256_update(&part, buf, (size_t)r);
+            len += (uint64_t)r;
+        }
+    free(buf);
+    close(fd);
+    if (r != 0) return -1; /* no buffer, or a read error */
     uint8_t digest[FX_SHA256_BYTES], le[8];
     fx_sha256_final(&part, digest);
     put_u64(le, len);

@@ -54,8 +54,8 @@
  * exceed the budget the least recently used are deleted. "Recently used" is
  * the file's modification time: set when written and refreshed (futimens)
  * on every hit — atime is not used because most file systems are mounted
- * relatime/noatime. Temporary files older than an hour (left by a killed
- * process) are removed by the same scan. Default budget 1 GiB (about 65
+ * relatime/noatime. Temporary files a killed writer left
+ * (fx_atomic_is_stale) are removed by the same scan. Default budget 1 GiB (about 65
  * klein-4B prompts of 15.7 MB); env FLUX_CACHE_MAX_MB overrides it.
  *
  * Directory: flux_options.cache_dir, else $XDG_CACHE_HOME/flux/embeddings

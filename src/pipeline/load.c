@@ -12,7 +12,15 @@
 #include "src/text/tokenizer.h"
 #include "src/vae/vae.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+/* Forget a pending reload. */
+static void drop_reload(flux_ctx *ctx) {
+    free(ctx->reload.dir);
+    free((char *)ctx->reload.lo.transformer_file);
+    memset(&ctx->reload, 0, sizeof ctx->reload);
+}
 
 void fx_ctx_release_model(flux_ctx *ctx) {
     if (!ctx) return;
@@ -30,6 +38,12 @@ void fx_ctx_release_model(flux_ctx *ctx) {
     fx_packcache_clear(ctx->packs); /* they pointed into the weights just released */
 }
 
+void fx_ctx_forget_model(flux_ctx *ctx) {
+    if (!ctx) return;
+    fx_ctx_release_model(ctx);
+    drop_reload(ctx);
+}
+
 flux_status flux_load(flux_ctx *ctx, const char *model_dir, const flux_load_options *lo) {
     if (!ctx) return FLUX_ERR_INVALID_ARG;
     fx_err *err = &ctx->err;
@@ -41,8 +55,31 @@ flux_status flux_load(flux_ctx *ctx, const char *model_dir, const flux_load_opti
         flux_load_options_init(&defaults);
         lo = &defaults;
     }
-    fx_ctx_release_model(ctx);
+    fx_ctx_forget_model(ctx);
     return fx_model_open(model_dir, lo, ctx->opt.use_mmap, &ctx->log, &ctx->model, err);
+}
+
+flux_status fx_ctx_fresh_model(flux_ctx *ctx) {
+    const struct fx_model *m = ctx->model;
+    if (m) {
+        fx_err why = {0};
+        if (!fx_model_check_faults(m, &why) && !fx_model_check_unchanged(m, &why)) return FLUX_OK;
+        fx_log(&ctx->log, 1, "flux: %s; loading the model again", why.msg);
+        /* the folder and options outlive the model, until loaded again */
+        drop_reload(ctx);
+        ctx->reload.dir = strdup(m->dir);
+        ctx->reload.lo = m->lo;
+        ctx->reload.lo.transformer_file = m->lo.transformer_file ? strdup(m->lo.transformer_file) : NULL;
+        ctx->reload.use_mmap = m->use_mmap;
+        fx_ctx_release_model(ctx);
+        if (!ctx->reload.dir) return fx_fail(&ctx->err, FLUX_ERR_NOMEM, "out of memory");
+    }
+    if (!ctx->reload.dir) return FLUX_OK;
+    flux_status st = fx_model_open(ctx->reload.dir, &ctx->reload.lo, ctx->reload.use_mmap, &ctx->log, &ctx->model,
+                                   &ctx->err);
+    if (st) return fx_prefix(&ctx->err, "the model's files changed since it was loaded, and loading it again failed");
+    drop_reload(ctx);
+    return FLUX_OK;
 }
 
 flux_status flux_get_model_info(const flux_ctx *ctx, flux_model_info *info) {

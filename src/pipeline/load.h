@@ -10,5 +10,13 @@
  * transformer, VAE, embedding cache), then the model; the context is then
  * as after flux_new. */
 void fx_ctx_release_model(flux_ctx *ctx);
+/* The same, and no pending reload (fx_ctx_fresh_model): flux_load, flux_free. */
+void fx_ctx_forget_model(flux_ctx *ctx);
+
+/* When a call that reads weights starts (flux_generate, flux_encode_text):
+ * if a weight file of the loaded model was replaced, rewritten or cut short
+ * since flux_load, load the folder again with the same options (components
+ * built on the old files go); a failure to load names the problem. */
+flux_status fx_ctx_fresh_model(flux_ctx *ctx);
 
 #endif

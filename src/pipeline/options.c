@@ -7,6 +7,7 @@
 #include <string.h>
 
 void flux_options_init(flux_options *opt) {
+    if (!opt) return;
     memset(opt, 0, sizeof *opt);
     opt->use_mmap = 1;
     opt->precision = FLUX_PRECISION_DEFAULT;
@@ -15,12 +16,14 @@ void flux_options_init(flux_options *opt) {
 }
 
 void flux_load_options_init(flux_load_options *lo) {
+    if (!lo) return;
     memset(lo, 0, sizeof *lo);
     lo->distilled = -1;
     lo->lazy_text_encoder = 1;
 }
 
 void flux_params_init(flux_params *p) {
+    if (!p) return;
     memset(p, 0, sizeof *p);
     p->seed = FLUX_SEED_RANDOM;
     p->guidance = -1.0f;

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "src/base/clock.h"
+#include "src/base/finite.h"
 #include "src/model/ctx.h"
 #include "dump.h"
 #include "src/image/image_meta.h"
@@ -41,7 +42,10 @@
 #include "src/dit/schedule.h"
 #include "src/text/tokenizer.h"
 #include "src/dit/transformer.h"
+#include "src/formats/map_guard.h"
 #include "src/vae/vae.h"
+#include "load.h"
+#include "text_encode.h"
 
 #define GEN_MIN_SIDE 16
 #define GEN_MAX_SIDE 4096
@@ -81,10 +85,24 @@ typedef struct gen {
     char sched[32];
 } gen;
 
+/* Enter a stage's step and pass a checkpoint (ctx.h): the progress
+ * callback hears it, the stages below report their substeps the same way. */
 static flux_status progress(gen *g, flux_stage stage, int step, int total, int sub, int subtotal) {
-    if (g->p->progress && g->p->progress(g->p->progress_user, stage, step, total, sub, subtotal))
-        return fx_fail(g->err, FLUX_ERR_CANCELLED, "generation cancelled by the progress callback");
-    return FLUX_OK;
+    fx_ctx_set_stage(g->ctx, stage, step, total);
+    return fx_ctx_checkpoint(g->ctx, sub, subtotal);
+}
+
+/* A stage's input or output with a NaN or an infinity is an error naming
+ * the stage and where (what [rows, cols] means is in `row` / `col`):
+ * FLUX_ERR_INVALID_ARG for the caller's inputs, FLUX_ERR_MODEL for what the
+ * weights computed. One pass over each stage's output: free next to it. */
+static flux_status check_finite(gen *g, flux_status code, const float *x, int64_t rows, int64_t cols, const char *what,
+                                const char *row, const char *col) {
+    int64_t i = fx_find_nonfinite(x, rows * cols);
+    if (i < 0) return FLUX_OK;
+    return fx_fail(g->err, code, "%s (%s at %s %lld, %s %lld)%s", what, fx_nonfinite_name(x[i]), row,
+                   (long long)(i / cols), col, (long long)(i % cols),
+                   code == FLUX_ERR_MODEL ? "; the weights may be damaged" : "");
 }
 
 /* A seed from the clock (below 2^32, short enough to retype). */
@@ -144,8 +162,9 @@ static flux_status resolve(gen *g, int n_images) {
     if (g->steps < 1 || g->steps > GEN_MAX_STEPS)
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "steps must be in 1..%d, got %d", GEN_MAX_STEPS, g->steps);
     g->guidance = p->guidance < 0 ? (m->distilled ? 1.0f : 4.0f) : p->guidance;
-    if (!(g->guidance <= 100.0f))
-        return fx_fail(err, FLUX_ERR_INVALID_ARG, "guidance must be in 0..100, got %g", (double)g->guidance);
+    if (!(g->guidance <= FLUX_GUIDANCE_MAX))
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "guidance must be in 0..%d, got %g", FLUX_GUIDANCE_MAX,
+                       (double)g->guidance);
     g->cfg = !m->distilled && g->guidance > 1.0f;
     /* Options that only mean something with classifier-free guidance are
      * refused rather than silently ignored. */
@@ -177,7 +196,17 @@ static flux_status resolve(gen *g, int n_images) {
                        n_images);
     if (!p->embeddings && !p->prompt)
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "no prompt and no text embeddings given");
+    /* the prompt would be ignored and yet recorded in the image's metadata */
+    if (p->embeddings && p->prompt)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "prompt and embeddings exclude each other (the embeddings replace "
+                                                  "the prompt's text encoding)");
+    if (p->negative_embeddings && p->negative_prompt)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "negative_prompt and negative_embeddings exclude each other");
     g->seed = p->seed == FLUX_SEED_RANDOM ? clock_seed() : p->seed;
+    if (g->seed > FLUX_SEED_RANDOM - (uint64_t)n_images)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG,
+                       "seed %llu with a batch of %d: the last seed would pass %llu (the largest seed)",
+                       (unsigned long long)g->seed, n_images, (unsigned long long)(FLUX_SEED_RANDOM - 1));
     if (p->seed_used) *p->seed_used = g->seed;
     return FLUX_OK;
 }
@@ -202,7 +231,7 @@ static flux_status encode(gen *g, const char *prompt, float **out) {
     const int64_t n = (int64_t)FLUX_TEXT_TOKENS * g->ctx->model->dit.text_dim;
     if (!(*out = malloc((size_t)n * sizeof(float))))
         return fx_fail(g->err, FLUX_ERR_NOMEM, "out of memory (text embeddings)");
-    return flux_encode_text(g->ctx, prompt, *out);
+    return fx_text_encode(g->ctx, prompt, *out);
 }
 
 /* The prompt's (and for CFG the negative prompt's) embeddings. The text
@@ -211,24 +240,36 @@ static flux_status encode(gen *g, const char *prompt, float **out) {
 static flux_status text_embeddings(gen *g) {
     const flux_params *p = g->p;
     const int text_dim = g->ctx->model->dit.text_dim;
+    const int total = g->cfg ? 2 : 1; /* the prompt, and for CFG the negative one */
     int encoded = 0;
     double t0 = fx_now_s();
-    TRY(progress(g, FLUX_STAGE_TEXT_ENCODE, 0, 1, 0, 0));
+    TRY(progress(g, FLUX_STAGE_TEXT_ENCODE, 0, total, 0, 0));
     if (p->embeddings) {
         g->emb = p->embeddings;
+        TRY(check_finite(g, FLUX_ERR_INVALID_ARG, g->emb, FLUX_TEXT_TOKENS, text_dim,
+                         "the text embeddings contain a non-finite value", "token", "column"));
     } else {
         if (p->dump_dir) TRY(dump_tokens(g, p->prompt));
         TRY(encode(g, p->prompt, &g->emb_own));
         g->emb = g->emb_own;
         encoded = 1;
+        TRY(check_finite(g, FLUX_ERR_MODEL, g->emb, FLUX_TEXT_TOKENS, text_dim,
+                         "the text encoder produced non-finite embeddings", "token",
+                         "column"));
     }
     if (g->cfg) {
+        TRY(progress(g, FLUX_STAGE_TEXT_ENCODE, 1, total, 0, 0));
         if (p->negative_embeddings) {
             g->neg = p->negative_embeddings;
+            TRY(check_finite(g, FLUX_ERR_INVALID_ARG, g->neg, FLUX_TEXT_TOKENS, text_dim,
+                             "the negative text embeddings contain a non-finite value", "token", "column"));
         } else {
             TRY(encode(g, p->negative_prompt ? p->negative_prompt : "", &g->neg_own));
             g->neg = g->neg_own;
             encoded = 1;
+            TRY(check_finite(g, FLUX_ERR_MODEL, g->neg, FLUX_TEXT_TOKENS, text_dim,
+                             "the text encoder produced non-finite negative embeddings",
+                             "token", "column"));
         }
     }
     if (encoded) {
@@ -237,7 +278,7 @@ static flux_status text_embeddings(gen *g) {
     }
     int64_t shape[2] = {FLUX_TEXT_TOKENS, text_dim};
     TRY(fx_dump_f32(p->dump_dir, "text_embeddings.npy", g->emb, 2, shape, g->err));
-    return progress(g, FLUX_STAGE_TEXT_ENCODE, 1, 1, 0, 0);
+    return progress(g, FLUX_STAGE_TEXT_ENCODE, total, total, 0, 0);
 }
 
 static flux_status load_components(gen *g) {
@@ -282,6 +323,11 @@ static flux_status encode_refs(gen *g) {
         if (!st) st = fx_dump_chw(g->p->dump_dir, name, pix, 3, rg->height, rg->width, g->err);
         if (!st) st = fx_vae_encode(ctx, g->vae, pix, rg->height, rg->width, mean);
         if (!st) {
+            char bad[128];
+            snprintf(bad, sizeof bad, "the VAE encoder produced a non-finite latent for %s", what);
+            st = check_finite(g, FLUX_ERR_MODEL, mean, lat_c, (int64_t)h8 * w8, bad, "channel", "pixel");
+        }
+        if (!st) {
             fx_patchify(mean, lat_c, gh, gw, g->ph, g->pw, chw);
             fx_bn_normalize(chw, g->cin, n, g->bn_mean, g->bn_var, ctx->model->vae.batch_norm_eps);
             fx_latents_pack(chw, g->cin, gh, gw, g->ref_tokens[r], g->cin);
@@ -314,18 +360,6 @@ static fx_dit_layout run_layout(const gen *g, int batch) {
 /* Denoising                                                                */
 /* ------------------------------------------------------------------------ */
 
-typedef struct step_progress {
-    gen *g;
-    int step;
-} step_progress;
-
-static int on_block(void *user, int block, int n_blocks) {
-    step_progress *sp = user;
-    gen *g = sp->g;
-    int total = g->steps * g->chunks, step = g->chunk * g->steps + sp->step;
-    return g->p->progress && g->p->progress(g->p->progress_user, FLUX_STAGE_DENOISE, step, total, block, n_blocks);
-}
-
 /* Euler sampling of `count` images stacked in one run. lat [count, N, cin]
  * (packed tokens) holds the noise on entry and the final latents on exit.
  * Scratch: xin [B, N, cin] and v [B, N, cin] with B = count (×2 with CFG). */
@@ -344,10 +378,8 @@ static flux_status denoise(gen *g, int first, int count, float *lat, float *xin,
     flux_status st = fx_dit_run_set_text(run, texts);
     /* reference tokens: projected once per run, shared by all B sequences */
     for (int r = 0; r < g->n_refs && !st; r++) st = fx_dit_run_set_image(run, r + 1, g->ref_tokens[r]);
-    step_progress sp = {g, 0};
     for (int i = 0; i < g->steps && !st; i++) {
         double t0 = fx_now_s();
-        sp.step = i;
         int total = g->steps * g->chunks, step = g->chunk * g->steps + i;
         if ((st = progress(g, FLUX_STAGE_DENOISE, step, total, 0, nb))) break;
         const float *x = lat;
@@ -356,7 +388,7 @@ static flux_status denoise(gen *g, int first, int count, float *lat, float *xin,
                 for (int k = 0; k < per; k++) memcpy(xin + (int64_t)(j * per + k) * tok, lat + (int64_t)j * tok, (size_t)tok * sizeof(float));
             x = xin;
         }
-        if ((st = fx_dit_forward(run, x, g->sigmas[i], v, on_block, &sp))) break;
+        if ((st = fx_dit_forward(run, x, g->sigmas[i], v))) break; /* checkpoints per block */
         if (g->cfg) /* v_j = v_u + g·(v_c − v_u), compacted to [count, N, cin] */
             for (int j = 0; j < count; j++) {
                 const float *vu = v + (int64_t)(2 * j) * tok, *vc = vu + tok;
@@ -366,6 +398,9 @@ static flux_status denoise(gen *g, int first, int count, float *lat, float *xin,
         if (first == 0 && (st = fx_dump_velocity(g->p->dump_dir, i, v, g->N, g->cin, g->err))) break;
         const float dt = g->sigmas[i + 1] - g->sigmas[i];
         for (int64_t e = 0; e < (int64_t)count * tok; e++) lat[e] += dt * v[e];
+        char what[128];
+        snprintf(what, sizeof what, "denoising step %d of %d produced a non-finite latent", i + 1, g->steps);
+        if ((st = check_finite(g, FLUX_ERR_MODEL, lat, (int64_t)count * g->N, g->cin, what, "token", "channel"))) break;
         double dt_s = fx_now_s() - t0;
         g->t_denoise += dt_s;
         fx_log(&ctx->log, 1, "flux: step %d/%d (sigma %.4f, %d sequence(s) x %lld tokens): %.2f s", i + 1, g->steps,
@@ -389,7 +424,10 @@ static flux_status decode(gen *g, int index, const float *tokens, float *chw, fl
     TRY(fx_dump_chw(dump, "latents.npy", chw, g->cin, g->gh, g->gw, g->err));
     fx_bn_denormalize(chw, g->cin, g->N, g->bn_mean, g->bn_var, ctx->model->vae.batch_norm_eps);
     fx_unpatchify(chw, g->cin / (g->ph * g->pw), g->gh, g->gw, g->ph, g->pw, z);
-    TRY(fx_vae_decode(ctx, g->vae, z, g->gh * g->ph, g->gw * g->pw, pix));
+    TRY(fx_vae_decode(ctx, g->vae, z, g->gh * g->ph, g->gw * g->pw, pix)); /* checkpoints per decoder stage */
+    TRY(check_finite(g, FLUX_ERR_MODEL, pix, 3, (int64_t)g->height * g->width,
+                     "the VAE decoder produced a non-finite pixel value", "channel",
+                     "pixel"));
     TRY(fx_dump_chw(dump, "decoded.npy", pix, 3, g->height, g->width, g->err));
     flux_image *img = flux_image_new(g->width, g->height, 3);
     if (!img) return fx_fail(g->err, FLUX_ERR_NOMEM, "out of memory (%dx%d image)", g->width, g->height);
@@ -487,8 +525,14 @@ static flux_status denoise_and_decode(gen *g, flux_image **out) {
         int first = g->chunk * per_run, count = g->n_images - first < per_run ? g->n_images - first : per_run;
         for (int j = 0; j < count; j++) {
             float *noise = chw;
-            if (p->noise) memcpy(noise, p->noise, (size_t)tok * sizeof(float));
-            else fx_rng_noise(&g->ctx->kc, g->seed + (uint64_t)(first + j), g->cin, g->gh, g->gw, noise);
+            if (p->noise) {
+                memcpy(noise, p->noise, (size_t)tok * sizeof(float));
+                if ((st = check_finite(g, FLUX_ERR_INVALID_ARG, noise, g->cin, g->N,
+                                       "the initial noise contains a non-finite value", "channel", "token")))
+                    break;
+            } else {
+                fx_rng_noise(&g->ctx->kc, g->seed + (uint64_t)(first + j), g->cin, g->gh, g->gw, noise);
+            }
             if (first + j == 0 && (st = fx_dump_chw(p->dump_dir, "noise.npy", noise, g->cin, g->gh, g->gw, err))) break;
             fx_latents_pack(noise, g->cin, g->gh, g->gw, lat + j * tok, g->cin);
         }
@@ -510,17 +554,21 @@ static flux_status generate(flux_ctx *ctx, const flux_params *p, int n_images, f
     if (!ctx) return FLUX_ERR_INVALID_ARG;
     fx_err_clear(&ctx->err);
     if (!p || !out) return fx_fail(&ctx->err, FLUX_ERR_INVALID_ARG, "%s is NULL", p ? "out" : "params");
+    TRY(fx_ctx_fresh_model(ctx)); /* files replaced or cut short since flux_load: load them again */
     if (!ctx->model) return fx_fail(&ctx->err, FLUX_ERR_STATE, "no model is loaded (call flux_load first)");
     gen g;
     memset(&g, 0, sizeof g);
     g.ctx = ctx;
     g.p = p;
     g.err = &ctx->err;
+    ctx->progress = (fx_ctx_progress){p->progress, p->progress_user, FLUX_STAGE_LOAD, 0, 0};
     flux_status st = resolve(&g, n_images);
     if (!st) {
         for (int i = 0; i < n_images; i++) out[i] = NULL;
         double t0 = fx_now_s();
+        fx_map_guard_enter(); /* weights cut short under the mapping: an error, not SIGBUS (map_guard.h) */
         st = run_all(&g, out);
+        fx_map_guard_leave();
         if (!st)
             fx_log(&ctx->log, 1, "flux: %d image(s) %dx%d, %d steps: denoising %.2f s, total %.2f s", n_images, g.width,
                    g.height, g.steps, g.t_denoise, fx_now_s() - t0);
@@ -536,6 +584,7 @@ static flux_status generate(flux_ctx *ctx, const flux_params *p, int n_images, f
                 out[i] = NULL;
             }
     }
+    memset(&ctx->progress, 0, sizeof ctx->progress); /* flux_encode_text alone reports nothing */
     free(g.emb_own);
     free(g.neg_own);
     for (int r = 0; r < g.n_refs; r++) free(g.ref_tokens[r]);

@@ -10,6 +10,8 @@
 #include "text_encode.h"
 
 #include "embcache.h"
+#include "load.h"
+#include "src/formats/map_guard.h"
 #include "src/model/model.h"
 #include "src/text/qwen3.h"
 #include "src/text/tokenizer.h"
@@ -30,10 +32,7 @@ void fx_text_encoder_release(flux_ctx *ctx) {
     if (ctx->model) fx_model_release_text_encoder_weights(ctx->model);
 }
 
-flux_status flux_encode_text(flux_ctx *ctx, const char *prompt, float *out) {
-    if (!ctx) return FLUX_ERR_INVALID_ARG;
-    if (!prompt || !out)
-        return fx_fail(&ctx->err, FLUX_ERR_INVALID_ARG, "flux_encode_text: %s is NULL", prompt ? "out" : "prompt");
+flux_status fx_text_encode(flux_ctx *ctx, const char *prompt, float *out) {
     fx_tokenizer *tok;
     flux_status st = fx_ctx_tokenizer(ctx, &tok);
     if (st) return st;
@@ -49,6 +48,17 @@ flux_status flux_encode_text(flux_ctx *ctx, const char *prompt, float *out) {
     if (fx_text_cache_lookup(ctx, ids, mask, FLUX_TEXT_TOKENS, cols, out, key)) return FLUX_OK;
     st = fx_text_encode_ids(ctx, ids, mask, FLUX_TEXT_TOKENS, out);
     if (st == FLUX_OK) fx_text_cache_store(ctx, key, FLUX_TEXT_TOKENS, cols, out);
+    return st;
+}
+
+flux_status flux_encode_text(flux_ctx *ctx, const char *prompt, float *out) {
+    if (!ctx) return FLUX_ERR_INVALID_ARG;
+    if (!prompt || !out)
+        return fx_fail(&ctx->err, FLUX_ERR_INVALID_ARG, "flux_encode_text: %s is NULL", prompt ? "out" : "prompt");
+    TRY(fx_ctx_fresh_model(ctx));
+    fx_map_guard_enter(); /* a weight file cut short under the mapping: an error, not SIGBUS */
+    flux_status st = fx_text_encode(ctx, prompt, out);
+    fx_map_guard_leave();
     return st;
 }
 

@@ -14,6 +14,11 @@
  * result depends only on the model, the precision mode and (ids, mask). */
 flux_status fx_text_encode_ids(flux_ctx *ctx, const int32_t *ids, const uint8_t *mask, int seq, float *out);
 
+/* flux_encode_text without its checks and guards (for the pipeline, which
+ * does those once per generation): prompt → [512, 3·hidden] through the
+ * embedding cache. */
+flux_status fx_text_encode(flux_ctx *ctx, const char *prompt, float *out);
+
 /* Free ctx->text_encoder and drop its mapped weights (reloaded on demand). */
 void fx_text_encoder_release(flux_ctx *ctx);
 

@@ -283,6 +283,7 @@ flux_status fx_qwen3_encode(flux_ctx *ctx, fx_qwen3 *q, const int32_t *ids, cons
             if (q->state_layer[s] == n)
                 for (int64_t l = 0; l < seq; l++)
                     memcpy(out + l * ldo + s * h, q->x + l * h, (size_t)h * sizeof(float));
+        TRY(fx_ctx_checkpoint(ctx, n + 1, q->layers_run)); /* progress substep = layers done; cancel */
     }
     return FLUX_OK;
 }

@@ -73,6 +73,7 @@ double fx_vae_encode_flops(const fx_vae *v, int height, int width) {
 
 static void run_begin(vs_run *r, flux_ctx *ctx, const fx_vae *v) {
     memset(r, 0, sizeof *r);
+    r->ctx = ctx;
     r->err = &ctx->err;
     r->kc = &ctx->kc;
     r->m = &v->m;

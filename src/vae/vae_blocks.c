@@ -23,23 +23,23 @@ flux_status vb_resnet(vs_run *r, const vae_resnet *b, const vs_level *lv, const 
                       vs_stats *out_stats, const char *name) {
     const vs_tensor in = vs_level_part(lv, 0, b->cin);
     vs_tensor h = vs_level_part(lv, b->cout, b->cout), out = vs_level_part(lv, 0, b->cout);
-    vs_stats hs;
-    vs_stats_init(&hs, b->cout, r->groups);
+    vs_stats *hs = &r->stats[1];
+    vs_stats_init(hs, b->cout, r->groups);
 
     /* pass 1: h = conv1(silu(GN1(in))) (+ the shortcut of the raw rows, which
      * lands in row slots still holding unread input rows: one strip late) */
     vs_conv op1 = {0};
     op1.src = &in, op1.gn = in_stats, op1.norm = &b->norm1, op1.conv = &b->conv1;
     op1.stride = 1, op1.pad_top = op1.pad_left = op1.pad_bottom = op1.pad_right = 1;
-    op1.dst = h, op1.dst_stats = &hs;
+    op1.dst = h, op1.dst_stats = hs;
     if (b->cin != b->cout) op1.side = &b->shortcut, op1.side_dst = out, op1.delay = 1;
     flux_status st = vs_run_conv(r, &op1);
     if (st) return st;
-    vs_stats_finish(r, &hs);
+    vs_stats_finish(r, hs);
 
     /* pass 2: out = skip + conv2(silu(GN2(h))), in place over the skip */
     vs_conv op2 = {0};
-    op2.src = &h, op2.gn = &hs, op2.norm = &b->norm2, op2.conv = &b->conv2;
+    op2.src = &h, op2.gn = hs, op2.norm = &b->norm2, op2.conv = &b->conv2;
     op2.stride = 1, op2.pad_top = op2.pad_left = op2.pad_bottom = op2.pad_right = 1;
     op2.dst = out, op2.dst_stats = out_stats, op2.residual = 1;
     vs_stats_init(out_stats, b->cout, r->groups);

@@ -87,39 +87,42 @@ flux_status vd_decode(vs_run *r, const float *z, int h8, int w8, float *image) {
     }
 
     /* conv_in → level 0 */
-    vs_stats st;
-    vs_stats_init(&st, d->conv_in.cout, r->groups);
+    vs_stats *st = &r->stats[0];
+    vs_stats_init(st, d->conv_in.cout, r->groups);
     vs_conv op = {0};
     op.src = &zc, op.conv = &d->conv_in;
     op.stride = 1, op.pad_top = op.pad_left = op.pad_bottom = op.pad_right = 1;
-    op.dst = vs_level_part(&p.lv[0], 0, d->conv_in.cout), op.dst_stats = &st;
+    op.dst = vs_level_part(&p.lv[0], 0, d->conv_in.cout), op.dst_stats = st;
     flux_status s = vs_run_conv(r, &op);
     free(zt);
     vs_account(r, -(ptrdiff_t)(2 * sizeof(float) * (size_t)P * (size_t)lat));
     TRY(s);
-    vs_stats_finish(r, &st);
+    vs_stats_finish(r, st);
     vs_observe(r, "decoder.conv_in", &op.dst, NULL, NULL);
 
     /* mid block at level 0 */
-    TRY(vb_resnet(r, &d->mid.res[0], &p.lv[0], &st, &st, "decoder.mid_block.resnets.0"));
+    TRY(vb_resnet(r, &d->mid.res[0], &p.lv[0], st, st, "decoder.mid_block.resnets.0"));
     if (d->mid.has_attn)
-        TRY(vb_attention(r, &d->mid.attn, &p.lv[0], &st, (float *)(void *)(r->arena + p.qkv_off),
+        TRY(vb_attention(r, &d->mid.attn, &p.lv[0], st, (float *)(void *)(r->arena + p.qkv_off),
                          "decoder.mid_block.attentions.0"));
-    TRY(vb_resnet(r, &d->mid.res[1], &p.lv[0], &st, &st, "decoder.mid_block.resnets.1"));
+    TRY(vb_resnet(r, &d->mid.res[1], &p.lv[0], st, st, "decoder.mid_block.resnets.1"));
+    TRY(vs_checkpoint(r, 1, L + 2)); /* stages: mid block, L up blocks, output */
 
     /* up blocks */
     for (int i = 0; i < L; i++) {
         for (int j = 0; j < d->level[i].n_res; j++) {
             snprintf(name, sizeof name, "decoder.up_blocks.%d.resnets.%d", i, j);
-            TRY(vb_resnet(r, &d->level[i].res[j], &p.lv[i], &st, &st, name));
+            TRY(vb_resnet(r, &d->level[i].res[j], &p.lv[i], st, st, name));
         }
         if (d->level[i].has_sample) {
             snprintf(name, sizeof name, "decoder.up_blocks.%d.upsamplers.0", i);
-            TRY(vb_resample(r, &d->level[i].sample, &p.lv[i], &p.lv[i + 1], 1, &st, name));
+            TRY(vb_resample(r, &d->level[i].sample, &p.lv[i], &p.lv[i + 1], 1, st, name));
         }
+        TRY(vs_checkpoint(r, 2 + i, L + 2));
     }
 
     /* GroupNorm → SiLU → conv_out → the planar image */
     const vs_tensor out = {image, FX_DTYPE_F32, p.lv[L - 1].h, p.lv[L - 1].w, d->conv_out.cout, 0, 1};
-    return vb_conv_out(r, &d->norm_out, &d->conv_out, &p.lv[L - 1], &st, &out, "decoder");
+    TRY(vb_conv_out(r, &d->norm_out, &d->conv_out, &p.lv[L - 1], st, &out, "decoder"));
+    return vs_checkpoint(r, L + 2, L + 2);
 }

@@ -60,36 +60,38 @@ flux_status ve_encode(vs_run *r, const float *image, int height, int width, floa
     for (int i = 0; i < L; i++) p.lv[i].base = r->arena + p.off[i];
 
     /* conv_in → level 0 */
-    vs_stats st;
-    vs_stats_init(&st, e->conv_in.cout, r->groups);
+    vs_stats *st = &r->stats[0];
+    vs_stats_init(st, e->conv_in.cout, r->groups);
     const vs_tensor img = {(void *)image, FX_DTYPE_F32, height, width, e->conv_in.cin, 0, 1};
     vs_conv op = {0};
     op.src = &img, op.conv = &e->conv_in;
     op.stride = 1, op.pad_top = op.pad_left = op.pad_bottom = op.pad_right = 1;
-    op.dst = vs_level_part(&p.lv[0], 0, e->conv_in.cout), op.dst_stats = &st;
+    op.dst = vs_level_part(&p.lv[0], 0, e->conv_in.cout), op.dst_stats = st;
     TRY(vs_run_conv(r, &op));
-    vs_stats_finish(r, &st);
+    vs_stats_finish(r, st);
     vs_observe(r, "encoder.conv_in", &op.dst, NULL, NULL);
 
     /* down blocks */
     for (int i = 0; i < L; i++) {
         for (int j = 0; j < e->level[i].n_res; j++) {
             snprintf(name, sizeof name, "encoder.down_blocks.%d.resnets.%d", i, j);
-            TRY(vb_resnet(r, &e->level[i].res[j], &p.lv[i], &st, &st, name));
+            TRY(vb_resnet(r, &e->level[i].res[j], &p.lv[i], st, st, name));
         }
         if (e->level[i].has_sample) {
             snprintf(name, sizeof name, "encoder.down_blocks.%d.downsamplers.0", i);
-            TRY(vb_resample(r, &e->level[i].sample, &p.lv[i], &p.lv[i + 1], 0, &st, name));
+            TRY(vb_resample(r, &e->level[i].sample, &p.lv[i], &p.lv[i + 1], 0, st, name));
         }
+        TRY(vs_checkpoint(r, 1 + i, L + 2)); /* stages: L down blocks, mid block, output */
     }
 
     /* mid block at the last level */
     const vs_level *top = &p.lv[L - 1];
-    TRY(vb_resnet(r, &e->mid.res[0], top, &st, &st, "encoder.mid_block.resnets.0"));
+    TRY(vb_resnet(r, &e->mid.res[0], top, st, st, "encoder.mid_block.resnets.0"));
     if (e->mid.has_attn)
-        TRY(vb_attention(r, &e->mid.attn, top, &st, (float *)(void *)(r->arena + p.qkv_off),
+        TRY(vb_attention(r, &e->mid.attn, top, st, (float *)(void *)(r->arena + p.qkv_off),
                          "encoder.mid_block.attentions.0"));
-    TRY(vb_resnet(r, &e->mid.res[1], top, &st, &st, "encoder.mid_block.resnets.1"));
+    TRY(vb_resnet(r, &e->mid.res[1], top, st, st, "encoder.mid_block.resnets.1"));
+    TRY(vs_checkpoint(r, L + 1, L + 2));
 
     /* GroupNorm → SiLU → conv_out → quant_conv → mean */
     const int64_t P = (int64_t)top->h * top->w, M = 2 * lat;
@@ -98,7 +100,7 @@ flux_status ve_encode(vs_run *r, const float *image, int height, int width, floa
     if (!mom) return fx_fail(r->err, FLUX_ERR_NOMEM, "out of memory (VAE moments)");
     vs_account(r, (ptrdiff_t)mbytes);
     vs_tensor moments = {mom, FX_DTYPE_F32, top->h, top->w, (int)M, M * top->w, 0};
-    flux_status s = vb_conv_out(r, &e->norm_out, &e->conv_out, top, &st, &moments, "encoder");
+    flux_status s = vb_conv_out(r, &e->norm_out, &e->conv_out, top, st, &moments, "encoder");
     if (!s && v->has_quant) {
         const fx_epilogue ep = {FX_EPI_STORE, v->quant.bias, NULL};
         fx_linear(r->kc, P, mom, M, &v->quant.w, mom + P * M, M, &ep);
@@ -112,5 +114,5 @@ flux_status ve_encode(vs_run *r, const float *image, int height, int width, floa
     }
     free(mom);
     vs_account(r, -(ptrdiff_t)mbytes);
-    return s;
+    return s ? s : vs_checkpoint(r, L + 2, L + 2);
 }

@@ -75,7 +75,8 @@ static void *packed_buf(vs_run *r, size_t bytes) {
 flux_status vs_run_init(vs_run *r) {
     r->threads = r->kc->threads > 0 ? r->kc->threads : 1;
     r->kc1 = calloc((size_t)r->threads, sizeof *r->kc1);
-    if (!r->kc1) return fx_fail(r->err, FLUX_ERR_NOMEM, "out of memory (VAE run)");
+    r->stats = calloc(2, sizeof *r->stats);
+    if (!r->kc1 || !r->stats) return fx_fail(r->err, FLUX_ERR_NOMEM, "out of memory (VAE run)");
     for (int t = 0; t < r->threads; t++) {
         fx_scratch *sc = fx_scratch_new(1);
         if (!sc) return fx_fail(r->err, FLUX_ERR_NOMEM, "out of memory (VAE run)");
@@ -84,11 +85,17 @@ flux_status vs_run_init(vs_run *r) {
     return FLUX_OK;
 }
 
+flux_status vs_checkpoint(vs_run *r, int sub, int subtotal) {
+    return r->ctx ? fx_ctx_checkpoint(r->ctx, sub, subtotal) : FLUX_OK;
+}
+
 void vs_run_release(vs_run *r) {
     if (r->kc1)
         for (int t = 0; t < r->threads; t++) fx_scratch_free(r->kc1[t].scratch);
     free(r->kc1);
     r->kc1 = NULL;
+    free(r->stats);
+    r->stats = NULL;
     for (int i = 0; i < VS_NBUF; i++) free(r->buf[i]), r->buf[i] = NULL, r->buf_bytes[i] = 0;
     free(r->packed), r->packed = NULL, r->packed_bytes = 0;
 }

@@ -30,6 +30,7 @@
 #ifndef FX_VAE_STREAM_H
 #define FX_VAE_STREAM_H
 
+#include "src/model/ctx.h"
 #include "vae_options.h"
 #include "vae_weights.h"
 
@@ -58,6 +59,7 @@ typedef struct vs_stats {
 
 /* One decode or encode: kernels, activation memory, scratch buffers. */
 typedef struct vs_run {
+    flux_ctx *ctx;           /* for checkpoints between stages (NULL: none) */
     fx_err *err;
     const fx_kctx *kc;
     const vae_model *m;
@@ -80,6 +82,9 @@ typedef struct vs_run {
                                 region over rows) */
     void *packed;            /* the current layer's packed conv weight */
     size_t packed_bytes;
+    vs_stats *stats;         /* [2]: the running tensor's statistics and a
+                                resnet's inner ones (12 KiB each, kept off
+                                the stack for callers on small stacks) */
     size_t peak_bytes, live_bytes; /* malloc'd activation memory, for the stats */
     double conv_seconds, conv_flops, pack_seconds, load_seconds, store_seconds;
 } vs_run;
@@ -146,6 +151,9 @@ void vs_account(vs_run *r, ptrdiff_t delta);
 /* Per-thread kernel contexts (call once r->ctx, r->kc are set); release
  * frees them and every buffer. */
 flux_status vs_run_init(vs_run *r);
+/* A context checkpoint (ctx.h) after stage `sub` of `subtotal` of a
+ * network: the mid block, each level's blocks, the output (L + 2). */
+flux_status vs_checkpoint(vs_run *r, int sub, int subtotal);
 void vs_run_release(vs_run *r);
 
 /* Give the observer (if any) a planar f32 copy of t (GroupNorm applied when gn). */

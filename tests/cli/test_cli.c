@@ -71,6 +71,16 @@ TEST(cli_help_version_cpu_info) {
 #if defined(__x86_64__)
     EXPECT("--cpu-info --isa neon", 2, "--isa neon: this CPU runs scalar");
 #endif
+    /* environment values that are not understood are refused, not ignored */
+    char cmd[4096], *env_out = NULL;
+    snprintf(cmd, sizeof cmd, "FLUX_ISA=avx9 '%s' --cpu-info", fx_test_flux_bin());
+    CHECK_EQ_INT(fx_test_run(cmd, &env_out), 1);
+    CHECK_MSG(env_out && !strncmp(env_out, "flux: FLUX_ISA='avx9' is unknown", 32), "%s", env_out);
+    free(env_out);
+    snprintf(cmd, sizeof cmd, "FLUX_PRECISION=bf16 '%s' --cpu-info", fx_test_flux_bin());
+    CHECK_EQ_INT(fx_test_run(cmd, &env_out), 1);
+    CHECK_MSG(env_out && strstr(env_out, "flux: FLUX_PRECISION='bf16' is not a precision"), "%s", env_out);
+    free(env_out);
     EXPECT("--cpu-info --isa sse9", 2, "'sse9' is not an ISA (scalar, avx2, avx512, avx512bf16, amx, neon)");
     EXPECT("--cpu-info", 0, "chosen for this CPU");
 }
@@ -329,4 +339,102 @@ TEST(cli_readme_options_are_real) {
     CHECK_MSG(checked >= 20, "only %d options found in README.md", checked);
     free(readme);
     free(help);
+}
+
+/* ------------------------------------------------------------ combinations */
+
+/* Bad combinations are refused at parse time (exit 2, before the model
+ * loads), not after loading by the library (exit 1). */
+TEST(cli_bad_combinations_at_parse_time) {
+    setup();
+    char emb[1024];
+    snprintf(emb, sizeof emb, "%s", fx_test_path("golden/t2i-48x64-2step/out/emb.npy"));
+    static const struct {
+        const char *opts, *fragment; /* after -d MODEL -p cat -o TMP/o.png; %s in opts: a file */
+        int file;                    /* 1: the noise .npy, 2: the embeddings .npy */
+    } cases[] = {
+        /* one guidance range (FLUX_GUIDANCE_MAX) for the CLI, interactive mode and library */
+        {"-g 500", "-g: 500 is out of range (0..100)", 0},
+        {"-g 101", "out of range (0..100)", 0},
+        {"-g 2 --distilled", "-g: 2 asks for classifier-free guidance, which --distilled turns off", 0},
+        {"--negative dog --distilled", "--negative: needs classifier-free guidance, which --distilled turns off", 0},
+        {"--negative dog -g 1", "--negative: only used with classifier-free guidance (-g above 1); -g is 1", 0},
+        {"--noise '%s' -n 2", "--noise: gives the noise of one image; -n 2 draws each image's noise from its seed", 1},
+        /* the prompt would be ignored, yet recorded in the PNG */
+        {"--embeddings '%s'", "-p and --embeddings exclude each other", 2},
+        /* seeds S .. S+n-1 must not wrap past the largest seed */
+        {"-S 18446744073709551613 -n 3",
+         "-S 18446744073709551613 with -n 3: the last seed would pass 18446744073709551614", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char opts[2048], args[8192];
+        snprintf(opts, sizeof opts, cases[i].opts, cases[i].file == 1 ? g_noise : emb);
+        snprintf(args, sizeof args, "-d '%s' -p cat -o '%s' %s", g_model, fx_test_tmp_path("o.png"), opts);
+        EXPECT(args, 2, cases[i].fragment);
+    }
+    char args[8192];
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s' -S 18446744073709551612 -n 3 -W 64 -H 64 -s 1 -q", g_model,
+             fx_test_tmp_path("o.png"));
+    EXPECT(args, 0, NULL); /* the last seed is exactly the largest */
+    CHECK(fx_test_file_exists(fx_test_tmp_path("o-2.png")));
+    /* sizes far out of range name the real range, not the parser's bounds */
+    EXPECT("-W 99999999999999999999", 2, "-W: 99999999999999999999 is out of range (64..2048)");
+    EXPECT("-H -99999999999999999999", 2, "-H: -99999999999999999999 is out of range (64..2048)");
+    EXPECT("-H 4611686018427387904", 2, "-H: 4611686018427387904 is out of range (64..2048)");
+    EXPECT("-s 99999999999999999999", 2, "-s: 99999999999999999999 is out of range (1..1000)");
+}
+
+/* -i without -W/-H takes the first reference's processed size, which must
+ * be inside 64..2048 like -W/-H: refused before the model loads, with a hint. */
+TEST(cli_reference_size_outside_range) {
+    setup();
+    const char *tmp = fx_test_tmpdir();
+    char args[8192];
+    const char *ref32 = fx_test_path("golden/multiref-48x48-2step/ref0.png"); /* 32x32 */
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/o.png' -i '%s'", g_model, tmp, ref32);
+    EXPECT(args, 2, "-i: ");
+    EXPECT(args, 2, "the output size would be 32x32, outside 64..2048: give -W and -H");
+    snprintf(args, sizeof args, "-d '%s' -p cat -o '%s/o.png' -i '%s' -W 64", g_model, tmp, ref32);
+    EXPECT(args, 2, "the output height would be 32, outside 64..2048: give -H");
+    snprintf(args, sizeof args, "-q -d '%s' -p cat -o '%s/o.png' -i '%s' -W 64 -H 64 -s 1", g_model, tmp, ref32);
+    EXPECT(args, 0, NULL);
+    CHECK(fx_test_file_exists(fx_test_tmp_path("o.png")));
+}
+
+/* ------------------------------------------------------------ stdout */
+
+/* Results that cannot be written to stdout (a full disk, /dev/full) are a
+ * failure: one line on stderr and exit 1, not exit 0 with the output lost. */
+TEST(cli_stdout_write_errors_fail) {
+    setup();
+    if (!fx_test_file_exists("/dev/full")) SKIP("no /dev/full on this system");
+    static const char *const actions[] = {"--help", "--version", "--cpu-info"};
+    char cmd[8192], *out = NULL;
+    for (size_t i = 0; i < sizeof actions / sizeof *actions; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' %s >/dev/full", fx_test_flux_bin(), actions[i]);
+        int rc = fx_test_run(cmd, &out);
+        CHECK_MSG(rc == 1 && out && !strncmp(out, "flux: cannot write to standard output: ", 39) && count_lines(out) == 1,
+                  "flux %s >/dev/full: exit %d: %s", actions[i], rc, out);
+        free(out);
+    }
+    snprintf(cmd, sizeof cmd, "'%s' -d '%s' --tokenize -p 'a cat' >/dev/full", fx_test_flux_bin(), g_model);
+    CHECK_EQ_INT(fx_test_run(cmd, &out), 1);
+    CHECK_MSG(out && strstr(out, "flux: cannot write to standard output"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "printf '\"a\"\\n\"b\"\\n' | '%s' -d '%s' --tokenize >/dev/full", fx_test_flux_bin(),
+             g_model);
+    CHECK_EQ_INT(fx_test_run(cmd, &out), 1);
+    CHECK_MSG(out && strstr(out, "flux: cannot write to standard output"), "%s", out);
+    free(out);
+    /* interactive mode: the handle lines are its results */
+    char bin[4096];
+    if (!realpath(fx_test_flux_bin(), bin)) snprintf(bin, sizeof bin, "%s", fx_test_flux_bin());
+    snprintf(cmd, sizeof cmd, "cd '%s' && echo '!seed 1' > in.txt && echo 'a cat' >> in.txt && TMPDIR='%s' '%s' -q -t 1 "
+             "-d '%s' -W 64 -H 64 -s 1 <in.txt >/dev/full",
+             fx_test_tmpdir(), fx_test_tmpdir(), bin, g_model);
+    CHECK_EQ_INT(fx_test_run(cmd, &out), 1);
+    CHECK_MSG(out && strstr(out, "flux: cannot write to standard output"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "'%s' --version >/dev/null", fx_test_flux_bin()); /* a working stdout: exit 0 */
+    CHECK_EQ_INT(fx_test_run(cmd, NULL), 0);
 }

@@ -122,8 +122,11 @@ TEST(repl_parse_commands) {
     BAD("!size 500x500", "multiples of 16");
     BAD("!steps 0", "1..1000");
     BAD("!steps 1001", "1..1000");
-    BAD("!guidance -1", "0..1000");
-    BAD("!guidance nan", "0..1000");
+    BAD("!guidance -1", "0..100 ");
+    BAD("!guidance nan", "0..100 ");
+    BAD("!guidance 101", "0..100 "); /* FLUX_GUIDANCE_MAX: the library's range */
+    c = OK("!guidance 100");
+    CHECK(c.guidance == 100.0f);
     BAD("!schedule cosine", "'cosine'");
     BAD("!schedule linear 2", "only power takes");
     BAD("!schedule power 0", "ALPHA");
@@ -281,4 +284,57 @@ TEST(repl_session_generates) {
     flux_image_free(a), flux_image_free(b), flux_image_free(c), flux_image_free(k), flux_image_free(e);
     flux_free(ctx);
     free(cli_out), free(out), free(err);
+}
+
+/* A reference sets the size when none is given ("size auto"); a reference
+ * whose processed size is outside 64..2048 is refused with a hint, like -i
+ * without -W/-H, and the session goes on. */
+TEST(repl_reference_size_outside_range) {
+    char args[4096], model[1024], *out = NULL, *err = NULL;
+    snprintf(model, sizeof model, "%s", fx_test_path("golden/model"));
+    snprintf(args, sizeof args, "-q -t 1 -d '%s' -s 1 -S 3 -i '%s'", model,
+             fx_test_path("golden/multiref-48x48-2step/ref0.png")); /* 32x32: $0 */
+    setenv("TMPDIR", fx_test_tmpdir(), 1);
+    int rc = run_session(args, "$0 a cat\n64x64 $0 a cat\n", &out, &err);
+    CHECK_EQ_INT(rc, 1); /* one line failed */
+    CHECK_MSG(strstr(err, "flux: the first reference sets the size: the output size would be 32x32, outside 64..2048"),
+              "stderr: %s", err);
+    CHECK_MSG(strstr(out, "$1 ") && strstr(out, "(64x64, seed 3,"), "the second line runs: %s", out);
+    free(out), free(err);
+}
+
+/* The model folder is overwritten during a session (`cp` truncates each
+ * file, then writes it): the line that meets the short file fails with a
+ * message, the session goes on, and the next line, with the file whole
+ * again, loads the model again and works (it used to die of SIGBUS). */
+TEST(repl_session_survives_a_model_cut_short) {
+    const char *tmp = fx_test_tmpdir();
+    char model[1200], cmd[16384], bin[4096], *out = NULL;
+    snprintf(model, sizeof model, "%s/model", tmp);
+    snprintf(cmd, sizeof cmd, "cp -rL '%s' '%s'", fx_test_path("golden/model"), model);
+    REQUIRE(fx_test_run(cmd, NULL) == 0);
+    if (!realpath(fx_test_flux_bin(), bin)) snprintf(bin, sizeof bin, "%s", fx_test_flux_bin());
+    const char *w = "transformer/diffusion_pytorch_model.safetensors";
+    /* each step waits for the previous line's result (on stdout or stderr) */
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && cp '%s/%s' whole && size=$(stat -c %%s whole) && mkfifo in || exit 9; "
+             "(TMPDIR='%s' timeout 300 '%s' -q -t 1 -d '%s' -W 64 -H 64 -s 1 -S 3 <in >out.txt 2>err.txt; "
+             "echo $? >rc.txt) & "
+             "exec 3>in; "
+             "wait_for() { for i in $(seq 600); do grep -q \"$1\" \"$2\" 2>/dev/null && return 0; sleep 0.1; done; return 1; }; "
+             "echo 'a cat' >&3 && wait_for '^\\$0 ' out.txt && "
+             "truncate -s $((size / 3)) '%s/%s' && echo 'a dog' >&3 && wait_for 'flux: ' err.txt && "
+             "cp whole '%s/%s' && echo 'a cat' >&3 && wait_for '^\\$1 ' out.txt; "
+             "exec 3>&-; wait; cat rc.txt out.txt err.txt",
+             tmp, model, w, tmp, bin, model, model, w, model, w);
+    int rc = fx_test_run(cmd, &out);
+    CHECK_MSG(rc == 0, "the script failed (%d): %s", rc, out);
+    /* exit 1 (a line failed, stdin is not a terminal), $0 and $1 written,
+     * one error line naming the file */
+    CHECK_MSG(out && !strncmp(out, "1\n", 2), "session: %s", out);
+    CHECK_MSG(out && strstr(out, "\n$0 ") && strstr(out, "\n$1 "), "session: %s", out);
+    CHECK_MSG(out && strstr(out, "flux: the model's files changed since it was loaded, and loading it again failed: ") &&
+                  strstr(out, w),
+              "session: %s", out);
+    free(out);
 }

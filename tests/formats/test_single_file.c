@@ -403,7 +403,7 @@ static float *velocity(const char *transformer_file, flux_precision prec, int64_
     v = malloc((size_t)N * 128 * sizeof *v);
     fx_latents_pack(noise.data, 128, h, w, x, 128);
     const float *ep[1] = {emb.data};
-    if (fx_dit_run_set_text(run, ep) || fx_dit_forward(run, x, 0.7f, v, NULL, NULL)) {
+    if (fx_dit_run_set_text(run, ep) || fx_dit_forward(run, x, 0.7f, v)) {
         fx_test_fail(__FILE__, __LINE__, "forward: %s", flux_error(ctx));
         free(v);
         v = NULL;

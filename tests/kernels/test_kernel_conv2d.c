@@ -10,7 +10,10 @@
  *  - f32 weights, and bf16 weights widened to f32 (FMA paths): 1e-5
  *    (f32 sums of up to 4608 products);
  *  - bf16 weights on the bf16 dot-product path (X rounded to bf16 too):
- *    1e-2 (8 significant bits per factor).
+ *    1e-2 (8 significant bits per factor) vs the reference, and 1e-5 vs the
+ *    reference computed from X rounded to bf16 as the kernel rounds it
+ *    (products of two bf16 values are exact: only f32 sums remain), which
+ *    a 0.5% error of the kernel would fail.
  * Exact checks: rows outside [row0, row1) untouched; a row range equals
  * the same rows of the full output bitwise; 1 vs 2 vs 3 threads bitwise.
  */
@@ -139,6 +142,11 @@ TEST(kernel_conv2d) {
         fx_weight w = {wdata, cc->wt, g->cout, kdim, kdim};
         fx_epilogue epi = {cc->epi == 2 ? FX_EPI_ACCUMULATE : FX_EPI_STORE, cc->epi ? bias : NULL, NULL};
         conv_ref(g, x, wd, bias, y0, cc->epi, ref);
+        /* the reference of the bf16 dot-product path: X rounded to bf16 */
+        double *ref_b16 = malloc(ny * sizeof(double));
+        float *xb = kt_alloc(nx);
+        for (size_t i = 0; i < nx; i++) xb[i] = fx_bf16_bits_to_f32(fx_f32_to_bf16_bits(x[i]));
+        conv_ref(g, xb, wd, bias, y0, cc->epi, ref_b16);
         int row0 = cc->row0, row1 = cc->row1 > 0 ? cc->row1 : ho;
         size_t lo = (size_t)row0 * wo * g->cout, hi = (size_t)row1 * wo * g->cout;
 
@@ -156,6 +164,14 @@ TEST(kernel_conv2d) {
                 double e = rel_err_d(y + lo, ref + lo, hi - lo);
                 CHECK_MSG(e <= tol, "%s on %s%s (%d threads): rel err %.3g > %.3g", cc->name, kt_name(k),
                           bf16dot ? "/bf16dot" : "", t, e, tol);
+                if (bf16dot) {
+                    double eb = rel_err_d(y + lo, ref_b16 + lo, hi - lo);
+                    CHECK_MSG(eb <= 1e-5, "%s on %s/bf16dot (%d threads): rel err %.3g vs the bf16-rounded "
+                              "reference > 1e-5", cc->name, kt_name(k), t, eb);
+                    for (size_t i = lo; i < hi; i++) ref_b16[i] *= 1.005; /* a 0.5% error must not pass */
+                    CHECK_MSG(rel_err_d(y + lo, ref_b16 + lo, hi - lo) > 1e-5, "%s: a 0.5%% error passes", cc->name);
+                    for (size_t i = lo; i < hi; i++) ref_b16[i] /= 1.005;
+                }
                 CHECK_MSG(kt_bitdiff(y, y0, lo, 4) < 0 && kt_bitdiff(y + hi, y0 + hi, ny - hi, 4) < 0,
                           "%s on %s: rows outside [%d, %d) were written", cc->name, kt_name(k), row0, row1);
                 if (!first) first = y;
@@ -177,6 +193,6 @@ TEST(kernel_conv2d) {
             }
             free(first);
         }
-        free(x), free(bias), free(y0), free(wd), free(ref), free(wdata);
+        free(x), free(bias), free(y0), free(wd), free(ref), free(wdata), free(ref_b16), free(xb);
     }
 }

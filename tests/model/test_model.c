@@ -379,3 +379,145 @@ TEST(model_load_config_errors) {
     CHECK(strstr(flux_error(ctx), "flux-2-klein-4b.safetensors") != NULL);
     flux_free(ctx);
 }
+
+/* ------------------------------------------------------------ FIFOs, replaced files */
+
+typedef struct fifo_case {
+    const char *model, *rel;
+    int tokenize; /* tokenizer.json is read on first use, not at load */
+} fifo_case;
+
+static void load_with_fifo(void *arg) {
+    const fifo_case *c = arg;
+    flux_ctx *ctx = new_ctx();
+    flux_status st = flux_load(ctx, c->model, NULL);
+    if (c->tokenize && st == FLUX_OK) {
+        int32_t ids[16];
+        int n = 0;
+        st = flux_tokenize(ctx, "a cat", 1, ids, 16, &n);
+    }
+    CHECK_MSG(st == FLUX_ERR_IO, "%s: %s (%s)", c->rel, flux_status_name(st), flux_error(ctx));
+    CHECK_MSG(strstr(flux_error(ctx), "not a regular file (a FIFO)") && strstr(flux_error(ctx), c->rel),
+              "%s: %s", c->rel, flux_error(ctx));
+    flux_free(ctx);
+}
+
+/* A model file replaced by a FIFO (nobody writing) gives "not a regular
+ * file" at once; it used to hang in open(). */
+TEST(model_load_fifo_instead_of_a_file) {
+    static const struct {
+        const char *rel;
+        int tokenize;
+    } cases[] = {
+        {"model_index.json", 0},
+        {"transformer/config.json", 0},
+        {"transformer/diffusion_pytorch_model.safetensors", 0},
+        {"text_encoder/model-00002-of-00002.safetensors", 0}, /* a shard: headers are read at load */
+        {"text_encoder/model.safetensors.index.json", 0},
+        {"vae/diffusion_pytorch_model.safetensors", 0},
+        {"tokenizer/tokenizer.json", 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char name[32], path[PATH_MAX + 128];
+        snprintf(name, sizeof name, "fifo%zu", i);
+        const char *m = model_without(name, cases[i].rel);
+        snprintf(path, sizeof path, "%s/%s", m, cases[i].rel);
+        REQUIRE(mkfifo(path, 0644) == 0);
+        fifo_case c = {m, cases[i].rel, cases[i].tokenize};
+        CHECK_MSG(fx_test_fork(load_with_fifo, &c, 20) == 0, "case %s", cases[i].rel);
+    }
+}
+
+/* Swap the data_offsets of two same-shaped tensors in a safetensors header
+ * (same text length: same file size), writing a new file over path. */
+static void swap_offsets(const char *src, const char *dst, const char *a, const char *b) {
+    size_t len;
+    char *data = fx_test_read_file(src, &len);
+    REQUIRE(data);
+    char *pa = strstr(data + 8, a), *pb = strstr(data + 8, b);
+    REQUIRE(pa && pb);
+    pa = strstr(pa, "\"data_offsets\":["), pb = strstr(pb, "\"data_offsets\":[");
+    REQUIRE(pa && pb);
+    size_t la = strcspn(pa, "]"), lb = strcspn(pb, "]");
+    REQUIRE(la == lb);
+    char tmp[64];
+    REQUIRE(la < sizeof tmp);
+    memcpy(tmp, pa, la), memcpy(pa, pb, la), memcpy(pb, tmp, la);
+    char next[PATH_MAX + 256];
+    snprintf(next, sizeof next, "%s.new", dst);
+    REQUIRE(fx_test_write_file(next, data, len) == 0);
+    REQUIRE(rename(next, dst) == 0); /* a new file (inode) at the path */
+    free(data);
+}
+
+/* The text encoder's data is mapped on use and dropped after each prompt;
+ * a shard replaced meanwhile by another file of the same size (here: two
+ * tensors' offsets swapped) was mapped through the old header, and the
+ * embedding cache kept answering for the old weights. Now the next call
+ * sees the change (device, inode, size, mtime) and loads the model again:
+ * the result is what a fresh context computes from the new files. */
+TEST(model_replaced_text_encoder_shard_is_loaded_again) {
+    const char *rel = "text_encoder/model-00002-of-00002.safetensors";
+    const char *m = clone_for("replaced", rel);
+    char path[PATH_MAX + 128], golden[PATH_MAX + 128];
+    snprintf(path, sizeof path, "%s/%s", m, rel);
+    snprintf(golden, sizeof golden, "%s/%s", golden_model(), rel);
+    unlink(path);
+    size_t len;
+    char *bytes = fx_test_read_file(golden, &len);
+    REQUIRE(bytes && fx_test_write_file(path, bytes, len) == 0);
+    free(bytes);
+    flux_options o;
+    flux_options_init(&o);
+    o.threads = 1;
+    o.no_disk_cache = 1;
+    flux_ctx *ctx = flux_new(&o), *fresh = flux_new(&o);
+    REQUIRE(ctx && fresh && flux_load(ctx, m, NULL) == FLUX_OK);
+    flux_model_info info;
+    REQUIRE(flux_get_model_info(ctx, &info) == FLUX_OK);
+    const size_t n = (size_t)FLUX_TEXT_TOKENS * info.text_dim;
+    float *before = malloc(n * sizeof(float)), *after = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float));
+    REQUIRE(before && after && want);
+    REQUIRE(flux_encode_text(ctx, "a dog", before) == FLUX_OK);
+    flux_release_text_encoder(ctx); /* as after every generation */
+    swap_offsets(golden, path, "\"model.layers.20.mlp.gate_proj.weight\"", "\"model.layers.20.mlp.up_proj.weight\"");
+    struct stat st;
+    REQUIRE(stat(path, &st) == 0 && (size_t)st.st_size == len);
+    REQUIRE_MSG(flux_encode_text(ctx, "a dog", after) == FLUX_OK, "%s", flux_error(ctx));
+    REQUIRE(flux_load(fresh, m, NULL) == FLUX_OK && flux_encode_text(fresh, "a dog", want) == FLUX_OK);
+    CHECK_MSG(!memcmp(after, want, n * sizeof(float)), "the replaced shard was not read as it is now");
+    CHECK_MSG(memcmp(after, before, n * sizeof(float)), "the old weights (or their cached result) were used");
+    free(before), free(after), free(want);
+    flux_free(ctx), flux_free(fresh);
+}
+
+/* ------------------------------------------------------------ unused tensors */
+
+/* Checkpoint tensors the configuration does not use mean the config and the
+ * weights disagree (a truncated config.json runs part of the model): the
+ * load fails naming the first unused family. The known extras stay
+ * allowed: Qwen3 layers past the 27 klein reads (up to num_hidden_layers)
+ * and its final norm, the VAE's BatchNorm counter. */
+TEST(model_load_unused_tensors_are_refused) {
+    LOAD_FAILS(patched_model("dit_short", "transformer/config.json", "\"num_layers\": 2", "\"num_layers\": 1"),
+               FLUX_ERR_MODEL,
+               "transformer/diffusion_pytorch_model.safetensors: 16 tensors are not used by the model the config "
+               "describes, first the family 'transformer_blocks.1.*' (tensor 'transformer_blocks.1.attn.add_k_proj."
+               "weight'): the config may be truncated or belong to other weights");
+    LOAD_FAILS(patched_model("dit_single", "transformer/config.json", "\"num_single_layers\": 2",
+                             "\"num_single_layers\": 1"),
+               FLUX_ERR_MODEL, "4 tensors are not used by the model the config describes, first the family "
+                               "'single_transformer_blocks.1.*'");
+    LOAD_FAILS(patched_model("te_short", "text_encoder/config.json", "\"num_hidden_layers\": 28",
+                             "\"num_hidden_layers\": 27"),
+               FLUX_ERR_MODEL, "first the family 'model.layers.27.*'");
+    LOAD_FAILS(patched_model("vae_noattn", "vae/config.json", "\"mid_block_add_attention\": true",
+                             "\"mid_block_add_attention\": false"),
+               FLUX_ERR_MODEL, "vae/diffusion_pytorch_model.safetensors: 20 tensors are not used by the model the "
+                               "config describes, first the family 'decoder.mid_block.attentions.0.*'");
+    /* the golden model has layer 27 of 28 and model.norm.weight in its text
+     * encoder, unused by klein: loads (model_load_golden_distilled) */
+    flux_ctx *ctx = new_ctx();
+    CHECK_MSG(flux_load(ctx, fx_test_path("golden/model"), NULL) == FLUX_OK, "%s", flux_error(ctx));
+    flux_free(ctx);
+}

@@ -31,7 +31,15 @@
 
 #define TOL_F32 1e-4
 #define TOL_BF16_STAGE 4e-2 /* any internal stage, default mode */
-#define TOL_BF16_IMAGE 3e-2 /* decoded image / encoder mean, default mode */
+#define TOL_BF16_IMAGE 3e-2 /* decoded image / encoder mean, default mode with bf16 dot products */
+/* Default mode without bf16 dot products (AVX2, NEON): the f32 math with the
+ * activations stored in bf16; about 2x the worst measured on a Zen 3 over
+ * every case: decoded image 7.1e-3, encoder mean 1.03e-2. */
+#define TOL_DEF_IMAGE 1.5e-2
+#define TOL_DEF_MEAN 2e-2
+
+static double tol_default_image(void) { return fx_test_bf16_dot(FLUX_PRECISION_DEFAULT) ? TOL_BF16_IMAGE : TOL_DEF_IMAGE; }
+static double tol_default_mean(void) { return fx_test_bf16_dot(FLUX_PRECISION_DEFAULT) ? TOL_BF16_IMAGE : TOL_DEF_MEAN; }
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                  */
@@ -152,7 +160,7 @@ TEST(vae_decode_golden_storage) {
     for (int s = 0; s < 3; s++) {
         printf("      storage %s\n", names[s]);
         decode_case_opts(fx_test_path("golden/model"), T2I "decode_decoder_in.npy", T2I "decode.npy",
-                         FLUX_PRECISION_DEFAULT, 2, TOL_BF16_IMAGE, NULL, 0, 0, (fx_vae_storage)s);
+                         FLUX_PRECISION_DEFAULT, 2, tol_default_image(), NULL, 0, 0, (fx_vae_storage)s);
     }
 }
 
@@ -192,7 +200,7 @@ static void decode_all_cases(flux_precision prec, double tol) {
 }
 
 TEST(vae_decode_cases_f32) { decode_all_cases(FLUX_PRECISION_F32, TOL_F32); }
-TEST(vae_decode_cases_default) { decode_all_cases(FLUX_PRECISION_DEFAULT, TOL_BF16_IMAGE); }
+TEST(vae_decode_cases_default) { decode_all_cases(FLUX_PRECISION_DEFAULT, tol_default_image()); }
 
 /* ------------------------------------------------------------------------ */
 /* Encoder                                                                  */
@@ -284,11 +292,11 @@ TEST(vae_encode_golden_f32_small_strips) {
 
 TEST(vae_encode_golden_f32) { encode_case("vae-encode-64x48", FLUX_PRECISION_F32, TOL_F32, TOL_F32); }
 TEST(vae_encode_golden_default) {
-    encode_case("vae-encode-64x48", FLUX_PRECISION_DEFAULT, TOL_BF16_IMAGE, TOL_BF16_STAGE);
+    encode_case("vae-encode-64x48", FLUX_PRECISION_DEFAULT, tol_default_mean(), TOL_BF16_STAGE);
 }
 TEST(vae_encode_ours_f32) { encode_case("ours-vae-encode-48x80", FLUX_PRECISION_F32, TOL_F32, TOL_F32); }
 TEST(vae_encode_ours_default) {
-    encode_case("ours-vae-encode-48x80", FLUX_PRECISION_DEFAULT, TOL_BF16_IMAGE, TOL_BF16_STAGE);
+    encode_case("ours-vae-encode-48x80", FLUX_PRECISION_DEFAULT, tol_default_mean(), TOL_BF16_STAGE);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -268,6 +268,28 @@ TEST(embcache_detects_corrupt_entries) {
     expect_detected(__LINE__, "wrong-key", wrong_key);
 }
 
+/* fx_embcache_get(c, key) with stderr captured: its hit, and what the cache
+ * wrote (malloc'd) in *text. */
+static int get_capturing_stderr(fx_embcache *c, const uint8_t *key, float *out, char **text) {
+    char log[2048];
+    snprintf(log, sizeof log, "%s/stderr-capture.txt", fx_test_tmpdir());
+    fflush(stderr);
+    int saved = dup(2), fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (saved < 0 || fd < 0) {
+        fx_test_fail(__FILE__, __LINE__, "cannot capture stderr");
+        *text = strdup("");
+        return -1;
+    }
+    dup2(fd, 2);
+    int hit = fx_embcache_get(c, key, ROWS, COLS, out);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(fd), close(saved);
+    *text = fx_test_read_file(log, NULL);
+    if (!*text) *text = strdup("");
+    return hit;
+}
+
 TEST(embcache_corrupt_entry_reported_in_verbose_mode) {
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/v", fx_test_tmpdir());
@@ -279,22 +301,10 @@ TEST(embcache_corrupt_entry_reported_in_verbose_mode) {
     key_of(3, k);
     payload_of(3, a);
     fx_embcache_put(c, k, ROWS, COLS, a);
-    char path[2048], log[2048];
+    char path[2048], *text = NULL;
     fx_embcache_entry_path(dir, k, path, sizeof path);
     flip_payload(path, dir);
-    /* capture stderr */
-    snprintf(log, sizeof log, "%s/stderr.txt", fx_test_tmpdir());
-    fflush(stderr);
-    int saved = dup(2), fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    REQUIRE(saved >= 0 && fd >= 0);
-    dup2(fd, 2);
-    int hit = fx_embcache_get(c, k, ROWS, COLS, out);
-    fflush(stderr);
-    dup2(saved, 2);
-    close(fd), close(saved);
-    CHECK(!hit);
-    char *text = fx_test_read_file(log, NULL);
-    REQUIRE(text);
+    CHECK(!get_capturing_stderr(c, k, out, &text));
     CHECK_MSG(strstr(text, "checksum mismatch") && strstr(text, "deleted") && strstr(text, path),
               "verbose report: %s", text);
     free(text);
@@ -772,4 +782,45 @@ TEST(embcache_generation_from_the_cache_is_bit_identical) {
     flux_free(ctx);
     CHECK_MSG(fx_test_same_pixels(ref, second), "image from cached embeddings differs");
     flux_image_free(ref), flux_image_free(first), flux_image_free(second);
+}
+
+/* An entry name taken by a FIFO or a directory: a miss, reported precisely
+ * (a FIFO is deleted, a directory left in place and said so), never a hang
+ * on the FIFO. */
+static void odd_entry(void *arg) {
+    const int dir_case = *(const int *)arg;
+    char dir[1024], path[2048], *text = NULL;
+    snprintf(dir, sizeof dir, "%s/odd%d", fx_test_tmpdir(), dir_case);
+    fx_logger verbose = {1};
+    fx_embcache_config cfg = {dir, 0, 0, (uint64_t)1 << 30, &verbose};
+    fx_embcache *c = fx_embcache_new(&cfg);
+    REQUIRE(c);
+    float out[ROWS * COLS];
+    uint8_t k[32];
+    key_of(4, k);
+    fx_embcache_entry_path(dir, k, path, sizeof path);
+    REQUIRE(dir_case ? mkdir(path, 0755) == 0 : mkfifo(path, 0644) == 0);
+    CHECK(!get_capturing_stderr(c, k, out, &text));
+    CHECK_EQ_INT(fx_embcache_get_stats(c).corrupt, 1);
+    if (dir_case) {
+        CHECK_MSG(strstr(text, "is a directory, not a cache entry; left in place") && !strstr(text, "deleted"),
+                  "report: %s", text);
+        CHECK(fx_test_file_exists(path));
+    } else {
+        CHECK_MSG(strstr(text, "is a FIFO, not a cache entry; deleted"), "report: %s", text);
+        CHECK(!fx_test_file_exists(path));
+        /* and the entry can be stored and found again */
+        float a[ROWS * COLS];
+        payload_of(4, a);
+        fx_embcache_put(c, k, ROWS, COLS, a);
+        CHECK(fx_embcache_get(c, k, ROWS, COLS, out) && !memcmp(a, out, sizeof a));
+    }
+    free(text);
+    fx_embcache_free(c);
+}
+
+TEST(embcache_fifo_or_directory_entry_is_a_bad_entry) {
+    int fifo = 0, dir = 1;
+    CHECK_EQ_INT(fx_test_fork(odd_entry, &fifo, 20), 0);
+    CHECK_EQ_INT(fx_test_fork(odd_entry, &dir, 20), 0);
 }

@@ -310,3 +310,37 @@ TEST(pipeline_cli_failure_writes_nothing) {
     free(log);
     CHECK(access(out, F_OK) != 0);
 }
+
+/* The PNG's "schedule" text names the schedule for every kind (it was empty
+ * for the shifted and linear schedules), as does the A1111 parameters text. */
+TEST(pipeline_png_records_the_schedule) {
+    fx_npy emb;
+    flux_ctx *ctx = fx_gcase_ctx_emb("t2i-48x64-2step", 1, FLUX_PRECISION_DEFAULT, NULL, &emb);
+    REQUIRE(ctx);
+    static const struct {
+        flux_schedule kind;
+        const char *name;
+    } cases[] = {{FLUX_SCHEDULE_SHIFTED, "shifted"}, {FLUX_SCHEDULE_LINEAR, "linear"}, {FLUX_SCHEDULE_POWER, "power 3"}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        flux_params p;
+        flux_params_init(&p);
+        p.embeddings = emb.data;
+        p.width = p.height = 32, p.steps = 1, p.seed = 2;
+        p.schedule = cases[i].kind, p.power_alpha = 3;
+        flux_image *img = NULL;
+        REQUIRE_MSG(flux_generate(ctx, &p, &img) == FLUX_OK, "%s", flux_error(ctx));
+        const char *png = fx_test_tmp_path("s.png");
+        REQUIRE(flux_image_save(ctx, img, png) == FLUX_OK);
+        flux_image_free(img);
+        img = NULL;
+        REQUIRE(flux_image_load(ctx, png, &img) == FLUX_OK);
+        const char *s = flux_image_get_text(img, "schedule"), *a = flux_image_get_text(img, "parameters");
+        CHECK_MSG(s && !strcmp(s, cases[i].name), "schedule text '%s', want '%s'", s ? s : "(none)", cases[i].name);
+        char want[64];
+        snprintf(want, sizeof want, "Schedule type: %s", cases[i].name);
+        CHECK_MSG(a && strstr(a, want), "parameters '%s' lack '%s'", a ? a : "(none)", want);
+        flux_image_free(img);
+    }
+    fx_npy_free(&emb);
+    flux_free(ctx);
+}

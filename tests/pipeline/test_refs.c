@@ -294,14 +294,15 @@ TEST(refs_crop_shift_is_detected) {
 }
 
 typedef struct stage_log {
-    int encode_calls, encode_last, encode_total, denoise_steps, order_ok, last_stage;
+    int encode_calls, encode_substeps, encode_last, encode_total, denoise_steps, order_ok, last_stage;
 } stage_log;
 
 static int on_stage(void *user, flux_stage stage, int step, int total, int sub, int subtotal) {
     stage_log *l = user;
     if ((int)stage < l->last_stage) l->order_ok = 0;
     l->last_stage = stage;
-    if (stage == FLUX_STAGE_VAE_ENCODE) {
+    if (stage == FLUX_STAGE_VAE_ENCODE && subtotal) l->encode_substeps++; /* encoder stages */
+    if (stage == FLUX_STAGE_VAE_ENCODE && !subtotal) {
         l->encode_calls++;
         l->encode_last = step;
         l->encode_total = total;
@@ -339,6 +340,7 @@ TEST(refs_batch_cfg_share_references) {
     flux_image *batch[3] = {NULL, NULL, NULL};
     REQUIRE_MSG(flux_generate_batch(ctx, &p, batch) == FLUX_OK, "%s", flux_error(ctx));
     CHECK_EQ_INT(l.encode_calls, 3); /* reference 0, reference 1, done */
+    CHECK_EQ_INT(l.encode_substeps, 2 * 6); /* per reference: 4 levels, mid block, output */
     CHECK_EQ_INT(l.encode_last, 2);
     CHECK_EQ_INT(l.encode_total, 2);
     CHECK_EQ_INT(l.denoise_steps, 2); /* 3 images in one stacked run */
@@ -618,7 +620,10 @@ TEST(refs_cli_bad_inputs) {
     fx_test_write_file(path[np++], "P6\n16384 16385\n255\n\0\0\0", 22);
     snprintf(path[np], sizeof path[np], "%s/text.png", tmp);
     fx_test_write_file(path[np++], "hello, not an image\n", 20);
-    flux_image *small = pattern("zone", 8, 8), *wide = pattern("zone", 144, 16), *okimg = pattern("zone", 32, 32);
+    flux_image *small = pattern("zone", 8, 8), *wide = pattern("zone", 144, 16), *okimg = pattern("zone", 64, 64),
+               *tiny = pattern("zone", 32, 32);
+    snprintf(path[np], sizeof path[np], "%s/tiny.png", tmp);
+    REQUIRE(flux_image_save(ctx, tiny, path[np++]) == FLUX_OK);
     snprintf(path[np], sizeof path[np], "%s/small.png", tmp);
     REQUIRE(flux_image_save(ctx, small, path[np++]) == FLUX_OK);
     snprintf(path[np], sizeof path[np], "%s/wide.png", tmp);
@@ -627,7 +632,7 @@ TEST(refs_cli_bad_inputs) {
     REQUIRE(flux_image_save(ctx, okimg, path[np++]) == FLUX_OK);
     const char *ok = path[np - 1];
     free(png);
-    flux_image_free(small), flux_image_free(wide), flux_image_free(okimg);
+    flux_image_free(small), flux_image_free(wide), flux_image_free(okimg), flux_image_free(tiny);
     flux_free(ctx);
 
     static char seventeen[17 * 1200];
@@ -652,8 +657,9 @@ TEST(refs_cli_bad_inputs) {
         {iarg[3], 1, "huge.png"},
         {iarg[4], 1, "too large"},
         {iarg[5], 1, "not a PNG or binary PPM"},
-        {iarg[6], 1, "8x8 is too small: both sides must be at least 16 pixels"},
-        {iarg[7], 1, "aspect ratio of 9.0:1; at most 8:1"},
+        {iarg[6], 2, "the output size would be 32x32, outside 64..2048: give -W and -H"},
+        {iarg[7], 1, "8x8 is too small: both sides must be at least 16 pixels"},
+        {iarg[8], 1, "aspect ratio of 9.0:1; at most 8:1"},
         {missing, 2, "-i: cannot read"},
         {dirarg, 2, "is a directory"},
         {seventeen, 2, "too many reference images (at most 16)"},
@@ -682,7 +688,7 @@ TEST(refs_cli_bad_inputs) {
     free(log);
     flux_ctx *c2 = flux_new(NULL);
     flux_image *img = load_png(c2, out);
-    CHECK(img && img->width == 32 && img->height == 32);
+    CHECK(img && img->width == 64 && img->height == 64);
     flux_image_free(img);
     flux_free(c2);
 }
