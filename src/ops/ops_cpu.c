@@ -6,12 +6,27 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+
+/* Large buffers (activations of a run) as anonymous mappings: page-aligned,
+ * zeroed lazily, eligible for huge pages. */
+#define MAP_MIN_BYTES ((size_t)1 << 21)
 
 static float *at(fx_view t) { return t.b ? t.b->host + t.off : NULL; }
 
+static size_t buf_bytes(const fx_buf *b) { return (size_t)(b->n ? b->n : 1) * sizeof(float); }
+
 static flux_status buf_alloc(fx_ops *ops, fx_buf *b, fx_err *err) {
     (void)ops;
-    b->host = calloc((size_t)(b->n ? b->n : 1), sizeof(float));
+    if (buf_bytes(b) >= MAP_MIN_BYTES) {
+        void *p = mmap(NULL, buf_bytes(b), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        b->host = p == MAP_FAILED ? NULL : p;
+#ifdef MADV_HUGEPAGE
+        if (b->host) madvise(b->host, buf_bytes(b), MADV_HUGEPAGE);
+#endif
+    } else {
+        b->host = calloc(1, buf_bytes(b));
+    }
     if (!b->host)
         return fx_fail(err, FLUX_ERR_NOMEM, "out of memory: %s needs %.1f MB", b->what, (double)b->n * 4e-6);
     return FLUX_OK;
@@ -19,7 +34,9 @@ static flux_status buf_alloc(fx_ops *ops, fx_buf *b, fx_err *err) {
 
 static void buf_release(fx_ops *ops, fx_buf *b) {
     (void)ops;
-    free(b->host);
+    if (!b->host) return;
+    if (buf_bytes(b) >= MAP_MIN_BYTES) munmap(b->host, buf_bytes(b));
+    else free(b->host);
 }
 
 static flux_status write(fx_ops *ops, fx_buf *b, int64_t off, const float *src, int64_t n, fx_err *err) {
