@@ -149,6 +149,16 @@ flux_status fx_ops_vector(fx_ops *ops, const float *host, int64_t n, const char 
     return st;
 }
 
+flux_status fx_ops_mask(fx_ops *ops, const uint8_t *mask, int64_t n, fx_buf **out, fx_err *err) {
+    int64_t floats = (n + 3) / 4;
+    float *words = calloc((size_t)(floats ? floats : 1), sizeof(float));
+    if (!words) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (key mask)");
+    memcpy(words, mask, (size_t)n); /* the bytes, carried in float-sized words */
+    flux_status st = fx_ops_vector(ops, words, floats, "key mask", out, err);
+    free(words);
+    return st;
+}
+
 flux_status fx_ops_rope(fx_ops *ops, const fx_rope_table *t, fx_oprope *out, fx_err *err) {
     out->t = *t;
     out->dev = NULL;
@@ -183,6 +193,9 @@ flux_status fx_op_attention(fx_ops *ops, const fx_op_attn *a, fx_err *err) {
     TRY(check_view("attention", "k", a->k, a->sk, (int64_t)a->hkv * a->d, 0, err));
     TRY(check_view("attention", "v", a->v, a->sk, (int64_t)a->hkv * a->d, 0, err));
     TRY(check_view("attention", "o", a->o, a->sq, (int64_t)a->hq * a->d, 0, err));
+    if (a->key_mask && a->key_mask->n * 4 < a->sk)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "attention: key mask of %lld bytes for %lld keys",
+                       (long long)a->key_mask->n * 4, (long long)a->sk);
     return ops->impl->attention(ops, a, err);
 }
 

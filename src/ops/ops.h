@@ -95,6 +95,8 @@ static const fx_view fx_none = {0, 0, 0};
 typedef struct fx_opw {
     fx_weight w;                /* the stored view (the CPU computes from it) */
     struct fx_vk_weight *dev;   /* the device copy (Vulkan), else NULL */
+    int streamed;               /* read once per use (text encoder): the CPU keeps
+                                   no repacked copy in the context's packcache */
 } fx_opw;
 /* Register w (name for errors); the host data must outlive it on the CPU. */
 flux_status fx_ops_weight(fx_ops *ops, const fx_weight *w, const char *name, fx_opw *out, fx_err *err);
@@ -104,6 +106,9 @@ flux_status fx_ops_conv_weight(fx_ops *ops, const fx_conv2d_geom *g, const fx_we
 void fx_ops_weight_free(fx_ops *ops, fx_opw *w);
 /* n host floats as a backend vector (norm weights, biases): a new buffer. */
 flux_status fx_ops_vector(fx_ops *ops, const float *host, int64_t n, const char *name, fx_buf **out, fx_err *err);
+
+/* n bytes (a key mask: 0 = excluded) as a backend buffer. */
+flux_status fx_ops_mask(fx_ops *ops, const uint8_t *mask, int64_t n, fx_buf **out, fx_err *err);
 
 /* A RoPE table on the backend. */
 typedef struct fx_oprope {
@@ -133,6 +138,7 @@ typedef struct fx_op_attn {
     float scale;
     int causal;
     int64_t causal_offset;
+    fx_buf *key_mask;           /* [sk] bytes from fx_ops_mask (0 = padding key); NULL = all keys */
 } fx_op_attn;
 flux_status fx_op_attention(fx_ops *ops, const fx_op_attn *a, fx_err *err);
 

@@ -82,7 +82,9 @@ static flux_status linear(fx_ops *ops, int64_t m, fx_view x, const fx_opw *w, fx
                           fx_err *err) {
     (void)err;
     fx_epilogue e = epi ? host_epi(epi) : (fx_epilogue){0};
-    fx_linear(ops->kc, m, at(x), x.ld, &w->w, at(y), y.ld, epi ? &e : NULL);
+    fx_kctx once = *ops->kc;
+    if (w->streamed) once.packs = NULL;
+    fx_linear(&once, m, at(x), x.ld, &w->w, at(y), y.ld, epi ? &e : NULL);
     return FLUX_OK;
 }
 
@@ -92,6 +94,7 @@ static flux_status attention(fx_ops *ops, const fx_op_attn *a, fx_err *err) {
         .q = at(a->q), .ldq = a->q.ld, .k = at(a->k), .ldk = a->k.ld,
         .v = at(a->v), .ldv = a->v.ld, .o = at(a->o), .ldo = a->o.ld,
         .scale = a->scale, .causal = a->causal, .causal_offset = a->causal_offset,
+        .key_mask = a->key_mask ? (const uint8_t *)a->key_mask->host : NULL,
     };
     return fx_attention(ops->kc, &h, err);
 }

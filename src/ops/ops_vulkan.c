@@ -85,6 +85,7 @@ static flux_status attention(fx_ops *ops, const fx_op_attn *a, fx_err *err) {
         .sq = a->sq, .sk = a->sk, .hq = a->hq, .hkv = a->hkv, .d = a->d,
         .q = mat(a->q), .k = mat(a->k), .v = mat(a->v), .o = mat(a->o),
         .scale = a->scale, .causal = a->causal, .causal_offset = a->causal_offset,
+        .key_mask = a->key_mask ? a->key_mask->dev : NULL,
     };
     return fx_vk_attention(ops->vk, &d, err);
 }
