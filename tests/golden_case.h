@@ -53,6 +53,11 @@ int fx_gcase_load(const char *name, fx_gcase *c);
 int fx_gcase_npy_file(const char *path, fx_npy *a);
 int fx_gcase_npy(const char *dir, const char *rel, fx_npy *a);
 
+/* The backend of the contexts below: FLUX_BACKEND_CPU (default; the CPU
+ * goldens stay on the CPU on any machine) or FLUX_BACKEND_VULKAN (the
+ * tests/vulkan end-to-end cases). */
+void fx_gcase_set_backend(flux_backend b);
+
 /* A context on the case's model (threads, precision); NULL after a failure. */
 flux_ctx *fx_gcase_ctx(const char *model, int threads, flux_precision prec);
 

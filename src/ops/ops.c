@@ -46,6 +46,11 @@ fx_backend_kind fx_ops_kind(const fx_ops *ops) { return ops->kind; }
 const char *fx_ops_name(const fx_ops *ops) { return ops->name; }
 const fx_kctx *fx_ops_kctx(const fx_ops *ops) { return ops->kc; }
 
+int fx_ops_device_errors(const fx_ops *ops, const char **first) {
+    if (first) *first = "";
+    return ops->impl->device_errors ? ops->impl->device_errors(ops, first) : 0;
+}
+
 flux_status fx_ops_list_devices(fx_device_desc *out, int max, int *count, fx_err *err) {
     *count = 0;
     return fx_ops_vulkan_list(out, max, count, err);

@@ -49,6 +49,9 @@ void fx_ops_close(fx_ops *ops);
 fx_backend_kind fx_ops_kind(const fx_ops *ops);
 /* "cpu" or "vulkan: <device name>, driver <driver>". */
 const char *fx_ops_name(const fx_ops *ops);
+/* Validation-layer errors the device reported so far (and the first);
+ * 0 on the CPU. */
+int fx_ops_device_errors(const fx_ops *ops, const char **first);
 /* The kernels of the CPU side (host-only work next to the device). */
 const fx_kctx *fx_ops_kctx(const fx_ops *ops);
 

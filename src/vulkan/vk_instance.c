@@ -26,7 +26,8 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlag
             if (vk->validation_errors++ == 0)
                 snprintf(vk->validation_first, sizeof vk->validation_first, "%s", msg);
         }
-        fprintf(stderr, "flux: Vulkan error message: %s\n", msg);
+        if (vk && vk->opts.validation) fprintf(stderr, "flux: Vulkan error message: %s\n", msg);
+        else fx_log(vk ? vk->opts.log : NULL, 1, "Vulkan error message: %s", msg); /* the call's error says it */
     } else if (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) {
         fx_log(vk ? vk->opts.log : NULL, 1, "Vulkan validation warning: %s", msg);
     }

@@ -1,0 +1,136 @@
+/*
+ * test_vk_pipeline.c — whole generations with --backend vulkan: the golden
+ * cases end to end (text encoder and transformer on the device, the VAE on
+ * the CPU) against their goldens with the CPU path's tolerances
+ * (golden_case.h), validation-layer clean; and the backend choice under
+ * bad conditions (no driver with --backend vulkan: exit 1, one message, no
+ * output file; auto with only a CPU Vulkan device: the CPU and one -v line).
+ */
+#include "vk_test.h"
+
+#include "src/ops/ops.h"
+#include "tests/golden_case.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* 1 when a Vulkan device opens (the validation layer switched on for the
+ * contexts when installed; under CI=true it must be); else skipped. */
+static int device_ready(void) {
+    fx_kctx kc;
+    vkt_kctx(&kc);
+    fx_ops *ops = NULL;
+    fx_err err = {0};
+    fx_ops_opts o = {.want = 2, .device = -1, .validation = 1};
+    flux_status st = fx_ops_open(&o, &kc, &ops, &err);
+    if (st != FLUX_OK && strstr(err.msg, "validation requested") && !fx_test_in_ci()) {
+        printf("    note: %s; running without validation\n", err.msg);
+        o.validation = 0;
+        fx_err_clear(&err);
+        st = fx_ops_open(&o, &kc, &ops, &err);
+    }
+    fx_ops_close(ops);
+    vkt_kctx_free(&kc);
+    if (st != FLUX_OK) {
+        char reason[FX_ERR_MSG_MAX + 32];
+        snprintf(reason, sizeof reason, "no Vulkan device: %s", err.msg);
+        fx_test_skip(reason);
+        return 0;
+    }
+    setenv("FLUX_VK_VALIDATION", o.validation ? "1" : "0", 1);
+    return 1;
+}
+
+static void golden_on_device(const char *name, flux_precision prec) {
+    if (!device_ready()) return;
+    fx_gcase_set_backend(FLUX_BACKEND_VULKAN);
+    fx_gcase_check(name, prec);
+    fx_gcase_set_backend(FLUX_BACKEND_CPU);
+    unsetenv("FLUX_VK_VALIDATION");
+}
+
+TEST(vk_golden_t2i_f32) { golden_on_device("t2i-32x32-4step", FLUX_PRECISION_F32); }
+TEST(vk_golden_t2i_default) { golden_on_device("t2i-48x64-2step", FLUX_PRECISION_DEFAULT); }
+/* CFG: conditional and unconditional sequences batched in one transformer run */
+TEST(vk_golden_base_cfg_f32) { golden_on_device("base-cfg-48x48-3step", FLUX_PRECISION_F32); }
+/* reference images: their tokens projected once, on the device */
+TEST(vk_golden_multiref_f32) { golden_on_device("multiref-48x48-2step", FLUX_PRECISION_F32); }
+
+/* ------------------------------------------------------------------------ */
+/* Bad conditions                                                           */
+/* ------------------------------------------------------------------------ */
+
+static int run_flux(const char *env, const char *args, char **out) {
+    char cmd[16896];
+    snprintf(cmd, sizeof cmd, "%s '%s' %s </dev/null", env, fx_test_flux_bin(), args);
+    return fx_test_run(cmd, out);
+}
+
+TEST(vk_backend_vulkan_without_driver_exits_1) {
+    char args[8192], model[1024], emb[1024], noise[1024], png[1024], *out = NULL;
+    snprintf(model, sizeof model, "%s", fx_test_path("golden/model"));
+    snprintf(emb, sizeof emb, "%s", fx_test_path("golden/t2i-32x32-4step/out/emb.npy"));
+    snprintf(noise, sizeof noise, "%s", fx_test_path("golden/t2i-32x32-4step/noise.npy"));
+    snprintf(png, sizeof png, "%s", fx_test_tmp_path("vk-no-driver.png"));
+    unlink(png);
+    snprintf(args, sizeof args, "--backend vulkan -d '%s' --embeddings '%s' --noise '%s' -s 1 -o '%s'", model, emb,
+             noise, png);
+    int rc = run_flux("VK_DRIVER_FILES=/nonexistent/icd.json VK_ICD_FILENAMES=/nonexistent/icd.json", args, &out);
+    CHECK_EQ_INT(rc, 1);
+    CHECK_MSG(out && strstr(out, "--backend vulkan") && strstr(out, "Vulkan"), "output: %s", out ? out : "");
+    int lines = 0;
+    for (const char *s = out; s && *s; s++) lines += *s == '\n';
+    CHECK_MSG(lines == 1 && !strncmp(out, "flux: ", 6), "want one 'flux: ' line, got: %s", out);
+    CHECK_MSG(access(png, F_OK) != 0, "%s was written", png);
+    free(out);
+    /* --device past the devices: the same kind of error */
+    snprintf(args, sizeof args, "--backend vulkan --device 255 -d '%s' --tokenize -p hi", model);
+    rc = run_flux("", args, &out);
+    CHECK_EQ_INT(rc, 1);
+    free(out);
+    /* a bad value is a command-line error (exit 2), before any device is opened */
+    CHECK_EQ_INT(run_flux("", "--backend gpu --cpu-info", &out), 2);
+    free(out);
+    CHECK_EQ_INT(run_flux("", "--backend cpu --device 0 --cpu-info", &out), 2);
+    free(out);
+}
+
+TEST(vk_backend_auto_skips_cpu_devices) {
+    enum { MAXDEV = 16 };
+    fx_device_desc d[MAXDEV];
+    int n = 0, gpus = 0;
+    fx_err err = {0};
+    if (fx_ops_list_devices(d, MAXDEV, &n, &err) != FLUX_OK || n == 0) {
+        char reason[FX_ERR_MSG_MAX + 32];
+        snprintf(reason, sizeof reason, "no Vulkan device: %s", n ? err.msg : "none listed");
+        SKIP(reason);
+    }
+    for (int i = 0; i < n && i < MAXDEV; i++) gpus += strcmp(d[i].type, "CPU") != 0;
+    flux_options o;
+    flux_options_init(&o);
+    CHECK_EQ_INT(o.backend, FLUX_BACKEND_AUTO);
+    flux_ctx *ctx = flux_new(&o);
+    CHECK(ctx != NULL);
+    if (!ctx) return;
+    const char *name = flux_backend_name(ctx);
+    printf("    %d device(s), %d GPU(s): auto runs on %s\n", n, gpus, name);
+    if (gpus) CHECK_MSG(!strncmp(name, "vulkan", 6), "auto with a GPU runs on %s", name);
+    else CHECK_MSG(!strcmp(name, "cpu"), "auto with only CPU devices runs on %s", name);
+    CHECK_MSG(flux_error(ctx)[0] == '\0', "auto left an error: %s", flux_error(ctx));
+    flux_free(ctx);
+    if (gpus) return;
+    /* the CLI says why in exactly one -v line */
+    char args[2048], *out = NULL;
+    snprintf(args, sizeof args, "-v -d '%s' --tokenize -p hi 2>&1 >/dev/null", fx_test_path("golden/model"));
+    CHECK_EQ_INT(run_flux("", args, &out), 0);
+    int hits = 0;
+    for (const char *s = out; s && (s = strstr(s, "backend")); s++) hits++;
+    CHECK_MSG(out && strstr(out, "backend auto: running on the CPU") && hits == 1, "-v output: %s", out ? out : "");
+    free(out);
+    /* and --list-devices names every device with its type and driver */
+    CHECK_EQ_INT(run_flux("", "--list-devices", &out), 0);
+    for (int i = 0; i < n && i < MAXDEV; i++)
+        CHECK_MSG(out && strstr(out, d[i].name) && strstr(out, d[i].driver), "--list-devices: %s", out ? out : "");
+    free(out);
+}
