@@ -43,6 +43,7 @@ void fx_ops_close(fx_ops *ops) {
 }
 
 fx_backend_kind fx_ops_kind(const fx_ops *ops) { return ops->kind; }
+int fx_ops_on_host(const fx_ops *ops) { return ops->kind == FX_BACKEND_KIND_CPU; }
 const char *fx_ops_name(const fx_ops *ops) { return ops->name; }
 const fx_kctx *fx_ops_kctx(const fx_ops *ops) { return ops->kc; }
 

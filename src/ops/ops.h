@@ -47,6 +47,9 @@ typedef struct fx_ops_opts {
 flux_status fx_ops_open(const fx_ops_opts *o, const fx_kctx *kc, fx_ops **out, fx_err *err);
 void fx_ops_close(fx_ops *ops);
 fx_backend_kind fx_ops_kind(const fx_ops *ops);
+/* 1 when buffers are host memory (the CPU backend): stages may then stream
+ * through host-side engines of their own (the VAE's strips). */
+int fx_ops_on_host(const fx_ops *ops);
 /* "cpu" or "vulkan: <device name>, driver <driver>". */
 const char *fx_ops_name(const fx_ops *ops);
 /* Validation-layer errors the device reported so far (and the first);

@@ -10,6 +10,7 @@
 
 #include "src/ops/ops.h"
 #include "tests/golden_case.h"
+#include "tests/model/vae_cases.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -133,4 +134,24 @@ TEST(vk_backend_auto_skips_cpu_devices) {
     for (int i = 0; i < n && i < MAXDEV; i++)
         CHECK_MSG(out && strstr(out, d[i].name) && strstr(out, d[i].driver), "--list-devices: %s", out ? out : "");
     free(out);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The VAE on the device (whole tensors), stage by stage against goldens    */
+/* ------------------------------------------------------------------------ */
+
+TEST(vk_vae_decode_golden_f32) {
+    if (!device_ready()) return;
+    fx_gcase_set_backend(FLUX_BACKEND_VULKAN);
+    fx_vae_whole_decode_check();
+    fx_gcase_set_backend(FLUX_BACKEND_CPU);
+    unsetenv("FLUX_VK_VALIDATION");
+}
+
+TEST(vk_vae_encode_golden_f32) {
+    if (!device_ready()) return;
+    fx_gcase_set_backend(FLUX_BACKEND_VULKAN);
+    fx_vae_whole_encode_check();
+    fx_gcase_set_backend(FLUX_BACKEND_CPU);
+    unsetenv("FLUX_VK_VALIDATION");
 }
