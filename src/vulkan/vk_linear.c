@@ -58,7 +58,9 @@ static flux_status upload_rows(fx_vk *vk, fx_dtype dt, int64_t n, int64_t k, row
                                const char *name, fx_vk_weight *out, fx_err *err) {
     memset(out, 0, sizeof *out);
     if (dt != FX_DTYPE_F32 && dt != FX_DTYPE_BF16 && dt != FX_DTYPE_F16)
-        return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan: weight %s has unknown dtype %d", name, (int)dt);
+        return fx_fail(err, FLUX_ERR_UNSUPPORTED,
+                       "Vulkan: weight %s is stored as %s; the device path reads F32, F16 and BF16 weights only "
+                       "(run with --backend cpu)", name, fx_dtype_name(dt));
     if (n < 1 || k < 0)
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan: weight %s has shape [%lld, %lld]", name, (long long)n,
                        (long long)k);
