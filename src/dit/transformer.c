@@ -29,18 +29,6 @@ static fx_weight row_slice(const fx_weight *w, int64_t r0, int64_t n) {
     return s;
 }
 
-/* A [head_dim] norm weight as a backend vector. */
-static flux_status norm_vec(fx_ops *ops, fx_wset *w, int64_t n, fx_buf **out, fx_err *err, const char *fmt, int i,
-                            const char *part) {
-    char name[FX_ST_MAX_NAME];
-    snprintf(name, sizeof name, fmt, i, part);
-    float *host = NULL;
-    TRY(fx_wset_vecf(w, &host, n, err, "%s", name));
-    flux_status st = fx_ops_vector(ops, host, n, name, out, err);
-    free(host);
-    return st;
-}
-
 static flux_status load_double(fx_ops *ops, fx_wset *w, const fx_dit_config *c, int i, fx_dit_double_w *b,
                                fx_err *err) {
     const int64_t d = c->hidden, m = c->mlp_hidden, hd = c->head_dim;
@@ -55,8 +43,8 @@ static flux_status load_double(fx_ops *ops, fx_wset *w, const fx_dit_config *c, 
         TRY(fx_wset_linearf(w, &b->out[s].w, d, d, err, "transformer_blocks.%d.%s.weight", i, o[s]));
         TRY(fx_wset_linearf(w, &b->ff_in[s].w, 2 * m, d, err, "transformer_blocks.%d.%s.linear_in.weight", i, ff[s]));
         TRY(fx_wset_linearf(w, &b->ff_out[s].w, d, m, err, "transformer_blocks.%d.%s.linear_out.weight", i, ff[s]));
-        TRY(norm_vec(ops, w, hd, &b->norm_q[s], err, "transformer_blocks.%d.%s.weight", i, nq[s]));
-        TRY(norm_vec(ops, w, hd, &b->norm_k[s], err, "transformer_blocks.%d.%s.weight", i, nk[s]));
+        TRY(fx_model_vecf(ops, w, hd, &b->norm_q[s], err, "transformer_blocks.%d.%s.weight", i, nq[s]));
+        TRY(fx_model_vecf(ops, w, hd, &b->norm_k[s], err, "transformer_blocks.%d.%s.weight", i, nk[s]));
     }
     return FLUX_OK;
 }
@@ -70,8 +58,8 @@ static flux_status load_single(fx_ops *ops, fx_wset *w, const fx_dit_config *c, 
     b->qkv.w = row_slice(&fused, 0, 3 * d);
     b->mlp_in.w = row_slice(&fused, 3 * d, 2 * m);
     TRY(fx_wset_linearf(w, &b->out.w, d, d + m, err, "single_transformer_blocks.%d.attn.to_out.weight", j));
-    TRY(norm_vec(ops, w, hd, &b->norm_q, err, "single_transformer_blocks.%d.attn.%s.weight", j, "norm_q"));
-    TRY(norm_vec(ops, w, hd, &b->norm_k, err, "single_transformer_blocks.%d.attn.%s.weight", j, "norm_k"));
+    TRY(fx_model_vecf(ops, w, hd, &b->norm_q, err, "single_transformer_blocks.%d.attn.norm_q.weight", j));
+    TRY(fx_model_vecf(ops, w, hd, &b->norm_k, err, "single_transformer_blocks.%d.attn.norm_k.weight", j));
     return FLUX_OK;
 }
 

@@ -77,6 +77,11 @@ flux_status fx_model_check_faults(const struct fx_model *m, fx_err *err);
 /* Free a model (NULL allowed). */
 void fx_model_free(struct fx_model *m);
 
+/* The f32 vector [n] of w named by a printf format (a norm weight, a bias)
+ * as a new buffer of the backend ops (the stages' small weights). */
+flux_status fx_model_vecf(fx_ops *ops, const fx_wset *w, int64_t n, fx_buf **out, fx_err *err, const char *fmt, ...)
+    FX_PRINTF(6, 7);
+
 /* Check that a weight set holds every tensor a stage needs, with the shapes
  * the config implies (spec §2.1 transformer, §2.3 VAE, §2.4 Qwen3 layers
  * 0..layers_used−1) and a weight dtype (F32/F16/BF16). The first problem

@@ -47,6 +47,10 @@ int fx_ops_on_host(const fx_ops *ops) { return ops->kind == FX_BACKEND_KIND_CPU;
 const char *fx_ops_name(const fx_ops *ops) { return ops->name; }
 const fx_kctx *fx_ops_kctx(const fx_ops *ops) { return ops->kc; }
 
+void fx_ops_inject_device_lost(fx_ops *ops) {
+    if (ops->impl->inject_lost) ops->impl->inject_lost(ops);
+}
+
 int fx_ops_device_errors(const fx_ops *ops, const char **first) {
     if (first) *first = "";
     return ops->impl->device_errors ? ops->impl->device_errors(ops, first) : 0;

@@ -55,6 +55,8 @@ const char *fx_ops_name(const fx_ops *ops);
 /* Validation-layer errors the device reported so far (and the first);
  * 0 on the CPU. */
 int fx_ops_device_errors(const fx_ops *ops, const char **first);
+/* Test hook: the device's next submit fails as a lost device does (no-op on the CPU). */
+void fx_ops_inject_device_lost(fx_ops *ops);
 /* The kernels of the CPU side (host-only work next to the device). */
 const fx_kctx *fx_ops_kctx(const fx_ops *ops);
 

@@ -47,6 +47,7 @@ typedef struct fx_ops_impl {
     flux_status (*conv2d)(fx_ops *, const fx_conv2d_geom *, fx_view, const fx_opw *, const fx_op_epi *, fx_view,
                           fx_err *);
     int (*device_errors)(const fx_ops *, const char **);
+    void (*inject_lost)(fx_ops *);
     void (*close)(fx_ops *);
 } fx_ops_impl;
 

@@ -133,6 +133,8 @@ static flux_status conv2d(fx_ops *ops, const fx_conv2d_geom *g, fx_view x, const
 
 static int device_errors(const fx_ops *ops, const char **first) { return fx_vk_validation_errors(ops->vk, first); }
 
+static void inject_lost(fx_ops *ops) { fx_vk_inject_device_lost(ops->vk); }
+
 static void close_vk(fx_ops *ops) {
     fx_vk_close(ops->vk);
     ops->vk = NULL;
@@ -143,7 +145,7 @@ static const fx_ops_impl vulkan_impl = {
     .weight = weight, .weight_free = weight_free, .rope = rope, .rope_free = rope_free, .linear = linear,
     .attention = attention, .qk_norm_rope = qk_norm_rope, .rmsnorm = rmsnorm, .layernorm_modulate = layernorm_modulate,
     .silu = silu, .swiglu = swiglu, .gated_add = gated_add, .groupnorm = groupnorm, .conv2d = conv2d,
-    .device_errors = device_errors, .close = close_vk,
+    .device_errors = device_errors, .inject_lost = inject_lost, .close = close_vk,
 };
 
 flux_status fx_ops_vulkan_open(const fx_ops_opts *o, int any_type, fx_ops *ops, fx_err *err) {

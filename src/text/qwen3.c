@@ -61,18 +61,6 @@ struct fx_qwen3 {
 /* Weights                                                                  */
 /* ------------------------------------------------------------------------ */
 
-/* A norm weight [n] as a backend vector. */
-static flux_status norm_vec(fx_ops *ops, fx_wset *w, int64_t n, fx_buf **out, fx_err *err, int layer,
-                            const char *part) {
-    char name[FX_ST_MAX_NAME];
-    snprintf(name, sizeof name, "model.layers.%d.%s.weight", layer, part);
-    float *host = NULL;
-    TRY(fx_wset_vecf(w, &host, n, err, "%s", name));
-    flux_status st = fx_ops_vector(ops, host, n, name, out, err);
-    free(host);
-    return st;
-}
-
 static flux_status load_layer(fx_ops *ops, fx_wset *w, const fx_qwen3_config *c, int n, qwen3_layer *l,
                               fx_err *err) {
     const int64_t h = c->hidden, hd = c->head_dim, ff = c->intermediate;
@@ -84,10 +72,10 @@ static flux_status load_layer(fx_ops *ops, fx_wset *w, const fx_qwen3_config *c,
     TRY(fx_wset_linearf(w, &l->gate.w, ff, h, err, "model.layers.%d.mlp.gate_proj.weight", n));
     TRY(fx_wset_linearf(w, &l->up.w, ff, h, err, "model.layers.%d.mlp.up_proj.weight", n));
     TRY(fx_wset_linearf(w, &l->down.w, h, ff, err, "model.layers.%d.mlp.down_proj.weight", n));
-    TRY(norm_vec(ops, w, h, &l->norm_in, err, n, "input_layernorm"));
-    TRY(norm_vec(ops, w, h, &l->norm_post, err, n, "post_attention_layernorm"));
-    TRY(norm_vec(ops, w, hd, &l->norm_q, err, n, "self_attn.q_norm"));
-    TRY(norm_vec(ops, w, hd, &l->norm_k, err, n, "self_attn.k_norm"));
+    TRY(fx_model_vecf(ops, w, h, &l->norm_in, err, "model.layers.%d.input_layernorm.weight", n));
+    TRY(fx_model_vecf(ops, w, h, &l->norm_post, err, "model.layers.%d.post_attention_layernorm.weight", n));
+    TRY(fx_model_vecf(ops, w, hd, &l->norm_q, err, "model.layers.%d.self_attn.q_norm.weight", n));
+    TRY(fx_model_vecf(ops, w, hd, &l->norm_k, err, "model.layers.%d.self_attn.k_norm.weight", n));
     fx_opw *proj[] = {&l->q, &l->k, &l->v, &l->o, &l->gate, &l->up, &l->down};
     static const char *pname[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
     for (size_t i = 0; i < sizeof proj / sizeof *proj; i++) {

@@ -141,18 +141,29 @@ static void swap_xy(vw_run *r) {
     r->x = r->y, r->y = t;
 }
 
+/* Host planar [c, P] → channels-last [P, c] in b[buf] (host: P·c floats of staging). */
+static flux_status put_planar(vw_run *r, const float *chw, int c, int64_t P, float *host, int buf) {
+    for (int ch = 0; ch < c; ch++)
+        for (int64_t i = 0; i < P; i++) host[i * c + ch] = chw[ch * P + i];
+    return fx_buf_write(r->ops, r->b[buf], 0, host, P * c, r->err);
+}
+
+/* Channels [0, c) of b[buf] [P, cs] → host planar [c, P] (host: P·cs floats of staging). */
+static flux_status get_planar(vw_run *r, int buf, int cs, int c, int64_t P, float *host, float *chw) {
+    TRY(fx_buf_read(r->ops, r->b[buf], 0, host, P * cs, r->err));
+    for (int ch = 0; ch < c; ch++)
+        for (int64_t i = 0; i < P; i++) chw[ch * P + i] = host[i * cs + ch];
+    return FLUX_OK;
+}
+
 /* The stage's output [h·w, c] (read back, channel-major) to the observer. */
 static flux_status observe(vw_run *r, const char *name, int buf, int c) {
     if (!r->observer) return FLUX_OK;
     const int64_t hw = (int64_t)r->h * r->w;
     float *hwc = malloc(sizeof(float) * (size_t)(hw * c)), *chw = malloc(sizeof(float) * (size_t)(hw * c));
     flux_status st = !hwc || !chw ? fx_fail(r->err, FLUX_ERR_NOMEM, "out of memory (observing %s)", name)
-                                  : fx_buf_read(r->ops, r->b[buf], 0, hwc, hw * c, r->err);
-    if (!st) {
-        for (int64_t p = 0; p < hw; p++)
-            for (int ch = 0; ch < c; ch++) chw[ch * hw + p] = hwc[p * c + ch];
-        r->observer(r->observer_user, name, chw, c, r->h, r->w);
-    }
+                                  : get_planar(r, buf, c, c, hw, hwc, chw);
+    if (!st) r->observer(r->observer_user, name, chw, c, r->h, r->w);
     free(hwc), free(chw);
     return st;
 }
@@ -277,10 +288,7 @@ flux_status vw_decode(flux_ctx *ctx, vw_cache *cache, const vae_model *v, fx_vae
     char name[96];
     if (st) goto out;
     r.h = h8, r.w = w8;
-    /* z [lat, h8, w8] → channels-last [P, lat] */
-    for (int c = 0; c < lat; c++)
-        for (int64_t i = 0; i < P; i++) host[i * lat + c] = z[c * P + i];
-    if ((st = fx_buf_write(r.ops, r.b[r.x], 0, host, P * lat, r.err))) goto out;
+    if ((st = put_planar(&r, z, lat, P, host, r.x))) goto out;
     if (v->has_post_quant) {
         if ((st = conv(&r, &v->post_quant, r.x, r.y, 1, 0, 0, 0, FX_EPI_STORE))) goto out;
         swap_xy(&r);
@@ -314,9 +322,7 @@ flux_status vw_decode(flux_ctx *ctx, vw_cache *cache, const vae_model *v, fx_vae
     if ((st = conv(&r, &d->conv_out, VW_T, r.y, 1, 0, 1, 1, FX_EPI_STORE))) goto out;
     const int co = d->conv_out.cout;
     const int64_t Pi = (int64_t)r.h * r.w;
-    if ((st = fx_buf_read(r.ops, r.b[r.y], 0, host, Pi * co, r.err))) goto out;
-    for (int c = 0; c < co; c++)
-        for (int64_t i = 0; i < Pi; i++) image[c * Pi + i] = host[i * co + c];
+    if ((st = get_planar(&r, r.y, co, co, Pi, host, image))) goto out;
     swap_xy(&r);
     if ((st = observe(&r, "decoder.conv_out", r.x, co))) goto out;
     st = checkpoint(&r, L + 2, L + 2);
@@ -343,9 +349,7 @@ flux_status vw_encode(flux_ctx *ctx, vw_cache *cache, const vae_model *v, fx_vae
     char name[96];
     if (st) goto out;
     r.h = height, r.w = width;
-    for (int c = 0; c < ci; c++)
-        for (int64_t i = 0; i < P; i++) host[i * ci + c] = image[c * P + i];
-    if ((st = fx_buf_write(r.ops, r.b[r.x], 0, host, P * ci, r.err))) goto out;
+    if ((st = put_planar(&r, image, ci, P, host, r.x))) goto out;
     if ((st = conv(&r, &e->conv_in, r.x, r.y, 1, 0, 1, 1, FX_EPI_STORE))) goto out;
     swap_xy(&r);
     if ((st = observe(&r, "encoder.conv_in", r.x, e->conv_in.cout))) goto out;
@@ -379,9 +383,7 @@ flux_status vw_encode(flux_ctx *ctx, vw_cache *cache, const vae_model *v, fx_vae
         swap_xy(&r);
         if ((st = observe(&r, "quant_conv", r.x, (int)M))) goto out;
     }
-    if ((st = fx_buf_read(r.ops, r.b[r.x], 0, host, Pl * M, r.err))) goto out;
-    for (int c = 0; c < lat; c++)
-        for (int64_t i = 0; i < Pl; i++) mean[c * Pl + i] = host[i * M + c];
+    if ((st = get_planar(&r, r.x, (int)M, lat, Pl, host, mean))) goto out;
     st = checkpoint(&r, L + 2, L + 2);
 out:
     run_free(&r);

@@ -8,6 +8,7 @@
  */
 #include "vk_test.h"
 
+#include "src/model/ctx.h"
 #include "src/ops/ops.h"
 #include "tests/golden_case.h"
 #include "tests/model/vae_cases.h"
@@ -154,4 +155,34 @@ TEST(vk_vae_encode_golden_f32) {
     fx_vae_whole_encode_check();
     fx_gcase_set_backend(FLUX_BACKEND_CPU);
     unsetenv("FLUX_VK_VALIDATION");
+}
+
+/* A device lost in the middle of a generation: an error naming it, no
+ * image, and the context keeps failing (it never computes on a dead device). */
+TEST(vk_device_lost_fails_the_generation) {
+    if (!device_ready()) return;
+    fx_gcase_set_backend(FLUX_BACKEND_VULKAN);
+    fx_gcase c;
+    fx_npy emb = {0}, noise = {0};
+    flux_ctx *ctx = fx_gcase_ctx_emb("t2i-32x32-4step", 2, FLUX_PRECISION_F32, &c, &emb);
+    fx_gcase_set_backend(FLUX_BACKEND_CPU);
+    unsetenv("FLUX_VK_VALIDATION");
+    if (!ctx) return;
+    REQUIRE(fx_gcase_npy(c.dir, "noise.npy", &noise));
+    flux_params p;
+    flux_params_init(&p);
+    p.embeddings = emb.data;
+    p.noise = noise.data;
+    p.height = (int)noise.shape[1] * 16, p.width = (int)noise.shape[2] * 16;
+    p.steps = 2, p.seed = 1;
+    flux_image *img = NULL;
+    fx_ops_inject_device_lost(ctx->ops);
+    CHECK(flux_generate(ctx, &p, &img) != FLUX_OK);
+    CHECK(img == NULL);
+    CHECK_MSG(strstr(flux_error(ctx), "device lost") != NULL, "error: %s", flux_error(ctx));
+    CHECK(flux_generate(ctx, &p, &img) != FLUX_OK);
+    CHECK(img == NULL);
+    flux_image_free(img);
+    fx_npy_free(&emb), fx_npy_free(&noise);
+    flux_free(ctx);
 }
