@@ -105,6 +105,9 @@ $(OBJ)/%_avx512.o:     ISAFLAGS = $(ISA_AVX512)
 $(OBJ)/%_avx512bf16.o: ISAFLAGS = $(ISA_AVX512BF16)
 $(OBJ)/%_amx.o:        ISAFLAGS = $(ISA_AMX)
 endif
+# Block (de)quantization reproduces ggml's reference arithmetic operation by
+# operation: no a·b + c fused into one rounding.
+$(OBJ)/simd/quant/%.o: CFLAGS += -ffp-contract=off
 
 BUILD_INFO := $(CCNAME) $(shell $(CC) -dumpversion 2>/dev/null) $(ARCH) $(OPT) openmp=$(OPENMP) sanitize=$(SANITIZE) native=$(NATIVE) profile=$(PROFILE)$(if $(filter 1,$(VULKAN)), vulkan=1)
 $(OBJ)/src/pipeline/version.o: CPPFLAGS += -DFLUX_BUILD_INFO='"$(BUILD_INFO)"'
@@ -249,7 +252,8 @@ FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_DIR     := build/fuzz
 FUZZ_SRC_DEFAULT := src/base/file_read.c src/base/json.c src/formats/safetensors.c src/formats/map_guard.c src/model/config.c \
-                    src/base/error.c src/base/log.c
+                    src/base/error.c src/base/log.c src/formats/gguf.c simd/quant/dtypes.c simd/quant/dequant.c
+FUZZ_SRC_gguf = $(FUZZ_SRC_DEFAULT) src/formats/qwen3_file.c src/formats/single_file.c
 FUZZ_SRC_png  = $(FUZZ_PNG_SRC)
 FUZZ_LIBS_png = -lpng
 FUZZ_SRC_npy  = src/base/file_read.c src/base/npy.c src/base/atomic_file.c src/base/error.c

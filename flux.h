@@ -94,8 +94,13 @@ typedef enum flux_precision {
     FLUX_PRECISION_DEFAULT = 0, /* bf16 weights × bf16-rounded activations with
                                    f32 accumulation where the CPU has bf16 dot
                                    products (AVX512_BF16); f32 math elsewhere */
-    FLUX_PRECISION_F32 = 1      /* weights widened to f32, all math in f32:
+    FLUX_PRECISION_F32 = 1,     /* weights widened to f32, all math in f32:
                                    the mode used for exact comparisons       */
+    FLUX_PRECISION_INT8 = 2     /* W8A8 for quantized (GGUF block-type)
+                                   weights: activations quantized per row to
+                                   int8, int8 dot products, per-block weight
+                                   scales in f32; other weights and attention
+                                   as in the default mode                    */
 } flux_precision;
 
 /* Where the stages run. AUTO: a real GPU through Vulkan when this build has
@@ -120,7 +125,7 @@ typedef struct flux_options {
                                  some busy, re-measured as the work goes
                                  (results are identical for any count) */
     int use_mmap;             /* 1 (default): weights stay mmap'd; 0: read into RAM */
-    flux_precision precision; /* overridden by env FLUX_PRECISION=f32|default */
+    flux_precision precision; /* overridden by env FLUX_PRECISION=f32|int8|default */
     const char *isa;          /* NULL = the kernels that are fastest on this CPU;
                                  else a level it supports: "scalar", "avx2",
                                  "avx512", "avx512bf16", "amx", "neon" (env
@@ -157,13 +162,26 @@ int flux_threads(const flux_ctx *ctx);
 /* ------------------------------------------------------------------------ */
 
 typedef struct flux_load_options {
-    const char *transformer_file; /* single-file transformer checkpoint (BFL or
-                                     ComfyUI names) replacing transformer/;
+    const char *transformer_file; /* single-file transformer checkpoint replacing
+                                     transformer/: safetensors or GGUF (BFL,
+                                     ComfyUI or diffusers names; GGUF block
+                                     types Q8_0 ... Q6_K used as stored);
                                      NULL = use the folder */
     int distilled;                /* -1 auto (model_index.json is_distilled),
                                      0 force base (CFG), 1 force distilled */
     int lazy_text_encoder;        /* 1 (default): load the text encoder only
                                      when a prompt must be encoded */
+    const char *text_encoder_file; /* single-file Qwen3 text encoder replacing
+                                     text_encoder/: GGUF with llama.cpp names
+                                     (blk.N.attn_q.weight, ...) or a file with
+                                     Hugging Face names; NULL = the folder */
+    const char *quant;            /* quantize the F32/F16/BF16 weights of both
+                                     components on load into this GGUF block
+                                     type ("q8_0", "q4_0", "q4_1", "q5_0",
+                                     "q5_1", "q2_k", "q3_k", "q4_k", "q5_k",
+                                     "q6_k"), in memory, as `flux quantize`
+                                     would write them; components already
+                                     quantized stay as they are; NULL = off */
 } flux_load_options;
 
 void flux_load_options_init(flux_load_options *lo);
@@ -173,10 +191,11 @@ void flux_load_options_init(flux_load_options *lo);
  *   text_encoder/{config.json,*.safetensors[.index.json]}, vae/...,
  *   tokenizer/tokenizer.json, scheduler/scheduler_config.json.
  * Every dimension comes from the config files. lo may be NULL.
- * Errors: FLUX_ERR_IO (missing file), FLUX_ERR_FORMAT (bad JSON or
- * safetensors), FLUX_ERR_MODEL (tensor missing or misshapen, or a tensor
- * the configs do not use; the message names file, tensor, expected and
- * found shape).
+ * Errors: FLUX_ERR_IO (missing file), FLUX_ERR_FORMAT (bad JSON,
+ * safetensors or GGUF), FLUX_ERR_MODEL (tensor missing or misshapen, a
+ * tensor the configs do not use, or a GGUF architecture key that
+ * contradicts the config; the message names file, tensor or key, expected
+ * and found).
  * Files that change afterwards: when a weight file is replaced, rewritten
  * or cut short on disk (say by `cp` over the folder), the next
  * flux_generate / flux_encode_text loads the folder again with the same
@@ -204,6 +223,36 @@ typedef struct flux_model_info {
 
 /* Describe the loaded model. FLUX_ERR_STATE if nothing is loaded. */
 flux_status flux_get_model_info(const flux_ctx *ctx, flux_model_info *info);
+
+/* ------------------------------------------------------------------------ */
+/* Quantized weights (GGUF)                                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct flux_quantize_options {
+    const char *type;              /* "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k",
+                                      "q3_k", "q4_k", "q5_k", "q6_k" */
+    const char *component;         /* "transformer" or "text-encoder" */
+    const char *transformer_file;  /* sources replacing the folder's weights, */
+    const char *text_encoder_file; /* as in flux_load_options (NULL = folder) */
+    /* Called before each tensor and at the end; nonzero cancels
+     * (FLUX_ERR_CANCELLED, nothing written). May be NULL. */
+    int (*progress)(void *user, int done, int total, uint64_t bytes_done, uint64_t bytes_total);
+    void *progress_user;
+} flux_quantize_options;
+
+void flux_quantize_options_init(flux_quantize_options *o);
+
+/* Write one component of the model folder as a GGUF file that peers read
+ * (ComfyUI-GGUF, stable-diffusion.cpp, llama.cpp naming): the transformer
+ * with BFL names and general.architecture "flux", the text encoder with
+ * llama.cpp Qwen3 names (all its layers) and "qwen3"; 1-D tensors F32, the
+ * transformer's img_in/txt_in/time_in/final_layer BF16, every other weight
+ * the requested type, quantized with ggml's reference algorithms
+ * (byte-identical blocks). The file is written atomically: on any error or
+ * cancellation nothing is left at out_path. Uses the context's threads;
+ * does not change the model loaded in ctx. */
+flux_status flux_quantize(flux_ctx *ctx, const char *model_dir, const flux_quantize_options *o,
+                          const char *out_path);
 
 /* ------------------------------------------------------------------------ */
 /* Images                                                                   */

@@ -33,7 +33,7 @@
 
 typedef struct gemm_problem {
     int64_t m, n, k;
-    fx_dtype dt;
+    fx_dtype dt;            /* F32/F16/BF16, or a block type (quantized from the same values) */
     fx_epilogue_mode mode;
     float *x, *y, *bias, *gate;
     void *w;
@@ -41,6 +41,10 @@ typedef struct gemm_problem {
 } gemm_problem;
 
 static size_t dt_size(fx_dtype dt) { return dt == FX_DTYPE_F32 ? 4 : 2; }
+/* Bytes of the stored weights. */
+static double weight_bytes(const gemm_problem *p) {
+    return fx_dtype_is_block(p->dt) ? (double)fx_dtype_row_bytes(p->dt, p->n * p->k) : (double)(p->n * p->k) * dt_size(p->dt);
+}
 
 static void fill(float *p, size_t n, uint64_t seed) {
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
@@ -52,9 +56,10 @@ static void fill(float *p, size_t n, uint64_t seed) {
 
 static int problem_init(gemm_problem *p) {
     size_t mk = (size_t)(p->m * p->k), nk = (size_t)(p->n * p->k), mn = (size_t)(p->m * p->n);
+    const int blocks = fx_dtype_is_block(p->dt);
     p->x = malloc(mk * 4);
     p->y = malloc(mn * 4);
-    p->w = malloc(nk * dt_size(p->dt));
+    p->w = malloc(blocks ? (size_t)fx_dtype_row_bytes(p->dt, p->n * p->k) : nk * dt_size(p->dt));
     p->bias = malloc((size_t)p->n * 4);
     p->gate = malloc((size_t)p->n * 4);
     if (!p->x || !p->y || !p->w || !p->bias || !p->gate) {
@@ -69,6 +74,11 @@ static int problem_init(gemm_problem *p) {
     float *tmp = malloc(p->k * 4);
     for (int64_t j = 0; j < p->n; j++) {
         fill(tmp, (size_t)p->k, 100 + (uint64_t)j);
+        if (blocks) { /* the same values as the bf16 problem, quantized */
+            for (int64_t q = 0; q < p->k; q++) tmp[q] *= 0.05f;
+            fx_quantize_row(p->dt, tmp, p->k, (char *)p->w + fx_dtype_row_bytes(p->dt, j * p->k));
+            continue;
+        }
         for (int64_t q = 0; q < p->k; q++) {
             size_t idx = (size_t)(j * p->k + q);
             float v = tmp[q] * 0.05f;
@@ -233,12 +243,17 @@ static void apply_override(fx_kctx *kc, fx_dtype dt, const block_override *bo, t
     kc->k = &tt->k;
 }
 
+/* Time of the last bf16 row (the quantized rows' "ratio_bf16" = it / theirs). */
+static double g_bf16_seconds;
+
 static int bench_one(const fx_bench_env *env, int64_t m, int64_t n, int64_t k, fx_dtype dt, int force_f32,
                      fx_epilogue_mode mode, int yardsticks, const block_override *bo) {
     gemm_problem p = {.m = m, .n = n, .k = k, .dt = dt, .mode = mode};
     if (fx_bench_kctx(env, -1, force_f32, &p.kc)) return -1;
+    const int blocks = fx_dtype_is_block(dt);
+    p.kc.int8 = blocks && env->int8;
     tuned_tables tt;
-    apply_override(&p.kc, dt, bo, &tt);
+    if (!blocks) apply_override(&p.kc, dt, bo, &tt);
     if (problem_init(&p)) {
         fx_bench_kctx_free(&p.kc);
         problem_free(&p);
@@ -250,19 +265,25 @@ static int bench_one(const fx_bench_env *env, int64_t m, int64_t n, int64_t k, f
              mode == FX_EPI_STORE ? "" : " ", mode == FX_EPI_STORE ? "" : mode_name(mode));
     snprintf(r.shape_json, sizeof r.shape_json, "\"m\":%lld,\"n\":%lld,\"k\":%lld,\"epilogue\":\"%s\"",
              (long long)m, (long long)n, (long long)k, mode_name(mode));
-    r.dtype = dt == FX_DTYPE_BF16 ? "bf16" : dt == FX_DTYPE_F16 ? "f16" : "f32";
+    char dts[32];
+    snprintf(dts, sizeof dts, "%s%s", fx_dtype_name(dt), p.kc.int8 ? "/int8" : "");
+    for (char *c = dts; *c; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+    r.dtype = dts;
     r.isa = fx_bench_isa_label(p.kc.k);
     r.flops = 2.0 * (double)m * (double)n * (double)k;
     r.peak = fx_bench_peak_of(p.kc.k, dt == FX_DTYPE_BF16);
     if (m <= FX_GEMV_MAX_M && !p.kc.k->gemm->gemv_bf16_dot) r.peak = FX_PEAK_FMA_F32; /* the amx table's GEMV */
     r.seconds = fx_bench_time(env, run_ours, &p);
-    if (bo && (bo->kc || bo->mc || bo->nc)) {
+    if (dt == FX_DTYPE_BF16) g_bf16_seconds = r.seconds;
+    else if (blocks && g_bf16_seconds > 0) fx_bench_extra(&r, "ratio_bf16", g_bf16_seconds / r.seconds);
+    if (bo && !blocks && (bo->kc || bo->mc || bo->nc)) {
         const fx_gemm_path *pp = p.kc.k->gemm->path[dt];
         fx_bench_extra(&r, "kc", pp->kc), fx_bench_extra(&r, "mc", pp->mc), fx_bench_extra(&r, "nc", pp->nc);
     }
     if (m <= 16) /* bandwidth bound: weight bytes per second */
-        fx_bench_extra(&r, "weight_gb_s", (double)(n * k) * (double)dt_size(dt) / r.seconds * 1e-9);
+        fx_bench_extra(&r, "weight_gb_s", weight_bytes(&p) / r.seconds * 1e-9);
     (void)yardsticks, (void)bf16_dot;
+    if (blocks) yardsticks = 0;
 #if defined(FX_BENCH_OPENBLAS) || defined(FX_BENCH_ONEDNN)
     if (yardsticks) {
         const double ours = r.flops / r.seconds * 1e-9;
@@ -320,8 +341,27 @@ static int gemm_main(int argc, char **argv, const fx_bench_env *env) {
                                                  : FX_EPI_STORE;
     if (bad || m < 1 || n < 1 || k < 1 || parse_dtype(ds, &dt)) {
         fprintf(stderr, "usage: flux-bench gemm --m M --n N --k K --dtype bf16|f32|f16 [--epilogue "
-                        "store|acc|gated] [--kc KC --mc MC --nc NC] [--no-yardsticks]\n");
+                        "store|acc|gated] [--kc KC --mc MC --nc NC] [--no-yardsticks] [--wtype q8_0,q4_k,...]\n");
         return -1;
+    }
+    const char *ws = fx_bench_arg_str(argc, argv, "--wtype", NULL);
+    if (ws) { /* the bf16 row, then each quantized type (weight-only, or W8A8 with --precision int8) */
+        char list[256];
+        snprintf(list, sizeof list, "%s", ws);
+        fx_dtype types[16];
+        int nt = 0;
+        for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok && nt < 16; tok = strtok_r(NULL, ",", &save)) {
+            int t = fx_dtype_parse(tok);
+            if (t < 0 || !fx_dtype_is_block((fx_dtype)t) || !fx_dtype_can_quantize((fx_dtype)t) || k % fx_dtype_block((fx_dtype)t)) {
+                fprintf(stderr, "flux-bench gemm: --wtype '%s' is not a block type flux quantizes, or k = %lld is not a "
+                                "multiple of its block\n", tok, (long long)k);
+                return -1;
+            }
+            types[nt++] = (fx_dtype)t;
+        }
+        int rc = bench_one(env, m, n, k, FX_DTYPE_BF16, env->force_f32, mode, 0, NULL);
+        for (int i = 0; i < nt; i++) rc |= bench_one(env, m, n, k, types[i], env->force_f32, mode, 0, NULL);
+        return rc;
     }
     block_override bo = {(int)fx_bench_arg_int(argc, argv, "--kc", 0, &bad), (int)fx_bench_arg_int(argc, argv, "--mc", 0, &bad),
                          (int)fx_bench_arg_int(argc, argv, "--nc", 0, &bad)};
@@ -363,6 +403,8 @@ static int gemm_defaults(const fx_bench_env *env) {
 
 FX_BENCH_COMMAND(gemm,
                  "gemm --m M --n N --k K [--dtype bf16|f32|f16] [--epilogue store|acc|gated]\n"
+                 "                        [--wtype q8_0,q4_k,... (GGUF block types beside the bf16 row;\n"
+                 "                         with --precision int8: W8A8)]\n"
                  "                        [--kc KC --mc MC --nc NC (block sizes, for tuning)] [--no-yardsticks]\n"
                  "  gemm --model-shapes    the model's linear shapes (bf16 dot, then f32 math)",
                  gemm_main, gemm_defaults)

@@ -134,7 +134,7 @@ fx_bench_peak_kind fx_bench_peak_of(const fx_kernels *k, int bf16_weights) {
 void fx_bench_flux_options(const fx_bench_env *env, flux_options *o) {
     flux_options_init(o);
     o->threads = env->threads;
-    o->precision = env->force_f32 ? FLUX_PRECISION_F32 : FLUX_PRECISION_DEFAULT;
+    o->precision = env->force_f32 ? FLUX_PRECISION_F32 : env->int8 ? FLUX_PRECISION_INT8 : FLUX_PRECISION_DEFAULT;
     o->isa = env->isa < 0 ? NULL : fx_isa_name((fx_isa)env->isa);
 }
 
@@ -235,7 +235,8 @@ static void usage(FILE *f) {
                "  --threads T     threads (default OMP_NUM_THREADS or all CPUs)\n"
                "  --isa X         scalar|avx2|avx512|avx512bf16|amx|neon (default: the\n"
                "                  kernels the library picks for this CPU)\n"
-               "  --precision f32 force f32 math (as FLUX_PRECISION=f32)\n"
+               "  --precision f32 force f32 math (as FLUX_PRECISION=f32); int8: W8A8 for GGUF block-type\n"
+               "                  weights (gemm --wtype, the model commands' quantized weights)\n"
                "  --reps N        timed repetitions after a warm-up, best is reported (default 5)\n"
                "  --max-seconds S stop repeating after S seconds (at least 2 runs; default 3)\n"
                "  --json          one JSON object per measurement per line\n"
@@ -266,6 +267,7 @@ int main(int argc, char **argv) {
                         .min_seconds = 0.3, .max_seconds = 3.0};
     const char *prec = getenv("FLUX_PRECISION");
     if (prec && !strcmp(prec, "f32")) env.force_f32 = 1;
+    if (prec && !strcmp(prec, "int8")) env.int8 = 1;
 
     /* Common options may appear anywhere; strip them. */
     for (int i = 1; i < argc;) {
@@ -298,6 +300,7 @@ int main(int argc, char **argv) {
             drop_args(&argc, argv, i, 2);
         } else if (!strcmp(a, "--precision") && has_val) {
             env.force_f32 = !strcmp(argv[i + 1], "f32");
+            env.int8 = !strcmp(argv[i + 1], "int8");
             drop_args(&argc, argv, i, 2);
         } else if (!strcmp(a, "--reps") && has_val) {
             env.reps = atoi(argv[i + 1]) > 0 ? atoi(argv[i + 1]) : 1;

@@ -42,6 +42,7 @@ int fx_isa_parse(const char *name) {
  * unpublished entry is NULL: not compiled for this architecture. */
 #include "simd/attention/attention.h"
 #include "simd/gemm/gemm.h"
+#include "simd/quant/quant.h"
 #include "simd/rowops/rowops.h"
 
 #ifndef FX_GEMM_TABLE_AVX2
@@ -83,27 +84,42 @@ int fx_isa_parse(const char *name) {
 #ifndef FX_ROW_TABLE_NEON
 #define FX_ROW_TABLE_NEON NULL
 #endif
+#ifndef FX_QUANT_TABLE_AVX2
+#define FX_QUANT_TABLE_AVX2 NULL
+#endif
+#ifndef FX_QUANT_TABLE_AVX512
+#define FX_QUANT_TABLE_AVX512 NULL
+#endif
+#ifndef FX_QUANT_TABLE_AVX512BF16
+#define FX_QUANT_TABLE_AVX512BF16 NULL
+#endif
+#ifndef FX_QUANT_TABLE_AMX
+#define FX_QUANT_TABLE_AMX NULL
+#endif
+#ifndef FX_QUANT_TABLE_NEON
+#define FX_QUANT_TABLE_NEON NULL
+#endif
 
 /* The f32-math tables of the avx512bf16 and amx levels are the avx512
  * kernels (bf16 weights widened to f32, FMA only). */
 static const fx_kernels tables[FX_TABLE_COUNT] = {
     [FX_TABLE_SCALAR] = {FX_TABLE_SCALAR, FX_ISA_SCALAR, 0, "scalar", FX_GEMM_TABLE_SCALAR, FX_ATTN_TABLE_SCALAR,
-                         FX_ROW_TABLE_SCALAR},
+                         FX_ROW_TABLE_SCALAR, FX_QUANT_TABLE_SCALAR},
     [FX_TABLE_AVX2] = {FX_TABLE_AVX2, FX_ISA_AVX2, 0, "avx2", FX_GEMM_TABLE_AVX2, FX_ATTN_TABLE_AVX2,
-                       FX_ROW_TABLE_AVX2},
+                       FX_ROW_TABLE_AVX2, FX_QUANT_TABLE_AVX2},
     [FX_TABLE_AVX512] = {FX_TABLE_AVX512, FX_ISA_AVX512, 0, "avx512", FX_GEMM_TABLE_AVX512, FX_ATTN_TABLE_AVX512,
-                         FX_ROW_TABLE_AVX512},
+                         FX_ROW_TABLE_AVX512, FX_QUANT_TABLE_AVX512},
     [FX_TABLE_AVX512BF16] = {FX_TABLE_AVX512BF16, FX_ISA_AVX512BF16, 1, "avx512bf16", FX_GEMM_TABLE_AVX512BF16,
-                             FX_ATTN_TABLE_AVX512BF16, FX_ROW_TABLE_AVX512},
+                             FX_ATTN_TABLE_AVX512BF16, FX_ROW_TABLE_AVX512, FX_QUANT_TABLE_AVX512BF16},
     [FX_TABLE_AVX512BF16_F32] = {FX_TABLE_AVX512BF16_F32, FX_ISA_AVX512BF16, 0, "avx512bf16 (f32 math)",
-                                 FX_GEMM_TABLE_AVX512, FX_ATTN_TABLE_AVX512, FX_ROW_TABLE_AVX512},
+                                 FX_GEMM_TABLE_AVX512, FX_ATTN_TABLE_AVX512, FX_ROW_TABLE_AVX512, FX_QUANT_TABLE_AVX512BF16},
     [FX_TABLE_AVX512BF16_FMA] = {FX_TABLE_AVX512BF16_FMA, FX_ISA_AVX512BF16, 0, "avx512bf16 (f32 FMA kernels)",
-                                 FX_GEMM_TABLE_AVX512, FX_ATTN_TABLE_AVX512, FX_ROW_TABLE_AVX512},
-    [FX_TABLE_AMX] = {FX_TABLE_AMX, FX_ISA_AMX, 1, "amx", FX_GEMM_TABLE_AMX, FX_ATTN_TABLE_AMX, FX_ROW_TABLE_AVX512},
+                                 FX_GEMM_TABLE_AVX512, FX_ATTN_TABLE_AVX512, FX_ROW_TABLE_AVX512, FX_QUANT_TABLE_AVX512BF16},
+    [FX_TABLE_AMX] = {FX_TABLE_AMX, FX_ISA_AMX, 1, "amx", FX_GEMM_TABLE_AMX, FX_ATTN_TABLE_AMX, FX_ROW_TABLE_AVX512, FX_QUANT_TABLE_AMX},
     [FX_TABLE_AMX_F32] = {FX_TABLE_AMX_F32, FX_ISA_AMX, 0, "amx (f32 math)", FX_GEMM_TABLE_AVX512,
-                          FX_ATTN_TABLE_AVX512, FX_ROW_TABLE_AVX512},
+                          FX_ATTN_TABLE_AVX512, FX_ROW_TABLE_AVX512, FX_QUANT_TABLE_AMX},
     [FX_TABLE_NEON] = {FX_TABLE_NEON, FX_ISA_NEON, 0, "neon", FX_GEMM_TABLE_NEON, FX_ATTN_TABLE_NEON,
-                       FX_ROW_TABLE_NEON},
+                       FX_ROW_TABLE_NEON, FX_QUANT_TABLE_NEON},
 };
 
 const fx_kernels *fx_kernels_table(fx_table_id id) {
@@ -339,5 +355,6 @@ size_t fx_kernels_describe(const fx_kernels *k, char *buf, size_t size) {
     const fx_gemm_path *cb = g->path[FX_DTYPE_BF16], *cf = g->path[FX_DTYPE_F32];
     fx_append(buf, size, &len, "conv:     implicit GEMM; bf16 weights %s, f32/f16 weights %s\n", cb->name, cf->name);
     fx_append(buf, size, &len, "row ops:  %s\n", k->row ? k->row->name : "scalar (no table)");
+    fx_append(buf, size, &len, "quant:    %s block expansion\n", k->quant ? k->quant->name : "scalar");
     return len;
 }

@@ -36,12 +36,32 @@
 /* Types                                                                    */
 /* ------------------------------------------------------------------------ */
 
-typedef enum fx_dtype { FX_DTYPE_F32 = 0, FX_DTYPE_F16, FX_DTYPE_BF16 } fx_dtype;
+/* Weight dtypes: three element types, then the ggml block types of GGUF
+ * files (simd/quant/quant.h gives every byte layout). A block type stores
+ * a row as consecutive blocks of fx_dtype_block(t) elements (32, or 256
+ * for the K-quants and IQ4_XS), each fx_dtype_block_bytes(t) bytes. */
+typedef enum fx_dtype {
+    FX_DTYPE_F32 = 0, FX_DTYPE_F16, FX_DTYPE_BF16,
+    FX_DTYPE_Q8_0, FX_DTYPE_Q4_0, FX_DTYPE_Q4_1, FX_DTYPE_Q5_0, FX_DTYPE_Q5_1,
+    FX_DTYPE_Q2_K, FX_DTYPE_Q3_K, FX_DTYPE_Q4_K, FX_DTYPE_Q5_K, FX_DTYPE_Q6_K,
+    FX_DTYPE_IQ4_NL, FX_DTYPE_IQ4_XS,
+    FX_DTYPE_COUNT
+} fx_dtype;
 
-/* Bytes per element of a dtype. */
+/* Bytes per element of F32/F16/BF16; 0 for block types. */
 size_t fx_dtype_size(fx_dtype t);
-/* "F32", "F16", "BF16" */
+/* "F32", "F16", "BF16", "Q8_0", "Q4_K", ... */
 const char *fx_dtype_name(fx_dtype t);
+/* The dtype named (case-insensitive, "q4_k" or "Q4_K"); -1 if unknown. */
+int fx_dtype_parse(const char *name);
+/* 1 for the block types. */
+int fx_dtype_is_block(fx_dtype t);
+/* Elements per block (1 for F32/F16/BF16) and bytes per block. */
+int64_t fx_dtype_block(fx_dtype t);
+size_t fx_dtype_block_bytes(fx_dtype t);
+/* Bytes of n consecutive elements (n a multiple of the block); -1 if n is
+ * not, or on overflow. */
+int64_t fx_dtype_row_bytes(fx_dtype t, int64_t n);
 
 typedef enum fx_isa {
     FX_ISA_SCALAR = 0,
@@ -59,12 +79,18 @@ int fx_isa_parse(const char *name);
 
 /* A weight matrix as stored: element (row r, col c) at data[r*ld + c],
  * rows = n (outputs), cols = k (inputs), ld >= k. Row or column slices of a
- * stored tensor are expressed by offsetting data and keeping ld. */
+ * stored tensor are expressed by offsetting data and keeping ld.
+ * Block dtypes: row r starts fx_dtype_row_bytes(dtype, r*ld) bytes after
+ * data; ld and k are multiples of the block and a view starts at a block
+ * boundary (row slices only, fx_weight_rows). */
 typedef struct fx_weight {
     const void *data;
     fx_dtype dtype;
     int64_t n, k, ld;
 } fx_weight;
+
+/* Rows [r0, r0 + n) of a weight (a view, nothing copied), any dtype. */
+fx_weight fx_weight_rows(const fx_weight *w, int64_t r0, int64_t n);
 
 /* The dispatch table (defined in simd/common/table.h; opaque to model code). */
 typedef struct fx_kernels fx_kernels;
@@ -75,13 +101,16 @@ typedef struct fx_scratch fx_scratch;
 /* Weights repacked once for a kernel path and kept (fx_packcache_*). */
 typedef struct fx_packcache fx_packcache;
 
-/* What a kernel needs to run: the chosen table, thread count, scratch, and
- * optionally a cache of repacked weights (NULL: pack per call). */
+/* What a kernel needs to run: the chosen table, thread count, scratch,
+ * optionally a cache of repacked weights (NULL: pack per call), and the
+ * int8 mode (FLUX_PRECISION_INT8: fx_linear runs block-typed weights as
+ * W8A8, see fx_linear; 0 after fx_kctx_init). */
 typedef struct fx_kctx {
     const fx_kernels *k;
     int threads;
     fx_scratch *scratch;
     fx_packcache *packs;
+    int int8;
 } fx_kctx;
 
 /* ------------------------------------------------------------------------ */
@@ -164,7 +193,21 @@ typedef struct fx_epilogue {
 /* Y[m, n] (op)= X[m, k] · W[n, k]ᵀ with the epilogue (NULL = store).
  * X rows at x + i*ldx, Y rows at y + i*ldy. X and Y must not overlap.
  * bf16 weights use vdpbf16ps (X rounded to bf16, f32 accumulate) on
- * AVX512_BF16 tables, and are widened to f32 for FMA elsewhere. */
+ * AVX512_BF16 tables, and are widened to f32 for FMA elsewhere.
+ * Block-typed weights (weight-only quantization) are expanded block by
+ * block inside the packing step into the panel format of the path bf16
+ * weights take: the result equals, bit for bit, fx_linear on the
+ * dequantized weights (fx_dequantize) stored as F32 — or, on tables whose
+ * bf16 path uses dot products, rounded to BF16.
+ * With kc->int8, block-typed weights run W8A8 instead: each row of X is
+ * quantized to int8 with one f32 scale (s = max|x|/127, q = x·(127/max|x|)
+ * rounded to nearest even), each 32-block of a weight row becomes 32 int8
+ * values and an f32 scale (Q8_0, Q4_0, Q5_0, IQ4_NL exactly; the other
+ * types are dequantized and requantized to 8 bits per 32-block), and
+ *   Y[i, j] = s_i · Σ_b fma-chain( (float)(int32 dot of block b) · d_jb )
+ * in block order — the same integers and the same f32 operations on every
+ * ISA, so the int8 results are bit-identical across ISAs and thread counts
+ * (not across modes). F32/F16/BF16 weights are not affected. */
 void fx_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx,
                const fx_weight *w, float *y, int64_t ldy, const fx_epilogue *epi);
 
@@ -297,8 +340,44 @@ void fx_bf16_to_f32(const fx_kctx *kc, int64_t n, const uint16_t *src, float *ds
 void fx_f32_to_bf16(const fx_kctx *kc, int64_t n, const float *src, uint16_t *dst);
 void fx_f16_to_f32(const fx_kctx *kc, int64_t n, const uint16_t *src, float *dst);
 void fx_f32_to_f16(const fx_kctx *kc, int64_t n, const float *src, uint16_t *dst);
-/* Any stored dtype → f32 (small tensors: norm weights, biases, embeddings). */
+/* Any stored dtype → f32 (small tensors: norm weights, biases, embeddings;
+ * block types: n a multiple of the block, as fx_dequantize_row). */
 void fx_to_f32(const fx_kctx *kc, int64_t n, const void *src, fx_dtype t, float *dst);
+
+/* ------------------------------------------------------------------------ */
+/* Block (de)quantization (ggml block types, simd/quant/)                   */
+/* ------------------------------------------------------------------------ */
+
+/* Reference dequantization of n elements (n a multiple of the block) of
+ * any dtype into f32, single-threaded: the value of every element as
+ * ggml's reference dequantizers compute it (block scales widened from
+ * f16 exactly, products and sums rounded one operation at a time, never
+ * fused). Unaligned src is fine. */
+void fx_dequantize_row(fx_dtype t, const void *src, int64_t n, float *dst);
+/* rows × cols (rows src_row_bytes apart) into dst [rows, cols] with the
+ * table's kernels, parallel over rows; bit-identical to fx_dequantize_row. */
+void fx_dequantize(const fx_kctx *kc, fx_dtype t, int64_t rows, int64_t cols, const void *src,
+                   int64_t src_row_bytes, float *dst);
+
+/* 1 if fx_quantize_row can produce dtype t (F32, F16, BF16, Q8_0, Q4_0,
+ * Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K). */
+int fx_dtype_can_quantize(fx_dtype t);
+/* Quantize n finite f32 values (n a multiple of the block) into blocks of
+ * type t, single-threaded, with the algorithms of ggml's reference
+ * quantizers (quantize_row_*_ref; what llama-quantize uses without an
+ * importance matrix): bit-identical blocks. F32/F16/BF16 round to nearest
+ * even. */
+void fx_quantize_row(fx_dtype t, const float *src, int64_t n, void *dst);
+/* rows × cols, parallel over rows (each row by fx_quantize_row, so the
+ * result does not depend on the thread count). */
+void fx_quantize(const fx_kctx *kc, fx_dtype t, int64_t rows, int64_t cols, const float *src, void *dst);
+
+/* The int8 form of n elements (a multiple of 32) of a weight row, as the
+ * int8 GEMM uses it: per 32-block b, q[32b .. 32b + 31] and scale d[b] with
+ * value ≈ q·d. Exact (q·d = the dequantized value) for Q8_0, Q4_0, Q5_0
+ * and IQ4_NL; every other dtype is dequantized (exactly) and requantized:
+ * d = max|x|/127, q = x·(127/max|x|) rounded to nearest even. */
+void fx_weight_to_int8(const fx_kctx *kc, fx_dtype t, const void *src, int64_t n, int8_t *q, float *d);
 
 /* Single-element conversions (fx_bf16_bits_to_f32, fx_f32_to_bf16_bits,
  * fx_f16_bits_to_f32, fx_f32_to_f16_bits): exact, inline, usable anywhere;

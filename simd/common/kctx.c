@@ -13,4 +13,5 @@ void fx_kctx_init(fx_kctx *kc, const fx_kernels *k, int threads, fx_scratch *s) 
 #endif
     kc->scratch = s;
     kc->packs = NULL;
+    kc->int8 = 0;
 }

@@ -13,6 +13,7 @@
 struct fx_gemm_kernels;  /* gemm.h */
 struct fx_attn_kernels;  /* attention.h */
 struct fx_row_kernels;   /* rowops.h */
+struct fx_quant_kernels; /* quant.h */
 
 struct fx_kernels {
     int id;                              /* fx_table_id (simd/dispatch.h) */
@@ -23,6 +24,7 @@ struct fx_kernels {
     const struct fx_gemm_kernels *gemm;
     const struct fx_attn_kernels *attn;
     const struct fx_row_kernels *row;
+    const struct fx_quant_kernels *quant;
 };
 
 /* Named scratch buffers, separate from the per-thread/shared GEMM and

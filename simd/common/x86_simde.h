@@ -219,8 +219,51 @@ FX_EMU simde__m512 fx_emu_mm512_dpbf16_ps(simde__m512 src, simde__m512bh a, simd
     return simde__m512_from_private(s);
 }
 
+/* ---- FMA -------------------------------------------------------------- */
+
+/* SIMDe without FMA hardware computes a·b + c with two roundings; the
+ * instruction rounds once. Kernels held bitwise to their scalar contract
+ * (the int8 block scaling) need the single rounding: fmaf per lane. */
+FX_EMU simde__m128 fx_emu_mm_fmadd_ss(simde__m128 a, simde__m128 b, simde__m128 c) {
+    simde__m128_private va = simde__m128_to_private(a), vb = simde__m128_to_private(b), vc = simde__m128_to_private(c);
+    va.f32[0] = fmaf(va.f32[0], vb.f32[0], vc.f32[0]);
+    return simde__m128_from_private(va);
+}
+FX_EMU simde__m256 fx_emu_mm256_fmadd_ps(simde__m256 a, simde__m256 b, simde__m256 c) {
+    simde__m256_private va = simde__m256_to_private(a), vb = simde__m256_to_private(b), vc = simde__m256_to_private(c);
+    for (int i = 0; i < 8; i++) va.f32[i] = fmaf(va.f32[i], vb.f32[i], vc.f32[i]);
+    return simde__m256_from_private(va);
+}
+FX_EMU simde__m512 fx_emu_mm512_fmadd_ps(simde__m512 a, simde__m512 b, simde__m512 c) {
+    simde__m512_private va = simde__m512_to_private(a), vb = simde__m512_to_private(b), vc = simde__m512_to_private(c);
+    for (int i = 0; i < 16; i++) va.f32[i] = fmaf(va.f32[i], vb.f32[i], vc.f32[i]);
+    return simde__m512_from_private(va);
+}
+FX_EMU simde__m256d fx_emu_mm256_fmadd_pd(simde__m256d a, simde__m256d b, simde__m256d c) {
+    simde__m256d_private va = simde__m256d_to_private(a), vb = simde__m256d_to_private(b),
+                         vc = simde__m256d_to_private(c);
+    for (int i = 0; i < 4; i++) va.f64[i] = fma(va.f64[i], vb.f64[i], vc.f64[i]);
+    return simde__m256d_from_private(va);
+}
+FX_EMU simde__m512d fx_emu_mm512_fmadd_pd(simde__m512d a, simde__m512d b, simde__m512d c) {
+    simde__m512d_private va = simde__m512d_to_private(a), vb = simde__m512d_to_private(b),
+                         vc = simde__m512d_to_private(c);
+    for (int i = 0; i < 8; i++) va.f64[i] = fma(va.f64[i], vb.f64[i], vc.f64[i]);
+    return simde__m512d_from_private(va);
+}
+
 /* ---- the Intel names ---------------------------------------------------- */
 
+#undef _mm_fmadd_ss
+#undef _mm256_fmadd_ps
+#undef _mm512_fmadd_ps
+#undef _mm256_fmadd_pd
+#undef _mm512_fmadd_pd
+#define _mm_fmadd_ss fx_emu_mm_fmadd_ss
+#define _mm256_fmadd_ps fx_emu_mm256_fmadd_ps
+#define _mm512_fmadd_ps fx_emu_mm512_fmadd_ps
+#define _mm256_fmadd_pd fx_emu_mm256_fmadd_pd
+#define _mm512_fmadd_pd fx_emu_mm512_fmadd_pd
 #undef _mm512_maskz_loadu_ps
 #undef _mm512_mask_storeu_ps
 #undef _mm512_maskz_loadu_epi16

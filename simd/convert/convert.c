@@ -1,26 +1,8 @@
 /*
- * convert.c — dtypes and the parallel conversions between f32, bf16 and
- * f16 (the exact element rules are in float16.h).
+ * convert.c — the parallel conversions between f32, bf16 and f16 (the
+ * exact element rules are in float16.h); dtypes are in simd/quant/dtypes.c.
  */
 #include "simd/rowops/rowops.h"
-
-size_t fx_dtype_size(fx_dtype t) {
-    switch (t) {
-    case FX_DTYPE_F32: return 4;
-    case FX_DTYPE_F16: return 2;
-    case FX_DTYPE_BF16: return 2;
-    }
-    return 0;
-}
-
-const char *fx_dtype_name(fx_dtype t) {
-    switch (t) {
-    case FX_DTYPE_F32: return "F32";
-    case FX_DTYPE_F16: return "F16";
-    case FX_DTYPE_BF16: return "BF16";
-    }
-    return "unknown";
-}
 
 /* ---- scalar reference kernels (row table entries) ---------------------- */
 
@@ -66,5 +48,6 @@ void fx_to_f32(const fx_kctx *kc, int64_t n, const void *src, fx_dtype t, float 
         return;
     case FX_DTYPE_F16: fx_f16_to_f32(kc, n, src, dst); return;
     case FX_DTYPE_BF16: fx_bf16_to_f32(kc, n, src, dst); return;
+    default: fx_dequantize(kc, t, 1, n, src, 0, dst); return;
     }
 }

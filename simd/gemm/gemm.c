@@ -15,6 +15,9 @@
 
 #include <stdlib.h>
 
+#include "simd/quant/quant.h"
+#include "simd/rowops/rowops.h"
+
 /* Per-thread staging buffer for partial sums (accumulating modes with
  * several K blocks): at most this many bytes, which bounds the column
  * chunk. */
@@ -22,7 +25,43 @@ enum { STAGE_BYTES = 4 << 20 };
 
 static int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 static int64_t ceil_div(int64_t v, int64_t a) { return (v + a - 1) / a; }
-static size_t weight_elem_size(fx_dtype t) { return t == FX_DTYPE_F32 ? 4 : 2; }
+
+/* ------------------------------------------------------------------------ */
+/* Block-typed weights: expansion into the element type of a path          */
+/* ------------------------------------------------------------------------ */
+
+/* How a block-typed weight enters the f32 / bf16 machinery: rows of whole
+ * blocks are dequantized (bit-identical to fx_dequantize_row) and, for a
+ * bf16 target, rounded to bf16 (RNE), into a small per-thread buffer that
+ * the path's ordinary F32 / BF16 packing (or GEMV) then reads. */
+typedef struct expander {
+    fx_dequant_fn dequant;
+    void (*to_bf16)(int64_t n, const float *src, uint16_t *dst); /* NULL: f32 target */
+    int64_t block;
+    size_t block_bytes;
+} expander;
+
+static expander expander_for(const fx_kctx *kc, fx_dtype t, fx_dtype target) {
+    expander e = {fx_quant_dequant_fn(kc->k, t), NULL, fx_dtype_block(t), fx_dtype_block_bytes(t)};
+    if (target == FX_DTYPE_BF16) e.to_bf16 = fx_row_table(kc)->f32_to_bf16;
+    return e;
+}
+
+/* rows × cols elements (cols a multiple of the block) from rows src_rb
+ * bytes apart into dst [rows][cols] of the target type; f32 staging for a
+ * bf16 target in tmp (cols floats). */
+static void expand_rows(const expander *e, int rows, int64_t cols, const char *src, int64_t src_rb, void *dst,
+                        float *tmp) {
+    for (int r = 0; r < rows; r++) {
+        const uint8_t *p = (const uint8_t *)src + r * src_rb;
+        if (!e->to_bf16) {
+            e->dequant(p, cols / e->block, (float *)dst + r * cols);
+        } else {
+            e->dequant(p, cols / e->block, tmp);
+            e->to_bf16(cols, tmp, (uint16_t *)dst + r * cols);
+        }
+    }
+}
 
 /* ------------------------------------------------------------------------ */
 /* Degenerate and fallback cases                                            */
@@ -53,6 +92,37 @@ static void linear_gemv(fx_gemv_fn gemv, int threads, int64_t m, const float *x,
     }
 }
 
+/* Rows of W expanded per GEMV call: every output is its own chain in each
+ * kernel, so expanding in groups changes nothing in the results. */
+enum { GEMV_ROWS = 4 };
+
+/* GEMV of a block-typed weight: each thread expands GEMV_ROWS rows of W at a
+ * time (target type of `gemv`) into its slice of buf and runs `gemv` on
+ * them, its outputs shifted to those rows. */
+static void linear_gemv_blocks(const expander *e, fx_gemv_fn gemv, fx_dtype target, int threads, int64_t m,
+                               const float *x, int64_t ldx, const uint16_t *xb, const fx_weight *w, float *y,
+                               int64_t ldy, const fx_epilogue *epi, char *buf, size_t per_thread) {
+    const int64_t n = w->n, k = w->k, rb = fx_dtype_row_bytes(w->dtype, w->ld);
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+        int tid = fx_thread_id(), nt = fx_thread_count();
+        int64_t units = ceil_div(n, 16);
+        int64_t n0 = units * tid / nt * 16, n1 = units * (tid + 1) / nt * 16;
+        if (n1 > n) n1 = n;
+        char *rows_buf = buf + (size_t)tid * per_thread;
+        float *tmp = (float *)(void *)(rows_buf + (size_t)GEMV_ROWS * (size_t)k * 4);
+        for (int64_t j = n0; j < n1; j += GEMV_ROWS) {
+            const int rows = (int)(n1 - j < GEMV_ROWS ? n1 - j : GEMV_ROWS);
+            expand_rows(e, rows, k, (const char *)w->data + j * rb, rb, rows_buf, tmp);
+            const fx_weight tw = {rows_buf, target, rows, k, k};
+            fx_epilogue te = *epi;
+            if (te.bias) te.bias += j;
+            if (te.gate) te.gate += j;
+            gemv(m, 0, rows, k, x, ldx, xb, &tw, y + j, ldy, &te);
+        }
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* The blocked GEMM                                                         */
 /* ------------------------------------------------------------------------ */
@@ -64,8 +134,11 @@ typedef struct gemm_plan {
     const float *x;
     int64_t ldx;
     const char *w;      /* bytes */
-    int64_t ldw;
-    size_t welem;       /* bytes per stored weight element */
+    int64_t ldw;        /* elements */
+    fx_dtype wdtype;    /* stored dtype (may be a block type) */
+    int64_t w_rb;       /* bytes between weight rows */
+    const expander *ex; /* block-typed weights: expansion before packing */
+    size_t e_bytes;     /* per-thread expansion buffer (rows × K block + f32 row) */
     float *y;
     int64_t ldy;
     const fx_epilogue *epi;
@@ -75,22 +148,27 @@ typedef struct gemm_plan {
     int64_t ncb;        /* column chunk: p->nc, less when staging */
     int staged;         /* partial sums in a staging buffer */
     int split_cols;     /* threads own column ranges (else row ranges) */
-    size_t a_bytes, b_bytes, s_bytes; /* per-thread scratch parts */
+    size_t a_bytes, b_bytes, s_bytes; /* per-thread scratch parts (+ e_bytes) */
     char *base;
 } gemm_plan;
 
 /* Software prefetch of the W rows the next micro-panel will read, spread
  * over the microkernel calls of the current one (see fx_gemm_prefetch). */
+/* Address of weight row j, column pc (pc at a block boundary). */
+static const char *w_at(const gemm_plan *pl, int64_t j, int64_t pc) {
+    return pl->w + j * pl->w_rb + fx_dtype_row_bytes(pl->wdtype, pc);
+}
+
 static void w_prefetch_init(fx_gemm_prefetch *pf, const gemm_plan *pl, int64_t j, int cols, int64_t pc,
                             int64_t kcur, int calls) {
     pf->row = NULL;
     if (cols <= 0) return;
-    const char *start = pl->w + ((size_t)j * (size_t)pl->ldw + (size_t)pc) * pl->welem;
+    const char *start = w_at(pl, j, pc);
     uintptr_t mis = (uintptr_t)start & 63;
     pf->row = start - mis;
-    pf->row_bytes = pl->ldw * (int64_t)pl->welem;
+    pf->row_bytes = pl->w_rb;
     pf->rows_left = cols - 1;
-    pf->lines = (int)((mis + (size_t)kcur * pl->welem + 63) / 64);
+    pf->lines = (int)((mis + (size_t)fx_dtype_row_bytes(pl->wdtype, kcur) + 63) / 64);
     pf->line = 0;
     pf->per_call = (int)ceil_div((int64_t)cols * pf->lines, calls > 0 ? calls : 1);
 }
@@ -112,9 +190,11 @@ static void gemm_thread(const gemm_plan *pl, int tid, int nt) {
     if (r0 >= r1 || c0 >= c1) return;
     if (p->thread_begin) p->thread_begin();
 
-    char *abuf = pl->base + (size_t)tid * (pl->a_bytes + pl->b_bytes + pl->s_bytes);
+    char *abuf = pl->base + (size_t)tid * (pl->a_bytes + pl->b_bytes + pl->s_bytes + pl->e_bytes);
     char *bbuf = abuf + pl->a_bytes;
     float *stage = (float *)(void *)(bbuf + pl->b_bytes);
+    char *ebuf = bbuf + pl->b_bytes + pl->s_bytes;
+    float *etmp = (float *)(void *)(ebuf + (size_t)p->nr * (size_t)pl->kcb * (pl->ex && pl->ex->to_bf16 ? 2 : 4));
     const fx_epilogue *e = pl->epi;
     /* row super-blocks of balanced size, whole micro-rows */
     const int64_t nmb = ceil_div(r1 - r0, p->mc);
@@ -138,9 +218,12 @@ static void gemm_thread(const gemm_plan *pl, int tid, int nt) {
                     if (pl->wpack) /* K block pc of the packed panel, read in place */
                         bpanel = pl->wpack + (size_t)(j / nr) * pl->wpanel +
                                  (size_t)(pc / p->kpair) * (size_t)(nr * p->kpair * p->elem);
-                    else
-                        pl->pack_w(p, ncols, kcur, pl->w + ((size_t)j * (size_t)pl->ldw + (size_t)pc) * pl->welem,
-                                   pl->ldw, bbuf);
+                    else if (pl->ex) { /* blocks → the path's element type, then its packing */
+                        expand_rows(pl->ex, ncols, kcur, w_at(pl, j, pc), pl->w_rb, ebuf, etmp);
+                        pl->pack_w(p, ncols, kcur, ebuf, kcur, bbuf);
+                    } else {
+                        pl->pack_w(p, ncols, kcur, w_at(pl, j, pc), pl->ldw, bbuf);
+                    }
                     /* the next micro-panel: next columns, else the next K block
                      * (packed weights are contiguous: the hardware prefetches) */
                     fx_gemm_prefetch pf = {0};
@@ -191,18 +274,29 @@ static int linear_blocked(const fx_kctx *kc, const fx_gemm_path *p, const void *
                           const float *x, int64_t ldx, const fx_weight *w, float *y, int64_t ldy,
                           const fx_epilogue *epi) {
     gemm_plan pl = {0};
+    expander ex;
     pl.p = p;
     pl.wpack = wpack;
     pl.wpanel = wpack ? fx_gemm_packed_panel_bytes(p, w->k) : 0;
-    pl.pack_w = p->pack_w[w->dtype];
     pl.m = m, pl.n = w->n, pl.k = w->k;
     pl.x = x, pl.ldx = ldx;
-    pl.w = w->data, pl.ldw = w->ld, pl.welem = weight_elem_size(w->dtype);
+    pl.w = w->data, pl.ldw = w->ld, pl.wdtype = w->dtype;
+    pl.w_rb = fx_dtype_row_bytes(w->dtype, w->ld);
+    if (fx_dtype_is_block(w->dtype)) { /* expanded to what the path packs */
+        const fx_dtype target = p->elem == 2 ? FX_DTYPE_BF16 : FX_DTYPE_F32; /* bf16 pairs or AMX tiles */
+        ex = expander_for(kc, w->dtype, target);
+        pl.ex = &ex;
+        pl.pack_w = p->pack_w[target];
+    } else {
+        pl.pack_w = p->pack_w[w->dtype];
+    }
     pl.y = y, pl.ldy = ldy;
     pl.epi = epi;
-    /* K blocks of equal size (multiples of 32): fewer partial-sum passes */
+    /* K blocks of equal size (multiples of 32, or of the weight's block):
+     * fewer partial-sum passes. The blocking never changes the results:
+     * every element is one chain over k. */
     const int64_t nkb = ceil_div(pl.k, p->kc);
-    pl.kcb = round_up(ceil_div(pl.k, nkb), 32);
+    pl.kcb = round_up(ceil_div(pl.k, nkb), pl.ex ? (pl.ex->block > 32 ? pl.ex->block : 32) : 32);
     pl.staged = epi->mode != FX_EPI_STORE && pl.k > pl.kcb;
     pl.split_cols = ceil_div(pl.n, p->nr) >= 2 * threads;
     const int64_t kcp = round_up(pl.kcb, p->kpair);
@@ -215,7 +309,10 @@ static int linear_blocked(const fx_kctx *kc, const fx_gemm_path *p, const void *
         if (fit < pl.ncb) pl.ncb = fit > p->nr ? fit : p->nr;
     }
     pl.s_bytes = pl.staged ? (size_t)round_up(round_up(p->mc, p->mr) * pl.ncb * 4, 64) : 0;
-    size_t total = (size_t)threads * (pl.a_bytes + pl.b_bytes + pl.s_bytes);
+    if (pl.ex) /* nr expanded rows of one K block, and one f32 row for a bf16 target */
+        pl.e_bytes = (size_t)round_up((int64_t)p->nr * pl.kcb * (pl.ex->to_bf16 ? 2 : 4) +
+                                          (pl.ex->to_bf16 ? pl.kcb * 4 : 0) + FX_GEMM_PACK_SLACK, 64);
+    size_t total = (size_t)threads * (pl.a_bytes + pl.b_bytes + pl.s_bytes + pl.e_bytes);
     if (!kc->scratch || fx_scratch_reserve(kc->scratch, 0, total)) return -1;
     pl.base = fx_scratch_shared(kc->scratch);
 #pragma omp parallel num_threads(threads) if (threads > 1)
@@ -241,18 +338,34 @@ void fx_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const 
     int threads = kc->threads > 0 ? kc->threads : 1;
     if (2.0 * (double)m * (double)n * (double)k < FX_GEMM_SERIAL_FLOPS) threads = 1;
 
+    const int blocks = fx_dtype_is_block(w->dtype);
+    /* W8A8 (falls back to the weight-only path without scratch memory) */
+    if (blocks && kc->int8 && !fx_linear_int8(kc, NULL, m, x, ldx, w, y, ldy, epi)) return;
     if (m <= FX_GEMV_MAX_M) {
         const uint16_t *xb = NULL;
-        if (w->dtype == FX_DTYPE_BF16 && g->gemv_bf16_dot) {
-            /* X rounded to bf16 once: [m][round_up(k, 32)] zero-padded */
+        const int want_xb = (w->dtype == FX_DTYPE_BF16 || blocks) && g->gemv_bf16_dot;
+        /* shared scratch: X in bf16 [m][round_up(k, 32)], then for block
+         * types per-thread room for GEMV_ROWS expanded rows + one f32 row */
+        const size_t xb_bytes = want_xb ? (size_t)round_up(m * round_up(k, 32) * 2, 64) : 0;
+        const size_t per_thread = blocks ? (size_t)round_up((GEMV_ROWS + 1) * k * 4, 64) : 0;
+        const int have = kc->scratch && (xb_bytes || per_thread) &&
+                         !fx_scratch_reserve(kc->scratch, 0, xb_bytes + (size_t)threads * per_thread);
+        if (want_xb && have) { /* X rounded to bf16 once, zero-padded */
             int64_t kp = round_up(k, 32);
-            if (kc->scratch && !fx_scratch_reserve(kc->scratch, 0, (size_t)(m * kp) * 2)) {
-                uint16_t *xbw = fx_scratch_shared(kc->scratch);
-                for (int64_t i = 0; i < m; i++)
-                    for (int64_t q = 0; q < kp; q++)
-                        xbw[i * kp + q] = q < k ? fx_f32_to_bf16_bits(x[i * ldx + q]) : 0;
-                xb = xbw;
-            }
+            uint16_t *xbw = fx_scratch_shared(kc->scratch);
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t q = 0; q < kp; q++) xbw[i * kp + q] = q < k ? fx_f32_to_bf16_bits(x[i * ldx + q]) : 0;
+            xb = xbw;
+        }
+        if (blocks) { /* expanded GEMV_ROWS rows at a time */
+            const fx_dtype target = g->gemv_bf16_dot ? FX_DTYPE_BF16 : FX_DTYPE_F32;
+            const expander e = expander_for(kc, w->dtype, target);
+            if (have)
+                linear_gemv_blocks(&e, g->gemv[target], target, threads, m, x, ldx, xb, w, y, ldy, epi,
+                                   (char *)fx_scratch_shared(kc->scratch) + xb_bytes, per_thread);
+            else /* no scratch: the portable GEMV reads blocks itself */
+                linear_gemv(fx_gemv_c, threads, m, x, ldx, NULL, w, y, ldy, epi);
+            return;
         }
         if (xb || !(w->dtype == FX_DTYPE_BF16 && g->gemv_bf16_dot))
             linear_gemv(g->gemv[w->dtype], threads, m, x, ldx, xb, w, y, ldy, epi);
@@ -260,8 +373,12 @@ void fx_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const 
             linear_gemv(fx_gemv_c, threads, m, x, ldx, NULL, w, y, ldy, epi);
         return;
     }
-    const fx_gemm_path *p = g->path[w->dtype];
-    const void *wpack = p->prepack ? fx_packcache_get(kc->packs, p, w, kc->threads > 0 ? kc->threads : 1) : NULL;
+    /* block types take the path of bf16 weights (expanded to its element
+     * type inside the packing step); they are never repacked whole into the
+     * cache, which would undo what quantization saves */
+    const fx_gemm_path *p = g->path[blocks ? FX_DTYPE_BF16 : w->dtype];
+    const void *wpack = p->prepack && !blocks ? fx_packcache_get(kc->packs, p, w, kc->threads > 0 ? kc->threads : 1)
+                                               : NULL;
     if (linear_blocked(kc, p, wpack, threads, m, x, ldx, w, y, ldy, epi))
         /* No scratch memory: the portable GEMV, FX_GEMV_MAX_M rows at a time. */
         for (int64_t i = 0; i < m; i += FX_GEMV_MAX_M)

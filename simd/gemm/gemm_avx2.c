@@ -287,4 +287,5 @@ const fx_gemm_kernels fx_gemm_avx2 = {
     .path = {&f32_path, &f32_path, &f32_path},
     .gemv = {gemv_f32, gemv_f16, gemv_bf16},
     .gemv_bf16_dot = 0,
+    .int8 = fx_gemm_int8_avx2,
 };

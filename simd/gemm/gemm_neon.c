@@ -134,4 +134,5 @@ const fx_gemm_kernels fx_gemm_neon = {
     .path = {&f32_path, &f32_path, &f32_path},
     .gemv = {gemv_neon, gemv_neon, gemv_neon},
     .gemv_bf16_dot = 0,
+    .int8 = fx_gemm_int8_neon,
 };

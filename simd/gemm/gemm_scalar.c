@@ -143,9 +143,18 @@ void fx_gemv_c(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int
             } else if (w->dtype == FX_DTYPE_BF16) {
                 const uint16_t *wr = (const uint16_t *)w->data + j * w->ld;
                 for (int64_t q = 0; q < k; q++) acc += xr[q] * fx_bf16_bits_to_f32(wr[q]);
-            } else {
+            } else if (w->dtype == FX_DTYPE_F16) {
                 const uint16_t *wr = (const uint16_t *)w->data + j * w->ld;
                 for (int64_t q = 0; q < k; q++) acc += xr[q] * fx_f16_bits_to_f32(wr[q]);
+            } else { /* block type: one block at a time, same chain as its f32 expansion */
+                const int64_t bl = fx_dtype_block(w->dtype);
+                const size_t bb = fx_dtype_block_bytes(w->dtype);
+                const uint8_t *wr = (const uint8_t *)w->data + fx_dtype_row_bytes(w->dtype, j * w->ld);
+                float blk[256];
+                for (int64_t q0 = 0; q0 < k; q0 += bl, wr += bb) {
+                    fx_dequantize_row(w->dtype, wr, bl, blk);
+                    for (int64_t q = 0; q < bl; q++) acc += xr[q0 + q] * blk[q];
+                }
             }
             fx_gemm_epi_scalar(epi, j, acc, y + i * ldy + j);
         }

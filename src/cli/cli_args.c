@@ -22,7 +22,8 @@ typedef enum opt_id {
     O_DIR, O_PROMPT, O_OUTPUT, O_WIDTH, O_HEIGHT, O_STEPS, O_SEED, O_GUIDANCE, O_INPUT, O_THREADS,
     O_QUIET, O_VERBOSE, O_HELP, O_VERSION, O_CPU_INFO, O_NEGATIVE, O_LINEAR, O_POWER, O_POWER_ALPHA,
     O_BASE, O_DISTILLED, O_PRECISION, O_ISA, O_NO_MMAP, O_NOISE, O_EMBEDDINGS, O_DUMP, O_TOKENIZE,
-    O_RAW, O_BATCH, O_CACHE_DIR, O_NO_CACHE, O_TRANSFORMER, O_SHOW, O_BACKEND, O_DEVICE, O_LIST_DEVICES
+    O_RAW, O_BATCH, O_CACHE_DIR, O_NO_CACHE, O_TRANSFORMER, O_SHOW, O_TEXT_ENCODER, O_QUANT, O_BACKEND, O_DEVICE,
+    O_LIST_DEVICES
 } opt_id;
 
 typedef struct opt_def {
@@ -44,8 +45,8 @@ static const opt_def options[] = {
     {0, "noise", 1, O_NOISE},         {0, "embeddings", 1, O_EMBEDDINGS}, {0, "dump", 1, O_DUMP},
     {0, "tokenize", 0, O_TOKENIZE},   {0, "raw", 0, O_RAW},             {'n', "batch", 1, O_BATCH},
     {0, "cache-dir", 1, O_CACHE_DIR}, {0, "no-cache", 0, O_NO_CACHE},   {0, "transformer", 1, O_TRANSFORMER},
-    {0, "show", 0, O_SHOW},           {0, "backend", 1, O_BACKEND},     {0, "device", 1, O_DEVICE},
-    {0, "list-devices", 0, O_LIST_DEVICES},
+    {0, "show", 0, O_SHOW},           {0, "text-encoder", 1, O_TEXT_ENCODER}, {0, "quant", 1, O_QUANT},
+    {0, "backend", 1, O_BACKEND},     {0, "device", 1, O_DEVICE},       {0, "list-devices", 0, O_LIST_DEVICES},
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
@@ -54,6 +55,8 @@ void cli_print_help(FILE *f) {
     fputs("usage: flux -d DIR -p PROMPT -o OUT.png [options]\n"
           "       flux -d DIR [options]             interactive mode (prompts from stdin)\n"
           "       flux -d DIR --tokenize [--raw] [-p TEXT]\n"
+          "       flux quantize -d DIR --type TYPE --component transformer|text-encoder -o OUT.gguf\n"
+          "                                         (flux quantize --help)\n"
           "       flux --cpu-info | --list-devices | --version | --help\n"
           "\n"
           "Generate images with a FLUX.2-klein model folder (official Hugging Face layout).\n"
@@ -62,7 +65,15 @@ void cli_print_help(FILE *f) {
           "  -d, --dir DIR          model folder (model_index.json, transformer/, text_encoder/, vae/, tokenizer/)\n"
           "      --transformer FILE single-file transformer checkpoint replacing the weights in transformer/:\n"
           "                         the official BFL file (flux-2-klein-4b.safetensors), a ComfyUI file\n"
-          "                         (model.diffusion_model. prefix) or diffusers names; mapped, not copied\n"
+          "                         (model.diffusion_model. prefix) or diffusers names; mapped, not copied;\n"
+          "                         or a GGUF file (ComfyUI-GGUF / stable-diffusion.cpp: Q8_0, Q6_K, Q5_K,\n"
+          "                         Q5_1, Q5_0, Q4_K, Q4_1, Q4_0, Q3_K, Q2_K, F16, BF16 tensors, used in place)\n"
+          "      --text-encoder FILE  single-file Qwen3 text encoder replacing text_encoder/: a llama.cpp GGUF\n"
+          "                         (token_embd, blk.N.attn_q, ...; also IQ4_NL/IQ4_XS) or Hugging Face names.\n"
+          "                         A folder of configs, tokenizer/ and vae/ plus the two GGUF files runs\n"
+          "      --quant TYPE       quantize the F32/F16/BF16 weights on load, in memory (as flux quantize\n"
+          "                         would write them): q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1, q4_0,\n"
+          "                         q3_k, q2_k; components already in GGUF block types stay as they are\n"
           "      --base             treat the model as the undistilled base model (CFG, 50 steps)\n"
           "      --distilled        treat the model as distilled (4 steps, no CFG); default: model_index.json\n"
           "\n"
@@ -97,8 +108,9 @@ void cli_print_help(FILE *f) {
           "\n"
           "Performance:\n"
           "  -t, --threads N        worker threads (default: OMP_NUM_THREADS or all cores; 0 = default)\n"
-          "      --precision P      default (bf16 dot products where the CPU has them) or f32 (exact math;\n"
-          "                         env FLUX_PRECISION does the same)\n"
+          "      --precision P      default (bf16 dot products where the CPU has them), f32 (exact math) or\n"
+          "                         int8 (W8A8 for GGUF / --quant weights: int8 activations and dot products);\n"
+          "                         env FLUX_PRECISION does the same\n"
           "      --isa NAME         force a kernel level: scalar, avx2, avx512, avx512bf16, amx, neon\n"
           "                         (default: the kernels that are fastest on this CPU; env\n"
           "                         FLUX_ISA does the same; a level this CPU lacks is an error)\n"
@@ -350,7 +362,8 @@ static int apply(parse_ctx *pc, cli_args *a, const opt_def *o, const char *spell
     case O_PRECISION:
         if (!strcmp(val, "f32")) a->precision = FLUX_PRECISION_F32;
         else if (!strcmp(val, "default")) a->precision = FLUX_PRECISION_DEFAULT;
-        else return usage_error(pc, "%s: '%s' is not a precision (f32 or default)", spelled, val);
+        else if (!strcmp(val, "int8")) a->precision = FLUX_PRECISION_INT8;
+        else return usage_error(pc, "%s: '%s' is not a precision (default, f32 or int8)", spelled, val);
         break;
     case O_ISA: {
         char why[512];
@@ -375,6 +388,18 @@ static int apply(parse_ctx *pc, cli_args *a, const opt_def *o, const char *spell
     case O_NO_CACHE: a->no_cache = 1; break;
     case O_TRANSFORMER: a->transformer_file = val; break;
     case O_SHOW: a->show = 1; break;
+    case O_TEXT_ENCODER: a->text_encoder_file = val; break;
+    case O_QUANT: {
+        static const char *const types[] = {"q8_0", "q6_k", "q5_k", "q5_1", "q5_0", "q4_k", "q4_1", "q4_0", "q3_k", "q2_k"};
+        int known = 0;
+        for (size_t i = 0; i < sizeof types / sizeof *types; i++) known |= !strcasecmp(val, types[i]);
+        if (!known)
+            return usage_error(pc, "%s: '%s' is not a quantization type (q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1, "
+                                   "q4_0, q3_k, q2_k)",
+                               spelled, val);
+        a->quant = val;
+        break;
+    }
     }
     return rc;
 }
@@ -497,6 +522,7 @@ static int validate(parse_ctx *pc, cli_args *a) {
         return CLI_EXIT_OK;
     }
     if (a->transformer_file && (rc = check_readable_file(pc, "--transformer", a->transformer_file))) return rc;
+    if (a->text_encoder_file && (rc = check_readable_file(pc, "--text-encoder", a->text_encoder_file))) return rc;
     for (int i = 0; i < a->n_refs; i++)
         if ((rc = check_readable_file(pc, "-i", a->refs[i]))) return rc;
     if (a->noise_file && (rc = check_readable_file(pc, "--noise", a->noise_file))) return rc;

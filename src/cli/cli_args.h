@@ -46,6 +46,8 @@ typedef struct cli_args {
     /* model */
     const char *model_dir;        /* -d */
     const char *transformer_file; /* --transformer */
+    const char *text_encoder_file; /* --text-encoder */
+    const char *quant;            /* --quant */
     int distilled;                /* -1 auto, 0 --base, 1 --distilled */
 
     /* what to generate */

@@ -18,6 +18,7 @@
 #include "flux.h"
 #include "cli_args.h"
 #include "cli_progress.h"
+#include "cli_quantize.h"
 #include "cli_repl.h"
 #include "cli_show.h"
 #include "src/base/clock.h"
@@ -62,6 +63,8 @@ static flux_status load_model(flux_ctx *ctx, const cli_args *a) {
     flux_load_options lo;
     flux_load_options_init(&lo);
     lo.transformer_file = a->transformer_file;
+    lo.text_encoder_file = a->text_encoder_file;
+    lo.quant = a->quant;
     lo.distilled = a->distilled;
     return flux_load(ctx, a->model_dir, &lo);
 }
@@ -332,6 +335,7 @@ static int list_devices(flux_ctx *ctx) {
 /* ------------------------------------------------------------ main */
 
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "quantize")) return cli_quantize_main(argc - 1, argv + 1);
     cli_args a;
     char msg[1024];
     int rc = cli_parse(argc, argv, &a, msg, sizeof msg);

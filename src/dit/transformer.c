@@ -21,14 +21,6 @@
 /* Weights                                                                  */
 /* ------------------------------------------------------------------------ */
 
-/* Rows [r0, r0 + n) of a linear weight (a view, nothing copied). */
-static fx_weight row_slice(const fx_weight *w, int64_t r0, int64_t n) {
-    fx_weight s = *w;
-    s.data = (const char *)w->data + (size_t)(r0 * w->ld) * fx_dtype_size(w->dtype);
-    s.n = n;
-    return s;
-}
-
 static flux_status load_double(fx_ops *ops, fx_wset *w, const fx_dit_config *c, int i, fx_dit_double_w *b,
                                fx_err *err) {
     const int64_t d = c->hidden, m = c->mlp_hidden, hd = c->head_dim;
@@ -55,8 +47,8 @@ static flux_status load_single(fx_ops *ops, fx_wset *w, const fx_dit_config *c, 
     fx_weight fused;
     TRY(fx_wset_linearf(w, &fused, 3 * d + 2 * m, d, err, "single_transformer_blocks.%d.attn.to_qkv_mlp_proj.weight",
                         j));
-    b->qkv.w = row_slice(&fused, 0, 3 * d);
-    b->mlp_in.w = row_slice(&fused, 3 * d, 2 * m);
+    b->qkv.w = fx_weight_rows(&fused, 0, 3 * d);
+    b->mlp_in.w = fx_weight_rows(&fused, 3 * d, 2 * m);
     TRY(fx_wset_linearf(w, &b->out.w, d, d + m, err, "single_transformer_blocks.%d.attn.to_out.weight", j));
     TRY(fx_model_vecf(ops, w, hd, &b->norm_q, err, "single_transformer_blocks.%d.attn.norm_q.weight", j));
     TRY(fx_model_vecf(ops, w, hd, &b->norm_k, err, "single_transformer_blocks.%d.attn.norm_k.weight", j));

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gguf.h"
 #include "src/base/file_read.h"
 #include "src/base/float16.h"
 #include "src/base/json.h"
@@ -48,12 +49,24 @@ static const struct {
     [FX_ST_C64] = {"C64", 8},
 };
 
+/* block types: FX_ST_Q8_0 + i is FX_DTYPE_Q8_0 + i */
+static int is_block(fx_st_dtype t) { return t >= FX_ST_Q8_0 && t < FX_ST_DTYPE_COUNT; }
+static fx_dtype block_dtype(fx_st_dtype t) { return (fx_dtype)(FX_DTYPE_Q8_0 + (t - FX_ST_Q8_0)); }
+
 const char *fx_st_dtype_name(fx_st_dtype t) {
-    return (unsigned)t < FX_ST_DTYPE_COUNT ? dtype_info[t].name : "?";
+    if (is_block(t)) return fx_dtype_name(block_dtype(t));
+    return (unsigned)t < FX_ST_SAFETENSORS_COUNT ? dtype_info[t].name : "?";
 }
 
 size_t fx_st_dtype_size(fx_st_dtype t) {
-    return (unsigned)t < FX_ST_DTYPE_COUNT ? dtype_info[t].size : 0;
+    return (unsigned)t < FX_ST_SAFETENSORS_COUNT ? dtype_info[t].size : 0;
+}
+
+int64_t fx_st_row_bytes(fx_st_dtype t, int64_t n) {
+    if (is_block(t)) return fx_dtype_row_bytes(block_dtype(t), n);
+    int64_t r;
+    if (n < 0 || __builtin_mul_overflow(n, (int64_t)fx_st_dtype_size(t), &r)) return -1;
+    return r;
 }
 
 int fx_st_weight_dtype(fx_st_dtype t) {
@@ -61,12 +74,21 @@ int fx_st_weight_dtype(fx_st_dtype t) {
     case FX_ST_F32: return FX_DTYPE_F32;
     case FX_ST_F16: return FX_DTYPE_F16;
     case FX_ST_BF16: return FX_DTYPE_BF16;
-    default: return -1;
+    default: return is_block(t) ? (int)block_dtype(t) : -1;
+    }
+}
+
+fx_st_dtype fx_st_dtype_of_weight(fx_dtype t) {
+    switch (t) {
+    case FX_DTYPE_F32: return FX_ST_F32;
+    case FX_DTYPE_F16: return FX_ST_F16;
+    case FX_DTYPE_BF16: return FX_ST_BF16;
+    default: return (fx_st_dtype)(FX_ST_Q8_0 + (t - FX_DTYPE_Q8_0));
     }
 }
 
 static int parse_dtype(const char *s, fx_st_dtype *out) {
-    for (int t = 0; t < FX_ST_DTYPE_COUNT; t++)
+    for (int t = 0; t < FX_ST_SAFETENSORS_COUNT; t++)
         if (!strcmp(s, dtype_info[t].name)) { *out = (fx_st_dtype)t; return 0; }
     return -1;
 }
@@ -176,7 +198,9 @@ struct fx_st_file {
     uint64_t file_size;
     file_identity id;         /* what the header was read from */
     uint64_t header_len;
+    uint64_t data_off;        /* start of the data section in the file */
     fx_json_doc *doc;         /* the header; names point into it */
+    fx_gguf *gguf;            /* GGUF files: the parsed header (names point into it) */
     const fx_json *metadata;  /* __metadata__ object or NULL */
     fx_tensor *tensors;       /* header order */
     const fx_tensor **index;  /* &tensors[i], for the name table */
@@ -188,6 +212,7 @@ struct fx_st_file {
     size_t map_len;
     int guard;                /* its map_guard slot (-1: none) */
     void *ram;
+    void *owned;              /* in-memory image owned by the file (freed on close) */
 };
 
 const char *fx_st_display(const fx_st_file *f) { return f->display; }
@@ -201,18 +226,33 @@ const fx_tensor *fx_st_find(const fx_st_file *f, const char *name) {
 }
 
 const char *fx_st_metadata(const fx_st_file *f, const char *key) {
+    const char *v = NULL;
+    if (f->gguf) return fx_gguf_get_str(f->gguf, key, &v) ? NULL : v;
     return fx_json_get_str(f->metadata, key, NULL);
 }
+
+const struct fx_gguf *fx_st_gguf(const fx_st_file *f) { return f->gguf; }
+
+int fx_st_mapped(const fx_st_file *f) { return f && f->map_base && f->data; }
 
 const void *fx_tensor_data(const fx_tensor *t) {
     return t->file->data ? t->file->data + t->offset : NULL;
 }
 
-static void madvise_range(const fx_st_file *f, const unsigned char *p, size_t len) {
+static void madvise_range_advice(const fx_st_file *f, const unsigned char *p, size_t len, int advice) {
     if (!f->map_base || !len) return;
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t a = (uintptr_t)p & ~(page - 1), b = (uintptr_t)(p + len);
-    (void)madvise((void *)a, b - a, MADV_WILLNEED);
+    if (advice == MADV_DONTNEED) { /* whole pages inside the range only */
+        a = ((uintptr_t)p + page - 1) & ~(page - 1);
+        b &= ~(page - 1);
+        if (b <= a) return;
+    }
+    (void)madvise((void *)a, b - a, advice);
+}
+
+static void madvise_range(const fx_st_file *f, const unsigned char *p, size_t len) {
+    madvise_range_advice(f, p, len, MADV_WILLNEED);
 }
 
 void fx_tensor_willneed(const fx_tensor *t) {
@@ -304,6 +344,7 @@ static flux_status parse_entry(fx_st_file *f, const char *name, size_t name_len,
 /* Parse and validate the header text [hdr, hdr + f->header_len). */
 static flux_status parse_header(fx_st_file *f, const char *hdr, fx_err *err) {
     uint64_t data_size = f->file_size - 8 - f->header_len;
+    f->data_off = 8 + f->header_len;
     f->doc = fx_json_parse(hdr, (size_t)f->header_len, err);
     if (!f->doc) {
         if (err && err->code == FLUX_ERR_NOMEM) return fx_prefix(err, "%s", f->display);
@@ -364,6 +405,38 @@ static flux_status parse_header(fx_st_file *f, const char *hdr, fx_err *err) {
     }
     free(order);
     return st;
+}
+
+/* A GGUF file: validate its header from the image [img, img + size) and
+ * list its tensors with PyTorch-order shapes. */
+static flux_status parse_gguf(fx_st_file *f, const void *img, fx_err *err) {
+    if (!(f->gguf = fx_gguf_parse(img, f->file_size, f->display, err))) return err ? err->code : FLUX_ERR_FORMAT;
+    const fx_gguf *g = f->gguf;
+    f->data_off = g->data_start;
+    f->tensors = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *f->tensors);
+    f->index = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *f->index);
+    if (!f->tensors || !f->index || table_init(&f->names, g->n_tensors))
+        return fx_fail(err, FLUX_ERR_NOMEM, "%s: out of memory for %zu tensors", f->display, g->n_tensors);
+    for (size_t i = 0; i < g->n_tensors; i++) {
+        const fx_gguf_tensor *gt = &g->tensors[i];
+        fx_tensor *t = &f->tensors[i];
+        t->name = gt->name;
+        t->file = f;
+        if (gt->weight) t->dtype = fx_st_dtype_of_weight(gt->dtype);
+        else t->dtype = gt->ggml_type == FX_GGML_I8    ? FX_ST_I8
+                        : gt->ggml_type == FX_GGML_I16 ? FX_ST_I16
+                        : gt->ggml_type == FX_GGML_I32 ? FX_ST_I32
+                        : gt->ggml_type == FX_GGML_I64 ? FX_ST_I64
+                                                       : FX_ST_F64;
+        t->shape.ndim = gt->n_dims;
+        for (int d = 0; d < gt->n_dims; d++) t->shape.d[d] = gt->ne[gt->n_dims - 1 - d];
+        t->offset = (int64_t)gt->offset;
+        t->nbytes = (int64_t)gt->nbytes;
+        f->index[i] = t;
+        table_insert(&f->names, f->index, i); /* names are unique (checked by the parser) */
+        f->n++;
+    }
+    return FLUX_OK;
 }
 
 /* Check the 8-byte length against the file size. */
@@ -449,7 +522,7 @@ flux_status fx_st_load_data(fx_st_file *f, int use_mmap, fx_err *err) {
         return err ? err->code : FLUX_ERR_IO;
     }
     const uint64_t size = (uint64_t)st.st_size;
-    uint64_t off = 8 + f->header_len, data_size = size - off;
+    uint64_t off = f->data_off, data_size = size - off;
     if (size > SIZE_MAX) {
         close(fd);
         return fx_fail(err, FLUX_ERR_NOMEM, "%s: %llu bytes do not fit the address space", f->display,
@@ -516,6 +589,22 @@ fx_st_file *fx_st_open(const char *path, const char *display, int use_mmap, fx_e
         fx_fail(err, FLUX_ERR_IO, "cannot read %s: %s", path, strerror(errno));
         goto fail_fd;
     }
+    if (fx_gguf_is_gguf(len8, 8)) { /* GGUF: the header is parsed from a mapping of the file */
+        if (f->file_size > SIZE_MAX) {
+            fx_fail(err, FLUX_ERR_NOMEM, "%s: too large for the address space", f->display);
+            goto fail_fd;
+        }
+        void *m = mmap(NULL, (size_t)f->file_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        close(fd);
+        if (m == MAP_FAILED) {
+            fx_fail(err, FLUX_ERR_IO, "cannot mmap %s: %s", path, strerror(errno));
+            goto fail;
+        }
+        flux_status parsed = parse_gguf(f, m, err);
+        munmap(m, (size_t)f->file_size);
+        if (parsed || (use_mmap >= 0 && fx_st_load_data(f, use_mmap, err))) goto fail;
+        return f;
+    }
     if (check_header_len(f, len8, err)) goto fail_fd;
     hdr = malloc((size_t)f->header_len);
     if (!hdr) {
@@ -545,6 +634,11 @@ fx_st_file *fx_st_open_memory(const void *buf, size_t len, const char *display, 
     fx_st_file *f = file_new(NULL, display ? display : "<memory>", err);
     if (!f) return NULL;
     f->file_size = len;
+    if (fx_gguf_is_gguf(buf, len)) {
+        if (parse_gguf(f, buf, err)) goto fail;
+        f->data = (const unsigned char *)buf + f->data_off;
+        return f;
+    }
     if (len < 8) {
         bad(err, f, NULL, "file is %zu bytes, shorter than the 8-byte header length", len);
         goto fail;
@@ -562,6 +656,8 @@ void fx_st_close(fx_st_file *f) {
     if (!f) return;
     fx_st_drop_data(f);
     fx_json_free(f->doc);
+    fx_gguf_free(f->gguf);
+    free(f->owned);
     free(f->names.slots);
     free(f->tensors);
     free(f->index);
@@ -587,6 +683,10 @@ void fx_st_convert_f32(const void *src, fx_st_dtype t, int64_t n, float *dst) {
         for (int64_t i = 0; i < n; i++) dst[i] = fx_f16_bits_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
         break;
     default:
+        if (is_block(t)) {
+            fx_dequantize_row(block_dtype(t), src, n, dst);
+            break;
+        }
         for (int64_t i = 0; i < n; i++) dst[i] = 0.0f; /* callers check the dtype first */
         break;
     }
@@ -681,11 +781,8 @@ static char *join(const char *a, const char *b) {
     return s;
 }
 
-static flux_status wset_single(fx_wset *s, const char *path, int use_mmap, fx_err *err) {
-    s->files = calloc(1, sizeof *s->files);
-    if (!s->files) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory opening %s", s->display);
-    s->files[0] = fx_st_open(path, s->display, use_mmap, err);
-    if (!s->files[0]) return err ? err->code : FLUX_ERR_IO;
+/* The set of one opened file (s->files[0]): all its tensors. */
+static flux_status wset_of_file(fx_wset *s, fx_err *err) {
     s->n_files = 1;
     const fx_st_file *f = s->files[0];
     s->tensors = malloc((f->n ? f->n : 1) * sizeof *s->tensors);
@@ -696,6 +793,14 @@ static flux_status wset_single(fx_wset *s, const char *path, int use_mmap, fx_er
         table_insert(&s->names, s->tensors, s->n); /* names are unique within a file */
     }
     return FLUX_OK;
+}
+
+static flux_status wset_single(fx_wset *s, const char *path, int use_mmap, fx_err *err) {
+    s->files = calloc(1, sizeof *s->files);
+    if (!s->files) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory opening %s", s->display);
+    s->files[0] = fx_st_open(path, s->display, use_mmap, err);
+    if (!s->files[0]) return err ? err->code : FLUX_ERR_IO;
+    return wset_of_file(s, err);
 }
 
 /* A shard name from an index must be a plain file name next to it. */
@@ -807,6 +912,27 @@ fx_wset *fx_wset_open(const char *path, const char *display, int use_mmap, fx_er
     return s;
 }
 
+fx_wset *fx_wset_open_memory(void *buf, size_t len, const char *display, int own, fx_err *err) {
+    fx_wset *s = calloc(1, sizeof *s);
+    if (!s || !(s->display = strdup(display)) || !(s->files = calloc(1, sizeof *s->files))) {
+        if (s) free(s->display), free(s);
+        if (own) free(buf);
+        fx_fail(err, FLUX_ERR_NOMEM, "out of memory opening %s", display);
+        return NULL;
+    }
+    if (!(s->files[0] = fx_st_open_memory(buf, len, display, err))) {
+        if (own) free(buf);
+        fx_wset_close(s);
+        return NULL;
+    }
+    if (own) s->files[0]->owned = buf;
+    if (wset_of_file(s, err)) {
+        fx_wset_close(s);
+        return NULL;
+    }
+    return s;
+}
+
 fx_wset *fx_wset_open_component(const char *dir, const char *display_dir, const char *base, int use_mmap,
                                 fx_err *err) {
     char path[4096], disp[1024];
@@ -859,7 +985,7 @@ int fx_wset_data_loaded(const fx_wset *s) {
 void fx_wset_willneed(const fx_wset *s) {
     for (size_t i = 0; i < s->n_files; i++) {
         const fx_st_file *f = s->files[i];
-        if (f->data) madvise_range(f, f->data, (size_t)(f->file_size - 8 - f->header_len));
+        if (f->data) madvise_range(f, f->data, (size_t)(f->file_size - f->data_off));
     }
 }
 
@@ -895,7 +1021,8 @@ flux_status fx_wset_check_weight(const fx_wset *s, const char *name, const fx_sh
     flux_status st = fx_wset_get(s, name, expect, &t, err);
     if (st) return st;
     if (fx_st_weight_dtype(t->dtype) < 0)
-        return fx_fail(err, FLUX_ERR_MODEL, "%s: tensor '%.200s' has dtype %s; weights must be F32, F16 or BF16",
+        return fx_fail(err, FLUX_ERR_MODEL,
+                       "%s: tensor '%.200s' has dtype %s; weights must be F32, F16, BF16 or a GGUF block type",
                        t->file->display, name, fx_st_dtype_name(t->dtype));
     return FLUX_OK;
 }
@@ -923,7 +1050,7 @@ static flux_status matrix_view(fx_wset *s, const char *name, const fx_shape *exp
     flux_status st = weight_tensor(s, name, expect, &t, err);
     if (st) return st;
     const void *data = fx_tensor_data(t);
-    size_t es = fx_st_dtype_size(t->dtype);
+    size_t es = is_block(t->dtype) ? 1 : fx_st_dtype_size(t->dtype); /* blocks are read bytewise */
     if ((uintptr_t)data % es) { /* rare: keep kernels' loads aligned to the element */
         void *copy = NULL;
         void **grown = realloc(s->copies, (s->n_copies + 1) * sizeof *grown);
@@ -973,19 +1100,21 @@ flux_status fx_wset_vecf(const fx_wset *s, float **out, int64_t n, fx_err *err, 
     return fx_wset_f32(s, name, &FX_SHAPE(n), out, NULL, err);
 }
 
-void fx_wset_weight_willneed(const fx_wset *s, const fx_weight *w) {
+static void weight_advice(const fx_wset *s, const fx_weight *w, int advice) {
     if (s->base) s = s->base;
     const unsigned char *p = w->data;
-    size_t elem = w->dtype == FX_DTYPE_F32 ? 4 : 2; /* (fx_dtype_size is kernel code) */
-    size_t len = w->n > 0 ? (size_t)((w->n - 1) * w->ld + w->k) * elem : 0;
+    size_t len = w->n > 0 ? (size_t)fx_dtype_row_bytes(w->dtype, (w->n - 1) * w->ld + w->k) : 0;
     for (size_t i = 0; i < s->n_files; i++) {
         const fx_st_file *f = s->files[i];
-        if (f->data && p >= f->data && p < f->data + (f->file_size - 8 - f->header_len)) {
-            madvise_range(f, p, len);
+        if (f->data && p >= f->data && p < f->data + (f->file_size - f->data_off)) {
+            madvise_range_advice(f, p, len, advice);
             return;
         }
     }
 }
+
+void fx_wset_weight_willneed(const fx_wset *s, const fx_weight *w) { weight_advice(s, w, MADV_WILLNEED); }
+void fx_wset_weight_dontneed(const fx_wset *s, const fx_weight *w) { weight_advice(s, w, MADV_DONTNEED); }
 
 /* A two-range view tensor converted range by range into dst. */
 static flux_status read_stacked(const view_tensor *v, float *dst, fx_err *err) {
@@ -995,9 +1124,8 @@ static flux_status read_stacked(const view_tensor *v, float *dst, fx_err *err) {
             return fx_fail(err, FLUX_ERR_STATE, "%s: data of tensor '%.200s' is not loaded", src->file->display,
                            src->name);
         int64_t row_elems = src->shape.d[0] ? fx_shape_numel(&src->shape) / src->shape.d[0] : 0;
-        size_t es = fx_st_dtype_size(src->dtype);
-        fx_st_convert_f32((const char *)fx_tensor_data(src) + (size_t)(v->row0[i] * row_elems) * es, src->dtype,
-                          v->rows[i] * row_elems, dst);
+        fx_st_convert_f32((const char *)fx_tensor_data(src) + fx_st_row_bytes(src->dtype, v->row0[i] * row_elems),
+                          src->dtype, v->rows[i] * row_elems, dst);
         dst += v->rows[i] * row_elems;
     }
     return FLUX_OK;
@@ -1056,7 +1184,7 @@ flux_status fx_wset_linear_rows(fx_wset *s, const char *name, int64_t rows, int6
             const fx_tensor *src = v->src[i];
             st = matrix_view(s->base, src->name, &src->shape, src->shape.d[0], cols, out, err);
             if (st) return st;
-            out->data = (const char *)out->data + (size_t)((v->row0[i] + row0 - start) * cols) * fx_st_dtype_size(src->dtype);
+            out->data = (const char *)out->data + fx_st_row_bytes(src->dtype, (v->row0[i] + row0 - start) * cols);
             out->n = n;
             return FLUX_OK;
         }
@@ -1065,7 +1193,7 @@ flux_status fx_wset_linear_rows(fx_wset *s, const char *name, int64_t rows, int6
     }
     flux_status st = fx_wset_linear(s, name, rows, cols, out, err);
     if (st) return st;
-    out->data = (const char *)out->data + (size_t)(row0 * cols) * fx_st_dtype_size(fx_wset_find(s, name)->dtype);
+    out->data = (const char *)out->data + fx_st_row_bytes(fx_wset_find(s, name)->dtype, row0 * cols);
     out->n = n;
     return FLUX_OK;
 }

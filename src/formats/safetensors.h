@@ -16,9 +16,16 @@
  * allowed. Opening touches only the header: data is mmap'd (MAP_PRIVATE,
  * read-only, never copied) or, with use_mmap = 0, read into RAM.
  *
- * Only F32, F16 and BF16 tensors can be used as weights (fx_weight, f32
- * reads); other dtypes (e.g. the VAE's I64 bn.num_batches_tracked) are
- * listed and validated but refused by the weight getters.
+ * Only F32, F16 and BF16 tensors (and, from GGUF files, the ggml block
+ * types) can be used as weights (fx_weight, f32 reads); other dtypes (e.g.
+ * the VAE's I64 bn.num_batches_tracked) are listed and validated but
+ * refused by the weight getters.
+ *
+ * GGUF files (recognised by their magic wherever a .safetensors file is
+ * accepted) are opened by the same functions: their header is validated by
+ * gguf.h, their tensors are listed with PyTorch-order shapes (ne reversed),
+ * their data is mapped or read like a safetensors data section, and their
+ * string key/values answer fx_st_metadata.
  *
  * A weight set (fx_wset) is one model component: a single .safetensors
  * file, or the shards listed by a *.safetensors.index.json ("weight_map":
@@ -39,18 +46,27 @@
 #define FX_ST_MAX_DIMS 8
 #define FX_ST_MAX_HEADER (100u * 1000u * 1000u) /* 100 MB, as the reference library */
 
-/* Every dtype of the safetensors format. */
+/* Every dtype of the safetensors format, then the ggml block types a GGUF
+ * file (gguf.h) may hold; GGUF's plain types map onto the first group. */
 typedef enum fx_st_dtype {
     FX_ST_BOOL = 0, FX_ST_U8, FX_ST_I8, FX_ST_I16, FX_ST_U16, FX_ST_F16, FX_ST_BF16,
     FX_ST_I32, FX_ST_U32, FX_ST_F32, FX_ST_F64, FX_ST_I64, FX_ST_U64,
     FX_ST_F8_E4M3, FX_ST_F8_E5M2, FX_ST_F8_E8M0, FX_ST_C64,
+    FX_ST_SAFETENSORS_COUNT, /* dtypes a safetensors header may name */
+    FX_ST_Q8_0 = FX_ST_SAFETENSORS_COUNT, FX_ST_Q4_0, FX_ST_Q4_1, FX_ST_Q5_0, FX_ST_Q5_1,
+    FX_ST_Q2_K, FX_ST_Q3_K, FX_ST_Q4_K, FX_ST_Q5_K, FX_ST_Q6_K, FX_ST_IQ4_NL, FX_ST_IQ4_XS,
     FX_ST_DTYPE_COUNT
 } fx_st_dtype;
 
-const char *fx_st_dtype_name(fx_st_dtype t);  /* "BF16", ... */
-size_t fx_st_dtype_size(fx_st_dtype t);       /* bytes per element */
-/* The weight dtype (F32/F16/BF16) of a safetensors dtype; -1 if unusable. */
+const char *fx_st_dtype_name(fx_st_dtype t);  /* "BF16", "Q4_K", ... */
+size_t fx_st_dtype_size(fx_st_dtype t);       /* bytes per element; 0 for block types */
+/* Bytes of n consecutive elements (n a multiple of the block); -1 if not. */
+int64_t fx_st_row_bytes(fx_st_dtype t, int64_t n);
+/* The weight dtype (F32/F16/BF16 or a block type) of a tensor dtype; -1 if
+ * unusable. */
 int fx_st_weight_dtype(fx_st_dtype t);
+/* The tensor dtype of a weight dtype. */
+fx_st_dtype fx_st_dtype_of_weight(fx_dtype t);
 
 /* An expected or actual shape. FX_SHAPE(3072, 128) builds one inline;
  * FX_SHAPE0 is the scalar shape []. */
@@ -119,8 +135,13 @@ const char *fx_st_path(const fx_st_file *f); /* file system path; NULL for in-me
 size_t fx_st_count(const fx_st_file *f);
 const fx_tensor *fx_st_tensor_at(const fx_st_file *f, size_t i); /* header order */
 const fx_tensor *fx_st_find(const fx_st_file *f, const char *name);
-/* A __metadata__ value, or NULL. */
+/* A __metadata__ value (GGUF: a string key/value), or NULL. */
 const char *fx_st_metadata(const fx_st_file *f, const char *key);
+/* 1 if the file's data is mmap'd from disk (not read into RAM, not an
+ * in-memory image): only such pages may be dropped and re-read. */
+int fx_st_mapped(const fx_st_file *f);
+/* The parsed GGUF header of a GGUF file, NULL for safetensors files. */
+const struct fx_gguf *fx_st_gguf(const fx_st_file *f);
 
 /* Pointer to a tensor's bytes, NULL if its file's data is not loaded. Not
  * necessarily aligned to the element size (use the getters below). */
@@ -153,6 +174,12 @@ fx_wset *fx_wset_open_component(const char *dir, const char *display_dir, const 
 
 void fx_wset_close(fx_wset *s);
 
+/* A set of one in-memory file image (safetensors or GGUF). With own = 1
+ * the set takes buf (allocated with malloc / posix_memalign) and frees it
+ * when closed, also on failure; else buf must outlive the set. Its data
+ * cannot be dropped (fx_wset_drop_data keeps it). */
+fx_wset *fx_wset_open_memory(void *buf, size_t len, const char *display, int own, fx_err *err);
+
 /* Map/read (or drop) the data of every file of the set (see fx_st_load_data). */
 flux_status fx_wset_load_data(fx_wset *s, int use_mmap, fx_err *err);
 void fx_wset_drop_data(fx_wset *s);
@@ -181,7 +208,8 @@ long fx_wset_index(const fx_wset *s, const char *name);
 flux_status fx_wset_get(const fx_wset *s, const char *name, const fx_shape *expect,
                         const fx_tensor **out, fx_err *err);
 
-/* Same check, plus the dtype must be F32, F16 or BF16. */
+/* Same check, plus the dtype must be a weight dtype (F32, F16, BF16, or a
+ * block type). */
 flux_status fx_wset_check_weight(const fx_wset *s, const char *name, const fx_shape *expect,
                                  fx_err *err);
 
@@ -210,6 +238,10 @@ flux_status fx_wset_vecf(const fx_wset *s, float **out, int64_t n, fx_err *err, 
  * (madvise WILLNEED where they are mmap'd from one of s's files; no-op
  * otherwise). */
 void fx_wset_weight_willneed(const fx_wset *s, const fx_weight *w);
+/* Release a mapped weight's pages from this process (madvise DONTNEED: they
+ * stay in the page cache and come back on the next read; no-op for data in
+ * RAM). Used after a one-pass read such as quantization. */
+void fx_wset_weight_dontneed(const fx_wset *s, const fx_weight *w);
 
 /* Read a tensor of the expected shape (NULL = any) converted to f32 into
  * dst (room for numel floats); exact for F32/F16/BF16. */
@@ -265,7 +297,8 @@ const fx_wset *fx_wset_view_base(const fx_wset *s);
 
 /* Convert n elements of a weight dtype to f32, exactly, from possibly
  * unaligned memory (F16 NaNs come out quiet with their payload, as F16C
- * hardware and fx_f16_bits_to_f32 give them; BF16 is bits << 16). */
+ * hardware and fx_f16_bits_to_f32 give them; BF16 is bits << 16; block
+ * types as fx_dequantize_row, n a multiple of the block). */
 void fx_st_convert_f32(const void *src, fx_st_dtype t, int64_t n, float *dst);
 
 #endif

@@ -136,11 +136,16 @@ static int looks_diffusers(const char *name) {
 
 fx_wset *fx_single_file_open(const char *path, int use_mmap, const fx_logger *log, fx_single_file_info *info,
                              fx_err *err) {
+    fx_wset *base = fx_wset_open(path, path, use_mmap, err);
+    return base ? fx_single_file_wrap(base, log, info, err) : NULL;
+}
+
+fx_wset *fx_single_file_wrap(fx_wset *base, const fx_logger *log, fx_single_file_info *info, fx_err *err) {
     fx_single_file_info local;
     if (!info) info = &local;
     memset(info, 0, sizeof *info);
-    fx_wset *base = fx_wset_open(path, path, use_mmap, err);
-    if (!base) return NULL;
+    char path[1024];
+    snprintf(path, sizeof path, "%s", fx_wset_display(base));
 
     const size_t plen = strlen(FX_COMFYUI_PREFIX), n = fx_wset_count(base);
     size_t bfl = 0, diffusers = 0;

@@ -70,6 +70,10 @@ typedef struct fx_bfl_target {
     fx_wset_range ranges[2];
     int n_ranges;
 } fx_bfl_target;
+/* The same on an opened set (e.g. fx_wset_open_memory), which the result
+ * owns from here on (closed on failure too); messages name its display. */
+fx_wset *fx_single_file_wrap(fx_wset *base, const fx_logger *log, fx_single_file_info *info, fx_err *err);
+
 int fx_bfl_map_name(const char *name, const char *src, int64_t rows, fx_bfl_target targets[3]);
 
 #endif

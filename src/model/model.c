@@ -19,19 +19,74 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "src/base/clock.h"
+
+#include "quantize.h"
 #include "src/base/json.h"
+#include "src/formats/qwen3_file.h"
 #include "src/formats/single_file.h"
+
+int fx_load_options_copy(flux_load_options *dst, const flux_load_options *src) {
+    *dst = *src;
+    dst->transformer_file = src->transformer_file ? strdup(src->transformer_file) : NULL;
+    dst->text_encoder_file = src->text_encoder_file ? strdup(src->text_encoder_file) : NULL;
+    dst->quant = src->quant ? strdup(src->quant) : NULL;
+    if ((src->transformer_file && !dst->transformer_file) || (src->text_encoder_file && !dst->text_encoder_file) ||
+        (src->quant && !dst->quant)) {
+        fx_load_options_free(dst);
+        return -1;
+    }
+    return 0;
+}
+
+void fx_load_options_free(flux_load_options *lo) {
+    free((char *)lo->transformer_file);
+    free((char *)lo->text_encoder_file);
+    free((char *)lo->quant);
+    lo->transformer_file = lo->text_encoder_file = lo->quant = NULL;
+}
 
 void fx_model_free(struct fx_model *m) {
     if (!m) return;
     fx_wset_close(m->transformer_w);
     fx_wset_close(m->vae_w);
     fx_wset_close(m->text_encoder_w);
+    fx_wset_close(m->text_encoder_q);
     free(m->tokenizer_path);
-    free((char *)m->lo.transformer_file);
+    fx_load_options_free(&m->lo);
     free(m->dir);
     free(m->name);
     free(m);
+}
+
+/* 1 if any tensor of the set is stored in a block type (already quantized). */
+static int has_blocks(const fx_wset *w) {
+    for (size_t i = 0; i < fx_wset_count(w); i++) {
+        int dt = fx_st_weight_dtype(fx_wset_tensor_at(w, i)->dtype);
+        if (dt >= 0 && fx_dtype_is_block((fx_dtype)dt)) return 1;
+    }
+    return 0;
+}
+
+/* The component quantized into an in-memory GGUF, opened like a community
+ * file of it (the source set keeps its headers; its data is read once). */
+static fx_wset *quantize_on_load(struct fx_model *m, fx_wset *src, fx_component c, const fx_logger *log, fx_err *err) {
+    const char *what = c == FX_COMPONENT_TRANSFORMER ? "transformer" : "text encoder";
+    fx_qplan plan;
+    if (fx_qplan_build(m, src, c, (fx_dtype)m->quant, 0, &plan, err)) return NULL;
+    void *image = NULL;
+    size_t size = 0;
+    double t0 = fx_now_s();
+    flux_status st = fx_quantize_to_memory(m, src, &plan, &m->kc, &image, &size, err);
+    fx_qplan_free(&plan);
+    if (st) return NULL;
+    fx_log(log, 1, "flux: %s quantized to %s on load: %.2f GB in %.1f s", what, fx_dtype_name((fx_dtype)m->quant),
+           (double)size / 1e9, fx_now_s() - t0);
+    char display[64];
+    snprintf(display, sizeof display, "<%s quantized to %s>", what, fx_dtype_name((fx_dtype)m->quant));
+    fx_wset *base = fx_wset_open_memory(image, size, display, 1, err);
+    if (!base) return NULL;
+    return c == FX_COMPONENT_TRANSFORMER ? fx_single_file_wrap(base, log, NULL, err) : fx_qwen3_file_wrap(base, log, err);
 }
 
 fx_wset *fx_model_text_encoder_weights(struct fx_model *m, fx_err *err) {
@@ -39,12 +94,23 @@ fx_wset *fx_model_text_encoder_weights(struct fx_model *m, fx_err *err) {
         fx_fail(err, FLUX_ERR_STATE, "no model is loaded");
         return NULL;
     }
+    if (m->text_encoder_q) return m->text_encoder_q;
     if (fx_wset_load_data(m->text_encoder_w, m->use_mmap, err)) return NULL;
-    return m->text_encoder_w;
+    if (m->quant < 0 || has_blocks(m->text_encoder_w)) return m->text_encoder_w;
+    m->text_encoder_q = quantize_on_load(m, m->text_encoder_w, FX_COMPONENT_TEXT_ENCODER, NULL, err);
+    fx_wset_drop_data(m->text_encoder_w); /* the quantized copy replaces it */
+    if (m->text_encoder_q && fx_check_qwen3_weights(m->text_encoder_q, &m->qwen3, err)) {
+        fx_wset_close(m->text_encoder_q);
+        m->text_encoder_q = NULL;
+    }
+    return m->text_encoder_q;
 }
 
 void fx_model_release_text_encoder_weights(struct fx_model *m) {
-    if (m && m->text_encoder_w) fx_wset_drop_data(m->text_encoder_w);
+    if (!m) return;
+    if (m->text_encoder_w) fx_wset_drop_data(m->text_encoder_w);
+    fx_wset_close(m->text_encoder_q);
+    m->text_encoder_q = NULL;
 }
 
 flux_status fx_model_check_unchanged(const struct fx_model *m, fx_err *err) {
@@ -147,17 +213,31 @@ static flux_status load_folder(struct fx_model *m, const fx_logger *log, const f
         TRY(open_weights(m, "transformer", "diffusion_pytorch_model.safetensors", m->use_mmap, &m->transformer_w, err));
     }
     TRY(fx_check_dit_weights(m->transformer_w, &m->dit, err));
+    if (m->quant >= 0 && !has_blocks(m->transformer_w)) {
+        fx_wset *q = quantize_on_load(m, m->transformer_w, FX_COMPONENT_TRANSFORMER, log, err);
+        if (!q) return err->code;
+        fx_wset_close(m->transformer_w);
+        m->transformer_w = q;
+        TRY(fx_check_dit_weights(m->transformer_w, &m->dit, err));
+    }
     TRY(open_weights(m, "vae", "diffusion_pytorch_model.safetensors", m->use_mmap, &m->vae_w, err));
     TRY(fx_check_vae_weights(m->vae_w, &m->vae, err));
     /* text encoder: headers now (validated), data on first use unless eager */
-    TRY(open_weights(m, "text_encoder", "model.safetensors", lo->lazy_text_encoder ? -1 : m->use_mmap,
-                     &m->text_encoder_w, err));
+    const int te_mmap = lo->lazy_text_encoder ? -1 : m->use_mmap;
+    if (lo->text_encoder_file) { /* llama.cpp or Hugging Face names, one file (qwen3_file.h) */
+        m->text_encoder_w = fx_qwen3_file_open(lo->text_encoder_file, te_mmap, log, err);
+        if (!m->text_encoder_w) return err->code;
+        TRY(fx_check_qwen3_gguf(m->text_encoder_w, &m->qwen3, err));
+    } else {
+        TRY(open_weights(m, "text_encoder", "model.safetensors", te_mmap, &m->text_encoder_w, err));
+    }
     TRY(fx_check_qwen3_weights(m->text_encoder_w, &m->qwen3, err));
+    if (!lo->lazy_text_encoder && m->quant >= 0 && !fx_model_text_encoder_weights(m, err)) return err->code;
     return FLUX_OK;
 }
 
 flux_status fx_model_open(const char *model_dir, const flux_load_options *lo, int use_mmap, const fx_logger *log,
-                          struct fx_model **out, fx_err *err) {
+                          const fx_kctx *kc, struct fx_model **out, fx_err *err) {
     *out = NULL;
     struct stat st;
     if (stat(model_dir, &st) != 0)
@@ -169,9 +249,22 @@ flux_status fx_model_open(const char *model_dir, const flux_load_options *lo, in
     m->dir = strdup(model_dir);
     m->name = folder_name(model_dir);
     m->use_mmap = use_mmap != 0;
-    m->lo = *lo;
-    m->lo.transformer_file = lo->transformer_file ? strdup(lo->transformer_file) : NULL;
-    if (!m->dir || !m->name || (lo->transformer_file && !m->lo.transformer_file)) {
+    m->kc = *kc;
+    m->quant = -1;
+    if (fx_load_options_copy(&m->lo, lo)) {
+        fx_model_free(m);
+        return fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
+    }
+    if (lo->quant) {
+        m->quant = fx_dtype_parse(lo->quant);
+        if (m->quant < 0 || !fx_dtype_is_block((fx_dtype)m->quant) || !fx_dtype_can_quantize((fx_dtype)m->quant)) {
+            fx_model_free(m);
+            return fx_fail(err, FLUX_ERR_INVALID_ARG,
+                           "unknown quantization type '%s' (q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k)",
+                           lo->quant);
+        }
+    }
+    if (!m->dir || !m->name) {
         fx_model_free(m);
         return fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
     }

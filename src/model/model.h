@@ -47,8 +47,14 @@ struct fx_model {
 
     fx_wset *transformer_w;      /* transformer/diffusion_pytorch_model.safetensors[.index.json] */
     fx_wset *vae_w;              /* vae/diffusion_pytorch_model.safetensors */
-    fx_wset *text_encoder_w;     /* text_encoder/model.safetensors[.index.json];
-                                    data via fx_model_text_encoder_weights() */
+    fx_wset *text_encoder_w;     /* text_encoder/model.safetensors[.index.json]
+                                    (or the --text-encoder file); data via
+                                    fx_model_text_encoder_weights() */
+    int quant;                   /* flux_load_options.quant as an fx_dtype, or -1 */
+    fx_wset *text_encoder_q;     /* with quant: the quantized text encoder (an
+                                    in-memory GGUF), built on first use from
+                                    text_encoder_w and freed on release */
+    fx_kctx kc;                  /* the context's kernels (quantization on load) */
 
     /* Later stages add their own per-model state here (documented). */
 };
@@ -58,10 +64,11 @@ struct fx_model {
  * use_mmap as flux_options.use_mmap. *out is the new model, or NULL with
  * the first problem in err, naming the file. */
 flux_status fx_model_open(const char *dir, const flux_load_options *lo, int use_mmap, const fx_logger *log,
-                          struct fx_model **out, fx_err *err);
+                          const fx_kctx *kc, struct fx_model **out, fx_err *err);
 
 /* The text encoder's weight set with its data mapped/read (loaded on first
- * call, again after a release). NULL with an error on failure. */
+ * call, again after a release; with quant, quantized then). NULL with an
+ * error on failure. */
 fx_wset *fx_model_text_encoder_weights(struct fx_model *m, fx_err *err);
 /* Unmap/free the text encoder's weight data (headers stay for lookups). */
 void fx_model_release_text_encoder_weights(struct fx_model *m);
@@ -77,6 +84,11 @@ flux_status fx_model_check_faults(const struct fx_model *m, fx_err *err);
 /* Free a model (NULL allowed). */
 void fx_model_free(struct fx_model *m);
 
+/* A copy of load options that owns its strings (the model keeps the ones it
+ * was opened with, to open the folder again); -1 when out of memory. */
+int fx_load_options_copy(flux_load_options *dst, const flux_load_options *src);
+void fx_load_options_free(flux_load_options *lo);
+
 /* The f32 vector [n] of w named by a printf format (a norm weight, a bias)
  * as a new buffer of the backend ops (the stages' small weights). */
 flux_status fx_model_vecf(fx_ops *ops, const fx_wset *w, int64_t n, fx_buf **out, fx_err *err, const char *fmt, ...)
@@ -89,5 +101,11 @@ flux_status fx_model_vecf(fx_ops *ops, const fx_wset *w, int64_t n, fx_buf **out
 flux_status fx_check_dit_weights(const fx_wset *w, const fx_dit_config *c, fx_err *err);
 flux_status fx_check_vae_weights(const fx_wset *w, const fx_vae_config *c, fx_err *err);
 flux_status fx_check_qwen3_weights(const fx_wset *w, const fx_qwen3_config *c, fx_err *err);
+/* A GGUF text encoder's architecture key/values against the config
+ * (general.architecture qwen3 if present; qwen3.embedding_length,
+ * block_count >= layers_used, feed_forward_length, attention.head_count,
+ * head_count_kv, key_length, rope.freq_base, layer_norm_rms_epsilon where
+ * present). FLUX_ERR_MODEL naming the file and key. No-op for other files. */
+flux_status fx_check_qwen3_gguf(const fx_wset *w, const fx_qwen3_config *c, fx_err *err);
 
 #endif

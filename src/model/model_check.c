@@ -7,12 +7,14 @@
  * the config does not use mean the two disagree: a config.json cut to fewer
  * blocks would silently run part of the model.
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model.h"
+#include "src/formats/gguf.h"
 
 /* A check in progress: the set, which of its tensors were claimed. */
 typedef struct checker {
@@ -300,4 +302,47 @@ flux_status fx_check_qwen3_weights(const fx_wset *w, const fx_qwen3_config *c, f
     checker ck;
     TRY(checker_init(&ck, w, err));
     return checker_finish(&ck, qwen3_table(&ck, c), qwen3_known_unused, c);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Qwen3 GGUF key/values against text_encoder/config.json                   */
+/* ------------------------------------------------------------------------ */
+
+flux_status fx_check_qwen3_gguf(const fx_wset *w, const fx_qwen3_config *c, fx_err *err) {
+    const fx_st_file *f = fx_wset_file_count(w) ? fx_wset_file_at(w, 0) : NULL;
+    const fx_gguf *g = f ? fx_st_gguf(f) : NULL;
+    if (!g) return FLUX_OK;
+    const char *file = fx_st_display(f), *arch = NULL;
+    if (!fx_gguf_get_str(g, "general.architecture", &arch) && strcmp(arch, "qwen3"))
+        return fx_fail(err, FLUX_ERR_MODEL, "%s: general.architecture is '%.60s', expected 'qwen3' (a Qwen3 text encoder)",
+                       file, arch);
+    const struct {
+        const char *key;
+        long long want;
+        const char *config;
+    } ints[] = {
+        {"qwen3.embedding_length", c->hidden, "hidden_size"},
+        {"qwen3.feed_forward_length", c->intermediate, "intermediate_size"},
+        {"qwen3.attention.head_count", c->heads, "num_attention_heads"},
+        {"qwen3.attention.head_count_kv", c->kv_heads, "num_key_value_heads"},
+        {"qwen3.attention.key_length", c->head_dim, "head_dim"},
+    };
+    uint64_t v;
+    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
+        if (!fx_gguf_get_uint(g, ints[i].key, &v) && (long long)v != ints[i].want)
+            return fx_fail(err, FLUX_ERR_MODEL, "%s: %s is %llu, but text_encoder/config.json has %s %lld (a different model)",
+                           file, ints[i].key, (unsigned long long)v, ints[i].config, ints[i].want);
+    if (!fx_gguf_get_uint(g, "qwen3.block_count", &v) && v < (uint64_t)c->layers_used)
+        return fx_fail(err, FLUX_ERR_MODEL, "%s: qwen3.block_count is %llu, klein runs %d layers", file,
+                       (unsigned long long)v, c->layers_used);
+    double d;
+    if (!fx_gguf_get_float(g, "qwen3.rope.freq_base", &d) && fabs(d - c->rope_theta) > 1e-6 * c->rope_theta)
+        return fx_fail(err, FLUX_ERR_MODEL,
+                       "%s: qwen3.rope.freq_base is %g, but text_encoder/config.json has rope_theta %g (a different "
+                       "Qwen3 release?)",
+                       file, d, c->rope_theta);
+    if (!fx_gguf_get_float(g, "qwen3.attention.layer_norm_rms_epsilon", &d) && fabs(d - c->rms_eps) > 1e-3 * c->rms_eps)
+        return fx_fail(err, FLUX_ERR_MODEL, "%s: qwen3.attention.layer_norm_rms_epsilon is %g, config rms_norm_eps %g",
+                       file, d, (double)c->rms_eps);
+    return FLUX_OK;
 }

@@ -66,15 +66,17 @@ static size_t pack_budget(void) {
     return pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 2 : (size_t)4 << 30;
 }
 
-/* FLUX_PRECISION=f32|default overrides opt->precision; another value is
- * reported and ignored. */
-static int choose_f32(const flux_options *opt, fx_err *err) {
+/* FLUX_PRECISION=f32|int8|default overrides opt->precision; another value
+ * is reported and ignored. */
+static flux_precision choose_precision(const flux_options *opt, fx_err *err) {
     const char *prec = getenv("FLUX_PRECISION");
-    if (!prec || !*prec) return opt->precision == FLUX_PRECISION_F32;
-    if (!strcmp(prec, "f32")) return 1;
-    if (!strcmp(prec, "default")) return 0;
-    fx_fail(err, FLUX_ERR_INVALID_ARG, "FLUX_PRECISION='%s' is not a precision (f32 or default); ignored", prec);
-    return opt->precision == FLUX_PRECISION_F32;
+    if (!prec || !*prec) return opt->precision;
+    if (!strcmp(prec, "f32")) return FLUX_PRECISION_F32;
+    if (!strcmp(prec, "int8")) return FLUX_PRECISION_INT8;
+    if (!strcmp(prec, "default")) return FLUX_PRECISION_DEFAULT;
+    fx_fail(err, FLUX_ERR_INVALID_ARG, "FLUX_PRECISION='%s' is not a precision (f32, int8 or default); ignored",
+            prec);
+    return opt->precision;
 }
 
 flux_ctx *flux_new(const flux_options *opt) {
@@ -93,12 +95,15 @@ flux_ctx *flux_new(const flux_options *opt) {
     fx_cpu_watch_init(&ctx->cpu);
     /* environment values that are not understood: the first is kept in
      * flux_error() (flux.h), the context uses the defaults */
-    ctx->force_f32 = choose_f32(&ctx->opt, &ctx->err);
+    const flux_precision precision = choose_precision(&ctx->opt, &ctx->err);
+    ctx->force_f32 = precision == FLUX_PRECISION_F32;
+    const int int8 = precision == FLUX_PRECISION_INT8;
     ctx->kernels = choose_kernels(opt ? opt : &ctx->opt, ctx->force_f32, &ctx->err);
     ctx->scratch = fx_scratch_new(ctx->threads);
     ctx->packs = fx_packcache_new(pack_budget());
     if (!ctx->kernels || !ctx->scratch || !ctx->packs) goto oom;
     fx_kctx_init(&ctx->kc, ctx->kernels, ctx->threads, ctx->scratch);
+    ctx->kc.int8 = int8;
     ctx->kc.packs = ctx->packs;
     fx_ops_opts oo = {.want = (int)ctx->opt.backend, .device = ctx->opt.device, .log = &ctx->log};
     if (getenv("FLUX_VK_VALIDATION") && !strcmp(getenv("FLUX_VK_VALIDATION"), "1")) oo.validation = 1;
@@ -155,7 +160,9 @@ size_t flux_cpu_info(const flux_ctx *ctx, char *buf, size_t size) {
     if (kern) fx_kernels_describe(ctx->kernels, kern, 4096);
     int n = snprintf(buf, size, "%sthreads:  %d (%s)\nprecision: %s\n", kern ? kern : "", ctx->threads,
                      ctx->threads_fixed ? "fixed" : "adaptive: fewer while other processes keep CPUs busy",
-                     ctx->force_f32 ? "f32" : "default (bf16 dot products where available)");
+                     ctx->force_f32 ? "f32"
+                     : ctx->kc.int8 ? "int8 (W8A8 for GGUF block-type weights)"
+                                    : "default (bf16 dot products where available)");
     free(kern);
     flux_free(own);
     return n < 0 ? 0 : (size_t)n;

@@ -525,6 +525,11 @@ static int model_identity(const struct fx_model *m, uint8_t id[FX_SHA256_BYTES],
     if (hash_file(&h, path) != 0) return snprintf(which, size, "%s", path), -1;
     if (hash_file(&h, m->tokenizer_path) != 0) return snprintf(which, size, "%s", m->tokenizer_path), -1;
     const fx_wset *w = m->text_encoder_w;
+    if (m->quant >= 0) { /* quantized on load: the type decides the weights too */
+        const char *q = fx_dtype_name((fx_dtype)m->quant);
+        fx_sha256_update(&h, "quant", 6);
+        fx_sha256_update(&h, q, strlen(q) + 1);
+    }
     /* the weights: size and modification time of every shard (stat only) */
     for (size_t i = 0; w && i < fx_wset_file_count(w); i++) {
         const char *p = fx_st_path(fx_wset_file_at(w, i));
@@ -579,8 +584,8 @@ static fx_embcache *ctx_cache(flux_ctx *ctx) {
         } else {
             c->id_state = 1;
         }
-        snprintf(c->path, sizeof c->path, "isa=%s bf16dot=%d", fx_isa_name(fx_kernels_isa(ctx->kernels)),
-                 fx_kernels_uses_bf16_dot(ctx->kernels));
+        snprintf(c->path, sizeof c->path, "isa=%s bf16dot=%d%s", fx_isa_name(fx_kernels_isa(ctx->kernels)),
+                 fx_kernels_uses_bf16_dot(ctx->kernels), ctx->kc.int8 ? " int8=1" : "");
         if (!fx_ops_on_host(ctx->ops)) /* the encoder ran on a device: its results are that device's */
             snprintf(c->path + strlen(c->path), sizeof c->path - strlen(c->path), " backend=%s",
                      fx_ops_name(ctx->ops));

@@ -18,7 +18,7 @@
 /* Forget a pending reload. */
 static void drop_reload(flux_ctx *ctx) {
     free(ctx->reload.dir);
-    free((char *)ctx->reload.lo.transformer_file);
+    fx_load_options_free(&ctx->reload.lo);
     memset(&ctx->reload, 0, sizeof ctx->reload);
 }
 
@@ -56,7 +56,7 @@ flux_status flux_load(flux_ctx *ctx, const char *model_dir, const flux_load_opti
         lo = &defaults;
     }
     fx_ctx_forget_model(ctx);
-    return fx_model_open(model_dir, lo, ctx->opt.use_mmap, &ctx->log, &ctx->model, err);
+    return fx_model_open(model_dir, lo, ctx->opt.use_mmap, &ctx->log, &ctx->kc, &ctx->model, err);
 }
 
 flux_status fx_ctx_fresh_model(flux_ctx *ctx) {
@@ -68,14 +68,13 @@ flux_status fx_ctx_fresh_model(flux_ctx *ctx) {
         /* the folder and options outlive the model, until loaded again */
         drop_reload(ctx);
         ctx->reload.dir = strdup(m->dir);
-        ctx->reload.lo = m->lo;
-        ctx->reload.lo.transformer_file = m->lo.transformer_file ? strdup(m->lo.transformer_file) : NULL;
+        const int lo_ok = !fx_load_options_copy(&ctx->reload.lo, &m->lo);
         ctx->reload.use_mmap = m->use_mmap;
         fx_ctx_release_model(ctx);
-        if (!ctx->reload.dir) return fx_fail(&ctx->err, FLUX_ERR_NOMEM, "out of memory");
+        if (!ctx->reload.dir || !lo_ok) return fx_fail(&ctx->err, FLUX_ERR_NOMEM, "out of memory");
     }
     if (!ctx->reload.dir) return FLUX_OK;
-    flux_status st = fx_model_open(ctx->reload.dir, &ctx->reload.lo, ctx->reload.use_mmap, &ctx->log, &ctx->model,
+    flux_status st = fx_model_open(ctx->reload.dir, &ctx->reload.lo, ctx->reload.use_mmap, &ctx->log, &ctx->kc, &ctx->model,
                                    &ctx->err);
     if (st) return fx_prefix(&ctx->err, "the model's files changed since it was loaded, and loading it again failed");
     drop_reload(ctx);

@@ -80,7 +80,9 @@ fx_prefetch *fx_prefetch_start(const fx_wset *s) {
     for (size_t i = 0; i < nt; i++) {
         const fx_tensor *t = fx_wset_tensor_at(s, i);
         const unsigned char *d = fx_tensor_data(t);
-        if (!d || t->nbytes <= 0) continue;
+        /* mapped files only: dropping pages of RAM (--no-mmap, an in-memory
+         * quantized set) would lose them */
+        if (!d || t->nbytes <= 0 || !fx_st_mapped(t->file)) continue;
         uintptr_t a = (uintptr_t)d & ~(page - 1), b = ((uintptr_t)d + (uintptr_t)t->nbytes + page - 1) & ~(page - 1);
         p->ranges[n++] = (range){a, b};
     }

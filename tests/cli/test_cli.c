@@ -138,7 +138,7 @@ TEST(cli_bad_numbers) {
     EXPECT("--batch 65", 2, "--batch: 65 is out of range (1..64)");
     EXPECT("--power --power-alpha 0", 2, "--power-alpha: 0 is out of range");
     EXPECT("--power --power-alpha=-2", 2, "--power-alpha: -2 is out of range");
-    EXPECT("--precision f16", 2, "--precision: 'f16' is not a precision (f32 or default)");
+    EXPECT("--precision f16", 2, "--precision: 'f16' is not a precision (default, f32 or int8)");
     EXPECT("--isa avx9", 2, "--isa: 'avx9' is not an ISA");
     /* attached short values parse: the error is about -H, not -W256 */
     EXPECT("-W256 -H250", 2, "-H: 250 is not a multiple of 16");

@@ -166,8 +166,8 @@ TEST(kernel_convert_dtypes) {
     CHECK(!strcmp(fx_dtype_name(FX_DTYPE_F32), "F32"));
     CHECK(!strcmp(fx_dtype_name(FX_DTYPE_F16), "F16"));
     CHECK(!strcmp(fx_dtype_name(FX_DTYPE_BF16), "BF16"));
-    CHECK(!strcmp(fx_dtype_name((fx_dtype)7), "unknown"));
-    CHECK_EQ_INT(fx_dtype_size((fx_dtype)7), 0);
+    CHECK(!strcmp(fx_dtype_name((fx_dtype)(FX_DTYPE_COUNT + 1)), "unknown"));
+    CHECK_EQ_INT(fx_dtype_size((fx_dtype)(FX_DTYPE_COUNT + 1)), 0);
 }
 
 /* Every ISA (public entry points, threads 1..3) against the scalar

@@ -68,3 +68,30 @@ TEST(prefetch_stop_and_null) {
     CHECK(fx_prefetch_stop(NULL) == 0 && fx_prefetch_finish(NULL) == 0);
     flux_free(ctx);
 }
+
+/* Weights in RAM (read with use_mmap = 0, or an in-memory image such as
+ * --quant's) are never prefetched: dropping their pages would lose them. */
+TEST(prefetch_skips_weights_in_ram) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/transformer", fx_test_path("golden/model"));
+    fx_err err = {0};
+    fx_wset *w = fx_wset_open_component(dir, "transformer", "diffusion_pytorch_model.safetensors", 0, &err);
+    REQUIRE_MSG(w, "%s", err.msg);
+    int64_t total;
+    uint64_t before = checksum(w, &total);
+    CHECK(fx_prefetch_start(w) == NULL);
+    CHECK(checksum(w, &total) == before);
+    fx_wset_close(w);
+    /* an in-memory image of page-sized tensors, malloc'd like --quant's */
+    size_t len = 0;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/diffusion_pytorch_model.safetensors", dir);
+    char *bytes = fx_test_read_file(path, &len);
+    REQUIRE(bytes);
+    w = fx_wset_open_memory(bytes, len, "memory", 1, &err);
+    REQUIRE_MSG(w, "%s", err.msg);
+    before = checksum(w, &total);
+    CHECK(fx_prefetch_start(w) == NULL);
+    CHECK(checksum(w, &total) == before);
+    fx_wset_close(w); /* frees bytes */
+}

@@ -1,0 +1,107 @@
+/*
+ * quant.h — the ggml block types (simd-internal): byte layouts, the
+ * per-ISA dequantization table, helpers shared by the quant files.
+ *
+ * Block layouts (offset: field; f16 = IEEE half, little-endian, at any
+ * alignment — blocks are 18, 34, 84, 110 ... bytes long, so fields are
+ * read with byte loads / memcpy, never through a cast pointer):
+ *
+ *   Q8_0   34 B / 32:  0 d f16 · 2 qs[32] i8                 x = q·d
+ *   Q4_0   18 B / 32:  0 d · 2 qs[16]                         x = (q − 8)·d
+ *   Q4_1   20 B / 32:  0 d · 2 m · 4 qs[16]                   x = q·d + m
+ *   Q5_0   22 B / 32:  0 d · 2 qh u32 · 6 qs[16]              x = (q − 16)·d
+ *   Q5_1   24 B / 32:  0 d · 2 m · 4 qh · 8 qs[16]            x = q·d + m
+ *   IQ4_NL 18 B / 32:  0 d · 2 qs[16]                         x = d·K[q]
+ *     (nibble blocks: element j < 16 is the low nibble of qs[j], element
+ *      j + 16 its high nibble; the 5th bit of element j is bit j of qh)
+ *   Q2_K   84 B / 256: 0 scales[16] (lo: scale, hi: min) · 16 qs[64] ·
+ *                      80 d · 82 dmin      x = (d·sc)·q − dmin·mn, q 2 bits
+ *   Q3_K  110 B / 256: 0 hmask[32] · 32 qs[64] · 96 scales[12] (16 × 6 bit)
+ *                      · 108 d             x = (d·(s − 32))·(q − 4·!hbit)
+ *   Q4_K  144 B / 256: 0 d · 2 dmin · 4 scales[12] (8 × (6-bit scale,
+ *                      6-bit min)) · 16 qs[128]       x = (d·sc)·q − dmin·mn
+ *   Q5_K  176 B / 256: as Q4_K plus 16 qh[32], qs at 48; q 5 bits
+ *   Q6_K  210 B / 256: 0 ql[128] · 128 qh[64] · 192 scales[16] i8 · 208 d
+ *                      x = (d·sc)·(q − 32), q 6 bits
+ *   IQ4_XS 136 B / 256: 0 d · 2 scales_h u16 · 4 scales_l[4] · 8 qs[128]
+ *                      x = (d·(ls − 32))·K[q]
+ * (the element order inside the K-quant super-blocks is spelled out by the
+ * reference dequantizers in dequant.c).
+ */
+#ifndef FX_QUANT_H
+#define FX_QUANT_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "simd/common/arch.h"
+#include "simd/common/table.h"
+
+/* Dequantize nb whole blocks of one type from src into dst (nb·block
+ * floats); bit-identical to the scalar reference of that type. */
+typedef void (*fx_dequant_fn)(const uint8_t *src, int64_t nb, float *dst);
+
+typedef struct fx_quant_kernels {
+    const char *name;
+    fx_dequant_fn dequant[FX_DTYPE_COUNT]; /* NULL: the scalar reference */
+} fx_quant_kernels;
+
+/* The scalar reference of each block type (dequant.c); NULL for F32/F16/BF16. */
+extern const fx_dequant_fn fx_dequant_ref[FX_DTYPE_COUNT];
+
+/* The table's dequantizer of a block type (the reference if it has none). */
+fx_dequant_fn fx_quant_dequant_fn(const fx_kernels *k, fx_dtype t);
+
+/* The 16 values of the IQ4_NL / IQ4_XS non-linear grid. */
+extern const int8_t fx_iq4nl_values[16];
+
+/* Little-endian field loads from unaligned block bytes. */
+static inline float fx_q_f16(const uint8_t *p) { return fx_f16_bits_to_f32((uint16_t)(p[0] | p[1] << 8)); }
+static inline uint32_t fx_q_u32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static inline void fx_q_put_f16(uint8_t *p, float v) {
+    uint16_t h = fx_f32_to_f16_bits(v);
+    p[0] = (uint8_t)h, p[1] = (uint8_t)(h >> 8);
+}
+
+/* Q4_K / Q5_K: the 6-bit scale and min of sub-block j (0..7) from the 12
+ * packed bytes s (bytes 0–3: scales 0–3 + top bits of scales 4–7; 4–7:
+ * mins 0–3 + top bits of mins 4–7; 8–11: low nibbles of scales/mins 4–7). */
+static inline void fx_q_scale_min_k4(int j, const uint8_t *s, uint8_t *sc, uint8_t *mn) {
+    if (j < 4) {
+        *sc = s[j] & 63, *mn = s[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((s[j + 4] & 15) | ((s[j - 4] >> 6) << 4));
+        *mn = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+    }
+}
+
+/* Q3_K: the 16 signed 6-bit scales (already minus 32) from its 12 bytes. */
+static inline void fx_q3k_scales(const uint8_t *s, int8_t out[16]) {
+    for (int j = 0; j < 16; j++) {
+        int lo = j < 8 ? s[j] & 15 : s[j - 8] >> 4;
+        int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+        out[j] = (int8_t)((lo | hi << 4) - 32);
+    }
+}
+
+/* ---- the tables ---- */
+
+extern const fx_quant_kernels fx_quant_scalar;
+#define FX_QUANT_TABLE_SCALAR (&fx_quant_scalar)
+#if FX_X86
+extern const fx_quant_kernels fx_quant_avx2;
+#define FX_QUANT_TABLE_AVX2 (&fx_quant_avx2)
+#define FX_QUANT_TABLE_AVX512 (&fx_quant_avx2)
+#define FX_QUANT_TABLE_AVX512BF16 (&fx_quant_avx2)
+#define FX_QUANT_TABLE_AMX (&fx_quant_avx2)
+#endif
+#if FX_ARM
+extern const fx_quant_kernels fx_quant_neon;
+#define FX_QUANT_TABLE_NEON (&fx_quant_neon)
+#endif
+
+#endif

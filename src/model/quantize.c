@@ -1,0 +1,402 @@
+/*
+ * quantize.c — component → GGUF (quantize.h): the plan (peer names, types,
+ * source rows), the key/values, and the tensor bytes produced in chunks of
+ * rows (source → f32 → blocks), streamed to a file or into memory.
+ */
+#include "quantize.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/base/atomic_file.h"
+#include "src/formats/gguf.h"
+#include "src/formats/gguf_write.h"
+#include "src/formats/qwen3_file.h"
+#include "src/formats/single_file.h"
+
+#define CHUNK_BYTES ((size_t)32 << 20) /* f32 rows converted per step */
+
+/* ------------------------------------------------------------------------ */
+/* Plans                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static fx_qtensor *plan_add(fx_qplan *p, size_t *cap) {
+    if (p->n == *cap) {
+        size_t c = *cap ? 2 * *cap : 128;
+        fx_qtensor *g = realloc(p->t, c * sizeof *g);
+        if (!g) return NULL;
+        p->t = g, *cap = c;
+    }
+    fx_qtensor *t = &p->t[p->n++];
+    memset(t, 0, sizeof *t);
+    return t;
+}
+
+/* The output type of a tensor (see quantize.h). */
+static fx_dtype type_for(const fx_qplan *p, const fx_qtensor *t) {
+    if (t->ndim == 1) return FX_DTYPE_F32;
+    if (p->component == FX_COMPONENT_TRANSFORMER) {
+        static const char *const keep[] = {"img_in.", "txt_in.", "time_in.", "final_layer."};
+        for (size_t i = 0; i < sizeof keep / sizeof *keep; i++)
+            if (!strncmp(t->name, keep[i], strlen(keep[i]))) return FX_DTYPE_BF16;
+    }
+    return t->shape[1] % fx_dtype_block(p->type) ? FX_DTYPE_BF16 : p->type;
+}
+
+/* A BFL tensor of `rows` rows: its segments from the diffusers source set,
+ * in BFL row order (fx_bfl_map_name read backwards: range r of target i
+ * puts target rows [acc, acc + rows) at BFL rows [row0, row0 + rows)). */
+static flux_status plan_bfl(fx_qplan *p, size_t *cap, const fx_wset *src, const char *name, int64_t rows,
+                            fx_err *err) {
+    fx_bfl_target tg[3];
+    int k = fx_bfl_map_name(name, name, rows, tg);
+    if (k <= 0) return fx_fail(err, FLUX_ERR_INTERNAL, "no diffusers mapping for BFL tensor '%s'", name);
+    fx_qtensor *t = plan_add(p, cap);
+    if (!t) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->shape[0] = rows;
+    int64_t at[3]; /* BFL row of each segment */
+    for (int i = 0; i < k; i++) {
+        const fx_tensor *st = fx_wset_find(src, tg[i].name);
+        if (!st) return fx_fail(err, FLUX_ERR_MODEL, "%s: tensor '%s' not found", fx_wset_display(src), tg[i].name);
+        t->ndim = st->shape.ndim;
+        t->shape[1] = st->shape.ndim > 1 ? st->shape.d[1] : 0;
+        int64_t acc = 0;
+        for (int r = 0; r < tg[i].n_ranges; r++) {
+            if (t->n_seg == 3) return fx_fail(err, FLUX_ERR_INTERNAL, "too many row ranges for '%s'", name);
+            int j = t->n_seg++;
+            snprintf(t->seg[j].src, sizeof t->seg[j].src, "%.200s", tg[i].name);
+            t->seg[j].row0 = acc;
+            t->seg[j].rows = tg[i].ranges[r].rows;
+            at[j] = tg[i].ranges[r].row0;
+            acc += tg[i].ranges[r].rows;
+        }
+    }
+    for (int a = 1; a < t->n_seg; a++) /* insertion sort by BFL row */
+        for (int b = a; b > 0 && at[b - 1] > at[b]; b--) {
+            int64_t r = at[b];
+            at[b] = at[b - 1], at[b - 1] = r;
+            __typeof__(t->seg[0]) g = t->seg[b];
+            t->seg[b] = t->seg[b - 1], t->seg[b - 1] = g;
+        }
+    return FLUX_OK;
+}
+
+static flux_status plan_transformer(fx_qplan *p, const struct fx_model *m, const fx_wset *src, fx_err *err) {
+    const fx_dit_config *c = &m->dit;
+    const int64_t d = c->hidden, mh = c->mlp_hidden, hd = c->head_dim;
+    size_t cap = 0;
+    const struct {
+        const char *name;
+        int64_t rows;
+    } globals[] = {
+        {"img_in.weight", d},
+        {"txt_in.weight", d},
+        {"time_in.in_layer.weight", d},
+        {"time_in.out_layer.weight", d},
+        {"double_stream_modulation_img.lin.weight", 6 * d},
+        {"double_stream_modulation_txt.lin.weight", 6 * d},
+        {"single_stream_modulation.lin.weight", 3 * d},
+    };
+    for (size_t i = 0; i < sizeof globals / sizeof *globals; i++)
+        TRY(plan_bfl(p, &cap, src, globals[i].name, globals[i].rows, err));
+    char name[FX_ST_MAX_NAME];
+    for (int i = 0; i < c->double_blocks; i++) {
+        static const char *const side[2] = {"img", "txt"};
+        for (int s = 0; s < 2; s++) {
+            const struct {
+                const char *fmt;
+                int64_t rows;
+            } parts[] = {
+                {"double_blocks.%d.%s_attn.qkv.weight", 3 * d},     {"double_blocks.%d.%s_attn.norm.query_norm.scale", hd},
+                {"double_blocks.%d.%s_attn.norm.key_norm.scale", hd}, {"double_blocks.%d.%s_attn.proj.weight", d},
+                {"double_blocks.%d.%s_mlp.0.weight", 2 * mh},        {"double_blocks.%d.%s_mlp.2.weight", d},
+            };
+            for (size_t k = 0; k < sizeof parts / sizeof *parts; k++) {
+                snprintf(name, sizeof name, parts[k].fmt, i, side[s]);
+                TRY(plan_bfl(p, &cap, src, name, parts[k].rows, err));
+            }
+        }
+    }
+    for (int j = 0; j < c->single_blocks; j++) {
+        const struct {
+            const char *fmt;
+            int64_t rows;
+        } parts[] = {
+            {"single_blocks.%d.linear1.weight", 3 * d + 2 * mh},
+            {"single_blocks.%d.linear2.weight", d},
+            {"single_blocks.%d.norm.query_norm.scale", hd},
+            {"single_blocks.%d.norm.key_norm.scale", hd},
+        };
+        for (size_t k = 0; k < sizeof parts / sizeof *parts; k++) {
+            snprintf(name, sizeof name, parts[k].fmt, j);
+            TRY(plan_bfl(p, &cap, src, name, parts[k].rows, err));
+        }
+    }
+    TRY(plan_bfl(p, &cap, src, "final_layer.adaLN_modulation.1.weight", 2 * d, err));
+    return plan_bfl(p, &cap, src, "final_layer.linear.weight", c->out_channels, err);
+}
+
+/* llama.cpp order: token_embd, blk.0 .. blk.N, output_norm, output. */
+static long llama_rank(const char *name) {
+    if (!strcmp(name, "token_embd.weight")) return -1;
+    if (!strncmp(name, "blk.", 4)) return atol(name + 4);
+    return 1L << 30;
+}
+
+static int cmp_llama(const void *a, const void *b) {
+    const fx_qtensor *x = a, *y = b;
+    long rx = llama_rank(x->name), ry = llama_rank(y->name);
+    if (rx != ry) return rx < ry ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+static flux_status plan_text_encoder(fx_qplan *p, const struct fx_model *m, const fx_wset *src, int all_layers,
+                                     fx_err *err) {
+    size_t cap = 0;
+    for (size_t i = 0; i < fx_wset_count(src); i++) {
+        const fx_tensor *st = fx_wset_tensor_at(src, i);
+        char llama[FX_ST_MAX_NAME];
+        if (!fx_qwen3_llama_name(st->name, llama, sizeof llama) || st->shape.ndim < 1 || st->shape.ndim > 2)
+            continue; /* not a Qwen3 weight of llama.cpp's table */
+        if (!all_layers) { /* only what klein runs */
+            long layer = llama_rank(llama);
+            if (layer >= m->qwen3.layers_used) continue;
+        }
+        fx_qtensor *t = plan_add(p, &cap);
+        if (!t) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
+        snprintf(t->name, sizeof t->name, "%s", llama);
+        t->ndim = st->shape.ndim;
+        t->shape[0] = st->shape.d[0];
+        t->shape[1] = st->shape.ndim > 1 ? st->shape.d[1] : 0;
+        t->n_seg = 1;
+        snprintf(t->seg[0].src, sizeof t->seg[0].src, "%s", st->name);
+        t->seg[0].rows = st->shape.d[0];
+    }
+    qsort(p->t, p->n, sizeof *p->t, cmp_llama);
+    return FLUX_OK;
+}
+
+flux_status fx_qplan_build(const struct fx_model *m, const fx_wset *src, fx_component c, fx_dtype type, int all_layers,
+                           fx_qplan *p, fx_err *err) {
+    memset(p, 0, sizeof *p);
+    if (!fx_dtype_can_quantize(type) || !fx_dtype_is_block(type))
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "cannot quantize to %s", fx_dtype_name(type));
+    p->component = c;
+    p->type = type;
+    flux_status st = c == FX_COMPONENT_TRANSFORMER ? plan_transformer(p, m, src, err)
+                                                   : plan_text_encoder(p, m, src, all_layers, err);
+    if (!st && !p->n)
+        st = fx_fail(err, FLUX_ERR_MODEL, "%s: no tensor to quantize", fx_wset_display(src));
+    for (size_t i = 0; !st && i < p->n; i++) {
+        p->t[i].dtype = type_for(p, &p->t[i]);
+        int64_t numel = p->t[i].ndim == 1 ? p->t[i].shape[0] : p->t[i].shape[0] * p->t[i].shape[1];
+        p->bytes += (uint64_t)fx_dtype_row_bytes(p->t[i].dtype, numel);
+    }
+    if (st) fx_qplan_free(p);
+    return st;
+}
+
+void fx_qplan_free(fx_qplan *p) {
+    free(p->t);
+    memset(p, 0, sizeof *p);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Key/values and layout                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* llama.cpp's general.file_type of an all-one-type file (the _S variants
+ * for the K-quants: no tensor gets a larger type). */
+static uint32_t file_type(fx_dtype t) {
+    switch (t) {
+    case FX_DTYPE_Q4_0: return 2;
+    case FX_DTYPE_Q4_1: return 3;
+    case FX_DTYPE_Q8_0: return 7;
+    case FX_DTYPE_Q5_0: return 8;
+    case FX_DTYPE_Q5_1: return 9;
+    case FX_DTYPE_Q2_K: return 10;
+    case FX_DTYPE_Q3_K: return 11;
+    case FX_DTYPE_Q4_K: return 14;
+    case FX_DTYPE_Q5_K: return 16;
+    case FX_DTYPE_Q6_K: return 18;
+    default: return 0;
+    }
+}
+
+static fx_gguf_writer *make_writer(const struct fx_model *m, const fx_qplan *p, fx_err *err) {
+    fx_gguf_writer *w = fx_gguf_writer_new();
+    int bad = !w;
+    if (w && p->component == FX_COMPONENT_TRANSFORMER) {
+        bad |= fx_gguf_writer_str(w, "general.architecture", "flux");
+    } else if (w) {
+        const fx_qwen3_config *q = &m->qwen3;
+        bad |= fx_gguf_writer_str(w, "general.architecture", "qwen3");
+        bad |= fx_gguf_writer_u32(w, "qwen3.block_count", (uint32_t)q->layers);
+        bad |= fx_gguf_writer_u32(w, "qwen3.context_length", (uint32_t)q->max_position_embeddings);
+        bad |= fx_gguf_writer_u32(w, "qwen3.embedding_length", (uint32_t)q->hidden);
+        bad |= fx_gguf_writer_u32(w, "qwen3.feed_forward_length", (uint32_t)q->intermediate);
+        bad |= fx_gguf_writer_u32(w, "qwen3.attention.head_count", (uint32_t)q->heads);
+        bad |= fx_gguf_writer_u32(w, "qwen3.attention.head_count_kv", (uint32_t)q->kv_heads);
+        bad |= fx_gguf_writer_u32(w, "qwen3.attention.key_length", (uint32_t)q->head_dim);
+        bad |= fx_gguf_writer_u32(w, "qwen3.attention.value_length", (uint32_t)q->head_dim);
+        bad |= fx_gguf_writer_f32(w, "qwen3.rope.freq_base", (float)q->rope_theta);
+        bad |= fx_gguf_writer_f32(w, "qwen3.attention.layer_norm_rms_epsilon", q->rms_eps);
+    }
+    if (w) {
+        bad |= fx_gguf_writer_str(w, "general.name", m->name);
+        bad |= fx_gguf_writer_u32(w, "general.quantization_version", 2);
+        bad |= fx_gguf_writer_u32(w, "general.file_type", file_type(p->type));
+    }
+    for (size_t i = 0; w && !bad && i < p->n; i++)
+        bad |= fx_gguf_writer_tensor(w, p->t[i].name, p->t[i].ndim, p->t[i].shape, p->t[i].dtype) < 0;
+    if (bad) {
+        fx_gguf_writer_free(w);
+        fx_fail(err, FLUX_ERR_NOMEM, "out of memory laying out the GGUF file");
+        return NULL;
+    }
+    return w;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tensor bytes                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* Where produced bytes go: a file, or memory at `dst`. */
+typedef struct sink {
+    FILE *f;
+    unsigned char *dst;
+} sink;
+
+static flux_status emit(sink *s, const void *bytes, size_t n, const char *path, fx_err *err) {
+    if (s->f) {
+        if (fwrite(bytes, 1, n, s->f) != n) return fx_fail(err, FLUX_ERR_IO, "cannot write %s", path);
+    } else {
+        memcpy(s->dst, bytes, n);
+        s->dst += n;
+    }
+    return FLUX_OK;
+}
+
+static flux_status check_finite(const fx_qtensor *t, const float *x, int64_t n, int64_t row0, int64_t cols,
+                                fx_err *err) {
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return fx_fail(err, FLUX_ERR_MODEL, "tensor '%s' (row %lld) holds %s: cannot quantize it", t->name,
+                           (long long)(row0 + (cols ? i / cols : i)), isnan(x[i]) ? "NaN" : "an infinity");
+    return FLUX_OK;
+}
+
+/* All bytes of plan tensor t into s (quantized chunk by chunk). buf: room
+ * for CHUNK_BYTES of f32 plus their encoding. */
+static flux_status produce(fx_wset *src, const fx_qtensor *t, const fx_kctx *kc, sink *s, float *fbuf, void *qbuf,
+                           const char *path, fx_err *err) {
+    if (t->ndim == 1) {
+        float *v = NULL;
+        int64_t n = 0;
+        TRY(fx_wset_f32(src, t->seg[0].src, &FX_SHAPE(t->shape[0]), &v, &n, err));
+        flux_status st = check_finite(t, v, n, 0, 0, err);
+        if (!st) st = emit(s, v, (size_t)n * 4, path, err); /* F32, little-endian host */
+        free(v);
+        return st;
+    }
+    const int64_t cols = t->shape[1];
+    const int64_t chunk = (int64_t)(CHUNK_BYTES / ((size_t)cols * 4)) > 0 ? (int64_t)(CHUNK_BYTES / ((size_t)cols * 4)) : 1;
+    int64_t out_row = 0;
+    for (int g = 0; g < t->n_seg; g++) {
+        const fx_tensor *st = fx_wset_find(src, t->seg[g].src);
+        if (!st || st->shape.ndim != 2 || st->shape.d[1] != cols)
+            return fx_fail(err, FLUX_ERR_MODEL, "%s: tensor '%s' missing or not [*, %lld]", fx_wset_display(src),
+                           t->seg[g].src, (long long)cols);
+        for (int64_t r = 0; r < t->seg[g].rows; r += chunk) {
+            const int64_t n = t->seg[g].rows - r < chunk ? t->seg[g].rows - r : chunk;
+            fx_weight w;
+            TRY(fx_wset_linear_rows(src, t->seg[g].src, st->shape.d[0], cols, t->seg[g].row0 + r, n, &w, err));
+            fx_dequantize(kc, w.dtype, n, cols, w.data, fx_dtype_row_bytes(w.dtype, cols), fbuf);
+            fx_wset_weight_dontneed(src, &w); /* read once: keep the process small */
+            TRY(check_finite(t, fbuf, n * cols, out_row, cols, err));
+            fx_quantize(kc, t->dtype, n, cols, fbuf, qbuf);
+            TRY(emit(s, qbuf, (size_t)fx_dtype_row_bytes(t->dtype, n * cols), path, err));
+            out_row += n;
+        }
+    }
+    return FLUX_OK;
+}
+
+static const unsigned char zeros[FX_GGUF_DEFAULT_ALIGNMENT];
+
+/* Every tensor into s, padded as laid out; progress per tensor. */
+static flux_status produce_all(fx_wset *src, const fx_qplan *p, const fx_gguf_writer *w, const fx_kctx *kc, sink *s,
+                               const char *path, fx_qprogress progress, void *user, fx_err *err) {
+    float *fbuf = malloc(CHUNK_BYTES + 64);
+    void *qbuf = malloc(CHUNK_BYTES + 64); /* every encoding is at most 4 bytes per element */
+    flux_status st = fbuf && qbuf ? FLUX_OK : fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
+    uint64_t done = 0, pos = fx_gguf_writer_header_size(w);
+    for (size_t i = 0; !st && i < p->n; i++) {
+        if (progress && progress(user, i, p->n, done, p->bytes)) {
+            st = fx_fail(err, FLUX_ERR_CANCELLED, "quantization cancelled");
+            break;
+        }
+        st = produce(src, &p->t[i], kc, s, fbuf, qbuf, path, err);
+        if (st) break;
+        uint64_t nb = fx_gguf_writer_nbytes(w, (int)i);
+        done += nb;
+        pos += nb;
+        uint64_t next = i + 1 < p->n ? fx_gguf_writer_offset(w, (int)i + 1) : fx_gguf_writer_file_size(w);
+        st = emit(s, zeros, (size_t)(next - pos), path, err);
+        pos = next;
+    }
+    if (!st && progress) progress(user, p->n, p->n, done, p->bytes);
+    free(fbuf);
+    free(qbuf);
+    return st;
+}
+
+flux_status fx_quantize_to_file(const struct fx_model *m, fx_wset *src, const fx_qplan *p, const fx_kctx *kc,
+                                const char *path, fx_qprogress progress, void *user, fx_err *err) {
+    fx_gguf_writer *w = make_writer(m, p, err);
+    if (!w) return err->code;
+    size_t hs = fx_gguf_writer_header_size(w);
+    unsigned char *hdr = malloc(hs);
+    fx_atomic_file af = {0};
+    flux_status st = hdr ? fx_atomic_open(&af, path, err) : fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
+    if (!st) {
+        fx_gguf_writer_header(w, hdr);
+        sink s = {af.f, NULL};
+        st = emit(&s, hdr, hs, path, err);
+        if (!st) st = produce_all(src, p, w, kc, &s, path, progress, user, err);
+        if (!st) st = fx_atomic_commit(&af, err);
+        else fx_atomic_abort(&af);
+    }
+    free(hdr);
+    fx_gguf_writer_free(w);
+    return st;
+}
+
+flux_status fx_quantize_to_memory(const struct fx_model *m, fx_wset *src, const fx_qplan *p, const fx_kctx *kc,
+                                  void **image, size_t *size, fx_err *err) {
+    *image = NULL;
+    fx_gguf_writer *w = make_writer(m, p, err);
+    if (!w) return err->code;
+    uint64_t total = fx_gguf_writer_file_size(w);
+    void *buf = NULL;
+    flux_status st = total <= SIZE_MAX && !posix_memalign(&buf, 64, (size_t)total)
+                         ? FLUX_OK
+                         : fx_fail(err, FLUX_ERR_NOMEM, "out of memory for the %.2f GB quantized %s", (double)total / 1e9,
+                                   p->component == FX_COMPONENT_TRANSFORMER ? "transformer" : "text encoder");
+    if (!st) {
+        fx_gguf_writer_header(w, buf);
+        sink s = {NULL, (unsigned char *)buf + fx_gguf_writer_header_size(w)};
+        st = produce_all(src, p, w, kc, &s, "memory", NULL, NULL, err);
+    }
+    fx_gguf_writer_free(w);
+    if (st) {
+        free(buf);
+        return st;
+    }
+    *image = buf;
+    *size = (size_t)total;
+    return FLUX_OK;
+}
