@@ -225,6 +225,66 @@ typedef struct flux_model_info {
 flux_status flux_get_model_info(const flux_ctx *ctx, flux_model_info *info);
 
 /* ------------------------------------------------------------------------ */
+/* LoRA adapters                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* LoRA / LyCORIS files for the loaded transformer, as users download them:
+ * diffusers/PEFT (transformer.transformer_blocks.N.attn.to_q.lora_A.weight,
+ * alpha from the lora_adapter_metadata header or .alpha), BFL names with
+ * PEFT suffixes (diffusion_model.double_blocks.N.img_attn.qkv.lora_A.weight,
+ * with or without the prefix), kohya/musubi (lora_unet_double_blocks_N_...
+ * lora_down/lora_up + .alpha), ComfyUI variants, LyCORIS LoKr and LoHa, and
+ * full deltas (.diff). Module names are matched against the model's own
+ * tensors, whichever naming the model and the file use (a BFL fused-qkv
+ * LoRA on diffusers weights, split q/k/v LoRAs on a BFL single file).
+ * DoRA and other schemes are refused with an error naming the key.
+ *
+ * Adapters are applied at run time, y = W·x + Σ scale·(α/r)·B·(A·x), as
+ * extra terms of the linear layers: the weights (mmap'd, any precision)
+ * are never modified, so adding, rescaling or removing an adapter is
+ * immediate and needs no reload, and with no adapter (or every scale 0)
+ * results are bit-identical to a context that never had one. Cost per
+ * step: about 2·r·(in + out) per token and layer, a few % of the step at
+ * rank 16 (README). Adapters stack in the order loaded. Loading a new model
+ * (flux_load) removes them. The A1111 "parameters" text of generated images
+ * lists every adapter with a nonzero scale as <lora:NAME:SCALE> after the
+ * prompt, and the "loras" text entry as "NAME:SCALE, ...". */
+#define FLUX_MAX_LORAS 64
+
+typedef struct flux_lora_info {
+    const char *path;     /* as given to flux_lora_load */
+    const char *name;     /* file name without folder and .safetensors (the
+                             A1111 tag name; ':' '<' '>' replaced by '_') */
+    float scale;          /* the strength */
+    int modules;          /* transformer modules it changes */
+    const char *kinds;    /* "LoRA", "LoKr", "LoHa", "diff", or several joined by '+' */
+    const char *naming;   /* key naming found: "diffusers", "BFL", "flattened (kohya/LyCORIS)" */
+    int ignored_keys;     /* keys matching no module, and text-encoder keys */
+    const char *warning;  /* "" or one line about the ignored keys (count, first few) */
+} flux_lora_info;
+
+/* Load an adapter file for the loaded model and apply it with `scale`
+ * (any finite number; 1 = as trained, 0 = loaded but inactive). It becomes
+ * adapter flux_lora_count() − 1. Errors: FLUX_ERR_STATE (no model),
+ * FLUX_ERR_IO / FLUX_ERR_FORMAT (file), FLUX_ERR_MODEL (keys that match no
+ * module at all, shapes that contradict the module, ranks that disagree,
+ * a non-finite alpha: the message names file and key),
+ * FLUX_ERR_UNSUPPORTED (DoRA, ...), FLUX_ERR_INVALID_ARG (scale, more than
+ * FLUX_MAX_LORAS). Keys that match nothing, while others do, only give a
+ * warning (flux_lora_get_info). */
+flux_status flux_lora_load(flux_ctx *ctx, const char *path, float scale);
+/* Change the strength of adapter `index` (no file access). */
+flux_status flux_lora_set_scale(flux_ctx *ctx, int index, float scale);
+/* Remove adapter `index`; later ones move down by one. */
+flux_status flux_lora_remove(flux_ctx *ctx, int index);
+/* Remove every adapter. */
+void flux_lora_clear(flux_ctx *ctx);
+/* Adapters loaded (0 when ctx is NULL). */
+int flux_lora_count(const flux_ctx *ctx);
+/* Describe adapter `index`; the strings stay valid until it is removed. */
+flux_status flux_lora_get_info(const flux_ctx *ctx, int index, flux_lora_info *info);
+
+/* ------------------------------------------------------------------------ */
 /* Quantized weights (GGUF)                                                 */
 /* ------------------------------------------------------------------------ */
 

@@ -17,6 +17,20 @@
  * runs both back to back (stacked, then one at a time), so the two see the
  * same machine state; the best of each is reported.
  *
+ * --lora FILE[:SCALE] loads a LoRA / LyCORIS adapter (flux_lora_load, timed:
+ * "lora load") and times the same forward without it (scale 0: no term
+ * attached) and with it, back to back in each timed call (the adapter is
+ * switched between them, untimed), reporting the runtime branch as a % of
+ * the step; the switch itself (flux_lora_set_scale, no reload) is timed too.
+ * Because a whole step is long and a shared machine moves it by more than
+ * the branch costs, --lora also measures the branch layer by layer: each
+ * distinct linear view that carries terms (shape, rows of a 256-token-grid
+ * step: text rows for the txt stream, image rows for img, all rows for the
+ * single blocks) is timed without and with its terms, alternately, best of
+ * --reps each, and the differences are summed over the views of one step
+ * ("branch per step", also as a % of the measured step and of the linear
+ * layers' time).
+ *
  * Inputs are random (text embeddings, noisy latents); the time does not
  * depend on the values. Reports seconds per forward, GFLOPS (flops from
  * fx_dit_run_flops) and % of the measured bf16 (or f32) peak. --backend
@@ -33,7 +47,7 @@
 
 #include "bench.h"
 #include "src/model/ctx.h"
-#include "src/dit/transformer.h"
+#include "src/dit/dit_internal.h"
 
 typedef struct dit_problem {
     fx_dit_run *run;
@@ -70,6 +84,141 @@ static void run_pair(void *arg) {
     if (pp->best_one == 0 || t2 - t1 < pp->best_one) pp->best_one = t2 - t1;
 }
 
+/* --lora: the forward without the adapter, then with it. */
+typedef struct lora_problem {
+    dit_problem *p;
+    flux_ctx *ctx;
+    float scale;
+    double best_plain, best_lora, best_switch; /* wall seconds */
+    double cpu_plain, cpu_lora;                /* this process's CPU seconds */
+    int failed;
+} lora_problem;
+
+static void keep_min(double *best, double v) {
+    if (*best == 0 || v < *best) *best = v;
+}
+
+/* Wall and CPU time are both kept: on a shared machine the CPU seconds of
+ * this process (best with --threads 1, where no thread spins waiting for
+ * another) move much less than the wall time when other work competes. */
+static void run_lora_pair(void *arg) {
+    lora_problem *lp = arg;
+    double c0 = fx_bench_self_cpu(), t0 = fx_bench_now();
+    run_forward(lp->p);
+    double t1 = fx_bench_now(), c1 = fx_bench_self_cpu();
+    lp->failed |= flux_lora_set_scale(lp->ctx, 0, lp->scale) != FLUX_OK;
+    double c2 = fx_bench_self_cpu(), t2 = fx_bench_now();
+    run_forward(lp->p);
+    double t3 = fx_bench_now(), c3 = fx_bench_self_cpu();
+    lp->failed |= flux_lora_set_scale(lp->ctx, 0, 0.0f) != FLUX_OK;
+    keep_min(&lp->best_plain, t1 - t0);
+    keep_min(&lp->best_lora, t3 - t2);
+    keep_min(&lp->best_switch, t2 - t1);
+    keep_min(&lp->cpu_plain, c1 - c0);
+    keep_min(&lp->cpu_lora, c3 - c2);
+}
+
+/* Rows a view multiplies in one forward of a run (0: none per step, e.g.
+ * context_embedder, projected once per run): the stream of a double block
+ * from its weight names, all rows for the single blocks, the target tokens
+ * for x_embedder / proj_out, 1 for the modulation vectors. */
+static int64_t view_rows_per_step(const char *tensor, const fx_dit_run *r) {
+    if (!strncmp(tensor, "single_transformer_blocks.", 26)) return r->R;
+    if (!strncmp(tensor, "transformer_blocks.", 19)) {
+        int txt = strstr(tensor, ".add_") || strstr(tensor, "to_add_out") || strstr(tensor, "ff_context.");
+        return txt ? r->L * r->B : r->n_img * r->B;
+    }
+    if (!strcmp(tensor, "context_embedder.weight")) return 0;
+    if (!strcmp(tensor, "x_embedder.weight") || !strcmp(tensor, "proj_out.weight")) return r->N * r->B;
+    return 1;
+}
+
+/* One group of views with the same shape, rows and terms. */
+typedef struct layer_group {
+    fx_dit_linear *view;   /* the first one */
+    int64_t m;
+    int count;
+    double plain, with;    /* best CPU seconds of this process */
+} layer_group;
+
+static int same_terms(const fx_weight *a, const fx_weight *b) {
+    const fx_delta *x = a->delta, *y = b->delta;
+    for (; x && y; x = x->next, y = y->next)
+        if (x->kind != y->kind || x->rows != y->rows || x->a.n != y->a.n || x->a.k != y->a.k || x->b.n != y->b.n ||
+            x->b.k != y->b.k || x->a.dtype != y->a.dtype)
+            return 0;
+    return !x && !y;
+}
+
+/* The branch layer by layer (see the top); returns the seconds per step it
+ * adds, and the plain linear seconds in *linear. -1 on no memory. Times
+ * are this process's CPU seconds (run with --threads 1 on a shared
+ * machine: waiting for the CPU then costs nothing, and no thread spins). */
+static double lora_layers(const fx_bench_env *env, flux_ctx *ctx, fx_dit *dit, const fx_dit_run *run, double *linear) {
+    layer_group g[64];
+    int ng = 0;
+    for (int v = 0; v < dit->n_linears; v++) {
+        fx_dit_linear *l = &dit->linears[v];
+        const int64_t m = view_rows_per_step(l->tensor, run);
+        if (!l->w->delta || !m) continue;
+        int j = 0;
+        while (j < ng && !(g[j].m == m && g[j].view->w->n == l->w->n && g[j].view->w->k == l->w->k &&
+                           same_terms(g[j].view->w, l->w)))
+            j++;
+        if (j == ng) {
+            if (ng == 64) continue;
+            g[ng++] = (layer_group){l, m, 0, 0, 0};
+        }
+        g[j].count++;
+    }
+    double branch = 0;
+    *linear = 0;
+    for (int j = 0; j < ng; j++) {
+        const fx_weight *w = g[j].view->w;
+        fx_weight plain = *w;
+        plain.delta = NULL;
+        float *x = malloc((size_t)(g[j].m * w->k) * sizeof *x), *y = malloc((size_t)(g[j].m * w->n) * sizeof *y);
+        if (!x || !y) {
+            free(x), free(y);
+            return -1;
+        }
+        for (int64_t i = 0; i < g[j].m * w->k; i++) x[i] = (float)((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
+        for (int rep = 0; rep <= env->reps; rep++) { /* rep 0 warms up */
+            double t0 = fx_bench_self_cpu();
+            fx_linear(&ctx->kc, g[j].m, x, w->k, &plain, y, w->n, NULL);
+            double t1 = fx_bench_self_cpu();
+            fx_linear(&ctx->kc, g[j].m, x, w->k, w, y, w->n, NULL);
+            double t2 = fx_bench_self_cpu();
+            if (rep && (g[j].plain == 0 || t1 - t0 < g[j].plain)) g[j].plain = t1 - t0;
+            if (rep && (g[j].with == 0 || t2 - t1 < g[j].with)) g[j].with = t2 - t1;
+        }
+        free(x), free(y);
+        branch += g[j].count * (g[j].with - g[j].plain);
+        *linear += g[j].count * g[j].plain;
+        if (!env->json)
+            printf("  lora layer %-58s x%-3d [%lld, %lld] m=%-5lld %8.2f ms %8.2f ms with the terms (%+.1f%%, CPU)\n",
+                   g[j].view->tensor, g[j].count, (long long)w->n, (long long)w->k, (long long)g[j].m, 1e3 * g[j].plain,
+                   1e3 * g[j].with, 100.0 * (g[j].with - g[j].plain) / g[j].plain);
+    }
+    return branch;
+}
+
+/* "FILE[:SCALE]" → file (into buf) and scale. */
+static int split_lora(const char *arg, char *buf, size_t size, float *scale) {
+    const char *colon = strrchr(arg, ':');
+    char *end = NULL;
+    *scale = 1.0f;
+    size_t n = strlen(arg);
+    if (colon && colon[1]) {
+        double v = strtod(colon + 1, &end);
+        if (!*end) *scale = (float)v, n = (size_t)(colon - arg);
+    }
+    if (n == 0 || n >= size) return -1;
+    memcpy(buf, arg, n);
+    buf[n] = '\0';
+    return 0;
+}
+
 /* A run with the text and reference tokens set (random values). */
 static flux_status make_run(flux_ctx *ctx, fx_dit *dit, const fx_dit_layout *lay, const float *emb,
                             const float *ref_tokens, fx_dit_run **out) {
@@ -97,10 +246,14 @@ static int dit_main(int argc, char **argv, const fx_bench_env *env) {
                       : !strcmp(backend, "auto") ? FLUX_BACKEND_AUTO
                                                  : FLUX_BACKEND_CPU;
     if (strcmp(backend, "vulkan") && strcmp(backend, "auto") && strcmp(backend, "cpu")) bad = 1;
+    const char *lora_arg = fx_bench_arg_str(argc, argv, "--lora", NULL);
+    char lora_file[4096];
+    float lora_scale = 1.0f;
+    if (lora_arg && (split_lora(lora_arg, lora_file, sizeof lora_file, &lora_scale) || sequential)) bad = 1;
     if (bad || !model || width < 16 || height < 16 || width % 16 || height % 16 || batch < 1 || batch > 64 || refs < 0 ||
         refs > FLUX_MAX_REFS || ref_w < 16 || ref_h < 16 || ref_w % 16 || ref_h % 16 || ref_w > 4096 || ref_h > 4096) {
         fprintf(stderr, "usage: flux-bench dit --model DIR [--width W --height H (multiples of 16)] [--batch B] [--cfg]\n"
-                        "                      [--refs R (0..16) [--ref-width W --ref-height H]] [--sequential]\n"
+                        "                      [--refs R (0..16) [--ref-width W --ref-height H]] [--sequential | --lora FILE[:SCALE]]\n"
                         "                      [--backend cpu|vulkan|auto [--device N]]\n");
         return -1;
     }
@@ -117,6 +270,14 @@ static int dit_main(int argc, char **argv, const fx_bench_env *env) {
     int rc = -1;
     if (!ctx) return -1;
     if (flux_load(ctx, model, NULL) != FLUX_OK || fx_dit_get(ctx, &dit) != FLUX_OK) goto out;
+    double t_load = 0;
+    flux_lora_info lora = {0};
+    if (lora_arg) { /* loaded at scale 0: attached only while timed */
+        double t0 = fx_bench_now();
+        if (flux_lora_load(ctx, lora_file, 0.0f) != FLUX_OK) goto out;
+        t_load = fx_bench_now() - t0;
+        flux_lora_get_info(ctx, 0, &lora);
+    }
     const fx_dit_config *c = fx_dit_cfg(dit);
     fx_dit_layout lay = {.batch = (int)seqs, .text_len = FLUX_TEXT_TOKENS, .n_images = 1 + (int)refs,
                          .grid_h = {(int)height / 16}, .grid_w = {(int)width / 16}};
@@ -138,7 +299,15 @@ static int dit_main(int argc, char **argv, const fx_bench_env *env) {
     if (make_run(ctx, dit, &lay, emb, ref_tok, &run) != FLUX_OK) goto out;
     dit_problem p = {run, x, v, 0.9f, 1, 0, 0, 0};
     double t, t_seq = 0;
-    if (sequential) { /* the same sequences one at a time, in the same timed calls */
+    lora_problem lp = {&p, ctx, lora_scale, 0, 0, 0, 0, 0, 0};
+    double layers_branch = 0, layers_linear = 0;
+    if (lora_arg) {
+        fx_bench_time(env, run_lora_pair, &lp);
+        t = lp.best_plain;
+        if (lp.failed || flux_lora_set_scale(ctx, 0, lora_scale) != FLUX_OK) goto out;
+        layers_branch = lora_layers(env, ctx, dit, run, &layers_linear);
+        if (layers_branch < 0 || flux_lora_set_scale(ctx, 0, 0.0f) != FLUX_OK) goto out;
+    } else if (sequential) { /* the same sequences one at a time, in the same timed calls */
         fx_dit_layout lay1 = lay;
         lay1.batch = 1;
         if (make_run(ctx, dit, &lay1, emb, ref_tok, &one) != FLUX_OK) goto out;
@@ -178,7 +347,30 @@ static int dit_main(int argc, char **argv, const fx_bench_env *env) {
         fx_bench_extra(&r, "sequential_s", t_seq);
         fx_bench_extra(&r, "stacked_speedup", t_seq / t);
     }
+    if (lora_arg) {
+        fx_bench_extra(&r, "lora_s", lp.best_lora);
+        fx_bench_extra(&r, "lora_pct_of_step", 100.0 * (lp.best_lora - t) / t);
+        fx_bench_extra(&r, "lora_load_s", t_load);
+        fx_bench_extra(&r, "lora_switch_s", lp.best_switch);
+        fx_bench_extra(&r, "cpu_s", lp.cpu_plain);
+        fx_bench_extra(&r, "lora_cpu_s", lp.cpu_lora);
+        fx_bench_extra(&r, "lora_cpu_pct_of_step", 100.0 * (lp.cpu_lora - lp.cpu_plain) / lp.cpu_plain);
+        fx_bench_extra(&r, "lora_layers_s", layers_branch);
+        fx_bench_extra(&r, "linear_layers_s", layers_linear);
+        fx_bench_extra(&r, "lora_layers_pct_of_step", 100.0 * layers_branch / lp.cpu_plain);
+    }
     fx_bench_report(env, &r);
+    if (lora_arg && !env->json)
+        printf("dit: %s (%d modules, %s, %s names, scale %g): step %.3f s without, %.3f s with (wall: %+.1f%%); "
+               "CPU %.3f s without, %.3f s with (%+.1f%%); load %.3f s, switch %.2f ms\n",
+               lora.name, lora.modules, lora.kinds, lora.naming, (double)lora_scale, t, lp.best_lora,
+               100.0 * (lp.best_lora - t) / t, lp.cpu_plain, lp.cpu_lora,
+               100.0 * (lp.cpu_lora - lp.cpu_plain) / lp.cpu_plain, t_load, 1e3 * lp.best_switch);
+    if (lora_arg && !env->json)
+        printf("dit: layer by layer (CPU seconds): the branch adds %.3f s per step to %.3f s of linear layers "
+               "(%+.1f%%): %.1f%% of the step's %.3f CPU seconds\n",
+               layers_branch, layers_linear, 100.0 * layers_branch / layers_linear, 100.0 * layers_branch / lp.cpu_plain,
+               lp.cpu_plain);
     if (sequential && !env->json)
         printf("dit: %lld sequence(s) stacked %.3f s, one at a time %.3f s: stacked is %.2fx faster\n", (long long)seqs,
                t, t_seq, t_seq / t);
@@ -194,5 +386,6 @@ out:
 
 FX_BENCH_COMMAND(dit,
                  "dit --model DIR [--width W --height H --batch B --cfg --refs R --ref-width W --ref-height H "
-                 "--sequential --backend cpu|vulkan|auto --device N]   one transformer forward (a denoising step)",
+                 "--sequential | --lora FILE[:SCALE], --backend cpu|vulkan|auto --device N]   one transformer forward "
+                 "(a denoising step)",
                  dit_main, NULL)

@@ -97,7 +97,7 @@ static void problem_free(gemm_problem *p) {
 
 static void run_ours(void *arg) {
     gemm_problem *p = arg;
-    fx_weight w = {p->w, p->dt, p->n, p->k, p->k};
+    fx_weight w = {p->w, p->dt, p->n, p->k, p->k, NULL};
     fx_epilogue e = {p->mode, p->mode == FX_EPI_STORE ? NULL : p->bias,
                      p->mode == FX_EPI_GATED_ACCUMULATE ? p->gate : NULL};
     fx_linear(&p->kc, p->m, p->x, p->k, &w, p->y, p->n, &e);

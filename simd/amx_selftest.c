@@ -32,7 +32,7 @@ static int run(void *arg) {
     if (!s) return -2;
     fx_kctx kc;
     fx_kctx_init(&kc, t->k, 1, s);
-    const fx_weight w = {t->w, FX_DTYPE_BF16, N, K, K};
+    const fx_weight w = {t->w, FX_DTYPE_BF16, N, K, K, NULL};
     fx_linear(&kc, M, t->x, K, &w, t->y, N, NULL);
     fx_scratch_free(s);
     return 0;

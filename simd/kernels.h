@@ -77,16 +77,21 @@ typedef enum fx_isa {
 const char *fx_isa_name(fx_isa isa);
 int fx_isa_parse(const char *name);
 
+struct fx_delta;
+
 /* A weight matrix as stored: element (row r, col c) at data[r*ld + c],
  * rows = n (outputs), cols = k (inputs), ld >= k. Row or column slices of a
  * stored tensor are expressed by offsetting data and keeping ld.
  * Block dtypes: row r starts fx_dtype_row_bytes(dtype, r*ld) bytes after
  * data; ld and k are multiples of the block and a view starts at a block
- * boundary (row slices only, fx_weight_rows). */
+ * boundary (row slices only, fx_weight_rows).
+ * delta: additive terms applied by fx_linear after the main product (LoRA
+ * adapters at run time, below); NULL = none, the plain layer. */
 typedef struct fx_weight {
     const void *data;
     fx_dtype dtype;
     int64_t n, k, ld;
+    const struct fx_delta *delta;
 } fx_weight;
 
 /* Rows [r0, r0 + n) of a weight (a view, nothing copied), any dtype. */
@@ -207,9 +212,56 @@ typedef struct fx_epilogue {
  *   Y[i, j] = s_i · Σ_b fma-chain( (float)(int32 dot of block b) · d_jb )
  * in block order — the same integers and the same f32 operations on every
  * ISA, so the int8 results are bit-identical across ISAs and thread counts
- * (not across modes). F32/F16/BF16 weights are not affected. */
+ * (not across modes). F32/F16/BF16 weights are not affected.
+ * Then each term of w->delta adds its product with the same epilogue
+ * (below); without terms nothing else runs. */
 void fx_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx,
                const fx_weight *w, float *y, int64_t ldy, const fx_epilogue *epi);
+
+/* ------------------------------------------------------------------------ */
+/* Additive terms of a linear layer (LoRA and LyCORIS adapters)             */
+/* ------------------------------------------------------------------------ */
+
+/* One term s·ΔW of a layer W' = W + Σ s·ΔW, on the layer's output columns
+ * [row0, row0 + rows) (ΔW rows; a fused weight's q/k/v thirds, one half of
+ * a split view...). fx_linear applies it after the main product with the
+ * layer's epilogue on those columns, never forming W':
+ *   store / accumulate:  Y[:, row0 + j] += s · (X·ΔWᵀ)[:, j]
+ *   gated accumulate:    Y[:, row0 + j] += s·gate[row0 + j] · (X·ΔWᵀ)[:, j]
+ * (the bias is the layer's, added once). Forms of ΔW [rows, k]:
+ *   LOWRANK  B·A:  a = A [r, k], b = B [rows, r] → T = X·Aᵀ [m, r], then T·Bᵀ;
+ *            cost 2·m·r·(k + rows)
+ *   DENSE    a = ΔW [rows, k] as stored (b unused); cost 2·m·rows·k
+ *   KRON     rows [skip, skip + rows) of W1 ⊗ W2 with W1 = b [l, m1] (the
+ *            W1 rows that cover the range), W2 = a [k2, n2], or W2 = c·a
+ *            with c [k2, r2], a [r2, n2] when c.data is set; k = m1·n2:
+ *            per token X viewed as [m1, n2] row-major, Y = W1·X·W2ᵀ [l, k2]
+ *            flattened (row i1·k2 + i2); cost 2·m·(m1·n2·k2 + l·m1·k2), with
+ *            a factored W2 2·m·(m1·r2·(n2 + k2) + l·m1·k2)
+ * Factors are weights of any dtype (f32/f16/bf16, with a NULL delta); the
+ * terms of a chain are applied in order. Results are bit-identical for any
+ * thread count; s = 0 terms must not be attached (a layer without terms is
+ * the plain layer, bit for bit). */
+typedef enum fx_delta_kind { FX_DELTA_LOWRANK = 0, FX_DELTA_DENSE, FX_DELTA_KRON } fx_delta_kind;
+
+typedef struct fx_delta {
+    fx_delta_kind kind;
+    float scale;                 /* s (finite, nonzero) */
+    int64_t row0, rows;          /* output columns of the layer */
+    fx_weight a, b;              /* factors (see above) */
+    fx_weight c;                 /* KRON with a factored W2: its left factor; else data NULL */
+    int64_t kron_skip;           /* KRON: rows of W1 ⊗ W2 (from b's first row) before this term's */
+    const struct fx_delta *next; /* the next term, or NULL */
+} fx_delta;
+
+/* The part of a term that adds ΔW rows [src0, src0 + rows) (of the term's
+ * own rows) to output column dst0: a view (nothing copied). */
+fx_delta fx_delta_rows(const fx_delta *d, int64_t src0, int64_t rows, int64_t dst0);
+
+/* 0 when the term fits a layer of k inputs and n outputs (factor shapes,
+ * rank agreement, row range, finite nonzero scale), else -1 with the reason
+ * in why. */
+int fx_delta_check(const fx_delta *d, int64_t n, int64_t k, char *why, size_t why_size);
 
 /* ------------------------------------------------------------------------ */
 /* Attention                                                                */

@@ -2,11 +2,13 @@
 #include "golden_case.h"
 #include "src/model/ctx.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "test.h"
+#include "src/formats/safetensors.h"
 
 /* Value of "key: value" in case.txt (static buffer), or NULL. */
 static const char *case_value(const char *text, const char *key) {
@@ -98,6 +100,15 @@ int fx_gcase_npy(const char *dir, const char *rel, fx_npy *a) {
     char path[1200];
     snprintf(path, sizeof path, "%s/%s", dir, rel);
     return fx_gcase_npy_file(path, a);
+}
+
+fx_wset *fx_gcase_transformer(const char *model) {
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/transformer", model);
+    fx_err err = {0};
+    fx_wset *w = fx_wset_open_component(dir, "transformer", "diffusion_pytorch_model.safetensors", 1, &err);
+    if (!w) fx_test_fail(__FILE__, __LINE__, "%s", err.msg);
+    return w;
 }
 
 static flux_backend g_backend = FLUX_BACKEND_CPU;

@@ -53,6 +53,11 @@ int fx_gcase_load(const char *name, fx_gcase *c);
 int fx_gcase_npy_file(const char *path, fx_npy *a);
 int fx_gcase_npy(const char *dir, const char *rel, fx_npy *a);
 
+/* The transformer weight set of a model folder (mapped); NULL after a test
+ * failure naming the problem. */
+struct fx_wset;
+struct fx_wset *fx_gcase_transformer(const char *model);
+
 /* The backend of the contexts below: FLUX_BACKEND_CPU (default; the CPU
  * goldens stay on the CPU on any machine) or FLUX_BACKEND_VULKAN (the
  * tests/vulkan end-to-end cases). */

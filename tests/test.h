@@ -108,6 +108,12 @@ int fx_test_file_exists(const char *path);
  * binary (static buffer); NULL when neither is executable. */
 const char *fx_test_tool(const char *name);
 
+/* Run program `name` of tools/ (fx_test_tool) with `args` (a shell
+ * fragment, quoted by the caller). Returns 0, or -1 after recording a test
+ * failure at file:line (tool not built, or a non-zero exit with its output). */
+int fx_test_run_tool(const char *file, int line, const char *name, const char *args);
+#define FX_TEST_RUN_TOOL(name, args) fx_test_run_tool(__FILE__, __LINE__, name, args)
+
 /* 1 if both images exist and have the same size, channels and pixels. */
 int fx_test_same_pixels(const flux_image *a, const flux_image *b);
 

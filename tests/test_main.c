@@ -256,6 +256,24 @@ const char *fx_test_tool(const char *name) {
     return NULL;
 }
 
+int fx_test_run_tool(const char *file, int line, const char *name, const char *args) {
+    const char *tool = fx_test_tool(name);
+    if (!tool) {
+        fx_test_fail(file, line, "%s not found: build it with `make tools` in the tests' BUILD directory or set FLUX_TOOLS",
+                     name);
+        return -1;
+    }
+    size_t size = strlen(tool) + strlen(args) + 8;
+    char *cmd = malloc(size), *out = NULL;
+    if (!cmd) return -1;
+    snprintf(cmd, size, "'%s' %s", tool, args);
+    int rc = fx_test_run(cmd, &out);
+    if (rc != 0) fx_test_fail(file, line, "%s: exit %d: %s", cmd, rc, out ? out : "");
+    free(cmd);
+    free(out);
+    return rc ? -1 : 0;
+}
+
 int fx_test_same_pixels(const flux_image *a, const flux_image *b) {
     return a && b && a->width == b->width && a->height == b->height && a->channels == b->channels &&
            !memcmp(a->data, b->data, (size_t)a->width * a->height * a->channels);

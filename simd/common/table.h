@@ -36,6 +36,7 @@ typedef enum fx_scratch_slot {
     FX_SLOT_IM2COL = 0, /* conv2d.c: packed weights of a one-shot fx_conv2d */
     FX_SLOT_CONVW,      /* conv2d.c: weight reordered to [cout, kh, kw, cin] */
     FX_SLOT_ROWOPS,     /* groupnorm.c: partial sums, per-channel factors */
+    FX_SLOT_DELTA,      /* gemm/delta.c: a layer's additive terms (scaled gate, low-rank products) */
     FX_SLOT_COUNT
 } fx_scratch_slot;
 void *fx_scratch_slot_get(fx_scratch *s, fx_scratch_slot slot, size_t bytes);

@@ -1,5 +1,6 @@
 /*
- * gemm.c — fx_linear: the BLIS-style driver shared by every ISA.
+ * gemm.c — fx_gemm_linear, the product of fx_linear: the BLIS-style driver
+ * shared by every ISA (fx_linear itself, in delta.c, adds the layer's terms).
  *
  *   Y[m, n] (op)= X[m, k] · W[n, k]ᵀ (+ bias)
  *
@@ -114,7 +115,7 @@ static void linear_gemv_blocks(const expander *e, fx_gemv_fn gemv, fx_dtype targ
         for (int64_t j = n0; j < n1; j += GEMV_ROWS) {
             const int rows = (int)(n1 - j < GEMV_ROWS ? n1 - j : GEMV_ROWS);
             expand_rows(e, rows, k, (const char *)w->data + j * rb, rb, rows_buf, tmp);
-            const fx_weight tw = {rows_buf, target, rows, k, k};
+            const fx_weight tw = {rows_buf, target, rows, k, k, NULL};
             fx_epilogue te = *epi;
             if (te.bias) te.bias += j;
             if (te.gate) te.gate += j;
@@ -324,8 +325,8 @@ static int linear_blocked(const fx_kctx *kc, const fx_gemm_path *p, const void *
 /* Entry point                                                              */
 /* ------------------------------------------------------------------------ */
 
-void fx_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w,
-               float *y, int64_t ldy, const fx_epilogue *epi) {
+void fx_gemm_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w, float *y,
+                    int64_t ldy, const fx_epilogue *epi) {
     static const fx_epilogue store = {FX_EPI_STORE, NULL, NULL};
     if (!epi) epi = &store;
     const int64_t n = w->n, k = w->k;

@@ -225,6 +225,11 @@ void fx_gemv_c(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int
                const uint16_t *xb, const fx_weight *w, float *y, int64_t ldy,
                const fx_epilogue *epi);
 
+/* fx_linear without w's additive terms (w->delta ignored): the product
+ * (gemm.c). fx_linear (delta.c) is this, then the terms. */
+void fx_gemm_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w, float *y,
+                    int64_t ldy, const fx_epilogue *epi);
+
 /* Whole weights packed once (packcache.c; prepack paths only): bytes of one
  * packed panel of NR outputs over all k, and the packed w (packed on its
  * first use, in parallel with `threads`), or NULL when there is no cache,

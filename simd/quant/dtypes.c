@@ -47,5 +47,6 @@ fx_weight fx_weight_rows(const fx_weight *w, int64_t r0, int64_t n) {
     fx_weight s = *w;
     s.data = (const char *)w->data + fx_dtype_row_bytes(w->dtype, r0 * w->ld);
     s.n = n;
+    s.delta = NULL; /* additive terms belong to the whole weight's outputs */
     return s;
 }

@@ -22,8 +22,8 @@ typedef enum opt_id {
     O_DIR, O_PROMPT, O_OUTPUT, O_WIDTH, O_HEIGHT, O_STEPS, O_SEED, O_GUIDANCE, O_INPUT, O_THREADS,
     O_QUIET, O_VERBOSE, O_HELP, O_VERSION, O_CPU_INFO, O_NEGATIVE, O_LINEAR, O_POWER, O_POWER_ALPHA,
     O_BASE, O_DISTILLED, O_PRECISION, O_ISA, O_NO_MMAP, O_NOISE, O_EMBEDDINGS, O_DUMP, O_TOKENIZE,
-    O_RAW, O_BATCH, O_CACHE_DIR, O_NO_CACHE, O_TRANSFORMER, O_SHOW, O_TEXT_ENCODER, O_QUANT, O_BACKEND, O_DEVICE,
-    O_LIST_DEVICES
+    O_RAW, O_BATCH, O_CACHE_DIR, O_NO_CACHE, O_TRANSFORMER, O_SHOW, O_TEXT_ENCODER, O_QUANT, O_LORA, O_BACKEND,
+    O_DEVICE, O_LIST_DEVICES
 } opt_id;
 
 typedef struct opt_def {
@@ -46,6 +46,7 @@ static const opt_def options[] = {
     {0, "tokenize", 0, O_TOKENIZE},   {0, "raw", 0, O_RAW},             {'n', "batch", 1, O_BATCH},
     {0, "cache-dir", 1, O_CACHE_DIR}, {0, "no-cache", 0, O_NO_CACHE},   {0, "transformer", 1, O_TRANSFORMER},
     {0, "show", 0, O_SHOW},           {0, "text-encoder", 1, O_TEXT_ENCODER}, {0, "quant", 1, O_QUANT},
+    {0, "lora", 1, O_LORA},
     {0, "backend", 1, O_BACKEND},     {0, "device", 1, O_DEVICE},       {0, "list-devices", 0, O_LIST_DEVICES},
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
@@ -76,6 +77,10 @@ void cli_print_help(FILE *f) {
           "                         q3_k, q2_k; components already in GGUF block types stay as they are\n"
           "      --base             treat the model as the undistilled base model (CFG, 50 steps)\n"
           "      --distilled        treat the model as distilled (4 steps, no CFG); default: model_index.json\n"
+          "      --lora FILE[:SCALE] LoRA / LyCORIS adapter for the transformer, a .safetensors file as\n"
+          "                         downloaded (diffusers/PEFT, BFL, kohya, ComfyUI, LoKr, LoHa, diff), applied\n"
+          "                         at run time with strength SCALE (default 1, -100..100); repeat to stack\n"
+          "                         (up to 16)\n"
           "\n"
           "Image:\n"
           "  -p, --prompt TEXT      the prompt (UTF-8); without -p (and without --embeddings) flux starts\n"
@@ -147,7 +152,8 @@ void cli_print_help(FILE *f) {
           "Interactive mode (no -p): each line is a prompt, optionally after a size and image handles\n"
           "(\"512x512 a cat\", \"$0 make it blue\", \"$0 $3 combine them\"); every image gets a handle $N and is\n"
           "written to a session folder in $TMPDIR; !help lists the commands (!seed, !size, !steps,\n"
-          "!guidance, !schedule, !batch, !save, !show, !images, !quit). -i images become $0, $1, ...\n"
+          "!guidance, !schedule, !batch, !lora, !loras, !save, !show, !images, !quit). -i images become $0,\n"
+          "$1, ...\n"
           "\n"
           "Long options also take their value as --name=VALUE; short ones as -W256.\n"
           "Exit status: 0 success, 1 runtime failure, 2 bad command line, 130 interrupted.\n",
@@ -298,6 +304,37 @@ static int parse_size(parse_ctx *pc, const char *opt, const char *s, int *out, c
     return CLI_EXIT_OK;
 }
 
+/* FILE or FILE:SCALE (the last ':' starts a scale when what follows is a
+ * number; a path containing ':' still works without one). */
+static int parse_lora(parse_ctx *pc, cli_args *a, const char *opt, const char *val) {
+    if (a->n_loras == CLI_MAX_LORAS) return usage_error(pc, "%s: too many adapters (at most %d)", opt, CLI_MAX_LORAS);
+    const char *colon = strrchr(val, ':');
+    float scale = 1.0f;
+    size_t len = strlen(val);
+    if (colon) {
+        const char *num = colon + 1;
+        char *end;
+        double d = strtod(num, &end);
+        struct stat st;
+        if (*num && !*end && strspn(num, "+-0123456789.eE") == strlen(num)) {
+            if (!isfinite(d) || fabs(d) > CLI_MAX_LORA_SCALE)
+                return usage_error(pc, "%s: scale %s is out of range (%g..%g)", opt, num, -CLI_MAX_LORA_SCALE,
+                                   CLI_MAX_LORA_SCALE);
+            scale = (float)d;
+            len = (size_t)(colon - val);
+        } else if (stat(val, &st) != 0) {
+            return usage_error(pc, "%s: '%s' is not a scale (FILE:SCALE takes a number, e.g. style.safetensors:0.8)",
+                               opt, num);
+        }
+    }
+    if (!len) return usage_error(pc, "%s: no file before the scale", opt);
+    if (len >= sizeof a->lora_file[0]) return usage_error(pc, "%s: file name too long", opt);
+    memcpy(a->lora_file[a->n_loras], val, len);
+    a->lora_file[a->n_loras][len] = '\0';
+    a->lora_scale[a->n_loras++] = scale;
+    return CLI_EXIT_OK;
+}
+
 /* ---------------------------------------------------------- one option */
 
 static int apply(parse_ctx *pc, cli_args *a, const opt_def *o, const char *spelled, const char *val) {
@@ -400,6 +437,7 @@ static int apply(parse_ctx *pc, cli_args *a, const opt_def *o, const char *spell
         a->quant = val;
         break;
     }
+    case O_LORA: rc = parse_lora(pc, a, spelled, val); break;
     }
     return rc;
 }
@@ -523,6 +561,8 @@ static int validate(parse_ctx *pc, cli_args *a) {
     }
     if (a->transformer_file && (rc = check_readable_file(pc, "--transformer", a->transformer_file))) return rc;
     if (a->text_encoder_file && (rc = check_readable_file(pc, "--text-encoder", a->text_encoder_file))) return rc;
+    for (int i = 0; i < a->n_loras; i++)
+        if ((rc = check_readable_file(pc, "--lora", a->lora_file[i]))) return rc;
     for (int i = 0; i < a->n_refs; i++)
         if ((rc = check_readable_file(pc, "-i", a->refs[i]))) return rc;
     if (a->noise_file && (rc = check_readable_file(pc, "--noise", a->noise_file))) return rc;

@@ -37,6 +37,8 @@
 #define CLI_MAX_THREADS FLUX_MAX_THREADS
 #define CLI_MAX_BATCH 64
 #define CLI_MAX_DEVICE 255
+#define CLI_MAX_LORAS 16
+#define CLI_MAX_LORA_SCALE 100.0 /* |scale| of --lora and !lora */
 
 typedef struct cli_args {
     /* actions besides generating */
@@ -48,6 +50,9 @@ typedef struct cli_args {
     const char *transformer_file; /* --transformer */
     const char *text_encoder_file; /* --text-encoder */
     const char *quant;            /* --quant */
+    char lora_file[CLI_MAX_LORAS][4096]; /* --lora FILE[:SCALE], in order */
+    float lora_scale[CLI_MAX_LORAS];
+    int n_loras;
     int distilled;                /* -1 auto, 0 --base, 1 --distilled */
 
     /* what to generate */

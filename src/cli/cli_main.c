@@ -17,6 +17,7 @@
 
 #include "flux.h"
 #include "cli_args.h"
+#include "cli_lora.h"
 #include "cli_progress.h"
 #include "cli_quantize.h"
 #include "cli_repl.h"
@@ -67,6 +68,14 @@ static flux_status load_model(flux_ctx *ctx, const cli_args *a) {
     lo.quant = a->quant;
     lo.distilled = a->distilled;
     return flux_load(ctx, a->model_dir, &lo);
+}
+
+/* The model, then its --lora adapters; CLI_EXIT_OK or CLI_EXIT_FAIL (message printed). */
+static int load_model_and_loras(flux_ctx *ctx, const cli_args *a) {
+    if (load_model(ctx, a) != FLUX_OK) return fail(CLI_EXIT_FAIL, "%s", flux_error(ctx));
+    for (int i = 0; i < a->n_loras; i++)
+        if (cli_lora_apply(ctx, a->lora_file[i], a->lora_scale[i], a->quiet)) return CLI_EXIT_FAIL;
+    return CLI_EXIT_OK;
 }
 
 /* ------------------------------------------------------------ tokenize */
@@ -204,9 +213,9 @@ static int run_generate(flux_ctx *ctx, cli_args *a) {
         return rc;
     }
     double t0 = fx_now_s();
-    if (load_model(ctx, a) != FLUX_OK) {
+    if ((rc = load_model_and_loras(ctx, a))) {
         free_inputs(&in);
-        return fail(CLI_EXIT_FAIL, "%s", flux_error(ctx));
+        return rc;
     }
     if (a->embeddings_file) {
         flux_model_info info;
@@ -306,8 +315,8 @@ static int run_generate(flux_ctx *ctx, cli_args *a) {
 
 /* No prompt: the prompt loop of cli_repl.c on the loaded model. */
 static int run_interactive(flux_ctx *ctx, const cli_args *a) {
-    if (load_model(ctx, a) != FLUX_OK) return fail(CLI_EXIT_FAIL, "%s", flux_error(ctx));
-    return cli_repl_run(ctx, a, stdin, stdout);
+    int rc = load_model_and_loras(ctx, a);
+    return rc ? rc : cli_repl_run(ctx, a, stdin, stdout);
 }
 
 /* ------------------------------------------------------------ devices */

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli_lora.h"
 #include "cli_progress.h"
 #include "src/base/clock.h"
 #include "cli_show.h"
@@ -234,6 +235,8 @@ void cli_repl_help(FILE *f) {
           "  !guidance G | !guidance auto\n"
           "  !schedule shifted|linear|power [ALPHA]\n"
           "  !batch N                 N images per prompt (seeds S, S+1, ...)\n"
+          "  !lora FILE [SCALE]       add a LoRA adapter (scale 1), or rescale a loaded one\n"
+          "  !lora off | !loras       remove every adapter / list them\n"
           "  !save $N FILE            copy image N to FILE (.png or .ppm)\n"
           "  !show [on|off]           terminal preview (Kitty / iTerm2)\n"
           "  !images                  list the images of this session\n"
@@ -255,8 +258,8 @@ static void print_settings(const repl_state *st, FILE *f) {
     fprintf(f, "Settings: size %s, steps %s, guidance %s, schedule %s", size, steps, guidance,
             schedule_name(st->schedule));
     if (st->schedule == FLUX_SCHEDULE_POWER) fprintf(f, " (alpha %g)", (double)st->alpha);
-    fprintf(f, ", seed %s, batch %d, preview %s\n", seed, st->batch,
-            st->show_on ? cli_show_proto_name(st->proto) : "off");
+    fprintf(f, ", seed %s, batch %d, preview %s, LoRA adapters %d\n", seed, st->batch,
+            st->show_on ? cli_show_proto_name(st->proto) : "off", flux_lora_count(st->ctx));
 }
 
 /* Apply one parsed line; 1 to leave. */
@@ -286,6 +289,17 @@ static int apply(repl_state *st, const cli_repl_cmd *c) {
         break;
     case REPL_BATCH: st->batch = c->batch; break;
     case REPL_SAVE: save(st, c); break;
+    case REPL_LORA:
+        if (cli_lora_apply(st->ctx, c->file, c->scale, st->a->quiet)) st->failures++;
+        break;
+    case REPL_LORA_OFF:
+        flux_lora_clear(st->ctx);
+        msg(st, "LoRA adapters off");
+        break;
+    case REPL_LORAS:
+        if (flux_lora_count(st->ctx)) cli_lora_list(st->ctx, st->out);
+        else msg(st, "no LoRA adapters");
+        break;
     case REPL_SHOW: {
         int on = c->on < 0 ? !st->show_on : c->on;
         if (on && st->proto == CLI_SHOW_NONE) {

@@ -16,6 +16,10 @@
  *   !guidance G | !guidance auto
  *   !schedule shifted|linear|power [ALPHA]
  *   !batch N                   N images per prompt (seeds S, S+1, ...)
+ *   !lora FILE [SCALE]         add a LoRA adapter (scale default 1), or set the
+ *                              scale of one already loaded (no reload)
+ *   !lora off                  remove every adapter
+ *   !loras                     list the adapters
  *   !save $N FILE              copy image N to FILE (.png or .ppm)
  *   !show [on|off]             terminal preview of each image (--show)
  *   !images                    list the handles and their files
@@ -23,8 +27,8 @@
  *   !quit (or Ctrl-D)          leave
  *
  * Images given with -i are the first handles ($0, $1, ...); --negative,
- * -W/-H, -s, -S, -g, the schedule options, -n and --show set the starting
- * settings. Each image is written at once, as image-N.png in a new session
+ * -W/-H, -s, -S, -g, the schedule options, -n, --show and --lora set the
+ * starting settings. Each image is written at once, as image-N.png in a new session
  * folder $TMPDIR/flux-XXXXXX (default /tmp; named on the first image);
  * !save keeps a copy elsewhere. (-o is not used in interactive mode.)
  * stdout gets one line per image, "$N <file> (<W>x<H>, seed <S>, <T> s)";
@@ -46,7 +50,8 @@ typedef enum cli_repl_kind {
     REPL_EMPTY = 0,
     REPL_GENERATE,
     REPL_SEED, REPL_SIZE, REPL_STEPS, REPL_GUIDANCE, REPL_SCHEDULE, REPL_BATCH,
-    REPL_SAVE, REPL_SHOW, REPL_IMAGES, REPL_HELP, REPL_QUIT
+    REPL_SAVE, REPL_SHOW, REPL_IMAGES, REPL_HELP, REPL_QUIT,
+    REPL_LORA, REPL_LORA_OFF, REPL_LORAS
 } cli_repl_kind;
 
 #define CLI_REPL_LAST (-1) /* "$": the last image */
@@ -58,7 +63,8 @@ typedef struct cli_repl_cmd {
     int refs[FLUX_MAX_REFS];   /* REPL_GENERATE: handles, CLI_REPL_LAST for "$" */
     int n_refs;
     int handle;                /* REPL_SAVE */
-    const char *file;          /* REPL_SAVE: points into the line */
+    const char *file;          /* REPL_SAVE, REPL_LORA: points into the line */
+    float scale;               /* REPL_LORA: 1 unless given */
     uint64_t seed;             /* REPL_SEED */
     int random;                /* REPL_SEED: 1 = random; REPL_STEPS/GUIDANCE: 1 = auto */
     int steps, batch;

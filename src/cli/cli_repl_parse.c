@@ -174,6 +174,29 @@ static int parse_command(char *line, cli_repl_cmd *c, char *err, size_t size) {
         if (!dot || strchr(dot, '/') || (strcasecmp(dot, ".png") && strcasecmp(dot, ".ppm")))
             return perr(err, size, "!save: '%s': unsupported image type (use .png or .ppm)", arg2);
         c->file = arg2;
+    } else if (!strcmp(name, "lora")) {
+        NO_MORE(2);
+        if (!arg) return perr(err, size, "!lora needs a file and an optional scale (!lora FILE [SCALE]), or off");
+        if (!strcasecmp(arg, "off")) {
+            NO_MORE(1);
+            c->kind = REPL_LORA_OFF;
+        } else {
+            c->kind = REPL_LORA;
+            c->file = arg;
+            c->scale = 1.0f;
+            if (arg2) {
+                char *end;
+                double x = strtod(arg2, &end);
+                if (!*arg2 || *end || !isfinite(x) || fabs(x) > CLI_MAX_LORA_SCALE ||
+                    strspn(arg2, "0123456789.eE+-") != strlen(arg2))
+                    return perr(err, size, "!lora: scale '%s' is not a number in %g..%g", arg2, -CLI_MAX_LORA_SCALE,
+                                CLI_MAX_LORA_SCALE);
+                c->scale = (float)x;
+            }
+        }
+    } else if (!strcmp(name, "loras")) {
+        NO_MORE(0);
+        c->kind = REPL_LORAS;
     } else if (!strcmp(name, "show")) {
         NO_MORE(1);
         c->kind = REPL_SHOW;

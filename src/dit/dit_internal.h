@@ -7,6 +7,7 @@
 #define FX_DIT_INTERNAL_H
 
 #include "transformer.h"
+#include "src/formats/safetensors.h"
 #include "src/ops/ops.h"
 
 /* Streams of a double block: text uses the add_* / to_add_out / ff_context
@@ -30,6 +31,19 @@ typedef struct fx_dit_single_w {
     fx_buf *norm_q, *norm_k;         /* [head_dim] */
 } fx_dit_single_w;
 
+/* A linear weight view of the model and where it comes from: rows
+ * [row0, row0 + w->n) of the tensor `tensor` (adapters attach by name). */
+typedef struct fx_dit_linear {
+    fx_weight *w;                    /* = &op->w */
+    fx_opw *op;                      /* the weight on the backend */
+    char tensor[FX_ST_MAX_NAME];
+    int64_t row0;
+} fx_dit_linear;
+
+/* Linear views of a config: 10 outside the blocks, 12 per double block,
+ * 3 per single block (the fused projection is two views). */
+#define FX_DIT_LINEARS(c) (10 + 12 * (int64_t)(c)->double_blocks + 3 * (int64_t)(c)->single_blocks)
+
 struct fx_dit {
     fx_dit_config c;
     fx_ops *ops;                     /* the backend the weights live on */
@@ -45,6 +59,10 @@ struct fx_dit {
     fx_opw proj_out;                 /* [out_channels, d] */
     fx_dit_double_w *dbl;            /* [double_blocks] */
     fx_dit_single_w *sgl;            /* [single_blocks] */
+    fx_dit_linear *linears;          /* [FX_DIT_LINEARS] every view above */
+    int n_linears;
+    fx_delta *deltas;                /* adapter terms the views point to (dit_adapters.c) */
+    size_t n_deltas;
 };
 
 /* Modulation vectors of one step, shared by every block (spec §3.3):

@@ -13,6 +13,7 @@
 #include "dit_internal.h"
 #include "src/model/model.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,129 +22,102 @@
 /* Weights                                                                  */
 /* ------------------------------------------------------------------------ */
 
-static flux_status load_double(fx_ops *ops, fx_wset *w, const fx_dit_config *c, int i, fx_dit_double_w *b,
-                               fx_err *err) {
+/* The view `out` of rows [row0, row0 + n) of the linear weight `name`
+ * [rows, cols] (nothing copied), listed in t->linears so that adapters can
+ * be attached to it (dit_adapters.c). */
+static flux_status view_rows(fx_dit *t, fx_wset *w, fx_opw *out, int64_t rows, int64_t cols, int64_t row0, int64_t n,
+                             fx_err *err, const char *name) {
+    if (n == rows) TRY(fx_wset_linear(w, name, rows, cols, &out->w, err));
+    else TRY(fx_wset_linear_rows(w, name, rows, cols, row0, n, &out->w, err));
+    if (t->n_linears == FX_DIT_LINEARS(&t->c))
+        return fx_fail(err, FLUX_ERR_INTERNAL, "transformer: more linear views than FX_DIT_LINEARS (%s)", name);
+    fx_dit_linear *l = &t->linears[t->n_linears++];
+    l->w = &out->w;
+    l->op = out;
+    l->row0 = row0;
+    snprintf(l->tensor, sizeof l->tensor, "%s", name);
+    return FLUX_OK;
+}
+
+/* view_rows of the whole tensor named by a printf format. */
+static flux_status view(fx_dit *t, fx_wset *w, fx_opw *out, int64_t rows, int64_t cols, fx_err *err, const char *fmt,
+                        ...) FX_PRINTF(7, 8);
+static flux_status view(fx_dit *t, fx_wset *w, fx_opw *out, int64_t rows, int64_t cols, fx_err *err, const char *fmt,
+                        ...) {
+    char name[FX_ST_MAX_NAME];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    return view_rows(t, w, out, rows, cols, 0, rows, err, name);
+}
+
+static flux_status load_double(fx_dit *t, fx_wset *w, int i, fx_dit_double_w *b, fx_err *err) {
+    const fx_dit_config *c = &t->c;
     const int64_t d = c->hidden, m = c->mlp_hidden, hd = c->head_dim;
     static const char *q[2] = {"attn.add_q_proj", "attn.to_q"}, *k[2] = {"attn.add_k_proj", "attn.to_k"},
                       *v[2] = {"attn.add_v_proj", "attn.to_v"}, *o[2] = {"attn.to_add_out", "attn.to_out.0"},
                       *nq[2] = {"attn.norm_added_q", "attn.norm_q"}, *nk[2] = {"attn.norm_added_k", "attn.norm_k"},
                       *ff[2] = {"ff_context", "ff"};
     for (int s = 0; s < 2; s++) {
-        TRY(fx_wset_linearf(w, &b->q[s].w, d, d, err, "transformer_blocks.%d.%s.weight", i, q[s]));
-        TRY(fx_wset_linearf(w, &b->k[s].w, d, d, err, "transformer_blocks.%d.%s.weight", i, k[s]));
-        TRY(fx_wset_linearf(w, &b->v[s].w, d, d, err, "transformer_blocks.%d.%s.weight", i, v[s]));
-        TRY(fx_wset_linearf(w, &b->out[s].w, d, d, err, "transformer_blocks.%d.%s.weight", i, o[s]));
-        TRY(fx_wset_linearf(w, &b->ff_in[s].w, 2 * m, d, err, "transformer_blocks.%d.%s.linear_in.weight", i, ff[s]));
-        TRY(fx_wset_linearf(w, &b->ff_out[s].w, d, m, err, "transformer_blocks.%d.%s.linear_out.weight", i, ff[s]));
-        TRY(fx_model_vecf(ops, w, hd, &b->norm_q[s], err, "transformer_blocks.%d.%s.weight", i, nq[s]));
-        TRY(fx_model_vecf(ops, w, hd, &b->norm_k[s], err, "transformer_blocks.%d.%s.weight", i, nk[s]));
+        TRY(view(t, w, &b->q[s], d, d, err, "transformer_blocks.%d.%s.weight", i, q[s]));
+        TRY(view(t, w, &b->k[s], d, d, err, "transformer_blocks.%d.%s.weight", i, k[s]));
+        TRY(view(t, w, &b->v[s], d, d, err, "transformer_blocks.%d.%s.weight", i, v[s]));
+        TRY(view(t, w, &b->out[s], d, d, err, "transformer_blocks.%d.%s.weight", i, o[s]));
+        TRY(view(t, w, &b->ff_in[s], 2 * m, d, err, "transformer_blocks.%d.%s.linear_in.weight", i, ff[s]));
+        TRY(view(t, w, &b->ff_out[s], d, m, err, "transformer_blocks.%d.%s.linear_out.weight", i, ff[s]));
+        TRY(fx_model_vecf(t->ops, w, hd, &b->norm_q[s], err, "transformer_blocks.%d.%s.weight", i, nq[s]));
+        TRY(fx_model_vecf(t->ops, w, hd, &b->norm_k[s], err, "transformer_blocks.%d.%s.weight", i, nk[s]));
     }
     return FLUX_OK;
 }
 
-static flux_status load_single(fx_ops *ops, fx_wset *w, const fx_dit_config *c, int j, fx_dit_single_w *b,
-                               fx_err *err) {
+static flux_status load_single(fx_dit *t, fx_wset *w, int j, fx_dit_single_w *b, fx_err *err) {
+    const fx_dit_config *c = &t->c;
     const int64_t d = c->hidden, m = c->mlp_hidden, hd = c->head_dim;
-    fx_weight fused;
-    TRY(fx_wset_linearf(w, &fused, 3 * d + 2 * m, d, err, "single_transformer_blocks.%d.attn.to_qkv_mlp_proj.weight",
-                        j));
-    b->qkv.w = fx_weight_rows(&fused, 0, 3 * d);
-    b->mlp_in.w = fx_weight_rows(&fused, 3 * d, 2 * m);
-    TRY(fx_wset_linearf(w, &b->out.w, d, d + m, err, "single_transformer_blocks.%d.attn.to_out.weight", j));
-    TRY(fx_model_vecf(ops, w, hd, &b->norm_q, err, "single_transformer_blocks.%d.attn.norm_q.weight", j));
-    TRY(fx_model_vecf(ops, w, hd, &b->norm_k, err, "single_transformer_blocks.%d.attn.norm_k.weight", j));
+    char fused[FX_ST_MAX_NAME];
+    snprintf(fused, sizeof fused, "single_transformer_blocks.%d.attn.to_qkv_mlp_proj.weight", j);
+    /* the fused projection as two row views: [Q K V] and [G P] */
+    TRY(view_rows(t, w, &b->qkv, 3 * d + 2 * m, d, 0, 3 * d, err, fused));
+    TRY(view_rows(t, w, &b->mlp_in, 3 * d + 2 * m, d, 3 * d, 2 * m, err, fused));
+    TRY(view(t, w, &b->out, d, d + m, err, "single_transformer_blocks.%d.attn.to_out.weight", j));
+    TRY(fx_model_vecf(t->ops, w, hd, &b->norm_q, err, "single_transformer_blocks.%d.attn.norm_q.weight", j));
+    TRY(fx_model_vecf(t->ops, w, hd, &b->norm_k, err, "single_transformer_blocks.%d.attn.norm_k.weight", j));
     return FLUX_OK;
 }
 
-/* Every linear weight of the transformer with a name, in a fixed order;
- * returns the count (list NULL: only count). */
-static int each_weight(fx_dit *t, fx_opw **list, char (*names)[48]) {
-    int n = 0;
-#define ADD(p, ...)                                                         \
-    do {                                                                    \
-        if (list) list[n] = (p), snprintf(names[n], 48, __VA_ARGS__);       \
-        n++;                                                                \
-    } while (0)
-    ADD(&t->x_embedder, "x_embedder");
-    ADD(&t->context_embedder, "context_embedder");
-    ADD(&t->t_linear_1, "timestep linear_1");
-    ADD(&t->t_linear_2, "timestep linear_2");
-    ADD(&t->mod_img, "double_stream_modulation_img");
-    ADD(&t->mod_txt, "double_stream_modulation_txt");
-    ADD(&t->mod_single, "single_stream_modulation");
-    ADD(&t->norm_out_scale, "norm_out scale");
-    ADD(&t->norm_out_shift, "norm_out shift");
-    ADD(&t->proj_out, "proj_out");
-    for (int i = 0; i < t->c.double_blocks; i++) {
-        fx_dit_double_w *b = &t->dbl[i];
-        for (int s = 0; s < 2; s++) {
-            const char *st = s ? "img" : "txt";
-            ADD(&b->q[s], "block %d %s q", i, st);
-            ADD(&b->k[s], "block %d %s k", i, st);
-            ADD(&b->v[s], "block %d %s v", i, st);
-            ADD(&b->out[s], "block %d %s out", i, st);
-            ADD(&b->ff_in[s], "block %d %s ff in", i, st);
-            ADD(&b->ff_out[s], "block %d %s ff out", i, st);
-        }
-    }
-    for (int j = 0; j < t->c.single_blocks; j++) {
-        ADD(&t->sgl[j].qkv, "single block %d qkv", j);
-        ADD(&t->sgl[j].mlp_in, "single block %d mlp in", j);
-        ADD(&t->sgl[j].out, "single block %d out", j);
-    }
-#undef ADD
-    return n;
-}
-
-/* Put every linear weight on the backend (a device uploads them once here). */
+/* Put every linear view on the backend (a device uploads them once here). */
 static flux_status register_weights(fx_dit *t, fx_err *err) {
-    int n = each_weight(t, NULL, NULL);
-    fx_opw **list = malloc((size_t)n * sizeof *list);
-    char (*names)[48] = malloc((size_t)n * sizeof *names);
-    flux_status st = !list || !names ? fx_fail(err, FLUX_ERR_NOMEM, "out of memory (transformer weights)") : FLUX_OK;
-    if (!st) each_weight(t, list, names);
-    for (int i = 0; i < n && !st; i++) {
-        char name[64];
-        snprintf(name, sizeof name, "transformer %s", names[i]);
-        st = fx_ops_weight(t->ops, &list[i]->w, name, list[i], err);
+    for (int i = 0; i < t->n_linears; i++) {
+        fx_dit_linear *l = &t->linears[i];
+        char name[FX_ST_MAX_NAME + 32];
+        snprintf(name, sizeof name, "%s (rows %lld..)", l->tensor, (long long)l->row0);
+        TRY(fx_ops_weight(t->ops, l->w, name, l->op, err));
     }
-    free(list);
-    free(names);
-    return st;
+    return FLUX_OK;
 }
 
 static flux_status load_all(fx_dit *t, fx_wset *w, fx_err *err) {
     const fx_dit_config *c = &t->c;
     const int64_t d = c->hidden;
-    TRY(fx_wset_linear(w, "x_embedder.weight", d, c->in_channels, &t->x_embedder.w, err));
-    TRY(fx_wset_linear(w, "context_embedder.weight", d, c->text_dim, &t->context_embedder.w, err));
-    TRY(fx_wset_linear(w, "time_guidance_embed.timestep_embedder.linear_1.weight", d, c->timestep_dim,
-                       &t->t_linear_1.w, err));
-    TRY(fx_wset_linear(w, "time_guidance_embed.timestep_embedder.linear_2.weight", d, d, &t->t_linear_2.w, err));
-    TRY(fx_wset_linear(w, "double_stream_modulation_img.linear.weight", 6 * d, d, &t->mod_img.w, err));
-    TRY(fx_wset_linear(w, "double_stream_modulation_txt.linear.weight", 6 * d, d, &t->mod_txt.w, err));
-    TRY(fx_wset_linear(w, "single_stream_modulation.linear.weight", 3 * d, d, &t->mod_single.w, err));
-    TRY(fx_wset_linear_rows(w, "norm_out.linear.weight", 2 * d, d, 0, d, &t->norm_out_scale.w, err));
-    TRY(fx_wset_linear_rows(w, "norm_out.linear.weight", 2 * d, d, d, d, &t->norm_out_shift.w, err));
-    TRY(fx_wset_linear(w, "proj_out.weight", c->out_channels, d, &t->proj_out.w, err));
-    for (int i = 0; i < c->double_blocks; i++) TRY(load_double(t->ops, w, c, i, &t->dbl[i], err));
-    for (int j = 0; j < c->single_blocks; j++) TRY(load_single(t->ops, w, c, j, &t->sgl[j], err));
+    TRY(view(t, w, &t->x_embedder, d, c->in_channels, err, "x_embedder.weight"));
+    TRY(view(t, w, &t->context_embedder, d, c->text_dim, err, "context_embedder.weight"));
+    TRY(view(t, w, &t->t_linear_1, d, c->timestep_dim, err, "time_guidance_embed.timestep_embedder.linear_1.weight"));
+    TRY(view(t, w, &t->t_linear_2, d, d, err, "time_guidance_embed.timestep_embedder.linear_2.weight"));
+    TRY(view(t, w, &t->mod_img, 6 * d, d, err, "double_stream_modulation_img.linear.weight"));
+    TRY(view(t, w, &t->mod_txt, 6 * d, d, err, "double_stream_modulation_txt.linear.weight"));
+    TRY(view(t, w, &t->mod_single, 3 * d, d, err, "single_stream_modulation.linear.weight"));
+    TRY(view_rows(t, w, &t->norm_out_scale, 2 * d, d, 0, d, err, "norm_out.linear.weight"));
+    TRY(view_rows(t, w, &t->norm_out_shift, 2 * d, d, d, d, err, "norm_out.linear.weight"));
+    TRY(view(t, w, &t->proj_out, c->out_channels, d, err, "proj_out.weight"));
+    for (int i = 0; i < c->double_blocks; i++) TRY(load_double(t, w, i, &t->dbl[i], err));
+    for (int j = 0; j < c->single_blocks; j++) TRY(load_single(t, w, j, &t->sgl[j], err));
     return register_weights(t, err);
 }
 
 void fx_dit_free(fx_dit *t) {
     if (!t) return;
-    if (t->dbl && t->sgl) {
-        int n = each_weight(t, NULL, NULL);
-        fx_opw **list = malloc((size_t)n * sizeof *list);
-        char (*names)[48] = malloc((size_t)n * sizeof *names);
-        if (list && names) {
-            each_weight(t, list, names);
-            for (int i = 0; i < n; i++) fx_ops_weight_free(t->ops, list[i]);
-        }
-        free(list);
-        free(names);
-    }
+    for (int i = 0; i < t->n_linears; i++) fx_ops_weight_free(t->ops, t->linears[i].op);
     if (t->dbl)
         for (int i = 0; i < t->c.double_blocks; i++)
             for (int s = 0; s < 2; s++) fx_buf_free(t->ops, t->dbl[i].norm_q[s]), fx_buf_free(t->ops, t->dbl[i].norm_k[s]);
@@ -151,6 +125,8 @@ void fx_dit_free(fx_dit *t) {
         for (int j = 0; j < t->c.single_blocks; j++) fx_buf_free(t->ops, t->sgl[j].norm_q), fx_buf_free(t->ops, t->sgl[j].norm_k);
     free(t->dbl);
     free(t->sgl);
+    free(t->linears);
+    free(t->deltas);
     free(t);
 }
 
@@ -163,7 +139,9 @@ flux_status fx_dit_load(flux_ctx *ctx, fx_dit **out) {
     t->ops = ctx->ops;
     t->dbl = calloc((size_t)(t->c.double_blocks > 0 ? t->c.double_blocks : 1), sizeof *t->dbl);
     t->sgl = calloc((size_t)(t->c.single_blocks > 0 ? t->c.single_blocks : 1), sizeof *t->sgl);
-    flux_status st = !t->dbl || !t->sgl ? fx_fail(&ctx->err, FLUX_ERR_NOMEM, "out of memory (transformer blocks)")
+    t->linears = calloc((size_t)FX_DIT_LINEARS(&t->c), sizeof *t->linears);
+    flux_status st = !t->dbl || !t->sgl || !t->linears
+                         ? fx_fail(&ctx->err, FLUX_ERR_NOMEM, "out of memory (transformer blocks)")
                                         : load_all(t, ctx->model->transformer_w, &ctx->err);
     if (st) {
         fx_dit_free(t);

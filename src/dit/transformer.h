@@ -56,6 +56,23 @@ const fx_dit_config *fx_dit_cfg(const fx_dit *d);
 /* The model of the context, built on first use. */
 flux_status fx_dit_get(flux_ctx *ctx, fx_dit **out);
 
+/* Adapters (LoRA / LyCORIS files, src/formats/lora.h) on the transformer:
+ * replaces whatever was attached by the modules of loras[0..n) with the
+ * strengths given, as runtime terms of the linear views they cover
+ * (fx_delta, kernels.h; the weights are never modified). Each piece of a
+ * module lands on the rows of the views of its tensor that it overlaps
+ * (split q/k/v views of a fused BFL qkv, the two row views of a single
+ * block's fused projection, the halves of norm_out). Terms whose scale
+ * (strength × the module's own) is 0 are left out, so n = 0 or all
+ * strengths 0 give the plain transformer, bit for bit. On error (a
+ * non-finite scale, a module that does not fit its view) nothing changes.
+ * Runs created before keep their projected text/reference rows. */
+struct fx_lora;
+flux_status fx_dit_set_adapters(fx_dit *d, const struct fx_lora *const *loras, const float *strengths, int n,
+                                fx_err *err);
+/* Terms attached (0 = the plain transformer). */
+size_t fx_dit_adapter_terms(const fx_dit *d);
+
 /* Token layout of a run. */
 #define FX_DIT_MAX_IMAGES (1 + FLUX_MAX_REFS)
 typedef struct fx_dit_layout {

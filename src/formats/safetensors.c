@@ -1063,11 +1063,7 @@ static flux_status matrix_view(fx_wset *s, const char *name, const fx_shape *exp
         s->copies[s->n_copies++] = copy;
         data = copy;
     }
-    out->data = data;
-    out->dtype = (fx_dtype)fx_st_weight_dtype(t->dtype);
-    out->n = rows;
-    out->k = cols;
-    out->ld = cols;
+    *out = (fx_weight){data, (fx_dtype)fx_st_weight_dtype(t->dtype), rows, cols, cols, NULL};
     return FLUX_OK;
 }
 

@@ -44,48 +44,50 @@ static int thirds(fx_bfl_target t[3], const char *src, int64_t rows, int index, 
     return 3;
 }
 
+/* BFL name ↔ diffusers name (spec §2.2): whole names, then block-tensor
+ * suffixes after "double_blocks.<i>." / "transformer_blocks.<i>." and
+ * "single_blocks.<j>." / "single_transformer_blocks.<j>.". */
+typedef struct bfl_pair {
+    const char *bfl, *diffusers;
+} bfl_pair;
+
+static const bfl_pair globals[] = {
+    {"img_in.weight", "x_embedder.weight"},
+    {"txt_in.weight", "context_embedder.weight"},
+    {"time_in.in_layer.weight", "time_guidance_embed.timestep_embedder.linear_1.weight"},
+    {"time_in.out_layer.weight", "time_guidance_embed.timestep_embedder.linear_2.weight"},
+    {"double_stream_modulation_img.lin.weight", "double_stream_modulation_img.linear.weight"},
+    {"double_stream_modulation_txt.lin.weight", "double_stream_modulation_txt.linear.weight"},
+    {"single_stream_modulation.lin.weight", "single_stream_modulation.linear.weight"},
+    {"final_layer.linear.weight", "proj_out.weight"},
+};
+/* double-block tensors other than qkv: BFL suffix → diffusers suffix */
+static const bfl_pair dbl[] = {
+    {"img_attn.norm.query_norm.scale", "attn.norm_q.weight"},
+    {"img_attn.norm.key_norm.scale", "attn.norm_k.weight"},
+    {"img_attn.proj.weight", "attn.to_out.0.weight"},
+    {"img_mlp.0.weight", "ff.linear_in.weight"},
+    {"img_mlp.2.weight", "ff.linear_out.weight"},
+    {"txt_attn.norm.query_norm.scale", "attn.norm_added_q.weight"},
+    {"txt_attn.norm.key_norm.scale", "attn.norm_added_k.weight"},
+    {"txt_attn.proj.weight", "attn.to_add_out.weight"},
+    {"txt_mlp.0.weight", "ff_context.linear_in.weight"},
+    {"txt_mlp.2.weight", "ff_context.linear_out.weight"},
+};
+static const bfl_pair sgl[] = {
+    {"linear1.weight", "attn.to_qkv_mlp_proj.weight"},
+    {"linear2.weight", "attn.to_out.weight"},
+    {"norm.query_norm.scale", "attn.norm_q.weight"},
+    {"norm.key_norm.scale", "attn.norm_k.weight"},
+};
+static const char *const img_qkv[3] = {"transformer_blocks.%d.attn.to_q.weight",
+                                       "transformer_blocks.%d.attn.to_k.weight",
+                                       "transformer_blocks.%d.attn.to_v.weight"};
+static const char *const txt_qkv[3] = {"transformer_blocks.%d.attn.add_q_proj.weight",
+                                       "transformer_blocks.%d.attn.add_k_proj.weight",
+                                       "transformer_blocks.%d.attn.add_v_proj.weight"};
+
 int fx_bfl_map_name(const char *name, const char *src, int64_t rows, fx_bfl_target t[3]) {
-    static const struct {
-        const char *bfl, *diffusers;
-    } globals[] = {
-        {"img_in.weight", "x_embedder.weight"},
-        {"txt_in.weight", "context_embedder.weight"},
-        {"time_in.in_layer.weight", "time_guidance_embed.timestep_embedder.linear_1.weight"},
-        {"time_in.out_layer.weight", "time_guidance_embed.timestep_embedder.linear_2.weight"},
-        {"double_stream_modulation_img.lin.weight", "double_stream_modulation_img.linear.weight"},
-        {"double_stream_modulation_txt.lin.weight", "double_stream_modulation_txt.linear.weight"},
-        {"single_stream_modulation.lin.weight", "single_stream_modulation.linear.weight"},
-        {"final_layer.linear.weight", "proj_out.weight"},
-    };
-    /* double-block tensors other than qkv: BFL suffix → diffusers suffix */
-    static const struct {
-        const char *bfl, *diffusers;
-    } dbl[] = {
-        {"img_attn.norm.query_norm.scale", "attn.norm_q.weight"},
-        {"img_attn.norm.key_norm.scale", "attn.norm_k.weight"},
-        {"img_attn.proj.weight", "attn.to_out.0.weight"},
-        {"img_mlp.0.weight", "ff.linear_in.weight"},
-        {"img_mlp.2.weight", "ff.linear_out.weight"},
-        {"txt_attn.norm.query_norm.scale", "attn.norm_added_q.weight"},
-        {"txt_attn.norm.key_norm.scale", "attn.norm_added_k.weight"},
-        {"txt_attn.proj.weight", "attn.to_add_out.weight"},
-        {"txt_mlp.0.weight", "ff_context.linear_in.weight"},
-        {"txt_mlp.2.weight", "ff_context.linear_out.weight"},
-    };
-    static const struct {
-        const char *bfl, *diffusers;
-    } sgl[] = {
-        {"linear1.weight", "attn.to_qkv_mlp_proj.weight"},
-        {"linear2.weight", "attn.to_out.weight"},
-        {"norm.query_norm.scale", "attn.norm_q.weight"},
-        {"norm.key_norm.scale", "attn.norm_k.weight"},
-    };
-    static const char *const img_qkv[3] = {"transformer_blocks.%d.attn.to_q.weight",
-                                           "transformer_blocks.%d.attn.to_k.weight",
-                                           "transformer_blocks.%d.attn.to_v.weight"};
-    static const char *const txt_qkv[3] = {"transformer_blocks.%d.attn.add_q_proj.weight",
-                                           "transformer_blocks.%d.attn.add_k_proj.weight",
-                                           "transformer_blocks.%d.attn.add_v_proj.weight"};
     char fmt[200];
     int i;
     const char *rest;
@@ -119,6 +121,38 @@ int fx_bfl_map_name(const char *name, const char *src, int64_t rows, fx_bfl_targ
                 return one(t, src, rows, fmt, i);
             }
         return 0;
+    }
+    return 0;
+}
+
+/* The part of a block-name format after the block number. */
+static const char *after_index(const char *fmt) { return strstr(fmt, "%d.") + 3; }
+
+int fx_bfl_name_of(const char *diffusers, char *bfl, size_t size) {
+    const char *rest, *hit = NULL;
+    int i = 0, n;
+    for (size_t k = 0; k < sizeof globals / sizeof *globals; k++)
+        if (!strcmp(diffusers, globals[k].diffusers)) hit = globals[k].bfl;
+    if (!strcmp(diffusers, "norm_out.linear.weight")) hit = "final_layer.adaLN_modulation.1.weight";
+    if (hit) {
+        n = snprintf(bfl, size, "%s", hit);
+        return n > 0 && (size_t)n < size;
+    }
+    if ((rest = block_index(diffusers, "transformer_blocks.", &i))) {
+        for (int q = 0; q < 3 && !hit; q++) {
+            if (!strcmp(rest, after_index(img_qkv[q]))) hit = "img_attn.qkv.weight";
+            if (!strcmp(rest, after_index(txt_qkv[q]))) hit = "txt_attn.qkv.weight";
+        }
+        for (size_t k = 0; k < sizeof dbl / sizeof *dbl && !hit; k++)
+            if (!strcmp(rest, dbl[k].diffusers)) hit = dbl[k].bfl;
+        n = hit ? snprintf(bfl, size, "double_blocks.%d.%s", i, hit) : 0;
+        return n > 0 && (size_t)n < size;
+    }
+    if ((rest = block_index(diffusers, "single_transformer_blocks.", &i))) {
+        for (size_t k = 0; k < sizeof sgl / sizeof *sgl && !hit; k++)
+            if (!strcmp(rest, sgl[k].diffusers)) hit = sgl[k].bfl;
+        n = hit ? snprintf(bfl, size, "single_blocks.%d.%s", i, hit) : 0;
+        return n > 0 && (size_t)n < size;
     }
     return 0;
 }

@@ -76,4 +76,11 @@ fx_wset *fx_single_file_wrap(fx_wset *base, const fx_logger *log, fx_single_file
 
 int fx_bfl_map_name(const char *name, const char *src, int64_t rows, fx_bfl_target targets[3]);
 
+/* The reverse: the BFL tensor (name as fx_bfl_map_name takes it) that holds
+ * the diffusers tensor `diffusers` ("transformer_blocks.0.attn.to_k.weight"
+ * → "double_blocks.0.img_attn.qkv.weight"), into bfl. Returns 1, or 0 when
+ * it has no BFL counterpart (or bfl is too small). LoRA files name their
+ * modules either way (src/formats/lora.c). */
+int fx_bfl_name_of(const char *diffusers, char *bfl, size_t size);
+
 #endif

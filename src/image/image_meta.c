@@ -2,6 +2,7 @@
 #include "image_meta.h"
 
 #include "src/base/error.h"
+#include "src/base/strbuf.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -9,72 +10,35 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A growing string; `failed` sticks after the first allocation failure. */
-typedef struct strbuf {
-    char *s;
-    size_t len, cap;
-    int failed;
-} strbuf;
-
-static void sb_add(strbuf *b, const char *s, size_t n) {
-    if (b->failed) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *p = realloc(b->s, cap);
-        if (!p) {
-            b->failed = 1;
-            return;
-        }
-        b->s = p;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
-}
-
-static void sb_str(strbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
-
-static void sb_printf(strbuf *b, const char *fmt, ...) FX_PRINTF(2, 3);
-static void sb_printf(strbuf *b, const char *fmt, ...) {
-    char tmp[128];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n > 0) sb_add(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
 /* A1111's quote(): values with ',', ':' or '\n' become JSON strings
  * (non-ASCII kept as is, like json.dumps(ensure_ascii=False)). */
-static void sb_setting_value(strbuf *b, const char *v) {
+static void sb_setting_value(fx_strbuf *b, const char *v) {
     if (!strpbrk(v, ",:\n")) {
-        sb_str(b, v);
+        fx_sb_str(b, v);
         return;
     }
-    sb_str(b, "\"");
+    fx_sb_str(b, "\"");
     for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
         switch (*p) {
-        case '"': sb_str(b, "\\\""); break;
-        case '\\': sb_str(b, "\\\\"); break;
-        case '\n': sb_str(b, "\\n"); break;
-        case '\r': sb_str(b, "\\r"); break;
-        case '\t': sb_str(b, "\\t"); break;
-        case '\b': sb_str(b, "\\b"); break;
-        case '\f': sb_str(b, "\\f"); break;
+        case '"': fx_sb_str(b, "\\\""); break;
+        case '\\': fx_sb_str(b, "\\\\"); break;
+        case '\n': fx_sb_str(b, "\\n"); break;
+        case '\r': fx_sb_str(b, "\\r"); break;
+        case '\t': fx_sb_str(b, "\\t"); break;
+        case '\b': fx_sb_str(b, "\\b"); break;
+        case '\f': fx_sb_str(b, "\\f"); break;
         default:
-            if (*p < 0x20) sb_printf(b, "\\u%04x", *p);
-            else sb_add(b, (const char *)p, 1);
+            if (*p < 0x20) fx_sb_printf(b, "\\u%04x", *p);
+            else fx_sb_add(b, (const char *)p, 1);
         }
     }
-    sb_str(b, "\"");
+    fx_sb_str(b, "\"");
 }
 
-static void sb_setting(strbuf *b, const char *key, const char *value) {
-    if (b->len && b->s[b->len - 1] != '\n') sb_str(b, ", ");
-    sb_str(b, key);
-    sb_str(b, ": ");
+static void sb_setting(fx_strbuf *b, const char *key, const char *value) {
+    if (b->len && b->s[b->len - 1] != '\n') fx_sb_str(b, ", ");
+    fx_sb_str(b, key);
+    fx_sb_str(b, ": ");
     sb_setting_value(b, value);
 }
 
@@ -84,13 +48,13 @@ char *fx_a1111_parameters(const char *prompt, const char *negative, int steps, u
                           int height, float guidance, const char *schedule, const char *model,
                           const char *version) {
     char num[64];
-    strbuf b = {0};
-    sb_str(&b, prompt ? prompt : "");
+    fx_strbuf b = {0};
+    fx_sb_str(&b, prompt ? prompt : "");
     if (negative && *negative) {
-        sb_str(&b, "\nNegative prompt: ");
-        sb_str(&b, negative);
+        fx_sb_str(&b, "\nNegative prompt: ");
+        fx_sb_str(&b, negative);
     }
-    sb_str(&b, "\n");
+    fx_sb_str(&b, "\n");
     snprintf(num, sizeof num, "%d", steps);
     sb_setting(&b, "Steps", num);
     sb_setting(&b, "Sampler", "Euler");

@@ -21,6 +21,7 @@ struct fx_qwen3;      /* qwen3.h: text encoder */
 struct fx_dit;        /* transformer.h */
 struct fx_vae;        /* vae.h */
 struct fx_embcache;   /* embcache.h */
+struct fx_adapters;   /* src/pipeline/adapters.h: LoRA files on the transformer */
 
 /* The generation under way, for the stages' checkpoints (fx_ctx_checkpoint):
  * the caller's progress callback and where the pipeline is. */
@@ -65,6 +66,7 @@ struct flux_ctx {
     struct fx_dit *transformer;
     struct fx_vae *vae;
     struct fx_embcache *embcache;
+    struct fx_adapters *adapters;
 };
 
 /* Copy an fx_err into the context's error and return its code. */

@@ -76,6 +76,10 @@ static fx_vk_epilogue dev_epi(const fx_op_epi *e) {
 
 static flux_status linear(fx_ops *ops, int64_t m, fx_view x, const fx_opw *w, fx_view y, const fx_op_epi *epi,
                           fx_err *err) {
+    if (w->w.delta) /* never a silent result without the adapter */
+        return fx_fail(err, FLUX_ERR_UNSUPPORTED,
+                       "LoRA adapters run on the CPU only for now: a linear layer with adapter terms cannot run on "
+                       "the Vulkan device (use --backend cpu)");
     fx_vk_epilogue e = epi ? dev_epi(epi) : (fx_vk_epilogue){0};
     return fx_vk_linear(ops->vk, m, mat(x), w->dev, mat(y), epi ? &e : NULL, err);
 }

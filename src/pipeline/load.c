@@ -5,6 +5,7 @@
  */
 #include "load.h"
 
+#include "adapters.h"
 #include "src/dit/transformer.h"
 #include "src/model/model.h"
 #include "embcache.h"
@@ -31,6 +32,7 @@ void fx_ctx_release_model(flux_ctx *ctx) {
     ctx->text_encoder = NULL;
     fx_dit_free(ctx->transformer);
     ctx->transformer = NULL;
+    fx_adapters_free(ctx); /* resolved against this model */
     fx_vae_free(ctx->vae);
     ctx->vae = NULL;
     fx_model_free(ctx->model);

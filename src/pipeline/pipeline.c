@@ -34,6 +34,7 @@
 #include "src/model/ctx.h"
 #include "dump.h"
 #include "src/image/image_meta.h"
+#include "adapters.h"
 #include "src/dit/latents.h"
 #include "src/model/model.h"
 #include "prefetch.h"
@@ -433,9 +434,18 @@ static flux_status decode(gen *g, int index, const float *tokens, float *chw, fl
     if (!img) return fx_fail(g->err, FLUX_ERR_NOMEM, "out of memory (%dx%d image)", g->width, g->height);
     fx_image_to_rgb8(pix, g->height, g->width, img->data);
     const char *neg = g->cfg ? (g->p->negative_prompt ? g->p->negative_prompt : "") : NULL;
-    flux_status st = fx_image_set_generation_text(img, g->p->prompt, neg, g->steps, g->seed + (uint64_t)index,
-                                                  g->width, g->height, g->cfg ? g->guidance : 1.0f, g->sched,
-                                                  ctx->model->name, NULL);
+    /* adapters: <lora:NAME:SCALE> tags after the prompt of "parameters" (as
+     * A1111 prompts carry them), the "prompt" entry as given */
+    char *tagged = NULL, *loras = NULL;
+    flux_status st = fx_adapters_tags(ctx, g->p->prompt, &tagged, &loras);
+    if (!st)
+        st = fx_image_set_generation_text(img, loras ? tagged : g->p->prompt, neg, g->steps, g->seed + (uint64_t)index,
+                                          g->width, g->height, g->cfg ? g->guidance : 1.0f, g->sched, ctx->model->name,
+                                          NULL);
+    if (!st && loras) st = flux_image_set_text(img, "prompt", g->p->prompt ? g->p->prompt : "");
+    if (!st && loras) st = flux_image_set_text(img, "loras", loras);
+    free(tagged);
+    free(loras);
     if (!st && g->n_refs) {
         char n[16];
         snprintf(n, sizeof n, "%d", g->n_refs);

@@ -286,6 +286,44 @@ TEST(repl_session_generates) {
     free(cli_out), free(out), free(err);
 }
 
+/* !lora FILE [SCALE], !lora off, !loras (run in test_cli_lora.c) */
+TEST(repl_lora_commands_parse) {
+    static const struct {
+        const char *line;
+        cli_repl_kind kind;
+        const char *file;
+        float scale;
+        const char *error;
+    } cases[] = {
+        {"!lora style.safetensors 0.5", REPL_LORA, "style.safetensors", 0.5f, NULL},
+        {"!lora style.safetensors", REPL_LORA, "style.safetensors", 1.0f, NULL},
+        {"  !LORA My.safetensors -2  ", REPL_LORA, "My.safetensors", -2.0f, NULL},
+        {"!lora off", REPL_LORA_OFF, NULL, 0, NULL},
+        {"!lora OFF", REPL_LORA_OFF, NULL, 0, NULL},
+        {"!loras", REPL_LORAS, NULL, 0, NULL},
+        {"!lora", REPL_EMPTY, NULL, 0, "!lora needs a file"},
+        {"!lora a.safetensors x", REPL_EMPTY, NULL, 0, "!lora: scale 'x' is not a number"},
+        {"!lora a.safetensors 101", REPL_EMPTY, NULL, 0, "!lora: scale '101' is not a number in -100..100"},
+        {"!lora a.safetensors inf", REPL_EMPTY, NULL, 0, "!lora: scale 'inf'"},
+        {"!lora a.safetensors 1 2", REPL_EMPTY, NULL, 0, "!lora: unexpected '2'"},
+        {"!lora off now", REPL_EMPTY, NULL, 0, "!lora: unexpected 'now'"},
+        {"!loras all", REPL_EMPTY, NULL, 0, "!loras takes no argument"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char line[256], err[256];
+        snprintf(line, sizeof line, "%s", cases[i].line);
+        cli_repl_cmd c;
+        int rc = cli_repl_parse(line, &c, err, sizeof err);
+        if (cases[i].error) {
+            CHECK_MSG(rc == -1 && strstr(err, cases[i].error), "'%s': rc %d, '%s'", cases[i].line, rc, err);
+            continue;
+        }
+        CHECK_MSG(rc == 0 && c.kind == cases[i].kind, "'%s': rc %d kind %d (%s)", cases[i].line, rc, (int)c.kind, err);
+        if (cases[i].file) CHECK_MSG(c.file && !strcmp(c.file, cases[i].file) && c.scale == cases[i].scale, "'%s'",
+                                     cases[i].line);
+    }
+}
+
 /* A reference sets the size when none is given ("size auto"); a reference
  * whose processed size is outside 64..2048 is refused with a hint, like -i
  * without -W/-H, and the session goes on. */

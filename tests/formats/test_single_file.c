@@ -19,6 +19,7 @@
 #include "src/base/npy.h"
 #include "src/formats/single_file.h"
 #include "src/dit/transformer.h"
+#include "tests/golden_case.h"
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                  */
@@ -29,34 +30,14 @@
 static const char *make_file(const char *layout, const char *flags) {
     static char paths[8][PATH_MAX];
     static int next;
-    const char *tool = fx_test_tool("make_single_file");
-    if (!tool) {
-        fx_test_fail(__FILE__, __LINE__, "make_single_file not found: build it with `make tools` in the tests' "
-                                         "BUILD directory or set FLUX_TOOLS");
-        return NULL;
-    }
     char *path = paths[next++ % 8];
     snprintf(path, PATH_MAX, "%s/%s%s.safetensors", fx_test_tmpdir(), layout, *flags ? "-x" : "");
-    char cmd[3 * PATH_MAX], *out = NULL;
-    snprintf(cmd, sizeof cmd, "'%s' --layout %s -d '%s' -o '%s' %s", tool, layout, fx_test_path("golden/model"), path,
-             flags);
-    int rc = fx_test_run(cmd, &out);
-    if (rc != 0) {
-        fx_test_fail(__FILE__, __LINE__, "%s: %s", cmd, out);
-        path = NULL;
-    }
-    free(out);
-    return path;
+    char args[3 * PATH_MAX];
+    snprintf(args, sizeof args, "--layout %s -d '%s' -o '%s' %s", layout, fx_test_path("golden/model"), path, flags);
+    return FX_TEST_RUN_TOOL("make_single_file", args) ? NULL : path;
 }
 
-static fx_wset *open_folder_transformer(void) {
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s/transformer", fx_test_path("golden/model"));
-    fx_err err = {0};
-    fx_wset *w = fx_wset_open_component(dir, "transformer", "diffusion_pytorch_model.safetensors", 1, &err);
-    if (!w) fx_test_fail(__FILE__, __LINE__, "%s", err.msg);
-    return w;
-}
+static fx_wset *open_folder_transformer(void) { return fx_gcase_transformer(fx_test_path("golden/model")); }
 
 /* Every tensor of `want` is in `got` with the same shape, dtype and values
  * (f32 conversions compared bitwise = same bytes for F32/F16/BF16), and

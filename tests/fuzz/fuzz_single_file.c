@@ -12,8 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
+
+#include "tests/fuzz/fuzz_memfd.h"
 
 #include "src/formats/single_file.c"
 
@@ -24,14 +25,9 @@ static void check(int cond) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    int fd = memfd_create("fuzz.safetensors", 0);
-    if (fd < 0) return 0;
-    if (write(fd, data, size) != (ssize_t)size) {
-        close(fd);
-        return 0;
-    }
     char path[64];
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    int fd = fuzz_memfd(data, size, path);
+    if (fd < 0) return 0;
     fx_err err = {0};
     fx_single_file_info info;
     fx_wset *w = fx_single_file_open(path, (int)(size & 1), NULL, &info, &err);

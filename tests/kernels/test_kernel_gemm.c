@@ -104,7 +104,7 @@ static int64_t run_case(const fx_kernels *kt, int threads, const gemm_case *c, u
     fx_test_fill_uniform(&r, gate, (size_t)n, 1.5f);
     memcpy(y, y0, sizeof(float) * (size_t)(m * ldy));
 
-    fx_weight w = {(const char *)wbuf + dsize(c->dt) * (size_t)c->woff, c->dt, n, k, ldw};
+    fx_weight w = {(const char *)wbuf + dsize(c->dt) * (size_t)c->woff, c->dt, n, k, ldw, NULL};
     fx_epilogue epi = {c->mode, c->bias ? bias : NULL, c->mode == FX_EPI_GATED_ACCUMULATE ? gate : NULL};
     fx_scratch *s = fx_scratch_new(threads);
     fx_kctx kc;
@@ -295,10 +295,10 @@ TEST(kernel_gemm_degenerate) {
         fx_kctx_init(&kc, tabs[t].k, 2, s);
         float x[4] = {1, 2, 3, 4}, wv[8] = {1, 1, 1, 1, 2, 2, 2, 2}, y[8] = {5, 5, 5, 5, 5, 5, 5, 5};
         float bias[2] = {0.5f, -1}, gate[2] = {2, 3};
-        fx_weight w = {wv, FX_DTYPE_F32, 2, 4, 4};
+        fx_weight w = {wv, FX_DTYPE_F32, 2, 4, 4, NULL};
         fx_linear(&kc, 0, x, 4, &w, y, 2, NULL);
         for (int i = 0; i < 8; i++) CHECK(y[i] == 5);
-        fx_weight w0 = {wv, FX_DTYPE_F32, 2, 0, 4};
+        fx_weight w0 = {wv, FX_DTYPE_F32, 2, 0, 4, NULL};
         fx_epilogue e = {FX_EPI_GATED_ACCUMULATE, bias, gate};
         fx_linear(&kc, 1, x, 4, &w0, y, 2, &e);
         CHECK(y[0] == 6 && y[1] == 2);
@@ -396,8 +396,8 @@ TEST(kernel_gemm_packcache) {
     fx_test_fill_uniform(&r, x, (size_t)(m * k), 1.0f);
     fx_test_fill_uniform(&r, bias, (size_t)n, 1.0f);
     for (int64_t i = 0; i < n * k; i++) put_random_weight(&r, wb, FX_DTYPE_BF16, i);
-    const fx_weight w = {wb, FX_DTYPE_BF16, n, k, k};
-    const fx_weight slice = {wb + 3, FX_DTYPE_BF16, 64, 600, k};
+    const fx_weight w = {wb, FX_DTYPE_BF16, n, k, k, NULL};
+    const fx_weight slice = {wb + 3, FX_DTYPE_BF16, 64, 600, k, NULL};
     int ran = 0;
     for (int id = 0; id < FX_ISA_COUNT; id++) {
         const fx_kernels *kt = fx_kernels_get((fx_isa)id, 0);

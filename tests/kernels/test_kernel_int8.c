@@ -99,7 +99,7 @@ TEST(kernel_int8_kernels_equal_the_contract) {
             if (KT_SMALL && s == 3) continue;
             const int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
             void *wq = quantized(&r, types[ti], n, k);
-            const fx_weight w = {wq, types[ti], n, k, k};
+            const fx_weight w = {wq, types[ti], n, k, k, NULL};
             float *x = kt_alloc((size_t)(m * k)), *bias = kt_alloc((size_t)n), *gate = kt_alloc((size_t)n);
             float *y0 = kt_alloc((size_t)(m * n)), *ref = kt_alloc((size_t)(m * n)), *y = kt_alloc((size_t)(m * n));
             fx_test_fill_uniform(&r, x, (size_t)(m * k), 2.0f);
@@ -137,7 +137,7 @@ TEST(kernel_int8_linear_close_to_f32) {
     for (int i = 0; i < isas.n; i++)
         for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
             void *wq = quantized(&r, cases[c].t, n, k);
-            const fx_weight w = {wq, cases[c].t, n, k, k};
+            const fx_weight w = {wq, cases[c].t, n, k, k, NULL};
             float *x = kt_alloc((size_t)(m * k)), *ya = kt_alloc((size_t)(m * n)), *yb = kt_alloc((size_t)(m * n));
             for (int64_t q = 0; q < m * k; q++) x[q] = fx_test_rng_normal(&r);
             /* the f32 side on scalar kernels: a bf16-dot table would round
@@ -154,7 +154,7 @@ TEST(kernel_int8_linear_close_to_f32) {
             /* F32 weights ignore the mode */
             float *wf = kt_alloc((size_t)(n * k));
             fx_dequantize_row(cases[c].t, wq, n * k, wf);
-            const fx_weight wf32 = {wf, FX_DTYPE_F32, n, k, k};
+            const fx_weight wf32 = {wf, FX_DTYPE_F32, n, k, k, NULL};
             fx_linear(&kc, m, x, k, &wf32, yb, n, NULL);
             kc.int8 = 0;
             fx_linear(&kc, m, x, k, &wf32, ya, n, NULL);

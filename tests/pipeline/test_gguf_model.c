@@ -75,9 +75,10 @@ static int quantize_both(const char *dir, const char *type, char *tq, char *teq)
     return 0;
 }
 
-/* One 64×64 generation with fixed seed (image malloc'd, NULL on failure). */
-static flux_image *generate(const char *dir, const char *tfile, const char *tefile, const char *quant,
-                            flux_precision prec) {
+/* One 32×32 generation with fixed seed, with a LoRA adapter at scale 1
+ * when lora is given (image malloc'd, NULL on failure). */
+static flux_image *generate_lora(const char *dir, const char *tfile, const char *tefile, const char *quant,
+                                 flux_precision prec, const char *lora) {
     flux_options o;
     flux_options_init(&o);
     o.precision = prec;
@@ -91,6 +92,8 @@ static flux_image *generate(const char *dir, const char *tfile, const char *tefi
     flux_image *img = NULL;
     if (!ctx || flux_load(ctx, dir, &lo) != FLUX_OK) {
         fx_test_fail(__FILE__, __LINE__, "flux_load: %s", flux_error(ctx));
+    } else if (lora && flux_lora_load(ctx, lora, 1.0f) != FLUX_OK) {
+        fx_test_fail(__FILE__, __LINE__, "flux_lora_load: %s", flux_error(ctx));
     } else {
         flux_params p;
         flux_params_init(&p);
@@ -100,6 +103,11 @@ static flux_image *generate(const char *dir, const char *tfile, const char *tefi
     }
     flux_free(ctx);
     return img;
+}
+
+static flux_image *generate(const char *dir, const char *tfile, const char *tefile, const char *quant,
+                            flux_precision prec) {
+    return generate_lora(dir, tfile, tefile, quant, prec, NULL);
 }
 
 /* Write every tensor of a set as F32 into one safetensors file. */
@@ -298,6 +306,38 @@ TEST(gguf_run_equals_dequantized_safetensors_run) {
     CHECK_MSG(fx_test_same_pixels(x, y), "GGUF run differs from the dequantized-safetensors run");
     /* and quantization did change the weights (the comparison is not vacuous) */
     CHECK_MSG(!fx_test_same_pixels(x, z), "Q4_K run is pixel-identical to the bf16 run");
+    flux_image_free(x), flux_image_free(y), flux_image_free(z);
+}
+
+/* A LoRA on a GGUF transformer runs as a term beside the block weights
+ * (never merged into them, never requantized): the run equals, bit for bit
+ * in f32 mode, the same adapter on the dequantized-safetensors model, and
+ * the adapter changes the image. */
+TEST(gguf_lora_on_quantized_transformer) {
+    const char *dir = model();
+    REQUIRE(dir);
+    char tq[PATH_MAX], lora[PATH_MAX], args[3 * PATH_MAX];
+    const char *a = quantize(dir, "transformer", "q8_0", "t-lora.gguf");
+    REQUIRE(a);
+    snprintf(tq, sizeof tq, "%s", a);
+    snprintf(lora, sizeof lora, "%s/style.safetensors", fx_test_tmpdir());
+    snprintf(args, sizeof args, "-d '%s' -o '%s' --format diffusers --rank 4 --seed 71", dir, lora);
+    REQUIRE(FX_TEST_RUN_TOOL("gen_lora", args) == 0);
+    fx_err err = {0};
+    fx_wset *tw = fx_single_file_open(tq, 1, NULL, NULL, &err);
+    REQUIRE_MSG(tw, "%s", err.msg);
+    fx_wset *tew = open_set(dir, "text_encoder", "model.safetensors");
+    REQUIRE(tew);
+    const char *dq = dequantized_folder(dir, tw, tew);
+    fx_wset_close(tw);
+    fx_wset_close(tew);
+    REQUIRE(dq);
+    flux_image *x = generate_lora(dir, tq, NULL, NULL, FLUX_PRECISION_F32, lora);
+    flux_image *y = generate_lora(dq, NULL, NULL, NULL, FLUX_PRECISION_F32, lora);
+    flux_image *z = generate(dir, tq, NULL, NULL, FLUX_PRECISION_F32);
+    REQUIRE(x && y && z);
+    CHECK_MSG(fx_test_same_pixels(x, y), "LoRA on the GGUF transformer differs from LoRA on its dequantized weights");
+    CHECK_MSG(!fx_test_same_pixels(x, z), "the adapter does not change the GGUF run");
     flux_image_free(x), flux_image_free(y), flux_image_free(z);
 }
 

@@ -1,0 +1,93 @@
+/*
+ * safetensors_write.c — a safetensors file from tensors in memory
+ * (safetensors_write.h).
+ */
+#include "safetensors_write.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/base/atomic_file.h"
+#include "src/base/strbuf.h"
+
+/* A JSON string literal. */
+static void put_json(fx_strbuf *b, const char *s) {
+    fx_sb_str(b, "\"");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char esc[8];
+        if (*p == '"' || *p == '\\') {
+            esc[0] = '\\', esc[1] = (char)*p;
+            fx_sb_add(b, esc, 2);
+        } else if (*p < 0x20) {
+            snprintf(esc, sizeof esc, "\\u%04x", *p);
+            fx_sb_str(b, esc);
+        } else {
+            fx_sb_add(b, (const char *)p, 1);
+        }
+    }
+    fx_sb_str(b, "\"");
+}
+
+flux_status fx_st_write(const char *path, const fx_st_out *t, size_t n, const char *const *meta, size_t n_meta,
+                        fx_err *err) {
+    fx_strbuf h = {0};
+    char num[96];
+    int64_t off = 0;
+    fx_sb_str(&h, "{");
+    if (n_meta) {
+        fx_sb_str(&h, "\"__metadata__\":{");
+        for (size_t i = 0; i < n_meta; i++) {
+            if (i) fx_sb_str(&h, ",");
+            put_json(&h, meta[2 * i]);
+            fx_sb_str(&h, ":");
+            put_json(&h, meta[2 * i + 1]);
+        }
+        fx_sb_str(&h, "}");
+    }
+    for (size_t i = 0; i < n; i++) {
+        const size_t es = fx_st_dtype_size(t[i].dtype);
+        if (!es || t[i].shape.ndim < 0 || t[i].shape.ndim > FX_ST_MAX_DIMS) {
+            free(h.s);
+            return fx_fail(err, FLUX_ERR_INVALID_ARG, "%s: tensor '%.200s': bad dtype or shape", path, t[i].name);
+        }
+        const int64_t bytes = fx_shape_numel(&t[i].shape) * (int64_t)es;
+        if (i || n_meta) fx_sb_str(&h, ",");
+        put_json(&h, t[i].name);
+        fx_sb_str(&h, ":{\"dtype\":");
+        put_json(&h, fx_st_dtype_name(t[i].dtype));
+        fx_sb_str(&h, ",\"shape\":[");
+        for (int d = 0; d < t[i].shape.ndim; d++) {
+            snprintf(num, sizeof num, d ? ",%lld" : "%lld", (long long)t[i].shape.d[d]);
+            fx_sb_str(&h, num);
+        }
+        snprintf(num, sizeof num, "],\"data_offsets\":[%lld,%lld]}", (long long)off, (long long)(off + bytes));
+        fx_sb_str(&h, num);
+        off += bytes;
+    }
+    fx_sb_str(&h, "}");
+    while (!h.failed && h.len % 8) fx_sb_str(&h, " ");
+    if (h.failed) {
+        free(h.s);
+        return fx_fail(err, FLUX_ERR_NOMEM, "out of memory writing %s", path);
+    }
+    fx_atomic_file af;
+    flux_status st = fx_atomic_open(&af, path, err);
+    if (st) {
+        free(h.s);
+        return st;
+    }
+    unsigned char len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
+    int ok = fwrite(len8, 1, 8, af.f) == 8 && fwrite(h.s, 1, h.len, af.f) == h.len;
+    for (size_t i = 0; i < n && ok; i++) {
+        const size_t bytes = (size_t)fx_shape_numel(&t[i].shape) * fx_st_dtype_size(t[i].dtype);
+        ok = !bytes || fwrite(t[i].data, 1, bytes, af.f) == bytes;
+    }
+    free(h.s);
+    if (!ok) {
+        fx_atomic_abort(&af);
+        return fx_fail(err, FLUX_ERR_IO, "cannot write %s: write failed", path);
+    }
+    return fx_atomic_commit(&af, err);
+}

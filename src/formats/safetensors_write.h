@@ -1,0 +1,29 @@
+/*
+ * safetensors_write.h — write a safetensors file (the format of
+ * safetensors.h) from tensors in memory: the tools' generators (LoRA files,
+ * merged weights) and the tests' small and hostile files.
+ *
+ * The header lists the tensors in the order given, data_offsets packed
+ * back to back, and an optional "__metadata__" object of strings; it is
+ * padded with spaces to a multiple of 8 bytes, as the reference writer
+ * does. The file is written atomically (src/base/atomic_file.h).
+ */
+#ifndef FX_SAFETENSORS_WRITE_H
+#define FX_SAFETENSORS_WRITE_H
+
+#include "safetensors.h"
+
+typedef struct fx_st_out {
+    const char *name;
+    fx_st_dtype dtype;
+    fx_shape shape;
+    const void *data;     /* numel(shape) × element size bytes */
+} fx_st_out;
+
+/* meta: n_meta (key, value) pairs as meta[2i], meta[2i + 1]; NULL/0 = no
+ * __metadata__. Errors: FLUX_ERR_IO (naming path), FLUX_ERR_NOMEM,
+ * FLUX_ERR_INVALID_ARG (a dtype or shape out of range). */
+flux_status fx_st_write(const char *path, const fx_st_out *t, size_t n, const char *const *meta, size_t n_meta,
+                        fx_err *err);
+
+#endif

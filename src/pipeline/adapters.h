@@ -1,0 +1,21 @@
+/*
+ * adapters.h — the LoRA adapters of a context (flux_lora_* in flux.h):
+ * the parsed files (src/formats/lora.h), their strengths, and the terms
+ * attached to the transformer (fx_dit_set_adapters).
+ */
+#ifndef FX_ADAPTERS_H
+#define FX_ADAPTERS_H
+
+#include "src/model/ctx.h"
+
+/* Free every adapter (the transformer must be freed first, or detached).
+ * The transformer exists whenever an adapter does (flux_lora_load builds it),
+ * so it never needs attaching later. */
+void fx_adapters_free(flux_ctx *ctx);
+
+/* For image metadata: the prompt followed by " <lora:NAME:SCALE>" per
+ * adapter with a nonzero scale (*tagged), and "NAME:SCALE, ..." (*list;
+ * NULL when there is none). malloc'd; FLUX_ERR_NOMEM. */
+flux_status fx_adapters_tags(const flux_ctx *ctx, const char *prompt, char **tagged, char **list);
+
+#endif
