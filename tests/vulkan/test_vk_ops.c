@@ -122,7 +122,7 @@ static void linear_cases(uint64_t max_binding) {
     fx_err err = {0};
     const int64_t m = 37, k = 72, n = 50, ld = k + n + 8; /* x and y: column slices of one matrix */
     uint16_t *wh = bf16_weight(&r, n, k);
-    fx_weight w = {wh, FX_DTYPE_BF16, n, k, k};
+    fx_weight w = {.data = wh, .dtype = FX_DTYPE_BF16, .n = n, .k = k, .ld = k};
     fx_opw wc, wd;
     ok(fx_ops_weight(p.cpu, &w, "w", &wc, &err), &err, "weight cpu");
     ok(fx_ops_weight(p.dev, &w, "w", &wd, &err), &err, "weight dev");
@@ -264,7 +264,7 @@ TEST(vk_ops_groupnorm_conv2d_match_cpu) {
         int ho, wo;
         fx_conv2d_out_size(&g, &ho, &wo);
         uint16_t *wh = bf16_weight(&r, cout, (int64_t)cin * 9);
-        fx_weight w = {wh, FX_DTYPE_BF16, cout, (int64_t)cin * 9, (int64_t)cin * 9};
+        fx_weight w = {.data = wh, .dtype = FX_DTYPE_BF16, .n = cout, .k = (int64_t)cin * 9, .ld = (int64_t)cin * 9};
         fx_opw wc, wd;
         ok(fx_ops_conv_weight(p.cpu, &g, &w, "conv", &wc, &err), &err, "conv weight cpu");
         ok(fx_ops_conv_weight(p.dev, &g, &w, "conv", &wd, &err), &err, "conv weight dev");

@@ -186,3 +186,36 @@ TEST(vk_device_lost_fails_the_generation) {
     fx_npy_free(&emb), fx_npy_free(&noise);
     flux_free(ctx);
 }
+
+/* LoRA terms are not on the device yet: a generation with an adapter on the
+ * Vulkan backend is an error naming the reason, never an image without it. */
+TEST(vk_lora_is_refused_on_the_device) {
+    if (!device_ready()) return;
+    char model[1024], lora[1200], args[4096];
+    snprintf(model, sizeof model, "%s", fx_test_path("golden/model"));
+    snprintf(lora, sizeof lora, "%s/vk-lora.safetensors", fx_test_tmpdir());
+    snprintf(args, sizeof args, "-d '%s' -o '%s' --format bfl --rank 4 --seed 31 --strength 0.7", model, lora);
+    REQUIRE(FX_TEST_RUN_TOOL("gen_lora", args) == 0);
+    fx_gcase_set_backend(FLUX_BACKEND_VULKAN);
+    fx_gcase c;
+    fx_npy emb = {0}, noise = {0};
+    flux_ctx *ctx = fx_gcase_ctx_emb("t2i-32x32-4step", 2, FLUX_PRECISION_F32, &c, &emb);
+    fx_gcase_set_backend(FLUX_BACKEND_CPU);
+    unsetenv("FLUX_VK_VALIDATION");
+    if (!ctx) return;
+    REQUIRE(fx_gcase_npy(c.dir, "noise.npy", &noise));
+    CHECK_MSG(flux_lora_load(ctx, lora, 1.0f) == FLUX_OK, "flux_lora_load: %s", flux_error(ctx));
+    flux_params p;
+    flux_params_init(&p);
+    p.embeddings = emb.data;
+    p.noise = noise.data;
+    p.height = (int)noise.shape[1] * 16, p.width = (int)noise.shape[2] * 16;
+    p.steps = 1, p.seed = 1;
+    flux_image *img = NULL;
+    CHECK_EQ_INT(flux_generate(ctx, &p, &img), FLUX_ERR_UNSUPPORTED);
+    CHECK(img == NULL);
+    CHECK_MSG(strstr(flux_error(ctx), "LoRA") != NULL, "error: %s", flux_error(ctx));
+    flux_image_free(img);
+    fx_npy_free(&emb), fx_npy_free(&noise);
+    flux_free(ctx);
+}
