@@ -157,24 +157,38 @@ TEST(vk_vae_encode_golden_f32) {
     unsetenv("FLUX_VK_VALIDATION");
 }
 
+/* A Vulkan context on t2i-32x32-4step with its embeddings and noise in p
+ * (steps as given); NULL after a skip or a failure. */
+static flux_ctx *device_case(fx_npy *emb, fx_npy *noise, int steps, flux_params *p) {
+    if (!device_ready()) return NULL;
+    fx_gcase_set_backend(FLUX_BACKEND_VULKAN);
+    fx_gcase c;
+    flux_ctx *ctx = fx_gcase_ctx_emb("t2i-32x32-4step", 2, FLUX_PRECISION_F32, &c, emb);
+    fx_gcase_set_backend(FLUX_BACKEND_CPU);
+    unsetenv("FLUX_VK_VALIDATION");
+    if (ctx && !fx_gcase_npy(c.dir, "noise.npy", noise)) {
+        flux_free(ctx);
+        return NULL;
+    }
+    if (!ctx) return NULL;
+    flux_params_init(p);
+    p->embeddings = emb->data;
+    p->noise = noise->data;
+    p->height = (int)noise->shape[1] * 16, p->width = (int)noise->shape[2] * 16;
+    p->steps = steps, p->seed = 1;
+    return ctx;
+}
+
 /* A device lost in the middle of a generation: an error naming it, no
  * image, and the context keeps failing (it never computes on a dead device). */
 TEST(vk_device_lost_fails_the_generation) {
-    if (!device_ready()) return;
-    fx_gcase_set_backend(FLUX_BACKEND_VULKAN);
-    fx_gcase c;
     fx_npy emb = {0}, noise = {0};
-    flux_ctx *ctx = fx_gcase_ctx_emb("t2i-32x32-4step", 2, FLUX_PRECISION_F32, &c, &emb);
-    fx_gcase_set_backend(FLUX_BACKEND_CPU);
-    unsetenv("FLUX_VK_VALIDATION");
-    if (!ctx) return;
-    REQUIRE(fx_gcase_npy(c.dir, "noise.npy", &noise));
     flux_params p;
-    flux_params_init(&p);
-    p.embeddings = emb.data;
-    p.noise = noise.data;
-    p.height = (int)noise.shape[1] * 16, p.width = (int)noise.shape[2] * 16;
-    p.steps = 2, p.seed = 1;
+    flux_ctx *ctx = device_case(&emb, &noise, 2, &p);
+    if (!ctx) {
+        fx_npy_free(&emb);
+        return;
+    }
     flux_image *img = NULL;
     fx_ops_inject_device_lost(ctx->ops);
     CHECK(flux_generate(ctx, &p, &img) != FLUX_OK);
@@ -196,21 +210,14 @@ TEST(vk_lora_is_refused_on_the_device) {
     snprintf(lora, sizeof lora, "%s/vk-lora.safetensors", fx_test_tmpdir());
     snprintf(args, sizeof args, "-d '%s' -o '%s' --format bfl --rank 4 --seed 31 --strength 0.7", model, lora);
     REQUIRE(FX_TEST_RUN_TOOL("gen_lora", args) == 0);
-    fx_gcase_set_backend(FLUX_BACKEND_VULKAN);
-    fx_gcase c;
     fx_npy emb = {0}, noise = {0};
-    flux_ctx *ctx = fx_gcase_ctx_emb("t2i-32x32-4step", 2, FLUX_PRECISION_F32, &c, &emb);
-    fx_gcase_set_backend(FLUX_BACKEND_CPU);
-    unsetenv("FLUX_VK_VALIDATION");
-    if (!ctx) return;
-    REQUIRE(fx_gcase_npy(c.dir, "noise.npy", &noise));
-    CHECK_MSG(flux_lora_load(ctx, lora, 1.0f) == FLUX_OK, "flux_lora_load: %s", flux_error(ctx));
     flux_params p;
-    flux_params_init(&p);
-    p.embeddings = emb.data;
-    p.noise = noise.data;
-    p.height = (int)noise.shape[1] * 16, p.width = (int)noise.shape[2] * 16;
-    p.steps = 1, p.seed = 1;
+    flux_ctx *ctx = device_case(&emb, &noise, 1, &p);
+    if (!ctx) {
+        fx_npy_free(&emb);
+        return;
+    }
+    CHECK_MSG(flux_lora_load(ctx, lora, 1.0f) == FLUX_OK, "flux_lora_load: %s", flux_error(ctx));
     flux_image *img = NULL;
     CHECK_EQ_INT(flux_generate(ctx, &p, &img), FLUX_ERR_UNSUPPORTED);
     CHECK(img == NULL);
