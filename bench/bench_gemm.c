@@ -270,6 +270,13 @@ static int bench_one(const fx_bench_env *env, int64_t m, int64_t n, int64_t k, f
     for (char *c = dts; *c; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
     r.dtype = dts;
     r.isa = fx_bench_isa_label(p.kc.k);
+    char isa8[24];
+    if (p.kc.int8) { /* the int8 kernel's ISA: the table picks it by CPU and m (--isa amx: tiles from 16 rows) */
+        const fx_gemm_kernels *g = p.kc.k->gemm;
+        const fx_gemm_int8 *k8 = g && g->int8 ? g->int8(fx_cpu_facts_get(), m) : &fx_gemm_int8_scalar;
+        snprintf(isa8, sizeof isa8, "%.*s", (int)strcspn(k8->name, " "), k8->name);
+        r.isa = isa8;
+    }
     r.flops = 2.0 * (double)m * (double)n * (double)k;
     r.peak = fx_bench_peak_of(p.kc.k, dt == FX_DTYPE_BF16);
     if (m <= FX_GEMV_MAX_M && !p.kc.k->gemm->gemv_bf16_dot) r.peak = FX_PEAK_FMA_F32; /* the amx table's GEMV */

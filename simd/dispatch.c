@@ -350,6 +350,13 @@ size_t fx_kernels_describe(const fx_kernels *k, char *buf, size_t size) {
     char part[1024];
     fx_gemm_describe(g, part, sizeof part);
     fx_append(buf, size, &len, "%s", part);
+    /* the int8 kernel of --precision int8 (GGUF / --quant weights), for a
+     * product of many rows and, where it differs, of few */
+    const fx_gemm_int8 *i8 = g->int8 ? g->int8(f, 1 << 20) : &fx_gemm_int8_scalar;
+    const fx_gemm_int8 *i8_few = g->int8 ? g->int8(f, 1) : &fx_gemm_int8_scalar;
+    fx_append(buf, size, &len, "int8:     %s", i8->name);
+    if (i8_few != i8) fx_append(buf, size, &len, "; fewer rows than %d: %s", FX_INT8_AMX_MIN_M, i8_few->name);
+    fx_append(buf, size, &len, " (W8A8, --precision int8)\n");
     const struct fx_attn_kernels *a = k->attn ? k->attn : &fx_attn_scalar;
     fx_append(buf, size, &len, "attention: %s (%d query rows x %d keys per tile)\n", a->name, a->qt, a->kt);
     const fx_gemm_path *cb = g->path[FX_DTYPE_BF16], *cf = g->path[FX_DTYPE_F32];

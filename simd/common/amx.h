@@ -8,6 +8,8 @@
  *   FX_TILE_STORE(t, p, s)    TILESTORED
  *   FX_TILE_ZERO(t)           TILEZERO
  *   FX_TDPBF16PS(c, a, b)     TDPBF16PS   tmm<c> += tmm<a> · tmm<b>
+ *   FX_TDPBSSD(c, a, b)       TDPBSSD     tmm<c> += tmm<a> · tmm<b>, s8 · s8
+ *                             (also _BSUD, _BUSD, _BUUD: s8·u8, u8·s8, u8·u8)
  *
  * Tile numbers must be integer literals (or macros expanding to them): the
  * real instructions paste them into the mnemonic. Every thread issues
@@ -16,7 +18,7 @@
  * context switch save 8 KiB more), so no state survives between calls.
  *
  * The real intrinsics (GCC >= 11 / clang >= 12, files built with -mamx-tile
- * -mamx-bf16) are inline asm that does not tell the compiler which memory
+ * -mamx-bf16 -mamx-int8) are inline asm that does not tell the compiler which memory
  * a tile load reads or which bytes LDTILECFG reads; FX_TILE_FENCE makes
  * every C store before them complete first.
  */
@@ -52,6 +54,10 @@
 #define FX_TILE_STORE(t, p, s) fx_amx_emu_store(t, p, s)
 #define FX_TILE_ZERO(t) fx_amx_emu_zero(t)
 #define FX_TDPBF16PS(c, a, b) fx_amx_emu_dpbf16ps(c, a, b)
+#define FX_TDPBSSD(c, a, b) fx_amx_emu_dpb(c, a, b, 1, 1)
+#define FX_TDPBSUD(c, a, b) fx_amx_emu_dpb(c, a, b, 1, 0)
+#define FX_TDPBUSD(c, a, b) fx_amx_emu_dpb(c, a, b, 0, 1)
+#define FX_TDPBUUD(c, a, b) fx_amx_emu_dpb(c, a, b, 0, 0)
 
 #elif (defined(__AMX_TILE__) || defined(__AMXTILE__)) && (defined(__AMX_BF16__) || defined(__AMXBF16__))
 /* GCC defines __AMX_TILE__ / __AMX_BF16__, clang __AMXTILE__ / __AMXBF16__ */
@@ -77,10 +83,50 @@
     } while (0)
 #define FX_TILE_ZERO(t) _tile_zero(t)
 #define FX_TDPBF16PS(c, a, b) _tile_dpbf16ps(c, a, b)
+#if defined(__AMX_INT8__) || defined(__AMXINT8__)
+#define FX_TDPBSSD(c, a, b) _tile_dpbssd(c, a, b)
+#define FX_TDPBSUD(c, a, b) _tile_dpbsud(c, a, b)
+#define FX_TDPBUSD(c, a, b) _tile_dpbusd(c, a, b)
+#define FX_TDPBUUD(c, a, b) _tile_dpbuud(c, a, b)
+#endif
 
 #else
-#error "simd/common/amx.h is for *_amx.c files (built with -mamx-tile -mamx-bf16) or the X86EMU build"
+#error "simd/common/amx.h is for *_amx.c files (built with -mamx-tile -mamx-bf16 -mamx-int8) or the X86EMU build"
 #endif
+
+/* The 2×2 blocking's steps; two_m / two_n: the second row / column block
+ * is live (edge tiles skip the other).
+ *   FX_TILES_2X2_ZERO   C blocks = 0
+ *   FX_TILES_2X2_DP     A rows 0-15 from a0, 16-31 from a1 (as bytes per
+ *                       row), B columns 0-15 from b0, 16-31 from b1 (bs
+ *                       bytes per row), then C += A·B by TDP (a
+ *                       FX_TDP* macro) on the live blocks
+ *   FX_TILES_2X2_STORE  C blocks to c [32][ld] (4-byte elements) */
+#define FX_TILES_2X2_ZERO(two_m, two_n)                                                          \
+    do {                                                                                         \
+        FX_TILE_ZERO(FX_TMM_C00);                                                                \
+        if (two_n) FX_TILE_ZERO(FX_TMM_C01);                                                     \
+        if (two_m) FX_TILE_ZERO(FX_TMM_C10);                                                     \
+        if ((two_m) && (two_n)) FX_TILE_ZERO(FX_TMM_C11);                                        \
+    } while (0)
+#define FX_TILES_2X2_DP(TDP, two_m, two_n, a0, a1, as, b0, b1, bs)                               \
+    do {                                                                                         \
+        FX_TILE_LOAD(FX_TMM_A0, a0, as);                                                         \
+        if (two_m) FX_TILE_LOAD(FX_TMM_A1, a1, as);                                              \
+        FX_TILE_LOAD(FX_TMM_B0, b0, bs);                                                         \
+        if (two_n) FX_TILE_LOAD(FX_TMM_B1, b1, bs);                                              \
+        TDP(FX_TMM_C00, FX_TMM_A0, FX_TMM_B0);                                                   \
+        if (two_n) TDP(FX_TMM_C01, FX_TMM_A0, FX_TMM_B1);                                        \
+        if (two_m) TDP(FX_TMM_C10, FX_TMM_A1, FX_TMM_B0);                                        \
+        if ((two_m) && (two_n)) TDP(FX_TMM_C11, FX_TMM_A1, FX_TMM_B1);                           \
+    } while (0)
+#define FX_TILES_2X2_STORE(two_m, two_n, c, ld)                                                  \
+    do {                                                                                         \
+        FX_TILE_STORE(FX_TMM_C00, (c), (ld) * 4);                                                \
+        if (two_n) FX_TILE_STORE(FX_TMM_C01, (c) + 16, (ld) * 4);                                \
+        if (two_m) FX_TILE_STORE(FX_TMM_C10, (c) + 16 * (ld), (ld) * 4);                         \
+        if ((two_m) && (two_n)) FX_TILE_STORE(FX_TMM_C11, (c) + 16 * (ld) + 16, (ld) * 4);       \
+    } while (0)
 
 /* A kernel thread's first and last tile steps: load the palette, release. */
 static const _Alignas(64) fx_amx_tilecfg fx_amx_palette = FX_AMX_PALETTE_16X64;

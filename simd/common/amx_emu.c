@@ -101,21 +101,27 @@ static float bf16_at(const unsigned char *row, int i) {
     return fx_f32_flush_subnormal(fx_bf16_bits_to_f32(h));
 }
 
-void fx_amx_emu_dpbf16ps(int c, int a, int b) {
-    need_tile("TDPBF16PS", c);
-    need_tile("TDPBF16PS", a);
-    need_tile("TDPBF16PS", b);
-    if (c == a || c == b || a == b) fault("#UD: TDPBF16PS tmm%d, tmm%d, tmm%d: tiles must differ", c, a, b);
+/* The operand checks every TDP* instruction faults on (SDM: #UD). */
+static void check_dp(const char *insn, int c, int a, int b) {
+    need_tile(insn, c);
+    need_tile(insn, a);
+    need_tile(insn, b);
+    if (c == a || c == b || a == b) fault("#UD: %s tmm%d, tmm%d, tmm%d: tiles must differ", insn, c, a, b);
     const fx_amx_tilecfg *g = &unit.cfg;
     if (g->colsb[c] % 4 || g->colsb[a] % 4 || g->colsb[b] % 4)
-        fault("#UD: TDPBF16PS colsb %d, %d, %d not multiples of 4", g->colsb[c], g->colsb[a], g->colsb[b]);
+        fault("#UD: %s colsb %d, %d, %d not multiples of 4", insn, g->colsb[c], g->colsb[a], g->colsb[b]);
     if (g->colsb[a] / 4 != g->rows[b])
-        fault("#UD: TDPBF16PS K mismatch: tmm%d has %d pairs per row, tmm%d has %d rows", a, g->colsb[a] / 4, b,
+        fault("#UD: %s K mismatch: tmm%d has %d dwords per row, tmm%d has %d rows", insn, a, g->colsb[a] / 4, b,
               g->rows[b]);
     if (g->colsb[c] != g->colsb[b])
-        fault("#UD: TDPBF16PS N mismatch: tmm%d colsb %d, tmm%d colsb %d", c, g->colsb[c], b, g->colsb[b]);
+        fault("#UD: %s N mismatch: tmm%d colsb %d, tmm%d colsb %d", insn, c, g->colsb[c], b, g->colsb[b]);
     if (g->rows[c] != g->rows[a])
-        fault("#UD: TDPBF16PS M mismatch: tmm%d rows %d, tmm%d rows %d", c, g->rows[c], a, g->rows[a]);
+        fault("#UD: %s M mismatch: tmm%d rows %d, tmm%d rows %d", insn, c, g->rows[c], a, g->rows[a]);
+}
+
+void fx_amx_emu_dpbf16ps(int c, int a, int b) {
+    check_dp("TDPBF16PS", c, a, b);
+    const fx_amx_tilecfg *g = &unit.cfg;
     const int M = g->rows[c], N = g->colsb[c] / 4, K = g->colsb[a] / 4;
     float av[MAX_ROWS][32], bv[MAX_ROWS][32]; /* inputs as f32, denormals zeroed */
     for (int m = 0; m < M; m++)
@@ -141,4 +147,34 @@ void fx_amx_emu_dpbf16ps(int c, int a, int b) {
         }
     }
     memcpy(unit.data[c], out, sizeof out); /* rows past M and bytes past colsb: zero */
+}
+
+/* ---- TDPBSSD / TDPBSUD / TDPBUSD / TDPBUUD ------------------------------ */
+
+static int32_t byte_at(const unsigned char *row, int i, int is_signed) {
+    return is_signed ? (int32_t)(int8_t)row[i] : (int32_t)row[i];
+}
+
+/* SDM: per output C[m][n], for each dword k of A's row m, DPBD adds the
+ * four products of the bytes of A[m].dword[k] and B[k].dword[n] (each byte
+ * sign- or zero-extended by the variant) to the int32, wrapping modulo 2^32
+ * (no saturating form exists); the rest of C is zeroed. */
+void fx_amx_emu_dpb(int c, int a, int b, int a_signed, int b_signed) {
+    static const char *const names[2][2] = {{"TDPBUUD", "TDPBUSD"}, {"TDPBSUD", "TDPBSSD"}};
+    check_dp(names[a_signed != 0][b_signed != 0], c, a, b);
+    const fx_amx_tilecfg *g = &unit.cfg;
+    const int M = g->rows[c], N = g->colsb[c] / 4, K = g->colsb[a] / 4;
+    unsigned char out[MAX_ROWS][ROW_BYTES];
+    memset(out, 0, sizeof out);
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            uint32_t acc;
+            memcpy(&acc, unit.data[c][m] + 4 * n, 4);
+            for (int k = 0; k < K; k++)
+                for (int e = 0; e < 4; e++)
+                    acc += (uint32_t)(byte_at(unit.data[a][m], 4 * k + e, a_signed) *
+                                      byte_at(unit.data[b][k], 4 * n + e, b_signed));
+            memcpy(out[m] + 4 * n, &acc, 4);
+        }
+    memcpy(unit.data[c], out, sizeof out);
 }

@@ -1,5 +1,5 @@
 /*
- * amx_emu.h — a plain-C model of the AMX tile unit (AMX-TILE + AMX-BF16),
+ * amx_emu.h — a plain-C model of the AMX tile unit (AMX-TILE, -BF16, -INT8),
  * with the checks the hardware faults on.
  *
  * The AMX kernels are written once against the FX_TILE_* macros of
@@ -15,13 +15,15 @@
  *               rows <= 16, colsb <= 64, both 0 or both non-zero; tiles
  *               8..15 unset
  *   any other   a configuration is loaded; the tile is configured
- *   TDPBF16PS   three distinct tiles; colsb multiples of 4;
- *               a.colsb / 4 == b.rows, c.colsb == b.colsb, c.rows == a.rows
+ *   TDPBF16PS,  three distinct tiles; colsb multiples of 4; a.colsb / 4
+ *   TDPB??D     == b.rows, c.colsb == b.colsb, c.rows == a.rows
  * Semantics (Intel SDM): loads write colsb bytes per row and zero the rest
  * of the row and every row past `rows`; TDPBF16PS keeps, per output
  * element, two f32 partial sums (even and odd element of each bf16 pair),
  * each an FMA with DAZ, FTZ and round to nearest even, adds them and then
- * adds the sum to C, and zeroes what lies past the shape of C.
+ * adds the sum to C, and zeroes what lies past the shape of C; the int8
+ * dots (AMX-INT8) add the four byte products of each dword pair to the
+ * int32 of C, wrapping, and zero past the shape of C likewise.
  */
 #ifndef FX_AMX_EMU_H
 #define FX_AMX_EMU_H
@@ -49,6 +51,10 @@ void fx_amx_emu_store(int t, void *base, int64_t stride);
 void fx_amx_emu_zero(int t);
 /* C (tile c) += A (tile a) · B (tile b), bf16 pairs → f32. */
 void fx_amx_emu_dpbf16ps(int c, int a, int b);
+/* C (tile c) += A (tile a) · B (tile b), quads of bytes → int32 (modulo
+ * 2^32); a_signed / b_signed: the bytes are s8, else u8 (TDPBSSD = 1, 1;
+ * TDPBSUD = 1, 0; TDPBUSD = 0, 1; TDPBUUD = 0, 0). */
+void fx_amx_emu_dpb(int c, int a, int b, int a_signed, int b_signed);
 
 /* What happens on a fault, for this thread: NULL (default) prints the
  * message and aborts; a handler must not return (tests longjmp out). */

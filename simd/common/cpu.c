@@ -29,7 +29,7 @@ static void read_facts(fx_cpu_facts *f) {
     f->fma = f->f16c = f->avx2 = 1;
     f->avx512f = f->avx512bw = f->avx512vl = f->avx512dq = 1;
     f->avx512vnni = f->avx512bf16 = f->avxvnni = 1;
-    f->amx_tile = f->amx_bf16 = 1;
+    f->amx_tile = f->amx_bf16 = f->amx_int8 = 1;
     f->xcr0 = 0x600e7;
     f->os_avx = f->os_avx512 = f->os_amx = 1;
     f->amx_palettes = 1;

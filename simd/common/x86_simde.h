@@ -10,6 +10,11 @@
  * even, denormal inputs read as zero, denormal results flushed, and
  * vdpbf16ps adding the odd pair element before the even one.
  *
+ * SIMDe 0.7.4 computes the FMA intrinsics as a product and a sum (two
+ * roundings); the hardware rounds once, and the int8 kernels must equal
+ * the scalar reference's fmaf bit for bit, so they are replaced by fma
+ * per lane.
+ *
  * Masked loads and stores touch only the selected lanes, like the
  * hardware's fault suppression: the kernels rely on it at buffer ends
  * (SIMDe's AVX vmaskmovps reads every lane, so it is replaced too).
@@ -104,6 +109,32 @@ FX_EMU simde__m256i fx_emu_mm512_cvtepi32_epi16(simde__m512i a) {
     simde__m256i_private r;
     for (int i = 0; i < 16; i++) r.u16[i] = (uint16_t)v.u32[i];
     return simde__m256i_from_private(r);
+}
+/* ---- fused multiply-add: one rounding per lane ----------------------------- */
+
+#define FX_EMU_FMA(name, vec, lane, n, fn)                                                         \
+    FX_EMU vec name(vec a, vec b, vec c) {                                                       \
+        vec##_private x = vec##_to_private(a), y = vec##_to_private(b), z = vec##_to_private(c); \
+        for (int i = 0; i < (n); i++) z.lane[i] = fn(x.lane[i], y.lane[i], z.lane[i]);           \
+        return vec##_from_private(z);                                                            \
+    }
+FX_EMU_FMA(fx_emu_mm512_fmadd_ps, simde__m512, f32, 16, fmaf)
+FX_EMU_FMA(fx_emu_mm256_fmadd_ps, simde__m256, f32, 8, fmaf)
+FX_EMU_FMA(fx_emu_mm512_fmadd_pd, simde__m512d, f64, 8, fma)
+FX_EMU_FMA(fx_emu_mm256_fmadd_pd, simde__m256d, f64, 4, fma)
+/* vfmadd213ss: lane 0 fused, lanes 1..3 from a */
+FX_EMU simde__m128 fx_emu_mm_fmadd_ss(simde__m128 a, simde__m128 b, simde__m128 c) {
+    simde__m128_private x = simde__m128_to_private(a), y = simde__m128_to_private(b), z = simde__m128_to_private(c);
+    x.f32[0] = fmaf(x.f32[0], y.f32[0], z.f32[0]);
+    return simde__m128_from_private(x);
+}
+
+/* vcvtdq2ps with the default rounding (nearest even; exact below 2^24). */
+FX_EMU simde__m512 fx_emu_mm512_cvtepi32_ps(simde__m512i a) {
+    simde__m512i_private v = simde__m512i_to_private(a);
+    simde__m512_private r;
+    for (int i = 0; i < 16; i++) r.f32[i] = (float)v.i32[i];
+    return simde__m512_from_private(r);
 }
 /* vcvtps2dq with the default rounding (nearest even); NaN and out of range
  * give the integer indefinite 0x80000000. */
@@ -219,51 +250,8 @@ FX_EMU simde__m512 fx_emu_mm512_dpbf16_ps(simde__m512 src, simde__m512bh a, simd
     return simde__m512_from_private(s);
 }
 
-/* ---- FMA -------------------------------------------------------------- */
-
-/* SIMDe without FMA hardware computes a·b + c with two roundings; the
- * instruction rounds once. Kernels held bitwise to their scalar contract
- * (the int8 block scaling) need the single rounding: fmaf per lane. */
-FX_EMU simde__m128 fx_emu_mm_fmadd_ss(simde__m128 a, simde__m128 b, simde__m128 c) {
-    simde__m128_private va = simde__m128_to_private(a), vb = simde__m128_to_private(b), vc = simde__m128_to_private(c);
-    va.f32[0] = fmaf(va.f32[0], vb.f32[0], vc.f32[0]);
-    return simde__m128_from_private(va);
-}
-FX_EMU simde__m256 fx_emu_mm256_fmadd_ps(simde__m256 a, simde__m256 b, simde__m256 c) {
-    simde__m256_private va = simde__m256_to_private(a), vb = simde__m256_to_private(b), vc = simde__m256_to_private(c);
-    for (int i = 0; i < 8; i++) va.f32[i] = fmaf(va.f32[i], vb.f32[i], vc.f32[i]);
-    return simde__m256_from_private(va);
-}
-FX_EMU simde__m512 fx_emu_mm512_fmadd_ps(simde__m512 a, simde__m512 b, simde__m512 c) {
-    simde__m512_private va = simde__m512_to_private(a), vb = simde__m512_to_private(b), vc = simde__m512_to_private(c);
-    for (int i = 0; i < 16; i++) va.f32[i] = fmaf(va.f32[i], vb.f32[i], vc.f32[i]);
-    return simde__m512_from_private(va);
-}
-FX_EMU simde__m256d fx_emu_mm256_fmadd_pd(simde__m256d a, simde__m256d b, simde__m256d c) {
-    simde__m256d_private va = simde__m256d_to_private(a), vb = simde__m256d_to_private(b),
-                         vc = simde__m256d_to_private(c);
-    for (int i = 0; i < 4; i++) va.f64[i] = fma(va.f64[i], vb.f64[i], vc.f64[i]);
-    return simde__m256d_from_private(va);
-}
-FX_EMU simde__m512d fx_emu_mm512_fmadd_pd(simde__m512d a, simde__m512d b, simde__m512d c) {
-    simde__m512d_private va = simde__m512d_to_private(a), vb = simde__m512d_to_private(b),
-                         vc = simde__m512d_to_private(c);
-    for (int i = 0; i < 8; i++) va.f64[i] = fma(va.f64[i], vb.f64[i], vc.f64[i]);
-    return simde__m512d_from_private(va);
-}
-
 /* ---- the Intel names ---------------------------------------------------- */
 
-#undef _mm_fmadd_ss
-#undef _mm256_fmadd_ps
-#undef _mm512_fmadd_ps
-#undef _mm256_fmadd_pd
-#undef _mm512_fmadd_pd
-#define _mm_fmadd_ss fx_emu_mm_fmadd_ss
-#define _mm256_fmadd_ps fx_emu_mm256_fmadd_ps
-#define _mm512_fmadd_ps fx_emu_mm512_fmadd_ps
-#define _mm256_fmadd_pd fx_emu_mm256_fmadd_pd
-#define _mm512_fmadd_pd fx_emu_mm512_fmadd_pd
 #undef _mm512_maskz_loadu_ps
 #undef _mm512_mask_storeu_ps
 #undef _mm512_maskz_loadu_epi16
@@ -272,6 +260,12 @@ FX_EMU simde__m512d fx_emu_mm512_fmadd_pd(simde__m512d a, simde__m512d b, simde_
 #undef _mm512_cvtepu16_epi32
 #undef _mm512_cvtepi32_epi16
 #undef _mm512_cvtps_epi32
+#undef _mm512_cvtepi32_ps
+#undef _mm512_fmadd_ps
+#undef _mm256_fmadd_ps
+#undef _mm512_fmadd_pd
+#undef _mm256_fmadd_pd
+#undef _mm_fmadd_ss
 #undef _mm512_cvtps_pd
 #undef _mm512_extractf32x8_ps
 #undef _mm512_permute_ps
@@ -293,6 +287,12 @@ FX_EMU simde__m512d fx_emu_mm512_fmadd_pd(simde__m512d a, simde__m512d b, simde_
 #define _mm512_cvtepu16_epi32 fx_emu_mm512_cvtepu16_epi32
 #define _mm512_cvtepi32_epi16 fx_emu_mm512_cvtepi32_epi16
 #define _mm512_cvtps_epi32 fx_emu_mm512_cvtps_epi32
+#define _mm512_cvtepi32_ps fx_emu_mm512_cvtepi32_ps
+#define _mm512_fmadd_ps fx_emu_mm512_fmadd_ps
+#define _mm256_fmadd_ps fx_emu_mm256_fmadd_ps
+#define _mm512_fmadd_pd fx_emu_mm512_fmadd_pd
+#define _mm256_fmadd_pd fx_emu_mm256_fmadd_pd
+#define _mm_fmadd_ss fx_emu_mm_fmadd_ss
 #define _mm512_cvtps_pd fx_emu_mm512_cvtps_pd
 #define _mm512_extractf32x8_ps fx_emu_mm512_extractf32x8_ps
 #define _mm512_permute_ps fx_emu_mm512_permute_ps

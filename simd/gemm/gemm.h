@@ -54,6 +54,7 @@
 #include <stdint.h>
 
 #include "simd/common/arch.h"
+#include "simd/common/cpu.h"
 #include "simd/common/table.h"
 
 /* m at or below this uses the GEMV kernel (no packing). */
@@ -161,12 +162,14 @@ typedef void (*fx_gemv_fn)(int64_t m, int64_t n0, int64_t n1, int64_t k, const f
 
 /* ---- the int8 (W8A8) path for block-typed weights (gemm_int8.c) ----
  * X is quantized per row (int8 codes, one f32 scale each) and packed once
- * into A tiles [k/4][MR][4] (quads of 4 consecutive k of MR rows); each
- * weight column panel is converted (fx_weight_to_int8) and packed into
- * B [k/32][8][NR][4] quads plus scales [k/32][NR]. The kernel runs the
- * whole K for an MR×NR tile: per 32-block an exact int32 dot, converted to
- * f32 and fused-multiply-added with the column's block scale (block order);
- * then v = acc·s_row, t = v + bias, and store / add / fma(gate, t, c). */
+ * into A tiles of MR rows: [k/4][MR][4] (quads of 4 consecutive k), or
+ * with a_rows [k/32][MR][32] (each row's 32-block contiguous: the AMX A
+ * tile). Each weight column panel is converted (fx_weight_to_int8) and
+ * packed into B [k/32][8][NR][4] quads plus scales [k/32][NR]. The kernel
+ * runs the whole K for an MR×NR tile: per 32-block an exact int32 dot,
+ * converted to f32 and fused-multiply-added with the column's block scale
+ * (block order); then v = acc·s_row, t = v + bias, and store / add /
+ * fma(gate, t, c). */
 typedef struct fx_int8_tile {
     float *c;
     int64_t ldc;
@@ -181,21 +184,31 @@ typedef struct fx_gemm_int8 {
     const char *name;
     int mr, nr;
     fx_int8_kernel_fn kernel;
+    int a_rows; /* 1: A tiles [k/32][MR][32]; 0: [k/4][MR][4] */
+    /* run by every thread before its first / after its last kernel call
+     * (the AMX tile configuration); NULL: nothing */
+    void (*thread_begin)(void), (*thread_end)(void);
 } fx_gemm_int8;
 
-/* The int8 GEMM with kernel p (NULL: the table's, else scalar); 0, or -1
- * when scratch memory is unavailable (nothing written). */
+/* The int8 GEMM with kernel p (NULL: the table's for m rows on this CPU,
+ * else scalar); 0, or -1 when scratch memory is unavailable (nothing
+ * written). */
 int fx_linear_int8(const fx_kctx *kc, const fx_gemm_int8 *p, int64_t m, const float *x, int64_t ldx,
                    const fx_weight *w, float *y, int64_t ldy, const fx_epilogue *epi);
 
 extern const fx_gemm_int8 fx_gemm_int8_scalar;
+
+/* AMX-INT8 tiles from this many rows of X (fewer: the AVX-512 kernel) */
+#define FX_INT8_AMX_MIN_M 16
 
 typedef struct fx_gemm_kernels {
     const char *name;
     const fx_gemm_path *path[3]; /* by weight dtype: F32, F16, BF16 */
     fx_gemv_fn gemv[3];          /* by weight dtype */
     int gemv_bf16_dot;           /* gemv[BF16] wants xb */
-    const fx_gemm_int8 *(*int8)(void); /* the int8 kernel for this CPU (NULL: scalar) */
+    /* the int8 kernel for a CPU with facts f and a product of m rows
+     * (NULL: scalar); every choice gives the same bits */
+    const fx_gemm_int8 *(*int8)(const fx_cpu_facts *f, int64_t m);
 } fx_gemm_kernels;
 
 /* ---- helpers shared by the per-ISA files ---- */
@@ -248,7 +261,12 @@ extern const fx_gemm_kernels fx_gemm_scalar;
 #define FX_GEMM_TABLE_SCALAR (&fx_gemm_scalar)
 
 #if FX_X86
-const fx_gemm_int8 *fx_gemm_int8_avx2(void);
+/* int8 kernels: vpmaddubsw (AVX2), vpdpbusd (AVX512-VNNI), TDPBSSD (AMX);
+ * the choosers of the avx2, avx512 (and avx512bf16) and amx tables */
+extern const fx_gemm_int8 fx_gemm_int8_avx2_kernel, fx_gemm_int8_avx512vnni, fx_gemm_int8_amx;
+const fx_gemm_int8 *fx_gemm_int8_avx2(const fx_cpu_facts *f, int64_t m);
+const fx_gemm_int8 *fx_gemm_int8_avx512(const fx_cpu_facts *f, int64_t m);
+const fx_gemm_int8 *fx_gemm_int8_amx_choose(const fx_cpu_facts *f, int64_t m);
 extern const fx_gemm_kernels fx_gemm_avx2, fx_gemm_avx512, fx_gemm_avx512bf16, fx_gemm_amx;
 /* shared by the avx512, avx512bf16 and amx tables */
 extern const fx_gemm_path fx_gemm_avx512_f32_path;
@@ -271,7 +289,7 @@ void fx_gemv_avx512_bf16(int64_t m, int64_t n0, int64_t n1, int64_t k, const flo
 #if FX_ARM
 /* sdot (ARMv8.2 dotprod, when the CPU has it) or widening multiplies */
 extern const fx_gemm_int8 fx_gemm_int8_neon_dot, fx_gemm_int8_neon_base;
-const fx_gemm_int8 *fx_gemm_int8_neon(void);
+const fx_gemm_int8 *fx_gemm_int8_neon(const fx_cpu_facts *f, int64_t m);
 extern const fx_gemm_kernels fx_gemm_neon;
 #define FX_GEMM_TABLE_NEON (&fx_gemm_neon)
 #endif

@@ -114,24 +114,10 @@ static void pack_w(const fx_gemm_path *p, int64_t nc, int64_t kc, const void *w,
  * two_m / two_n: the second row / column block is needed. */
 static inline __attribute__((always_inline)) void tile_product(const int two_m, const int two_n, int64_t ks,
                                                                const char *a, const char *b, float *c) {
-    FX_TILE_ZERO(FX_TMM_C00);
-    if (two_n) FX_TILE_ZERO(FX_TMM_C01);
-    if (two_m) FX_TILE_ZERO(FX_TMM_C10);
-    if (two_m && two_n) FX_TILE_ZERO(FX_TMM_C11);
-    for (int64_t s = 0; s < ks; s++, a += 2 * TILE_BYTES, b += 2 * TILE_BYTES) {
-        FX_TILE_LOAD(FX_TMM_A0, a, 64);
-        if (two_m) FX_TILE_LOAD(FX_TMM_A1, a + TILE_BYTES, 64);
-        FX_TILE_LOAD(FX_TMM_B0, b, 64);
-        if (two_n) FX_TILE_LOAD(FX_TMM_B1, b + TILE_BYTES, 64);
-        FX_TDPBF16PS(FX_TMM_C00, FX_TMM_A0, FX_TMM_B0);
-        if (two_n) FX_TDPBF16PS(FX_TMM_C01, FX_TMM_A0, FX_TMM_B1);
-        if (two_m) FX_TDPBF16PS(FX_TMM_C10, FX_TMM_A1, FX_TMM_B0);
-        if (two_m && two_n) FX_TDPBF16PS(FX_TMM_C11, FX_TMM_A1, FX_TMM_B1);
-    }
-    FX_TILE_STORE(FX_TMM_C00, c, NR * 4);
-    if (two_n) FX_TILE_STORE(FX_TMM_C01, c + 16, NR * 4);
-    if (two_m) FX_TILE_STORE(FX_TMM_C10, c + 16 * NR, NR * 4);
-    if (two_m && two_n) FX_TILE_STORE(FX_TMM_C11, c + 16 * NR + 16, NR * 4);
+    FX_TILES_2X2_ZERO(two_m, two_n);
+    for (int64_t s = 0; s < ks; s++, a += 2 * TILE_BYTES, b += 2 * TILE_BYTES)
+        FX_TILES_2X2_DP(FX_TDPBF16PS, two_m, two_n, a, a + TILE_BYTES, 64, b, b + TILE_BYTES, 64);
+    FX_TILES_2X2_STORE(two_m, two_n, c, NR);
 }
 
 static void kernel(int64_t ks, const void *a, const void *b, const fx_gemm_tile *t) {
@@ -184,4 +170,5 @@ const fx_gemm_kernels fx_gemm_amx = {
     .path = {&fx_gemm_avx512_f32_path, &fx_gemm_avx512_f32_path, &amx_path},
     .gemv = {fx_gemv_avx512_f32, fx_gemv_avx512_f16, fx_gemv_avx512_bf16},
     .gemv_bf16_dot = 0,
+    .int8 = fx_gemm_int8_amx_choose,
 };

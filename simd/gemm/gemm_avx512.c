@@ -218,5 +218,5 @@ const fx_gemm_kernels fx_gemm_avx512 = {
     .path = {&fx_gemm_avx512_f32_path, &fx_gemm_avx512_f32_path, &fx_gemm_avx512_f32_path},
     .gemv = {fx_gemv_avx512_f32, fx_gemv_avx512_f16, fx_gemv_avx512_bf16},
     .gemv_bf16_dot = 0,
-    .int8 = fx_gemm_int8_avx2,
+    .int8 = fx_gemm_int8_avx512,
 };

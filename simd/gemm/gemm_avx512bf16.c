@@ -195,5 +195,5 @@ const fx_gemm_kernels fx_gemm_avx512bf16 = {
     .path = {&fx_gemm_avx512_f32_path, &fx_gemm_avx512_f32_path, &bf16_path},
     .gemv = {fx_gemv_avx512_f32, fx_gemv_avx512_f16, gemv_bf16_dot},
     .gemv_bf16_dot = 1,
-    .int8 = fx_gemm_int8_avx2,
+    .int8 = fx_gemm_int8_avx512,
 };

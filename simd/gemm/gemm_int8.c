@@ -4,7 +4,8 @@
  *
  *   1. X [m, k] → int8 codes and a scale per row (s = max|x|/127, code =
  *      x·(127/max|x|) rounded to nearest even), packed once into A tiles
- *      [k/4][MR][4] (rows past m are zero, scale 0);
+ *      [k/4][MR][4], or [k/32][MR][32] for kernels that want whole rows of
+ *      a block (rows past m are zero, scale 0);
  *   2. threads own contiguous ranges of NR-column panels; per panel the
  *      weight rows are converted to int8 + per-32 scales
  *      (fx_weight_to_int8) and packed into B [k/32][8][NR][4] + [k/32][NR];
@@ -61,21 +62,22 @@ static void kernel_scalar(int64_t nb, const int8_t *a, const int8_t *b, const fl
         for (int j = 0; j < t->n; j++) epi(t, i, j, acc[i][j]);
 }
 
-const fx_gemm_int8 fx_gemm_int8_scalar = {"scalar int8 4x16", SC_MR, SC_NR, kernel_scalar};
+const fx_gemm_int8 fx_gemm_int8_scalar = {"scalar int8 4x16", SC_MR, SC_NR, kernel_scalar, 0, NULL, NULL};
 
 /* ------------------------------------------------------------------------ */
 /* Driver                                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* Row i of X → codes into the A tiles (lane i % MR of tile i / MR), scale. */
-static void quantize_row(const float *x, int64_t k, int mr, int8_t *tile, int lane, float *scale) {
+/* Row i of X → codes into the A tiles (lane i % MR of tile i / MR), scale;
+ * kq: bytes of a row kept together (4: quads, 32: whole blocks). */
+static void quantize_row(const float *x, int64_t k, int mr, int kq, int8_t *tile, int lane, float *scale) {
     float amax = 0.0f;
     for (int64_t q = 0; q < k; q++) amax = fabsf(x[q]) > amax ? fabsf(x[q]) : amax;
     const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
     *scale = amax / 127.0f;
     for (int64_t q = 0; q < k; q++) {
         int v = rne(x[q] * inv);
-        tile[(q / 4 * mr + lane) * 4 + q % 4] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+        tile[(q / kq * mr + lane) * kq + q % kq] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
     }
 }
 
@@ -103,9 +105,9 @@ int fx_linear_int8(const fx_kctx *kc, const fx_gemm_int8 *p, int64_t m, const fl
     const fx_epilogue *e = epi_ ? epi_ : &store;
     if (!p) {
         const fx_gemm_kernels *g = kc->k ? kc->k->gemm : NULL;
-        p = g && g->int8 ? g->int8() : &fx_gemm_int8_scalar;
+        p = g && g->int8 ? g->int8(fx_cpu_facts_get(), m) : &fx_gemm_int8_scalar;
     }
-    const int mr = p->mr, nr = p->nr;
+    const int mr = p->mr, nr = p->nr, kq = p->a_rows ? 32 : 4;
     const int64_t n = w->n, k = w->k, nb = k / 32, tiles = ceil_div(m, mr), panels = ceil_div(n, nr);
     int threads = kc->threads > 0 ? kc->threads : 1;
     if (threads > panels) threads = (int)panels;
@@ -126,10 +128,10 @@ int fx_linear_int8(const fx_kctx *kc, const fx_gemm_int8 *p, int64_t m, const fl
         for (int lane = 0; lane < mr; lane++) {
             const int64_t i = t * mr + lane;
             if (i < m) {
-                quantize_row(x + i * ldx, k, mr, tile, lane, sa + i);
+                quantize_row(x + i * ldx, k, mr, kq, tile, lane, sa + i);
             } else { /* padding rows: zero codes, zero scale */
                 sa[i] = 0.0f;
-                for (int64_t q = 0; q < k / 4; q++) memset(tile + (q * mr + lane) * 4, 0, 4);
+                for (int64_t q = 0; q < k / kq; q++) memset(tile + (q * mr + lane) * kq, 0, (size_t)kq);
             }
         }
     }
@@ -140,6 +142,7 @@ int fx_linear_int8(const fx_kctx *kc, const fx_gemm_int8 *p, int64_t m, const fl
         char *mine = bufs + (size_t)tid * per;
         int8_t *bq = (int8_t *)mine, *qrow = bq + nr * k + nb * nr * 4;
         float *bsc = (float *)(void *)(bq + nr * k), *drow = (float *)(void *)(qrow + k);
+        if (p->thread_begin && p0 < p1) p->thread_begin();
         for (int64_t pn = p0; pn < p1; pn++) {
             const int64_t j0 = pn * nr;
             const int cols = (int)(n - j0 < nr ? n - j0 : nr);
@@ -150,6 +153,7 @@ int fx_linear_int8(const fx_kctx *kc, const fx_gemm_int8 *p, int64_t m, const fl
                 p->kernel(nb, A + t * mr * k, bq, bsc, &tl);
             }
         }
+        if (p->thread_end && p0 < p1) p->thread_end();
     }
     return 0;
 }

@@ -57,6 +57,9 @@ static void kernel_4x16(int64_t nb, const int8_t *a, const int8_t *b, const floa
     }
 }
 
-static const fx_gemm_int8 avx2_int8 = {"avx2 int8 4x16 (maddubs)", MR, NR, kernel_4x16};
+const fx_gemm_int8 fx_gemm_int8_avx2_kernel = {"avx2 int8 4x16 (maddubs)", MR, NR, kernel_4x16, 0, NULL, NULL};
 
-const fx_gemm_int8 *fx_gemm_int8_avx2(void) { return &avx2_int8; }
+const fx_gemm_int8 *fx_gemm_int8_avx2(const fx_cpu_facts *f, int64_t m) {
+    (void)f, (void)m;
+    return &fx_gemm_int8_avx2_kernel;
+}

@@ -94,9 +94,11 @@ static void kernel_base(int64_t nb, const int8_t *a, const int8_t *b, const floa
     finish(acc, t);
 }
 
-const fx_gemm_int8 fx_gemm_int8_neon_dot = {"neon int8 4x16 (sdot)", MR, NR, kernel_dot};
-const fx_gemm_int8 fx_gemm_int8_neon_base = {"neon int8 4x16 (smull)", MR, NR, kernel_base};
+const fx_gemm_int8 fx_gemm_int8_neon_dot = {"neon int8 4x16 (sdot)", MR, NR, kernel_dot, 0, NULL, NULL};
+const fx_gemm_int8 fx_gemm_int8_neon_base = {"neon int8 4x16 (smull)", MR, NR, kernel_base, 0, NULL, NULL};
 
-const fx_gemm_int8 *fx_gemm_int8_neon(void) {
+/* sdot is not among the CPU facts: the kernel asks the auxiliary vector */
+const fx_gemm_int8 *fx_gemm_int8_neon(const fx_cpu_facts *f, int64_t m) {
+    (void)f, (void)m;
     return getauxval(AT_HWCAP) & HWCAP_ASIMDDP ? &fx_gemm_int8_neon_dot : &fx_gemm_int8_neon_base;
 }

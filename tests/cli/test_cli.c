@@ -307,13 +307,13 @@ TEST(cli_batch_output_names) {
 
 /* Every long option the README names exists: it is in `flux --help`, or is
  * one of the few options of other programs the README shows (pkg-config's
- * --libs, gen_model's --preset). Catches documentation drift both ways a
+ * --libs, gen_model's --preset, flux-bench's --wtype). Catches documentation drift both ways a
  * rename can go wrong. */
 TEST(cli_readme_options_are_real) {
     char *readme = fx_test_read_file(fx_test_path("../README.md"), NULL), *help = NULL;
     REQUIRE_MSG(readme, "cannot read README.md");
     REQUIRE(run_flux("--help", &help) == 0);
-    static const char *other_programs[] = {"--libs", "--preset"};
+    static const char *other_programs[] = {"--libs", "--preset", "--wtype"};
     int checked = 0;
     for (const char *p = readme; (p = strstr(p, "--")) != NULL; p += 2) {
         if (p > readme && p[-1] == '-') continue; /* inside "---" table rules */

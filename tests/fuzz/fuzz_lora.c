@@ -31,8 +31,6 @@ static void check(int cond) {
     if (!cond) abort();
 }
 
-size_t fx_dtype_size(fx_dtype t) { return t == FX_DTYPE_F32 ? 4 : 2; }
-
 static float weight_at(const fx_weight *w, int64_t r, int64_t c) {
     const char *p = (const char *)w->data + (size_t)(r * w->ld + c) * fx_dtype_size(w->dtype);
     uint16_t h;

@@ -49,8 +49,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         check(c.file && *c.file && (c.handle >= 0 || c.handle == CLI_REPL_LAST));
     } else if (c.kind == REPL_SEED) {
         check(c.random || c.seed != UINT64_MAX);
+    } else if (c.kind == REPL_LORA) {
+        check(c.file && *c.file && c.file >= line && c.file < line + size + 1 && c.scale == c.scale &&
+              c.scale >= -100 && c.scale <= 100);
     } else {
-        check(c.kind >= REPL_EMPTY && c.kind <= REPL_QUIT);
+        check(c.kind >= REPL_EMPTY && c.kind <= REPL_LORAS);
     }
     free(line);
     return 0;

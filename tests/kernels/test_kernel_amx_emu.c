@@ -2,8 +2,10 @@
  * test_kernel_amx_emu.c — the plain-C tile unit (simd/common/amx_emu.h)
  * that the AMX kernels run on in the emulation build and that the real
  * AMX self-test compares against: configuration checks, faults, loads
- * that zero, stores, and TDPBF16PS numerics (DAZ, FTZ, RNE and the two
- * partial sums per output of the SDM), per-thread state.
+ * that zero, stores, TDPBF16PS numerics (DAZ, FTZ, RNE and the two
+ * partial sums per output of the SDM), the AMX-INT8 dots (signedness of
+ * each variant, exact sums, int32 wrap-around, the shape checks),
+ * per-thread state.
  */
 #include "tests/test.h"
 
@@ -236,6 +238,101 @@ TEST(kernel_amx_emu_tdpbf16ps_shape_faults) {
     fx_amx_emu_ldtilecfg(&c);
     CHECK_FAULT(fx_amx_emu_dpbf16ps(0, 1, 2), "multiples of 4");
     fx_amx_emu_release();
+}
+
+/* ---- AMX-INT8: TDPBSSD / TDPBSUD / TDPBUSD / TDPBUUD -------------------- */
+
+/* C (16 × 16 int32) += A (16 rows × 64 bytes) · B (16 quad rows × 16
+ * columns) with the variant's signedness, through the model. */
+static void tdpb_full(const uint8_t *a, const uint8_t *b, int32_t *c, int a_signed, int b_signed) {
+    fx_amx_tilecfg cfg = cfg_all(16, 64);
+    fx_amx_emu_ldtilecfg(&cfg);
+    fx_amx_emu_load(0, c, 64);
+    fx_amx_emu_load(1, a, 64);
+    fx_amx_emu_load(2, b, 64);
+    fx_amx_emu_dpb(0, 1, 2, a_signed, b_signed);
+    fx_amx_emu_store(0, c, 64);
+    fx_amx_emu_release();
+}
+
+static int64_t byte_value(uint8_t v, int is_signed) { return is_signed ? (int64_t)(int8_t)v : (int64_t)v; }
+
+TEST(kernel_amx_emu_tdpb_int8_numerics) {
+    uint8_t a[16 * 64], b[16 * 64];
+    int32_t c[256], c0[256];
+    fx_test_rng r;
+    fx_test_rng_seed(&r, 9);
+    for (int i = 0; i < 1024; i++) a[i] = (uint8_t)fx_test_rng_u64(&r), b[i] = (uint8_t)fx_test_rng_u64(&r);
+    a[0] = 0x80, b[0] = 0x80, a[1] = 0xff, b[1] = 0x7f; /* the extremes of both readings */
+    for (int i = 0; i < 256; i++) c0[i] = (int32_t)(fx_test_rng_u64(&r) % 2000001) - 1000000;
+    static const char *const names[4] = {"TDPBUUD", "TDPBUSD", "TDPBSUD", "TDPBSSD"};
+    for (int v = 0; v < 4; v++) {
+        const int as = v >> 1, bs = v & 1;
+        memcpy(c, c0, sizeof c);
+        tdpb_full(a, b, c, as, bs);
+        int ok = 1;
+        for (int m = 0; m < 16; m++)
+            for (int n = 0; n < 16; n++) {
+                int64_t want = c0[m * 16 + n];
+                for (int k = 0; k < 16; k++)
+                    for (int e = 0; e < 4; e++)
+                        want += byte_value(a[m * 64 + 4 * k + e], as) * byte_value(b[k * 64 + 4 * n + e], bs);
+                ok &= c[m * 16 + n] == (int32_t)want; /* |want| < 2^31 here */
+            }
+        CHECK_MSG(ok, "%s: not the exact dot products", names[v]);
+    }
+    /* 0x80 is -128 signed, 128 unsigned */
+    memset(a, 0x80, sizeof a), memset(b, 0x01, sizeof b), memset(c, 0, sizeof c);
+    tdpb_full(a, b, c, 1, 1);
+    CHECK_MSG(c[0] == -128 * 64 && c[255] == -128 * 64, "TDPBSSD 0x80·1: %d", c[0]);
+    memset(c, 0, sizeof c);
+    tdpb_full(a, b, c, 0, 1);
+    CHECK_MSG(c[0] == 128 * 64, "TDPBUSD 0x80·1: %d", c[0]);
+    /* no saturation: the int32 wraps (TDPBUUD 255·255·64 onto INT32_MAX) */
+    memset(a, 0xff, sizeof a), memset(b, 0xff, sizeof b);
+    for (int i = 0; i < 256; i++) c[i] = INT32_MAX;
+    tdpb_full(a, b, c, 0, 0);
+    CHECK_MSG(c[7] == (int32_t)((uint32_t)INT32_MAX + 255u * 255u * 64u), "TDPBUUD wraps: %d", c[7]);
+}
+
+/* The int8 GEMM's shapes: C 16×16, A 16 rows × 32 bytes, B 8 quad rows ×
+ * 16 (K = 32); and the shape faults. */
+TEST(kernel_amx_emu_tdpb_int8_shapes) {
+    fx_amx_tilecfg cfg = cfg_all(16, 64);
+    cfg.colsb[1] = 32, cfg.rows[2] = 8;
+    int8_t a[16 * 32], b[8 * 64];
+    int32_t c[256];
+    for (int i = 0; i < 512; i++) a[i] = (int8_t)(i % 7 - 3), b[i] = (int8_t)(i % 5 - 2);
+    fx_amx_emu_ldtilecfg(&cfg);
+    fx_amx_emu_zero(0);
+    fx_amx_emu_load(1, a, 32);
+    fx_amx_emu_load(2, b, 64);
+    fx_amx_emu_dpb(0, 1, 2, 1, 1);
+    fx_amx_emu_store(0, c, 64);
+    int ok = 1;
+    for (int m = 0; m < 16; m++)
+        for (int n = 0; n < 16; n++) {
+            int32_t want = 0;
+            for (int q = 0; q < 32; q++) want += a[m * 32 + q] * b[(q / 4) * 64 + 4 * n + q % 4];
+            ok &= c[m * 16 + n] == want;
+        }
+    CHECK_MSG(ok, "K = 32 tiles: not the exact dot products");
+    fx_amx_emu_release();
+    /* shape faults, as TDPBF16PS */
+    cfg = cfg_all(16, 64);
+    fx_amx_emu_ldtilecfg(&cfg);
+    CHECK_FAULT(fx_amx_emu_dpb(0, 0, 1, 1, 1), "TDPBSSD tmm0, tmm0, tmm1: tiles must differ");
+    cfg.rows[2] = 8; /* B 8 rows against A's 16 dwords per row */
+    fx_amx_emu_ldtilecfg(&cfg);
+    CHECK_FAULT(fx_amx_emu_dpb(0, 1, 2, 0, 1), "TDPBUSD K mismatch");
+    cfg = cfg_all(16, 64), cfg.colsb[0] = 32;
+    fx_amx_emu_ldtilecfg(&cfg);
+    CHECK_FAULT(fx_amx_emu_dpb(0, 1, 2, 1, 0), "TDPBSUD N mismatch");
+    cfg = cfg_all(16, 64), cfg.rows[0] = 15;
+    fx_amx_emu_ldtilecfg(&cfg);
+    CHECK_FAULT(fx_amx_emu_dpb(0, 1, 2, 0, 0), "TDPBUUD M mismatch");
+    fx_amx_emu_release();
+    CHECK_FAULT(fx_amx_emu_dpb(0, 1, 2, 1, 1), "palette 0");
 }
 
 static _Thread_local jmp_buf thread_jmp;

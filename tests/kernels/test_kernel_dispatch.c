@@ -135,6 +135,39 @@ TEST(kernel_dispatch_policy_by_cpu) {
     CHECK(fx_dispatch_forced(FX_ISA_AMX, 1) == FX_TABLE_AMX_F32);
 }
 
+#if FX_X86
+/* The int8 kernel (--precision int8) of the table each CPU gets, for few
+ * and many rows: AVX2 without AVX512-VNNI, vpdpbusd with it, AMX-INT8
+ * tiles from FX_INT8_AMX_MIN_M rows where AMX is usable. */
+static void expect_int8(const char *cpu, fx_cpu_facts f, const fx_gemm_int8 *few, const fx_gemm_int8 *many) {
+    const fx_kernels *k = fx_kernels_table(fx_dispatch_choose(&f, 0, NULL));
+    REQUIRE(k && k->gemm && k->gemm->int8);
+    const fx_gemm_int8 *a = k->gemm->int8(&f, FX_INT8_AMX_MIN_M - 1), *b = k->gemm->int8(&f, FX_INT8_AMX_MIN_M);
+    CHECK_MSG(a == few && b == many, "%s: int8 %s / %s, expected %s / %s", cpu, a->name, b->name, few->name,
+              many->name);
+    printf("    %-28s → int8 %s / %s\n", cpu, a->name, b->name);
+}
+
+TEST(kernel_dispatch_int8_by_cpu) {
+    const fx_gemm_int8 *avx2 = &fx_gemm_int8_avx2_kernel, *vnni = &fx_gemm_int8_avx512vnni, *amx = &fx_gemm_int8_amx;
+    expect_int8("Zen 3 (AVX2 only)", zen3(), avx2, avx2);
+    expect_int8("Zen 4", zen4(), vnni, vnni);
+    fx_cpu_facts f = zen4();
+    f.family = 0x1a, f.model = 0x02;
+    expect_int8("Zen 5", f, vnni, vnni);
+    expect_int8("Sapphire Rapids", spr(), vnni, amx);
+    f = spr(), f.amx_int8 = 0;
+    expect_int8("AMX without AMX-INT8", f, vnni, vnni);
+    f = spr(), f.amx_permitted = 0;
+    expect_int8("SPR, Linux refused tiles", f, vnni, vnni);
+    expect_int8("Ice Lake", icelake(), vnni, vnni);
+    f = icelake(), f.model = 0x55, f.avx512vnni = 0;
+    expect_int8("Skylake-SP (no VNNI)", f, avx2, avx2);
+    f = zen4(), f.xcr0 = 0x7, f.os_avx512 = 0;
+    expect_int8("AVX-512, OS without zmm", f, avx2, avx2);
+}
+#endif
+
 /* The tables the policy names hold the kernels its comment promises (for
  * the tables this build compiles). */
 TEST(kernel_dispatch_table_contents) {
@@ -184,7 +217,7 @@ TEST(kernel_dispatch_describe) {
     CHECK_MSG(strstr(buf, want) != NULL, "no '%s' in:\n%s", want, buf);
     CHECK(strstr(buf, "chosen for this CPU: ") != NULL);
     CHECK(strstr(buf, "linear:") && strstr(buf, "bf16 weights") && strstr(buf, "attention:") &&
-          strstr(buf, "conv:") && strstr(buf, "row ops:"));
+          strstr(buf, "conv:") && strstr(buf, "row ops:") && strstr(buf, "int8:"));
     CHECK(strstr(buf, "lowered from") == NULL);
 #if FX_X86
     CHECK(strstr(buf, "x86-64 with") != NULL && strstr(buf, "XCR0") != NULL);
@@ -194,6 +227,7 @@ TEST(kernel_dispatch_describe) {
 #endif
 #if defined(FX_X86_EMULATED)
     CHECK(strstr(buf, "emulated") && strstr(buf, "AMX usable") && strstr(buf, "amx bf16"));
+    CHECK_MSG(strstr(buf, "int8:     amx int8") && strstr(buf, "avx512vnni int8"), "%s", buf);
 #endif
     if (best != FX_ISA_SCALAR) { /* a lower level says so */
         fx_kernels_describe(fx_kernels_get(FX_ISA_SCALAR, 0), buf, sizeof buf);

@@ -1,7 +1,8 @@
 /*
  * test_kernel_int8.c — the W8A8 GEMM (kc->int8 with block-typed weights):
- * every kernel this machine runs (scalar, AVX2, NEON sdot and widening
- * multiplies) equals, bit for bit and for 1–3 threads, a plain
+ * every kernel this machine runs (scalar, AVX2, AVX512-VNNI, AMX-INT8,
+ * NEON sdot and widening multiplies) equals, bit for bit and for 1–3
+ * threads, a plain
  * implementation of the contract in kernels.h; the int8 form of the
  * weights is exact where the format allows and within half a step
  * elsewhere; the result stays close to the f32 product; F32/BF16 weights
@@ -70,21 +71,51 @@ typedef struct kern {
     const char *label;
 } kern;
 
+/* Every int8 kernel this machine runs: scalar, then each table's choice
+ * for few and many rows; on x86 also each x86 kernel the CPU can run by
+ * itself (AVX2 on a VNNI machine, ...). A kernel the CPU lacks is named
+ * with the reason (the x86 emulation suite runs them all). */
+static int add_kernel(kern *out, int n, const fx_gemm_int8 *p, const char *label) {
+    for (int i = 0; i < n; i++)
+        if (out[i].p == p) return n;
+    out[n] = (kern){p, label};
+    return n + 1;
+}
+
 static int kernels(kern *out) {
     int n = 0;
-    out[n++] = (kern){&fx_gemm_int8_scalar, "scalar"};
+    n = add_kernel(out, n, &fx_gemm_int8_scalar, "scalar");
+    const fx_cpu_facts *f = fx_cpu_facts_get();
     for (int isa = 1; isa < FX_ISA_COUNT; isa++) {
         const fx_kernels *k = fx_kernels_get((fx_isa)isa, 0);
-        if (k && k->gemm && k->gemm->int8) out[n++] = (kern){k->gemm->int8(), fx_isa_name((fx_isa)isa)};
+        if (!k || !k->gemm || !k->gemm->int8) continue;
+        n = add_kernel(out, n, k->gemm->int8(f, 1), fx_isa_name((fx_isa)isa));
+        n = add_kernel(out, n, k->gemm->int8(f, 1 << 20), fx_isa_name((fx_isa)isa));
     }
+#if FX_X86
+    char why[512];
+    if (fx_isa_check(FX_ISA_AVX2, why, sizeof why)) n = add_kernel(out, n, &fx_gemm_int8_avx2_kernel, "avx2");
+    if (fx_isa_check(FX_ISA_AVX512, why, sizeof why) && f->avx512vnni)
+        n = add_kernel(out, n, &fx_gemm_int8_avx512vnni, "avx512vnni");
+    else
+        printf("    avx512vnni int8 kernel not run natively (%s); the x86 emulation suite runs it\n",
+               f->avx512vnni ? why : "no AVX512_VNNI");
+    if (fx_isa_check(FX_ISA_AMX, why, sizeof why) && f->amx_int8) n = add_kernel(out, n, &fx_gemm_int8_amx, "amx");
+    else
+        printf("    amx int8 kernel not run natively (%s); the x86 emulation suite runs it\n",
+               f->amx_int8 ? why : "no AMX-INT8");
+#endif
 #if defined(__aarch64__)
-    out[n++] = (kern){&fx_gemm_int8_neon_base, "neon (no sdot)"};
+    n = add_kernel(out, n, &fx_gemm_int8_neon_base, "neon (no sdot)");
+#endif
+#if defined(FX_X86_EMULATED)
+    CHECK_MSG(n == 4, "the emulated CPU runs scalar, avx2, avx512vnni and amx int8 kernels, got %d", n);
 #endif
     return n;
 }
 
 TEST(kernel_int8_kernels_equal_the_contract) {
-    kern ks[2 * FX_ISA_COUNT + 2];
+    kern ks[3 * FX_ISA_COUNT + 4];
     int nk = kernels(ks);
     printf("    kernel_int8_kernels_equal_the_contract:");
     for (int i = 0; i < nk; i++) printf(" %s", ks[i].p->name);
@@ -93,10 +124,14 @@ TEST(kernel_int8_kernels_equal_the_contract) {
     fx_test_rng_seed(&r, 31);
     static const fx_dtype types[] = {FX_DTYPE_Q8_0, FX_DTYPE_Q4_0, FX_DTYPE_Q5_0, FX_DTYPE_IQ4_NL, FX_DTYPE_Q4_K,
                                      FX_DTYPE_Q6_K, FX_DTYPE_Q3_K, FX_DTYPE_Q5_1};
-    static const int64_t shapes[][3] = {{1, 33, 256}, {5, 19, 512}, {9, 70, 256}, {30, 40, 768}};
+    /* m, n past every tile size (4x16, 8x32, 32x32 and its 16-row /
+     * 16-column halves); k from one block up */
+    static const int64_t shapes[][3] = {{1, 33, 256}, {5, 19, 512}, {9, 70, 256},  {30, 40, 768},
+                                        {17, 16, 32}, {33, 47, 96}, {16, 32, 160}, {47, 81, 64}};
     for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++)
         for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
-            if (KT_SMALL && s == 3) continue;
+            if (KT_SMALL && (s == 3 || s == 7)) continue;
+            if (fx_dtype_block(types[ti]) > shapes[s][2]) continue; /* K-quants: 256-blocks */
             const int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
             void *wq = quantized(&r, types[ti], n, k);
             const fx_weight w = {wq, types[ti], n, k, k, NULL};
@@ -125,8 +160,9 @@ TEST(kernel_int8_kernels_equal_the_contract) {
         }
 }
 
-/* fx_linear in int8 mode (the table's kernel) against fx_linear in f32 on
- * the same block weights: close (activation and weight rounding only). */
+/* fx_linear in int8 mode (the table's kernel) against fx_linear in f32
+ * math (the level's f32 table: no bf16 rounding of X) on the same block
+ * weights: close (activation and weight rounding only). */
 TEST(kernel_int8_linear_close_to_f32) {
     kt_isas isas = kt_isas_list("kernel_int8_linear_close_to_f32", 0);
     fx_test_rng r;
@@ -191,3 +227,32 @@ TEST(kernel_int8_weight_form) {
         free(wq);
     }
 }
+
+#if defined(FX_X86_EMULATED)
+#include "simd/common/amx_emu.h"
+
+/* The AMX-INT8 kernel releases the tiles it configured (seen on the
+ * calling thread of a 1-thread call) and is what the amx table runs from
+ * FX_INT8_AMX_MIN_M rows. */
+TEST(kernel_int8_amx_releases_tiles) {
+    const fx_kernels *amx = fx_kernels_get(FX_ISA_AMX, 0);
+    REQUIRE(amx != NULL);
+    CHECK(amx->gemm->int8(fx_cpu_facts_get(), FX_INT8_AMX_MIN_M) == &fx_gemm_int8_amx);
+    CHECK(amx->gemm->int8(fx_cpu_facts_get(), FX_INT8_AMX_MIN_M - 1) == &fx_gemm_int8_avx512vnni);
+    fx_test_rng r;
+    fx_test_rng_seed(&r, 77);
+    const int64_t m = 40, n = 48, k = 64;
+    void *wq = quantized(&r, FX_DTYPE_Q8_0, n, k);
+    const fx_weight w = {wq, FX_DTYPE_Q8_0, n, k, k};
+    float *x = kt_alloc((size_t)(m * k)), *y = kt_alloc((size_t)(m * n));
+    fx_test_fill_uniform(&r, x, (size_t)(m * k), 1.0f);
+    fx_kctx kc = kt_ctx(amx, 1);
+    kc.int8 = 1;
+    fx_linear(&kc, m, x, k, &w, y, n, NULL);
+    fx_amx_tilecfg cfg;
+    fx_amx_emu_sttilecfg(&cfg);
+    CHECK_MSG(cfg.palette == 0, "the int8 GEMM left the tiles configured");
+    kt_ctx_free(&kc);
+    free(wq), free(x), free(y);
+}
+#endif
