@@ -131,7 +131,7 @@ else
 SIMD_SRC := $(filter-out $(X86_ONLY) $(ARM_ONLY),$(SIMD_ALL))
 endif
 CLI_SRC   := $(wildcard src/cli/*.c)
-LIB_SRC   := $(filter-out $(CLI_SRC) src/vulkan/%,$(wildcard src/*/*.c)) $(SIMD_SRC)
+LIB_SRC   := $(filter-out $(CLI_SRC) src/vulkan/% src/ops/ops_vulkan.c,$(wildcard src/*/*.c)) $(SIMD_SRC)
 TEST_SRC  := $(wildcard tests/*.c) $(filter-out tests/fuzz/% tests/vulkan/%,$(wildcard tests/*/*.c))
 BENCH_SRC := $(filter-out bench/bench_vulkan.c,$(wildcard bench/*.c))
 

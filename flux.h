@@ -103,7 +103,21 @@ typedef enum flux_precision {
                                    as in the default mode                    */
 } flux_precision;
 
+/* Where the stages run. AUTO: a real GPU through Vulkan when this build has
+ * Vulkan and one is present (never a CPU driver such as lavapipe), else the
+ * CPU (-v says which and why). VULKAN: the Vulkan device `device` (any type,
+ * lavapipe included); no loader, no device or a build without Vulkan makes
+ * flux_new's context fail every load with that error (flux_error says it). */
+typedef enum flux_backend {
+    FLUX_BACKEND_AUTO = 0,
+    FLUX_BACKEND_CPU = 1,
+    FLUX_BACKEND_VULKAN = 2
+} flux_backend;
+
 typedef struct flux_options {
+    flux_backend backend;     /* default FLUX_BACKEND_AUTO */
+    int device;               /* Vulkan device index as flux_list_devices
+                                 numbers them; -1 (default) = choose */
     int threads;              /* worker threads (at most FLUX_MAX_THREADS); 0 =
                                  OMP_NUM_THREADS if set, else adaptive: every
                                  CPU this process may use (affinity, cgroup
@@ -446,6 +460,25 @@ const char *flux_build_info(void);
  * default context), several lines written into buf (always NUL-terminated
  * when size > 0; buf NULL: nothing written). Returns the length needed. */
 size_t flux_cpu_info(const flux_ctx *ctx, char *buf, size_t size);
+
+/* One Vulkan device as the loader enumerates it (flux --list-devices). */
+typedef struct flux_device_info {
+    int index;                /* the number --device / flux_options.device take */
+    char name[256];           /* "llvmpipe (LLVM 15.0.6, 256 bits)" */
+    char type[32];            /* "discrete GPU", "integrated GPU", "CPU", ... */
+    char driver[256];         /* driver name and version */
+    unsigned long long memory;/* largest device-local heap, bytes */
+    int usable;               /* 0: why_not says what is missing */
+    char why_not[160];
+} flux_device_info;
+
+/* Up to max devices into out, their number in *count. A build without
+ * Vulkan, or no Vulkan loader/driver: FLUX_ERR_UNSUPPORTED with the reason
+ * in flux_error(ctx); no devices is FLUX_OK with *count 0. */
+flux_status flux_list_devices(flux_ctx *ctx, flux_device_info *out, int max, int *count);
+
+/* What runs the stages of this context: "cpu" or "vulkan: <device>". */
+const char *flux_backend_name(const flux_ctx *ctx);
 
 #ifdef __cplusplus
 }

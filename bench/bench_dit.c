@@ -5,6 +5,7 @@
  *
  *   flux-bench dit --model DIR [--width 256 --height 256] [--batch 1]
  *                  [--cfg] [--refs R [--ref-width W --ref-height H]] [--sequential]
+ *                  [--backend cpu|vulkan|auto [--device N]]
  *
  * --cfg doubles the sequences (the conditional and unconditional pass of
  * each image, as the pipeline stacks them); --refs appends R reference
@@ -32,7 +33,12 @@
  *
  * Inputs are random (text embeddings, noisy latents); the time does not
  * depend on the values. Reports seconds per forward, GFLOPS (flops from
- * fx_dit_run_flops) and % of the measured bf16 (or f32) peak. The default
+ * fx_dit_run_flops) and % of the measured bf16 (or f32) peak. --backend
+ * vulkan runs the forward on a Vulkan device (weights uploaded once, before
+ * timing; each forward includes its uploads, per-block submits and the
+ * velocity's download); % of peak is then the CPU's f32 FMA peak for a CPU
+ * device (lavapipe runs on it) and blank for a GPU. The default backend is
+ * the CPU (a CPU benchmark unless asked otherwise). The default
  * run (no command) measures nothing: it needs a model folder.
  */
 #include <stdio.h>
@@ -234,6 +240,12 @@ static int dit_main(int argc, char **argv, const fx_bench_env *env) {
     int64_t ref_w = fx_bench_arg_int(argc, argv, "--ref-width", width, &bad);
     int64_t ref_h = fx_bench_arg_int(argc, argv, "--ref-height", height, &bad);
     const int cfg = fx_bench_arg_flag(argc, argv, "--cfg"), sequential = fx_bench_arg_flag(argc, argv, "--sequential");
+    const char *backend = fx_bench_arg_str(argc, argv, "--backend", "cpu");
+    int64_t device = fx_bench_arg_int(argc, argv, "--device", -1, &bad);
+    flux_backend be = !strcmp(backend, "vulkan") ? FLUX_BACKEND_VULKAN
+                      : !strcmp(backend, "auto") ? FLUX_BACKEND_AUTO
+                                                 : FLUX_BACKEND_CPU;
+    if (strcmp(backend, "vulkan") && strcmp(backend, "auto") && strcmp(backend, "cpu")) bad = 1;
     const char *lora_arg = fx_bench_arg_str(argc, argv, "--lora", NULL);
     char lora_file[4096];
     float lora_scale = 1.0f;
@@ -241,12 +253,15 @@ static int dit_main(int argc, char **argv, const fx_bench_env *env) {
     if (bad || !model || width < 16 || height < 16 || width % 16 || height % 16 || batch < 1 || batch > 64 || refs < 0 ||
         refs > FLUX_MAX_REFS || ref_w < 16 || ref_h < 16 || ref_w % 16 || ref_h % 16 || ref_w > 4096 || ref_h > 4096) {
         fprintf(stderr, "usage: flux-bench dit --model DIR [--width W --height H (multiples of 16)] [--batch B] [--cfg]\n"
-                        "                      [--refs R (0..16) [--ref-width W --ref-height H]] [--sequential | --lora FILE[:SCALE]]\n");
+                        "                      [--refs R (0..16) [--ref-width W --ref-height H]] [--sequential | --lora FILE[:SCALE]]\n"
+                        "                      [--backend cpu|vulkan|auto [--device N]]\n");
         return -1;
     }
     const int64_t seqs = batch * (cfg ? 2 : 1); /* stacked sequences */
     flux_options o;
     fx_bench_flux_options(env, &o);
+    o.backend = be;
+    o.device = (int)device;
     flux_ctx *ctx = flux_new(&o);
     fx_dit *dit = NULL;
     fx_dit_run *run = NULL;
@@ -322,6 +337,12 @@ static int dit_main(int argc, char **argv, const fx_bench_env *env) {
     r.seconds = t;
     r.flops = fx_dit_run_flops(run);
     r.peak = fx_bench_peak_of(ctx->kernels, 1);
+    if (fx_ops_kind(ctx->ops) == FX_BACKEND_KIND_VULKAN) { /* f32 math on the device */
+        r.isa = "vulkan";
+        r.dtype = "bf16w-f32";
+        r.peak = strstr(fx_ops_name(ctx->ops), "(CPU)") ? FX_PEAK_FMA_F32 : FX_PEAK_KINDS;
+        if (!env->json) printf("dit: on %s\n", fx_ops_name(ctx->ops));
+    }
     if (sequential) {
         fx_bench_extra(&r, "sequential_s", t_seq);
         fx_bench_extra(&r, "stacked_speedup", t_seq / t);
@@ -365,5 +386,6 @@ out:
 
 FX_BENCH_COMMAND(dit,
                  "dit --model DIR [--width W --height H --batch B --cfg --refs R --ref-width W --ref-height H "
-                 "--sequential | --lora FILE[:SCALE]]   one transformer forward (a denoising step)",
+                 "--sequential | --lora FILE[:SCALE], --backend cpu|vulkan|auto --device N]   one transformer forward "
+                 "(a denoising step)",
                  dit_main, NULL)

@@ -1,5 +1,6 @@
 /* golden_case.c — golden case settings and models (golden_case.h). */
 #include "golden_case.h"
+#include "src/model/ctx.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -110,11 +111,16 @@ fx_wset *fx_gcase_transformer(const char *model) {
     return w;
 }
 
+static flux_backend g_backend = FLUX_BACKEND_CPU;
+
+void fx_gcase_set_backend(flux_backend b) { g_backend = b; }
+
 flux_ctx *fx_gcase_ctx(const char *model, int threads, flux_precision prec) {
     flux_options o;
     flux_options_init(&o);
     o.threads = threads;
     o.precision = prec;
+    o.backend = g_backend;
     flux_ctx *ctx = flux_new(&o);
     if (ctx && flux_load(ctx, model, NULL) != FLUX_OK) {
         fx_test_fail(__FILE__, __LINE__, "flux_load %s: %s", model, flux_error(ctx));
@@ -272,6 +278,12 @@ void fx_gcase_run(const char *name, flux_precision prec, fx_gcase_result *res) {
            prec == FLUX_PRECISION_F32 ? "f32 " : "bf16", refs_err, res->steps, res->latents, res->image, res->max_px,
            res->mean_px);
 out:
+    if (g_backend == FLUX_BACKEND_VULKAN) { /* the run was on the device, validation-clean */
+        const char *first;
+        CHECK_MSG(!strncmp(flux_backend_name(ctx), "vulkan", 6), "%s: ran on %s", name, flux_backend_name(ctx));
+        int n = fx_ops_device_errors(ctx->ops, &first);
+        CHECK_MSG(n == 0, "%s: %d Vulkan validation error(s), first: %s", name, n, first);
+    }
     for (int k = 0; k < FLUX_MAX_REFS; k++) flux_image_free(refs[k]);
     flux_image_free(img);
     fx_npy_free(&emb), fx_npy_free(&neg), fx_npy_free(&noise);

@@ -58,6 +58,11 @@ int fx_gcase_npy(const char *dir, const char *rel, fx_npy *a);
 struct fx_wset;
 struct fx_wset *fx_gcase_transformer(const char *model);
 
+/* The backend of the contexts below: FLUX_BACKEND_CPU (default; the CPU
+ * goldens stay on the CPU on any machine) or FLUX_BACKEND_VULKAN (the
+ * tests/vulkan end-to-end cases). */
+void fx_gcase_set_backend(flux_backend b);
+
 /* A context on the case's model (threads, precision); NULL after a failure. */
 flux_ctx *fx_gcase_ctx(const char *model, int threads, flux_precision prec);
 

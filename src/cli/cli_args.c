@@ -22,7 +22,8 @@ typedef enum opt_id {
     O_DIR, O_PROMPT, O_OUTPUT, O_WIDTH, O_HEIGHT, O_STEPS, O_SEED, O_GUIDANCE, O_INPUT, O_THREADS,
     O_QUIET, O_VERBOSE, O_HELP, O_VERSION, O_CPU_INFO, O_NEGATIVE, O_LINEAR, O_POWER, O_POWER_ALPHA,
     O_BASE, O_DISTILLED, O_PRECISION, O_ISA, O_NO_MMAP, O_NOISE, O_EMBEDDINGS, O_DUMP, O_TOKENIZE,
-    O_RAW, O_BATCH, O_CACHE_DIR, O_NO_CACHE, O_TRANSFORMER, O_SHOW, O_TEXT_ENCODER, O_QUANT, O_LORA
+    O_RAW, O_BATCH, O_CACHE_DIR, O_NO_CACHE, O_TRANSFORMER, O_SHOW, O_TEXT_ENCODER, O_QUANT, O_LORA, O_BACKEND,
+    O_DEVICE, O_LIST_DEVICES
 } opt_id;
 
 typedef struct opt_def {
@@ -46,6 +47,7 @@ static const opt_def options[] = {
     {0, "cache-dir", 1, O_CACHE_DIR}, {0, "no-cache", 0, O_NO_CACHE},   {0, "transformer", 1, O_TRANSFORMER},
     {0, "show", 0, O_SHOW},           {0, "text-encoder", 1, O_TEXT_ENCODER}, {0, "quant", 1, O_QUANT},
     {0, "lora", 1, O_LORA},
+    {0, "backend", 1, O_BACKEND},     {0, "device", 1, O_DEVICE},       {0, "list-devices", 0, O_LIST_DEVICES},
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
@@ -56,7 +58,7 @@ void cli_print_help(FILE *f) {
           "       flux -d DIR --tokenize [--raw] [-p TEXT]\n"
           "       flux quantize -d DIR --type TYPE --component transformer|text-encoder -o OUT.gguf\n"
           "                                         (flux quantize --help)\n"
-          "       flux --cpu-info | --version | --help\n"
+          "       flux --cpu-info | --list-devices | --version | --help\n"
           "\n"
           "Generate images with a FLUX.2-klein model folder (official Hugging Face layout).\n"
           "\n"
@@ -117,6 +119,11 @@ void cli_print_help(FILE *f) {
           "      --isa NAME         force a kernel level: scalar, avx2, avx512, avx512bf16, amx, neon\n"
           "                         (default: the kernels that are fastest on this CPU; env\n"
           "                         FLUX_ISA does the same; a level this CPU lacks is an error)\n"
+          "      --backend B        where the stages run: auto (default: a GPU through Vulkan when this\n"
+          "                         build has Vulkan and a GPU is present, never a CPU driver such as\n"
+          "                         lavapipe; else the CPU), cpu, or vulkan (any Vulkan device; an error\n"
+          "                         without one or in a build without Vulkan)\n"
+          "      --device N         the Vulkan device of that index in --list-devices\n"
           "      --no-mmap          read the weights into memory instead of mapping them\n"
           "      --cache-dir DIR    text-embedding cache: a prompt seen before skips the text encoder, with\n"
           "                         bit-identical results (default $XDG_CACHE_HOME/flux/embeddings or\n"
@@ -138,6 +145,7 @@ void cli_print_help(FILE *f) {
           "  -q, --quiet            no progress or messages, only errors\n"
           "  -v, --verbose          progress also when stderr is not a terminal; -vv for debug output\n"
           "      --cpu-info         detected CPU features and the kernels that would be used\n"
+          "      --list-devices     Vulkan devices: index, name, type, driver, memory\n"
           "      --version          version and build information\n"
           "  -h, --help             this text\n"
           "\n"
@@ -358,6 +366,16 @@ static int apply(parse_ctx *pc, cli_args *a, const opt_def *o, const char *spell
     case O_HELP: a->help = 1; break;
     case O_VERSION: a->version = 1; break;
     case O_CPU_INFO: a->cpu_info = 1; break;
+    case O_LIST_DEVICES: a->list_devices = 1; break;
+    case O_BACKEND:
+        if (!strcmp(val, "auto")) a->backend = FLUX_BACKEND_AUTO;
+        else if (!strcmp(val, "cpu")) a->backend = FLUX_BACKEND_CPU;
+        else if (!strcmp(val, "vulkan")) a->backend = FLUX_BACKEND_VULKAN;
+        else return usage_error(pc, "%s: '%s' is not a backend (auto, cpu or vulkan)", spelled, val);
+        break;
+    case O_DEVICE:
+        if (!(rc = parse_int(pc, spelled, val, 0, CLI_MAX_DEVICE, &n))) a->device = (int)n;
+        break;
     case O_NEGATIVE: a->negative = val; break;
     case O_LINEAR:
         if (a->schedule == FLUX_SCHEDULE_POWER) return usage_error(pc, "--linear and --power exclude each other");
@@ -531,7 +549,9 @@ static int validate(parse_ctx *pc, cli_args *a) {
             return usage_error(pc, "%s: %d is out of range (%d..%d)", a->height_opt, a->height, CLI_MIN_SIZE,
                                CLI_MAX_SIZE);
     }
-    if (a->help || a->version || a->cpu_info) return CLI_EXIT_OK; /* need nothing else */
+    if (a->device >= 0 && a->backend == FLUX_BACKEND_CPU)
+        return usage_error(pc, "--device: only used with --backend auto or vulkan");
+    if (a->help || a->version || a->cpu_info || a->list_devices) return CLI_EXIT_OK; /* need nothing else */
 
     if (!a->model_dir) return usage_error(pc, "missing -d DIR (the model folder; see flux --help)");
     if ((rc = check_dir(pc, "-d", a->model_dir))) return rc;
@@ -578,6 +598,7 @@ int cli_parse(int argc, char **argv, cli_args *a, char *msg, size_t msg_size) {
     a->power_alpha = 2.0f;
     a->batch = 1;
     a->precision = -1;
+    a->device = -1;
     if (msg_size) msg[0] = '\0';
 
     for (int i = 1; i < argc; i++) {

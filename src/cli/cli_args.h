@@ -36,12 +36,13 @@
 #define CLI_MAX_STEPS 1000
 #define CLI_MAX_THREADS FLUX_MAX_THREADS
 #define CLI_MAX_BATCH 64
+#define CLI_MAX_DEVICE 255
 #define CLI_MAX_LORAS 16
 #define CLI_MAX_LORA_SCALE 100.0 /* |scale| of --lora and !lora */
 
 typedef struct cli_args {
     /* actions besides generating */
-    int help, version, cpu_info;
+    int help, version, cpu_info, list_devices;
     int tokenize, raw;
 
     /* model */
@@ -81,6 +82,8 @@ typedef struct cli_args {
     int no_mmap;
     int precision;                /* -1 unset, else a flux_precision */
     const char *isa;
+    flux_backend backend;         /* --backend (default auto) */
+    int device;                   /* --device, -1 = choose */
     const char *cache_dir;
     int no_cache;
     int quiet;

@@ -52,6 +52,8 @@ static flux_ctx *make_context(const cli_args *a) {
     opt.use_mmap = !a->no_mmap;
     if (a->precision >= 0) opt.precision = (flux_precision)a->precision;
     opt.isa = a->isa;
+    opt.backend = a->list_devices || a->cpu_info ? FLUX_BACKEND_CPU : a->backend;
+    opt.device = a->list_devices || a->cpu_info ? -1 : a->device;
     opt.cache_dir = a->cache_dir;
     opt.no_disk_cache = a->no_cache;
     opt.verbose = a->quiet ? 0 : a->verbose;
@@ -317,6 +319,28 @@ static int run_interactive(flux_ctx *ctx, const cli_args *a) {
     return rc ? rc : cli_repl_run(ctx, a, stdin, stdout);
 }
 
+/* ------------------------------------------------------------ devices */
+
+/* flux --list-devices: one line per Vulkan device. */
+static int list_devices(flux_ctx *ctx) {
+    enum { MAXDEV = 16 };
+    flux_device_info d[MAXDEV];
+    int n = 0;
+    if (flux_list_devices(ctx, d, MAXDEV, &n) != FLUX_OK) {
+        if (strstr(flux_error(ctx), "built without Vulkan")) { /* an answer, not a failure */
+            printf("no Vulkan devices: %s\n", flux_error(ctx));
+            return CLI_EXIT_OK;
+        }
+        return fail(CLI_EXIT_FAIL, "--list-devices: %s", flux_error(ctx));
+    }
+    if (n == 0) printf("no Vulkan devices\n");
+    for (int i = 0; i < n && i < MAXDEV; i++)
+        printf("%d: %s (%s), driver %s, %.1f GiB%s%s%s\n", d[i].index, d[i].name, d[i].type, d[i].driver,
+               (double)d[i].memory / (1u << 30), strcmp(d[i].type, "CPU") ? "" : "; --backend auto skips it",
+               d[i].usable ? "" : "; unusable: ", d[i].usable ? "" : d[i].why_not);
+    return CLI_EXIT_OK;
+}
+
 /* ------------------------------------------------------------ main */
 
 int main(int argc, char **argv) {
@@ -335,9 +359,12 @@ int main(int argc, char **argv) {
     }
     flux_ctx *ctx = make_context(&a);
     if (!ctx) return fail(CLI_EXIT_FAIL, "out of memory creating the context");
-    if (flux_error(ctx)[0]) { /* --isa this CPU cannot run, or FLUX_ISA / FLUX_PRECISION not understood */
+    if (flux_error(ctx)[0]) { /* --isa this CPU cannot run, FLUX_ISA / FLUX_PRECISION not understood,
+                                 --backend vulkan without a device */
         rc = fail(CLI_EXIT_FAIL, "%s%s", a.isa && !strncmp(flux_error(ctx), "ISA ", 4) ? "--isa: " : "",
                   flux_error(ctx));
+    } else if (a.list_devices) {
+        rc = list_devices(ctx);
     } else if (a.cpu_info) {
         char info[8192];
         flux_cpu_info(ctx, info, sizeof info);

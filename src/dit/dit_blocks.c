@@ -1,7 +1,8 @@
 /*
  * dit_blocks.c — the double-stream and single-stream blocks of the FLUX.2
  * transformer (spec §3.6, §3.7) over the interleaved rows of a run
- * (transformer.h). All heavy math goes through simd/kernels.h.
+ * (transformer.h). All math goes through the backend seam (src/ops/ops.h),
+ * on whatever the context runs (CPU kernels or a Vulkan device).
  *
  * Shapes below are per row; "rows" is always a contiguous row range of the
  * run covering every sequence (text rows [0, L·B), image rows [L·B, S·B)).
@@ -12,103 +13,95 @@
 #include <math.h>
 
 /* Q/K/V columns of U after the projections: per-head RMSNorm, then RoPE. */
-static void qk_norm_rope(fx_dit_run *r, int64_t row0, int64_t rows, const float *norm_q, const float *norm_k) {
+static flux_status qk_norm_rope(fx_dit_run *r, int64_t row0, int64_t rows, fx_buf *norm_q, fx_buf *norm_k) {
     const fx_dit_config *c = &r->d->c;
-    const fx_kctx *kc = &r->ctx->kc;
-    fx_rope_table t = fx_dit_rope_rows(r, row0, rows);
-    float *q = r->u + row0 * r->ldu;
-    fx_qk_norm_rope(kc, q, r->ldu, rows, c->heads, c->head_dim, norm_q, c->eps, &t);
-    fx_qk_norm_rope(kc, q + c->hidden, r->ldu, rows, c->heads, c->head_dim, norm_k, c->eps, &t);
+    fx_err *err = &r->ctx->err;
+    TRY(fx_op_qk_norm_rope(r->ops, fx_dit_u(r, row0, 0), rows, c->heads, c->head_dim, fx_vec(norm_q, 0), c->eps,
+                           &r->rope, row0, err));
+    return fx_op_qk_norm_rope(r->ops, fx_dit_u(r, row0, c->hidden), rows, c->heads, c->head_dim, fx_vec(norm_k, 0),
+                              c->eps, &r->rope, row0, err);
 }
 
 flux_status fx_dit_attention(fx_dit_run *r) {
     const fx_dit_config *c = &r->d->c;
     const int64_t d = c->hidden;
     for (int64_t b = 0; b < r->B; b++) {
-        float *base = r->u + b * r->ldu; /* sequence b: rows b, b + B, ... */
-        fx_attn_args a = {
+        fx_view seq = fx_dit_u(r, b, 0); /* sequence b: rows b, b + B, ... */
+        seq.ld = r->B * r->ldu;
+        fx_op_attn a = {
             .sq = r->S, .sk = r->S, .hq = c->heads, .hkv = c->heads, .d = c->head_dim,
-            .q = base, .ldq = r->B * r->ldu,
-            .k = base + d, .ldk = r->B * r->ldu,
-            .v = base + 2 * d, .ldv = r->B * r->ldu,
-            .o = base + 3 * d, .ldo = r->B * r->ldu,
+            .q = seq, .k = fx_at(seq, 0, d), .v = fx_at(seq, 0, 2 * d), .o = fx_at(seq, 0, 3 * d),
             .scale = (float)(1.0 / sqrt((double)c->head_dim)),
         };
-        flux_status st = fx_attention(&r->ctx->kc, &a, &r->ctx->err);
-        if (st) return st;
+        TRY(fx_op_attention(r->ops, &a, &r->ctx->err));
     }
     return FLUX_OK;
 }
 
-/* Y[rows] += gate ⊙ (X · Wᵀ) */
-static void gated_linear(const fx_kctx *kc, int64_t rows, const float *x, int64_t ldx, const fx_weight *w,
-                         float *y, int64_t ldy, const float *gate) {
-    fx_epilogue epi = {.mode = FX_EPI_GATED_ACCUMULATE, .gate = gate};
-    fx_linear(kc, rows, x, ldx, w, y, ldy, &epi);
+/* y[rows] += gate ⊙ (x · Wᵀ) */
+static flux_status gated_linear(fx_dit_run *r, int64_t rows, fx_view x, const fx_opw *w, fx_view y, fx_view gate) {
+    fx_op_epi epi = {.mode = FX_EPI_GATED_ACCUMULATE, .gate = gate};
+    return fx_op_linear(r->ops, rows, x, w, y, &epi, &r->ctx->err);
 }
 
 /* SwiGLU MLP of one stream on rows [row0, row0 + rows), AdaLN included:
  * h += gate2 ⊙ ((silu(G) ⊙ P) · W_outᵀ) with [G | P] = AdaLN(h) · W_inᵀ. */
-static void mlp(fx_dit_run *r, int64_t row0, int64_t rows, const fx_weight *w_in, const fx_weight *w_out,
-                const float *shift, const float *scale, const float *gate) {
+static flux_status mlp(fx_dit_run *r, int64_t row0, int64_t rows, const fx_opw *w_in, const fx_opw *w_out,
+                       fx_view shift, fx_view scale, fx_view gate) {
     const fx_dit_config *c = &r->d->c;
-    const fx_kctx *kc = &r->ctx->kc;
-    const int64_t d = c->hidden, m = c->mlp_hidden, ldu = r->ldu;
-    float *h = r->h + row0 * d, *u = r->u + row0 * ldu;
-    float *a = u + 3 * d, *g = u + 4 * d, *p = g + m;
-    fx_layernorm_modulate(kc, rows, d, h, d, shift, scale, c->eps, a, ldu);
-    fx_linear(kc, rows, a, ldu, w_in, g, ldu, NULL);
-    fx_swiglu(kc, rows, m, g, ldu, p, ldu, g, ldu);
-    gated_linear(kc, rows, g, ldu, w_out, h, d, gate);
+    fx_err *err = &r->ctx->err;
+    const int64_t d = c->hidden, m = c->mlp_hidden;
+    fx_view h = fx_dit_h(r, row0), a = fx_dit_u(r, row0, 3 * d), g = fx_dit_u(r, row0, 4 * d), p = fx_at(g, 0, m);
+    TRY(fx_op_layernorm_modulate(r->ops, rows, d, h, shift, scale, c->eps, a, err));
+    TRY(fx_op_linear(r->ops, rows, a, w_in, g, NULL, err));
+    TRY(fx_op_swiglu(r->ops, rows, m, g, p, g, err));
+    return gated_linear(r, rows, g, w_out, h, gate);
 }
 
 flux_status fx_dit_double_block(fx_dit_run *r, const fx_dit_double_w *w, const fx_dit_mod *mod) {
     const fx_dit_config *c = &r->d->c;
-    const fx_kctx *kc = &r->ctx->kc;
-    const int64_t d = c->hidden, ldu = r->ldu;
+    fx_err *err = &r->ctx->err;
+    const int64_t d = c->hidden;
     const int64_t row0[2] = {0, r->L * r->B};
     const int64_t rows[2] = {r->L * r->B, r->n_img * r->B};
-    const float *mv[2] = {mod->txt, mod->img};
+    const fx_view mv[2] = {mod->txt, mod->img};
 
     /* 1–3: AdaLN, Q K V projections, QK-RMSNorm and RoPE per stream. */
     for (int s = 0; s < 2; s++) {
-        float *h = r->h + row0[s] * d, *u = r->u + row0[s] * ldu;
-        float *a = u + 3 * d;
-        fx_layernorm_modulate(kc, rows[s], d, h, d, mv[s] + 0 * d, mv[s] + 1 * d, c->eps, a, ldu);
-        fx_linear(kc, rows[s], a, ldu, &w->q[s], u, ldu, NULL);
-        fx_linear(kc, rows[s], a, ldu, &w->k[s], u + d, ldu, NULL);
-        fx_linear(kc, rows[s], a, ldu, &w->v[s], u + 2 * d, ldu, NULL);
-        qk_norm_rope(r, row0[s], rows[s], w->norm_q[s], w->norm_k[s]);
+        fx_view h = fx_dit_h(r, row0[s]), a = fx_dit_u(r, row0[s], 3 * d);
+        TRY(fx_op_layernorm_modulate(r->ops, rows[s], d, h, fx_at(mv[s], 0, 0), fx_at(mv[s], 0, d), c->eps, a, err));
+        TRY(fx_op_linear(r->ops, rows[s], a, &w->q[s], fx_dit_u(r, row0[s], 0), NULL, err));
+        TRY(fx_op_linear(r->ops, rows[s], a, &w->k[s], fx_dit_u(r, row0[s], d), NULL, err));
+        TRY(fx_op_linear(r->ops, rows[s], a, &w->v[s], fx_dit_u(r, row0[s], 2 * d), NULL, err));
+        TRY(qk_norm_rope(r, row0[s], rows[s], w->norm_q[s], w->norm_k[s]));
     }
     /* 4–5: joint attention of each sequence over [text; image]. */
-    flux_status st = fx_dit_attention(r);
-    if (st) return st;
+    TRY(fx_dit_attention(r));
     /* 6–7: output projections with gated residual adds. */
     for (int s = 0; s < 2; s++)
-        gated_linear(kc, rows[s], r->u + row0[s] * ldu + 3 * d, ldu, &w->out[s], r->h + row0[s] * d, d,
-                     mv[s] + 2 * d);
+        TRY(gated_linear(r, rows[s], fx_dit_u(r, row0[s], 3 * d), &w->out[s], fx_dit_h(r, row0[s]),
+                         fx_at(mv[s], 0, 2 * d)));
     /* 8: SwiGLU MLP per stream. */
     for (int s = 0; s < 2; s++)
-        mlp(r, row0[s], rows[s], &w->ff_in[s], &w->ff_out[s], mv[s] + 3 * d, mv[s] + 4 * d, mv[s] + 5 * d);
+        TRY(mlp(r, row0[s], rows[s], &w->ff_in[s], &w->ff_out[s], fx_at(mv[s], 0, 3 * d), fx_at(mv[s], 0, 4 * d),
+                fx_at(mv[s], 0, 5 * d)));
     return FLUX_OK;
 }
 
 flux_status fx_dit_single_block(fx_dit_run *r, const fx_dit_single_w *w, const fx_dit_mod *mod) {
     const fx_dit_config *c = &r->d->c;
-    const fx_kctx *kc = &r->ctx->kc;
-    const int64_t d = c->hidden, m = c->mlp_hidden, ldu = r->ldu, R = r->R;
-    const float *shift = mod->single, *scale = mod->single + d, *gate = mod->single + 2 * d;
-    float *u = r->u, *a = u + 3 * d, *g = u + 4 * d;
+    fx_err *err = &r->ctx->err;
+    const int64_t d = c->hidden, m = c->mlp_hidden, R = r->R;
+    fx_view shift = mod->single, scale = fx_at(mod->single, 0, d), gate = fx_at(mod->single, 0, 2 * d);
+    fx_view h = fx_dit_h(r, 0), a = fx_dit_u(r, 0, 3 * d), g = fx_dit_u(r, 0, 4 * d);
 
-    fx_layernorm_modulate(kc, R, d, r->h, d, shift, scale, c->eps, a, ldu);
+    TRY(fx_op_layernorm_modulate(r->ops, R, d, h, shift, scale, c->eps, a, err));
     /* The fused projection, as two row slices of one weight: [Q K V] and [G P]. */
-    fx_linear(kc, R, a, ldu, &w->qkv, u, ldu, NULL);
-    fx_linear(kc, R, a, ldu, &w->mlp_in, g, ldu, NULL);
-    qk_norm_rope(r, 0, R, w->norm_q, w->norm_k);
-    flux_status st = fx_dit_attention(r); /* O overwrites the consumed AdaLN output */
-    if (st) return st;
-    fx_swiglu(kc, R, m, g, ldu, g + m, ldu, g, ldu);
+    TRY(fx_op_linear(r->ops, R, a, &w->qkv, fx_dit_u(r, 0, 0), NULL, err));
+    TRY(fx_op_linear(r->ops, R, a, &w->mlp_in, g, NULL, err));
+    TRY(qk_norm_rope(r, 0, R, w->norm_q, w->norm_k));
+    TRY(fx_dit_attention(r)); /* O overwrites the consumed AdaLN output */
+    TRY(fx_op_swiglu(r->ops, R, m, g, fx_at(g, 0, m), g, err));
     /* h += gate ⊙ ([O | silu(G)⊙P] · W_outᵀ), one GEMM over d + m inputs. */
-    gated_linear(kc, R, u + 3 * d, ldu, &w->out, r->h, d, gate);
-    return FLUX_OK;
+    return gated_linear(r, R, a, &w->out, h, gate);
 }

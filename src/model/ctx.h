@@ -13,6 +13,7 @@
 #include "src/base/error.h"
 #include "src/base/log.h"
 #include "simd/kernels.h"
+#include "src/ops/ops.h"
 
 struct fx_model;      /* model.h: folder, configs, opened weight files */
 struct fx_tokenizer;  /* tokenizer.h */
@@ -48,6 +49,9 @@ struct flux_ctx {
     fx_scratch *scratch;
     fx_packcache *packs;        /* weights repacked for the AMX tiles (kc.packs) */
     fx_kctx kc;                 /* kernels + threads + scratch, for fx_* calls */
+    fx_ops *ops;                /* the backend the stages run on (src/ops) */
+    fx_err backend_err;         /* why the asked-for backend could not open
+                                   (FLUX_BACKEND_VULKAN): every load fails with it */
 
     struct fx_model *model;
     /* a model whose files changed on disk and could not be loaded again yet

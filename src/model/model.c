@@ -11,6 +11,7 @@
 #include "model.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -281,4 +282,17 @@ flux_status fx_model_open(const char *model_dir, const flux_load_options *lo, in
            fx_wset_count(m->text_encoder_w), fx_wset_count(m->vae_w));
     *out = m;
     return FLUX_OK;
+}
+
+flux_status fx_model_vecf(fx_ops *ops, const fx_wset *w, int64_t n, fx_buf **out, fx_err *err, const char *fmt, ...) {
+    char name[FX_ST_MAX_NAME];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    float *host = NULL;
+    TRY(fx_wset_vecf(w, &host, n, err, "%s", name));
+    flux_status st = fx_ops_vector(ops, host, n, name, out, err);
+    free(host);
+    return st;
 }

@@ -89,6 +89,11 @@ void fx_model_free(struct fx_model *m);
 int fx_load_options_copy(flux_load_options *dst, const flux_load_options *src);
 void fx_load_options_free(flux_load_options *lo);
 
+/* The f32 vector [n] of w named by a printf format (a norm weight, a bias)
+ * as a new buffer of the backend ops (the stages' small weights). */
+flux_status fx_model_vecf(fx_ops *ops, const fx_wset *w, int64_t n, fx_buf **out, fx_err *err, const char *fmt, ...)
+    FX_PRINTF(6, 7);
+
 /* Check that a weight set holds every tensor a stage needs, with the shapes
  * the config implies (spec §2.1 transformer, §2.3 VAE, §2.4 Qwen3 layers
  * 0..layers_used−1) and a weight dtype (F32/F16/BF16). The first problem

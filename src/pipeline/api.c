@@ -105,7 +105,15 @@ flux_ctx *flux_new(const flux_options *opt) {
     fx_kctx_init(&ctx->kc, ctx->kernels, ctx->threads, ctx->scratch);
     ctx->kc.int8 = int8;
     ctx->kc.packs = ctx->packs;
-    if (ctx->err.msg[0]) /* an environment value was not understood */
+    fx_ops_opts oo = {.want = (int)ctx->opt.backend, .device = ctx->opt.device, .log = &ctx->log};
+    if (getenv("FLUX_VK_VALIDATION") && !strcmp(getenv("FLUX_VK_VALIDATION"), "1")) oo.validation = 1;
+    if (fx_ops_open(&oo, &ctx->kc, &ctx->ops, &ctx->backend_err) != FLUX_OK) {
+        oo.want = FLUX_BACKEND_CPU; /* the context still answers --cpu-info; loads fail with backend_err */
+        oo.log = NULL;
+        if (fx_ops_open(&oo, &ctx->kc, &ctx->ops, &ctx->err) != FLUX_OK) goto oom;
+        ctx->err = ctx->backend_err;
+    }
+    if (ctx->err.msg[0] && !ctx->backend_err.msg[0]) /* an environment value was not understood */
         fx_log(&ctx->log, 1, "flux: %s; running %s", ctx->err.msg, fx_kernels_name(ctx->kernels));
     if (ctx->opt.verbose >= 1) {
         char amx[512];
@@ -114,6 +122,7 @@ flux_ctx *flux_new(const flux_options *opt) {
     }
     return ctx;
 oom:
+    fx_ops_close(ctx->ops);
     fx_scratch_free(ctx->scratch);
     fx_packcache_free(ctx->packs);
     free(ctx->cache_dir);
@@ -124,6 +133,7 @@ oom:
 void flux_free(flux_ctx *ctx) {
     if (!ctx) return;
     fx_ctx_forget_model(ctx);
+    fx_ops_close(ctx->ops);
     fx_scratch_free(ctx->scratch);
     fx_packcache_free(ctx->packs);
     free(ctx->cache_dir);
@@ -156,4 +166,28 @@ size_t flux_cpu_info(const flux_ctx *ctx, char *buf, size_t size) {
     free(kern);
     flux_free(own);
     return n < 0 ? 0 : (size_t)n;
+}
+
+const char *flux_backend_name(const flux_ctx *ctx) { return ctx && ctx->ops ? fx_ops_name(ctx->ops) : "cpu"; }
+
+flux_status flux_list_devices(flux_ctx *ctx, flux_device_info *out, int max, int *count) {
+    if (!ctx || !count || (max > 0 && !out)) return FLUX_ERR_INVALID_ARG;
+    enum { MAXDEV = 16 };
+    fx_device_desc d[MAXDEV];
+    int n = 0;
+    fx_err_clear(&ctx->err);
+    flux_status st = fx_ops_list_devices(d, MAXDEV, &n, &ctx->err);
+    *count = n;
+    if (st) return st;
+    for (int i = 0; i < n && i < max && i < MAXDEV; i++) {
+        memset(&out[i], 0, sizeof out[i]);
+        out[i].index = d[i].index;
+        out[i].usable = d[i].usable;
+        out[i].memory = (unsigned long long)d[i].memory;
+        snprintf(out[i].name, sizeof out[i].name, "%s", d[i].name);
+        snprintf(out[i].type, sizeof out[i].type, "%s", d[i].type);
+        snprintf(out[i].driver, sizeof out[i].driver, "%s", d[i].driver);
+        snprintf(out[i].why_not, sizeof out[i].why_not, "%s", d[i].why_not);
+    }
+    return FLUX_OK;
 }

@@ -44,7 +44,7 @@ struct fx_embcache {
     /* the context's model (fx_text_cache_*) */
     int id_state;                /* 0 not computed, 1 ready, -1 unavailable */
     uint8_t model_id[FX_SHA256_BYTES];
-    char path[64];               /* kernel path, part of the key */
+    char path[768];              /* kernel path (and device), part of the key */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -586,6 +586,9 @@ static fx_embcache *ctx_cache(flux_ctx *ctx) {
         }
         snprintf(c->path, sizeof c->path, "isa=%s bf16dot=%d%s", fx_isa_name(fx_kernels_isa(ctx->kernels)),
                  fx_kernels_uses_bf16_dot(ctx->kernels), ctx->kc.int8 ? " int8=1" : "");
+        if (!fx_ops_on_host(ctx->ops)) /* the encoder ran on a device: its results are that device's */
+            snprintf(c->path + strlen(c->path), sizeof c->path - strlen(c->path), " backend=%s",
+                     fx_ops_name(ctx->ops));
     }
     return c->id_state == 1 ? c : NULL;
 }

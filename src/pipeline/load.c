@@ -50,6 +50,10 @@ flux_status flux_load(flux_ctx *ctx, const char *model_dir, const flux_load_opti
     if (!ctx) return FLUX_ERR_INVALID_ARG;
     fx_err *err = &ctx->err;
     fx_err_clear(err);
+    if (ctx->backend_err.msg[0]) { /* --backend vulkan without a device: nothing loads */
+        ctx->err = ctx->backend_err;
+        return ctx->err.code;
+    }
     if (!model_dir || !*model_dir) return fx_fail(err, FLUX_ERR_INVALID_ARG, "flux_load: no model folder given");
     flux_load_options defaults;
     if (!lo) {

@@ -11,6 +11,8 @@ void flux_options_init(flux_options *opt) {
     memset(opt, 0, sizeof *opt);
     opt->use_mmap = 1;
     opt->precision = FLUX_PRECISION_DEFAULT;
+    opt->backend = FLUX_BACKEND_AUTO;
+    opt->device = -1;
 }
 
 void flux_load_options_init(flux_load_options *lo) {

@@ -2,13 +2,15 @@
  * vae.c — the VAE face (vae.h): the context's VAE built from the model's
  * weights (vae_weights.c), its settings and statistics, and each decode or
  * encode as one run of the streaming engine (vae_stream.c) through the
- * networks (vae_decoder.c, vae_encoder.c).
+ * networks (vae_decoder.c, vae_encoder.c) when the backend's tensors are
+ * host memory, else on whole tensors through the backend (vae_whole.c).
  */
 #include "vae.h"
 
 #include "src/base/clock.h"
 #include "src/model/model.h"
 #include "vae_nets.h"
+#include "vae_whole.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -19,11 +21,14 @@ struct fx_vae {
     void *observer_user;
     fx_vae_storage storage;
     int strip_pixels;
+    int whole;                   /* 1: whole tensors even on the CPU backend (tests) */
+    vw_cache *dev;               /* layers on the backend (whole-tensor runs) */
     fx_vae_stats stats;
 };
 
 void fx_vae_free(fx_vae *v) {
     if (!v) return;
+    vw_cache_free(v->dev);
     vae_model_free(&v->m);
     free(v);
 }
@@ -49,6 +54,18 @@ flux_status fx_vae_get(flux_ctx *ctx, fx_vae **out) {
 }
 
 void fx_vae_set_storage(fx_vae *v, fx_vae_storage s) { v->storage = s; }
+
+void fx_vae_set_whole_tensors(fx_vae *v, int on) { v->whole = on; }
+
+/* The whole-tensor plan: on backends whose tensors are not host memory, or when asked. */
+static int run_whole(flux_ctx *ctx, fx_vae *v, fx_err *err) {
+    if (!v->whole && fx_ops_on_host(ctx->ops)) return 0;
+    if (!v->dev && !(v->dev = vw_cache_new(ctx->ops))) {
+        fx_fail(err, FLUX_ERR_NOMEM, "out of memory (VAE layers)");
+        return -1;
+    }
+    return 1;
+}
 
 void fx_vae_set_strip_pixels(fx_vae *v, int pixels) { v->strip_pixels = pixels > 0 ? pixels : 0; }
 
@@ -109,6 +126,9 @@ flux_status fx_vae_decode(flux_ctx *ctx, fx_vae *v, const float *z, int h8, int 
         return fx_fail(ctx ? &ctx->err : NULL, FLUX_ERR_INVALID_ARG, "fx_vae_decode: NULL argument");
     if (h8 < 1 || w8 < 1 || h8 > VAE_MAX_SIDE >> (v->m.c.levels - 1) || w8 > VAE_MAX_SIDE >> (v->m.c.levels - 1))
         return fx_fail(&ctx->err, FLUX_ERR_INVALID_ARG, "fx_vae_decode: latent size %dx%d out of range", h8, w8);
+    int whole = run_whole(ctx, v, &ctx->err);
+    if (whole < 0) return ctx->err.code;
+    if (whole) return vw_decode(ctx, v->dev, &v->m, v->observer, v->observer_user, z, h8, w8, image);
     vs_run r;
     run_begin(&r, ctx, v);
     double t0 = fx_now_s();
@@ -125,6 +145,9 @@ flux_status fx_vae_encode(flux_ctx *ctx, fx_vae *v, const float *image, int heig
         return fx_fail(&ctx->err, FLUX_ERR_INVALID_ARG,
                        "fx_vae_encode: image size %dx%d must be a positive multiple of %d, at most %d", height,
                        width, f, VAE_MAX_SIDE);
+    int whole = run_whole(ctx, v, &ctx->err);
+    if (whole < 0) return ctx->err.code;
+    if (whole) return vw_encode(ctx, v->dev, &v->m, v->observer, v->observer_user, image, height, width, mean);
     vs_run r;
     run_begin(&r, ctx, v);
     double t0 = fx_now_s();

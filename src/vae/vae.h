@@ -41,6 +41,10 @@ void fx_vae_set_storage(fx_vae *v, fx_vae_storage s);
  * tests use tiny strips to exercise the in-place streaming. */
 void fx_vae_set_strip_pixels(fx_vae *v, int pixels);
 
+/* Run on whole tensors through the backend seam (vae_whole.c) even on the
+ * CPU backend (tests compare the two plans); a device backend always does. */
+void fx_vae_set_whole_tensors(fx_vae *v, int on);
+
 /* Each stage's output to fn (vae_options.h: fx_vae_observer). NULL removes it. */
 void fx_vae_set_observer(fx_vae *v, fx_vae_observer fn, void *user);
 

@@ -192,6 +192,10 @@ typedef struct fx_vk_rope {
 flux_status fx_vk_rope_upload(fx_vk *vk, const fx_rope_table *t, fx_vk_rope *out, fx_err *err);
 void fx_vk_rope_free(fx_vk *vk, fx_vk_rope *r);
 
+/* Record a device-side copy of [rows, cols] between f32 views (which must
+ * not overlap). */
+flux_status fx_vk_copy(fx_vk *vk, int64_t rows, int64_t cols, fx_vk_mat src, fx_vk_mat dst, fx_err *err);
+
 /* ------------------------------------------------------------------------ */
 /* Operations (recorded; semantics as the kernels.h function of that name)  */
 /* ------------------------------------------------------------------------ */

@@ -354,27 +354,3 @@ int fx_vk_validation_errors(const fx_vk *vk, const char **first) {
 void fx_vk_inject_device_lost(fx_vk *vk) { vk->inject_lost = 1; }
 
 uint64_t fx_vk_dispatch_count(const fx_vk *vk) { return vk->dispatch_total; }
-
-flux_status vk_check_alive(const fx_vk *vk, fx_err *err) {
-    if (vk->lost) return fx_fail(err, FLUX_ERR_INTERNAL, "%s", vk->lost_msg);
-    return FLUX_OK;
-}
-
-flux_status vk_fail(fx_vk *vk, fx_err *err, VkResult r, const char *what) {
-    if (r == VK_ERROR_DEVICE_LOST || r == VK_TIMEOUT) {
-        if (!vk->lost) {
-            vk->lost = 1;
-            if (r == VK_TIMEOUT)
-                snprintf(vk->lost_msg, sizeof vk->lost_msg,
-                         "Vulkan: %s: the device did not finish within %.0f s (%s); the context is unusable",
-                         what, (double)vk->timeout_ns * 1e-9, vk->info.name);
-            else
-                snprintf(vk->lost_msg, sizeof vk->lost_msg,
-                         "Vulkan: %s: device lost (%s); the context is unusable", what, vk->info.name);
-        }
-        return fx_fail(err, FLUX_ERR_INTERNAL, "%s", vk->lost_msg);
-    }
-    if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
-        return fx_fail(err, FLUX_ERR_NOMEM, "Vulkan: %s: %s", what, vk_result_name(r));
-    return fx_fail(err, FLUX_ERR_INTERNAL, "Vulkan: %s: %s", what, vk_result_name(r));
-}

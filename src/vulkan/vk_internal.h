@@ -208,21 +208,29 @@ void vk_instance_destroy(vk_instance *in);
 /* Device facts for the list / selection (vk_device.c). */
 void vk_device_query(const vk_instance *in, VkPhysicalDevice pd, int index, fx_vk_device_info *info);
 
-/* "VK_ERROR_OUT_OF_DEVICE_MEMORY", ... */
+/* Error state (vk_status.c, the bottom of src/vulkan: calls nothing here).
+ * "VK_ERROR_OUT_OF_DEVICE_MEMORY", ... */
 const char *vk_result_name(VkResult r);
 /* Error for a failed call; device lost marks the context lost. */
 flux_status vk_fail(fx_vk *vk, fx_err *err, VkResult r, const char *what);
 /* FLUX_OK, or the lost-device error. */
 flux_status vk_check_alive(const fx_vk *vk, fx_err *err);
 
-/* Memory (vk_memory.c) */
+/* Buffers (vk_buffer.c; calls only vk_status.c). host: 1 = a mapped
+ * staging buffer, 0 = a device buffer. */
+flux_status vk_buf_create(fx_vk *vk, uint64_t bytes, const char *what, int host, fx_vk_buf **out,
+                          fx_err *err);
+void vk_buf_destroy(fx_vk *vk, fx_vk_buf *b);
+
+/* Memory: the dummy/staging/scratch buffers and host transfers
+ * (vk_memory.c; above the recorder, whose copies it submits). */
 flux_status vk_memory_init(fx_vk *vk, fx_err *err);
 void vk_memory_destroy(fx_vk *vk);
 /* The scratch buffer with at least `bytes` (old one freed after the next submit). */
 flux_status vk_scratch(fx_vk *vk, uint64_t bytes, fx_vk_buf **out, fx_err *err);
 
 /* ------------------------------------------------------------------------ */
-/* The recorder (vk_recorder.c)                                             */
+/* The recorder (vk_recorder.c; calls vk_buffer.c and vk_status.c only)    */
 /* ------------------------------------------------------------------------ */
 
 /* One storage-buffer binding: bytes [off, off + range) of buf. */
@@ -249,11 +257,13 @@ flux_status vk_dispatch(fx_vk *vk, const vk_pipeline *p, const vk_bind *b, const
                         uint32_t gx, uint32_t gy, uint32_t gz, fx_err *err);
 /* Begin recording if not yet (copies use it too). */
 flux_status vk_begin(fx_vk *vk, fx_err *err);
+/* Record a buffer-to-buffer copy of regions, with barriers on both sides. */
+flux_status vk_copy_regions(fx_vk *vk, const fx_vk_buf *src, const fx_vk_buf *dst, const VkBufferCopy *regions,
+                            uint32_t n, fx_err *err);
 /* Submit what is recorded and wait for it (no-op when nothing is). */
 flux_status vk_submit_wait(fx_vk *vk, fx_err *err);
 /* Free b after the next submit (now if nothing is recorded). */
 void vk_defer_free(fx_vk *vk, fx_vk_buf *b);
-void vk_buf_destroy(fx_vk *vk, fx_vk_buf *b);
 
 /* ------------------------------------------------------------------------ */
 /* Shared argument checks (vk_ops_common in vk_recorder.c)                  */

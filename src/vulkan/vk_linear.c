@@ -58,7 +58,9 @@ static flux_status upload_rows(fx_vk *vk, fx_dtype dt, int64_t n, int64_t k, row
                                const char *name, fx_vk_weight *out, fx_err *err) {
     memset(out, 0, sizeof *out);
     if (dt != FX_DTYPE_F32 && dt != FX_DTYPE_BF16 && dt != FX_DTYPE_F16)
-        return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan: weight %s has unknown dtype %d", name, (int)dt);
+        return fx_fail(err, FLUX_ERR_UNSUPPORTED,
+                       "Vulkan: weight %s is stored as %s; the device path reads F32, F16 and BF16 weights only "
+                       "(run with --backend cpu)", name, fx_dtype_name(dt));
     if (n < 1 || k < 0)
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan: weight %s has shape [%lld, %lld]", name, (long long)n,
                        (long long)k);
@@ -239,6 +241,18 @@ static flux_status check_weight(const char *op, const fx_vk_weight *w, fx_err *e
     return FLUX_OK;
 }
 
+/* Do views x [m, k] and y [m, n] of one buffer share an element? Column
+ * slices of one wider matrix (same ld, disjoint columns: the DiT reads the
+ * AdaLN output and writes Q K V into other columns of its workspace) do not. */
+static int views_share(fx_vk_mat x, int64_t k, fx_vk_mat y, int64_t n, int64_t m) {
+    int64_t xa = x.off, xb = x.off + (m - 1) * x.ld + k, ya = y.off, yb = y.off + (m - 1) * y.ld + n;
+    if (!(xa < yb && ya < xb)) return 0;
+    if (m == 1 || x.ld != y.ld) return 1;
+    int64_t cx = x.off % x.ld, cy = y.off % y.ld;
+    if (cx + k > x.ld || cy + n > y.ld) return 1; /* a row wraps into the next */
+    return cx < cy + n && cy < cx + k;
+}
+
 flux_status fx_vk_linear(fx_vk *vk, int64_t m, fx_vk_mat x, const fx_vk_weight *w, fx_vk_mat y,
                          const fx_vk_epilogue *epi, fx_err *err) {
     static const char *op = "linear";
@@ -250,11 +264,8 @@ flux_status fx_vk_linear(fx_vk *vk, int64_t m, fx_vk_mat x, const fx_vk_weight *
     if (k > 0) TRY(vk_check_mat(op, "x", x, m, k, err));
     TRY(vk_check_mat(op, "y", y, m, n, err));
     TRY(check_epi(op, epi, n, err));
-    if (x.buf && x.buf == y.buf) {
-        int64_t xa = x.off, xb = x.off + (m - 1) * x.ld + k, ya = y.off, yb = y.off + (m - 1) * y.ld + n;
-        if (k > 0 && xa < yb && ya < xb)
-            return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan linear: x and y overlap");
-    }
+    if (x.buf && x.buf == y.buf && k > 0 && views_share(x, k, y, n, m))
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan linear: x and y overlap");
     const gemm_cfg c = choose_cfg(vk);
     const vk_pipeline *p;
     TRY(vk_pipeline_get(vk, gemm_shader(c.tiled, 0, w->dtype), 5, sizeof(gemm_push), c.spec, c.nspec, &p, err));

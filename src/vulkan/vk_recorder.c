@@ -142,6 +142,18 @@ flux_status vk_submit_wait(fx_vk *vk, fx_err *err) {
     return FLUX_OK;
 }
 
+flux_status vk_copy_regions(fx_vk *vk, const fx_vk_buf *src, const fx_vk_buf *dst, const VkBufferCopy *regions,
+                            uint32_t n, fx_err *err) {
+    TRY(vk_begin(vk, err));
+    /* Copies are rare (once per step): a full barrier on both sides instead of range tracking. */
+    memory_barrier(vk, STAGES_ALL, VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT, STAGES_ALL, ACCESS_ALL);
+    vk->f.vkCmdCopyBuffer(vk->cmd, src->buf, dst->buf, n, regions);
+    memory_barrier(vk, STAGES_ALL, VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT, STAGES_ALL, ACCESS_ALL);
+    vk->nhz_write = vk->nhz_read = 0;
+    vk->dispatches++;
+    return FLUX_OK;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Hazards                                                                  */
 /* ------------------------------------------------------------------------ */

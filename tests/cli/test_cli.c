@@ -438,3 +438,34 @@ TEST(cli_stdout_write_errors_fail) {
     snprintf(cmd, sizeof cmd, "'%s' --version >/dev/null", fx_test_flux_bin()); /* a working stdout: exit 0 */
     CHECK_EQ_INT(fx_test_run(cmd, NULL), 0);
 }
+
+/* ------------------------------------------------------------ backend */
+
+/* --backend vulkan without Vulkan (this build lacks it, or no driver is
+ * found): exit 1 with one line, before anything runs; --list-devices
+ * answers in any build; bad values are command-line errors. */
+TEST(cli_backend_choice) {
+    setup();
+    const int built = strstr(flux_build_info(), "vulkan=1") != NULL;
+    char args[4096], *out = NULL;
+    snprintf(args, sizeof args, "--backend vulkan -d '%s' --tokenize -p hi", g_model);
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "VK_DRIVER_FILES=/nonexistent/icd.json VK_ICD_FILENAMES=/nonexistent/icd.json '%s' %s </dev/null",
+             fx_test_flux_bin(), args);
+    int rc = fx_test_run(cmd, &out);
+    CHECK_EQ_INT(rc, 1);
+    CHECK_MSG(out && !strncmp(out, "flux: --backend vulkan: ", 24) && count_lines(out) == 1, "output: %s", out);
+    if (!built) CHECK_MSG(out && strstr(out, "built without Vulkan"), "output: %s", out);
+    free(out);
+    if (!built) { /* with Vulkan built, tests/vulkan checks the listing */
+        CHECK_EQ_INT(run_flux("--list-devices", &out), 0);
+        CHECK_MSG(out && strstr(out, "built without Vulkan"), "--list-devices: %s", out);
+        free(out);
+    }
+    snprintf(args, sizeof args, "--backend cpu -d '%s' --tokenize -p hi", g_model);
+    CHECK_EQ_INT(run_flux(args, &out), 0);
+    free(out);
+    EXPECT("--backend gpu --cpu-info", 2, "'gpu' is not a backend");
+    EXPECT("--device -1 --cpu-info", 2, "--device");
+    EXPECT("--backend cpu --device 0 --cpu-info", 2, "only used with --backend auto or vulkan");
+}

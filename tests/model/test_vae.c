@@ -27,6 +27,7 @@
 #include "src/base/npy.h"
 #include "src/vae/vae.h"
 #include "tests/golden_case.h"
+#include "tests/model/vae_cases.h"
 #include "tests/golden_cases.h"
 
 #define TOL_F32 1e-4
@@ -89,6 +90,9 @@ static void check_stage(void *user, const char *name, const float *chw, int c, i
     fx_npy_free(&g);
 }
 
+/* 1: run the whole-tensor plan (vae_whole.c) instead of the streamed one. */
+static int g_whole;
+
 /* Decode `in_rel` ([lat, h8, w8]) on `model` and compare with `out_rel`;
  * internals_dir (or NULL) names the per-stage goldens. Returns the image
  * error (or 1e30 on failure). */
@@ -111,6 +115,7 @@ static double decode_case_opts(const char *model_path, const char *in_rel, const
         if (internals_dir) fx_vae_set_observer(v, check_stage, &sc);
         fx_vae_set_strip_pixels(v, strip_pixels);
         fx_vae_set_storage(v, storage);
+        fx_vae_set_whole_tensors(v, g_whole);
         float *out = malloc(sizeof(float) * img.count);
         flux_status st = fx_vae_decode(ctx, v, z.data, (int)z.shape[1], (int)z.shape[2], out);
         CHECK_MSG(st == FLUX_OK, "fx_vae_decode: %s", flux_error(ctx));
@@ -260,6 +265,7 @@ static void encode_case_strips(const char *case_name, flux_precision prec, doubl
         stage_check sc = {dir, stage_tol, 0, 0, 0};
         fx_vae_set_observer(v, check_stage, &sc);
         fx_vae_set_strip_pixels(v, strip_pixels);
+        fx_vae_set_whole_tensors(v, g_whole);
         float *out = malloc(sizeof(float) * mean.count);
         flux_status st = fx_vae_encode(ctx, v, img, h, w, out);
         CHECK_MSG(st == FLUX_OK, "fx_vae_encode: %s", flux_error(ctx));
@@ -294,6 +300,26 @@ TEST(vae_encode_golden_f32) { encode_case("vae-encode-64x48", FLUX_PRECISION_F32
 TEST(vae_encode_golden_default) {
     encode_case("vae-encode-64x48", FLUX_PRECISION_DEFAULT, tol_default_mean(), TOL_BF16_STAGE);
 }
+/* The whole-tensor plan (what a device backend runs) against the same
+ * goldens, every stage included; on the CPU backend here, on Vulkan in
+ * tests/vulkan (through the backend of fx_gcase_set_backend). */
+void fx_vae_whole_decode_check(void) {
+    g_whole = 1;
+    decode_case(fx_test_path("golden/model"), T2I "decode_decoder_in.npy", T2I "decode.npy", FLUX_PRECISION_F32, 2,
+                TOL_F32, T2I "internals_decode", 0);
+    g_whole = 0;
+}
+
+void fx_vae_whole_encode_check(void) {
+    g_whole = 1;
+    encode_case("vae-encode-64x48", FLUX_PRECISION_F32, TOL_F32, TOL_F32);
+    encode_case("ours-vae-encode-48x80", FLUX_PRECISION_F32, TOL_F32, TOL_F32);
+    g_whole = 0;
+}
+
+TEST(vae_whole_tensors_decode_golden_f32) { fx_vae_whole_decode_check(); }
+TEST(vae_whole_tensors_encode_golden_f32) { fx_vae_whole_encode_check(); }
+
 TEST(vae_encode_ours_f32) { encode_case("ours-vae-encode-48x80", FLUX_PRECISION_F32, TOL_F32, TOL_F32); }
 TEST(vae_encode_ours_default) {
     encode_case("ours-vae-encode-48x80", FLUX_PRECISION_DEFAULT, tol_default_mean(), TOL_BF16_STAGE);

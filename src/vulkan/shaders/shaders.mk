@@ -58,7 +58,8 @@ $(VK_GEN)/vk_shader_blobs.h: $(VK_SHADER_DIR)/shaders.mk
 
 VK_SRC   := $(wildcard src/vulkan/*.c)
 VK_OBJ   := $(VK_SRC:%.c=$(OBJ)/%.o)
-LIB_SRC  += $(VK_SRC)
+# The ops seam's Vulkan backend replaces its "built without Vulkan" stand-in.
+LIB_SRC  := $(filter-out src/ops/ops_novk.c,$(LIB_SRC)) $(VK_SRC) src/ops/ops_vulkan.c
 TEST_SRC += $(wildcard tests/vulkan/*.c)
 BENCH_SRC += bench/bench_vulkan.c
 $(VK_OBJ) $(patsubst %.c,$(OBJ)/%.o,$(wildcard tests/vulkan/*.c) $(wildcard bench/*.c)): \

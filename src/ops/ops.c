@@ -1,0 +1,279 @@
+/*
+ * ops.c — choosing the backend and forwarding every operation to it
+ * (ops_internal.h). Storage bounds are checked here, once for both
+ * backends, so a wrong view is an error naming the buffer, not a stray
+ * write on either side.
+ */
+#include "ops_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+flux_status fx_ops_open(const fx_ops_opts *o, const fx_kctx *kc, fx_ops **out, fx_err *err) {
+    *out = NULL;
+    fx_ops *ops = calloc(1, sizeof *ops);
+    if (!ops) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (backend)");
+    ops->kc = kc;
+    ops->impl = &fx_ops_cpu_impl;
+    ops->kind = FX_BACKEND_KIND_CPU;
+    snprintf(ops->name, sizeof ops->name, "cpu");
+    if (o->want != 1) {
+        fx_err verr = {0};
+        flux_status st = fx_ops_vulkan_open(o, o->want == 2, ops, &verr);
+        if (st != FLUX_OK) {
+            if (o->want == 2) {
+                free(ops);
+                return fx_fail(err, st, "--backend vulkan: %s", verr.msg);
+            }
+            fx_log(o->log, 1, "flux: backend auto: running on the CPU (%s)", verr.msg);
+            *out = ops;
+            return FLUX_OK;
+        }
+    }
+    fx_log(o->log, 1, "flux: backend %s", ops->name);
+    *out = ops;
+    return FLUX_OK;
+}
+
+void fx_ops_close(fx_ops *ops) {
+    if (!ops) return;
+    if (ops->impl->close) ops->impl->close(ops);
+    free(ops);
+}
+
+fx_backend_kind fx_ops_kind(const fx_ops *ops) { return ops->kind; }
+int fx_ops_on_host(const fx_ops *ops) { return ops->kind == FX_BACKEND_KIND_CPU; }
+const char *fx_ops_name(const fx_ops *ops) { return ops->name; }
+const fx_kctx *fx_ops_kctx(const fx_ops *ops) { return ops->kc; }
+
+void fx_ops_inject_device_lost(fx_ops *ops) {
+    if (ops->impl->inject_lost) ops->impl->inject_lost(ops);
+}
+
+int fx_ops_device_errors(const fx_ops *ops, const char **first) {
+    if (first) *first = "";
+    return ops->impl->device_errors ? ops->impl->device_errors(ops, first) : 0;
+}
+
+flux_status fx_ops_list_devices(fx_device_desc *out, int max, int *count, fx_err *err) {
+    *count = 0;
+    return fx_ops_vulkan_list(out, max, count, err);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Storage                                                                  */
+/* ------------------------------------------------------------------------ */
+
+flux_status fx_buf_new(fx_ops *ops, int64_t floats, const char *what, fx_buf **out, fx_err *err) {
+    *out = NULL;
+    if (floats < 0) return fx_fail(err, FLUX_ERR_INVALID_ARG, "buffer %s: %lld floats", what, (long long)floats);
+    fx_buf *b = calloc(1, sizeof *b);
+    if (!b) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (%s)", what);
+    b->n = floats;
+    snprintf(b->what, sizeof b->what, "%s", what ? what : "a buffer");
+    flux_status st = ops->impl->buf_alloc(ops, b, err);
+    if (st) {
+        free(b);
+        return st;
+    }
+    *out = b;
+    return FLUX_OK;
+}
+
+void fx_buf_free(fx_ops *ops, fx_buf *b) {
+    if (!b) return;
+    ops->impl->buf_release(ops, b);
+    free(b);
+}
+
+int64_t fx_buf_floats(const fx_buf *b) { return b ? b->n : 0; }
+
+static flux_status check_span(const fx_buf *b, int64_t off, int64_t n, const char *op, fx_err *err) {
+    if (!b) return fx_fail(err, FLUX_ERR_INVALID_ARG, "%s: no buffer", op);
+    if (off < 0 || n < 0 || off > b->n || n > b->n - off)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "%s: floats [%lld, %lld) outside %s (%lld floats)", op,
+                       (long long)off, (long long)(off + n), b->what, (long long)b->n);
+    return FLUX_OK;
+}
+
+/* Rows [rows, cols] of view t inside its buffer (an absent optional view passes). */
+static flux_status check_view(const char *op, const char *name, fx_view t, int64_t rows, int64_t cols, int optional,
+                              fx_err *err) {
+    if (rows <= 0 || cols <= 0) return FLUX_OK;
+    if (!t.b) {
+        if (optional) return FLUX_OK;
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "%s: %s is required", op, name);
+    }
+    if (rows > 1 && t.ld < cols)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "%s: %s: ld %lld < %lld columns", op, name, (long long)t.ld,
+                       (long long)cols);
+    char what[96];
+    snprintf(what, sizeof what, "%s: %s", op, name);
+    return check_span(t.b, t.off, (rows - 1) * (rows > 1 ? t.ld : 0) + cols, what, err);
+}
+
+flux_status fx_buf_write(fx_ops *ops, fx_buf *b, int64_t off, const float *src, int64_t n, fx_err *err) {
+    TRY(check_span(b, off, n, "write", err));
+    return ops->impl->write(ops, b, off, src, n, err);
+}
+
+flux_status fx_buf_read(fx_ops *ops, const fx_buf *b, int64_t off, float *dst, int64_t n, fx_err *err) {
+    TRY(check_span(b, off, n, "read", err));
+    return ops->impl->read(ops, b, off, dst, n, err);
+}
+
+flux_status fx_op_copy(fx_ops *ops, int64_t rows, int64_t cols, fx_view src, fx_view dst, fx_err *err) {
+    TRY(check_view("copy", "source", src, rows, cols, 0, err));
+    TRY(check_view("copy", "destination", dst, rows, cols, 0, err));
+    if (rows <= 0 || cols <= 0) return FLUX_OK;
+    return ops->impl->copy(ops, rows, cols, src, dst, err);
+}
+
+flux_status fx_ops_sync(fx_ops *ops, fx_err *err) { return ops->impl->sync(ops, err); }
+
+flux_status fx_ops_weight(fx_ops *ops, const fx_weight *w, const char *name, fx_opw *out, fx_err *err) {
+    out->w = *w;
+    out->dev = NULL;
+    return ops->impl->weight(ops, NULL, out, name, err);
+}
+
+flux_status fx_ops_conv_weight(fx_ops *ops, const fx_conv2d_geom *g, const fx_weight *w, const char *name,
+                               fx_opw *out, fx_err *err) {
+    out->w = *w;
+    out->dev = NULL;
+    return ops->impl->weight(ops, g, out, name, err);
+}
+
+void fx_ops_weight_free(fx_ops *ops, fx_opw *w) {
+    if (w && w->dev) ops->impl->weight_free(ops, w);
+}
+
+flux_status fx_ops_vector(fx_ops *ops, const float *host, int64_t n, const char *name, fx_buf **out, fx_err *err) {
+    TRY(fx_buf_new(ops, n, name, out, err));
+    flux_status st = fx_buf_write(ops, *out, 0, host, n, err);
+    if (st) {
+        fx_buf_free(ops, *out);
+        *out = NULL;
+    }
+    return st;
+}
+
+flux_status fx_ops_mask(fx_ops *ops, const uint8_t *mask, int64_t n, fx_buf **out, fx_err *err) {
+    int64_t floats = (n + 3) / 4;
+    float *words = calloc((size_t)(floats ? floats : 1), sizeof(float));
+    if (!words) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (key mask)");
+    memcpy(words, mask, (size_t)n); /* the bytes, carried in float-sized words */
+    flux_status st = fx_ops_vector(ops, words, floats, "key mask", out, err);
+    free(words);
+    return st;
+}
+
+flux_status fx_ops_rope(fx_ops *ops, const fx_rope_table *t, fx_oprope *out, fx_err *err) {
+    out->t = *t;
+    out->dev = NULL;
+    return ops->impl->rope(ops, out, err);
+}
+
+void fx_ops_rope_free(fx_ops *ops, fx_oprope *r) {
+    if (r && r->dev) ops->impl->rope_free(ops, r);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Operations                                                               */
+/* ------------------------------------------------------------------------ */
+
+static flux_status check_epi(const char *op, const fx_op_epi *epi, int64_t n, fx_err *err) {
+    if (!epi) return FLUX_OK;
+    TRY(check_view(op, "bias", epi->bias, 1, n, 1, err));
+    return check_view(op, "gate", epi->gate, 1, n, epi->mode != FX_EPI_GATED_ACCUMULATE, err);
+}
+
+flux_status fx_op_linear(fx_ops *ops, int64_t m, fx_view x, const fx_opw *w, fx_view y, const fx_op_epi *epi,
+                         fx_err *err) {
+    TRY(check_view("linear", "x", x, m, w->w.k, 0, err));
+    TRY(check_view("linear", "y", y, m, w->w.n, 0, err));
+    TRY(check_epi("linear", epi, w->w.n, err));
+    if (m <= 0) return FLUX_OK;
+    return ops->impl->linear(ops, m, x, w, y, epi, err);
+}
+
+flux_status fx_op_attention(fx_ops *ops, const fx_op_attn *a, fx_err *err) {
+    TRY(check_view("attention", "q", a->q, a->sq, (int64_t)a->hq * a->d, 0, err));
+    TRY(check_view("attention", "k", a->k, a->sk, (int64_t)a->hkv * a->d, 0, err));
+    TRY(check_view("attention", "v", a->v, a->sk, (int64_t)a->hkv * a->d, 0, err));
+    TRY(check_view("attention", "o", a->o, a->sq, (int64_t)a->hq * a->d, 0, err));
+    if (a->key_mask && a->key_mask->n * 4 < a->sk)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "attention: key mask of %lld bytes for %lld keys",
+                       (long long)a->key_mask->n * 4, (long long)a->sk);
+    return ops->impl->attention(ops, a, err);
+}
+
+flux_status fx_op_qk_norm_rope(fx_ops *ops, fx_view x, int64_t rows, int heads, int head_dim, fx_view norm_w,
+                               float eps, const fx_oprope *rope, int64_t rope_row0, fx_err *err) {
+    TRY(check_view("qk_norm_rope", "x", x, rows, (int64_t)heads * head_dim, 0, err));
+    TRY(check_view("qk_norm_rope", "norm weight", norm_w, 1, head_dim, 1, err));
+    if (rope && (rope_row0 < 0 || rope_row0 + rows > rope->t.seq))
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "qk_norm_rope: rows [%lld, %lld) outside the RoPE table (%lld rows)",
+                       (long long)rope_row0, (long long)(rope_row0 + rows), (long long)rope->t.seq);
+    return ops->impl->qk_norm_rope(ops, x, rows, heads, head_dim, norm_w, eps, rope, rope_row0, err);
+}
+
+flux_status fx_op_rmsnorm(fx_ops *ops, int64_t rows, int64_t cols, fx_view x, fx_view w, float eps, fx_view y,
+                          fx_err *err) {
+    TRY(check_view("rmsnorm", "x", x, rows, cols, 0, err));
+    TRY(check_view("rmsnorm", "y", y, rows, cols, 0, err));
+    TRY(check_view("rmsnorm", "weight", w, 1, cols, 1, err));
+    return ops->impl->rmsnorm(ops, rows, cols, x, w, eps, y, err);
+}
+
+flux_status fx_op_layernorm_modulate(fx_ops *ops, int64_t rows, int64_t cols, fx_view x, fx_view shift,
+                                     fx_view scale, float eps, fx_view y, fx_err *err) {
+    TRY(check_view("layernorm_modulate", "x", x, rows, cols, 0, err));
+    TRY(check_view("layernorm_modulate", "y", y, rows, cols, 0, err));
+    TRY(check_view("layernorm_modulate", "shift", shift, 1, cols, 0, err));
+    TRY(check_view("layernorm_modulate", "scale", scale, 1, cols, 0, err));
+    return ops->impl->layernorm_modulate(ops, rows, cols, x, shift, scale, eps, y, err);
+}
+
+flux_status fx_op_silu(fx_ops *ops, int64_t n, fx_view x, fx_err *err) {
+    TRY(check_view("silu", "x", x, 1, n, 0, err));
+    return ops->impl->silu(ops, n, x, err);
+}
+
+flux_status fx_op_swiglu(fx_ops *ops, int64_t rows, int64_t cols, fx_view gate, fx_view up, fx_view out,
+                         fx_err *err) {
+    TRY(check_view("swiglu", "gate", gate, rows, cols, 0, err));
+    TRY(check_view("swiglu", "up", up, rows, cols, 0, err));
+    TRY(check_view("swiglu", "out", out, rows, cols, 0, err));
+    return ops->impl->swiglu(ops, rows, cols, gate, up, out, err);
+}
+
+flux_status fx_op_gated_add(fx_ops *ops, int64_t rows, int64_t cols, fx_view y, fx_view gate, fx_view x,
+                            fx_err *err) {
+    TRY(check_view("gated_add", "y", y, rows, cols, 0, err));
+    TRY(check_view("gated_add", "x", x, rows, cols, 0, err));
+    TRY(check_view("gated_add", "gate", gate, 1, cols, 1, err));
+    return ops->impl->gated_add(ops, rows, cols, y, gate, x, err);
+}
+
+flux_status fx_op_groupnorm(fx_ops *ops, int64_t pixels, int channels, int groups, fx_view x, fx_view gamma,
+                            fx_view beta, float eps, int fuse_silu, fx_view y, fx_err *err) {
+    TRY(check_view("groupnorm", "x", x, 1, pixels * channels, 0, err));
+    TRY(check_view("groupnorm", "y", y, 1, pixels * channels, 0, err));
+    TRY(check_view("groupnorm", "gamma", gamma, 1, channels, 1, err));
+    TRY(check_view("groupnorm", "beta", beta, 1, channels, 1, err));
+    if (groups <= 0 || channels % groups)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "groupnorm: %d channels in %d groups", channels, groups);
+    return ops->impl->groupnorm(ops, pixels, channels, groups, x, gamma, beta, eps, fuse_silu, y, err);
+}
+
+flux_status fx_op_conv2d(fx_ops *ops, const fx_conv2d_geom *g, fx_view x, const fx_opw *w, const fx_op_epi *epi,
+                         fx_view y, fx_err *err) {
+    int ho, wo;
+    fx_conv2d_out_size(g, &ho, &wo);
+    TRY(check_view("conv2d", "x", x, 1, (int64_t)g->h * g->w * g->cin, 0, err));
+    TRY(check_view("conv2d", "y", y, 1, (int64_t)ho * wo * g->cout, 0, err));
+    TRY(check_epi("conv2d", epi, g->cout, err));
+    return ops->impl->conv2d(ops, g, x, w, epi, y, err);
+}

@@ -1,0 +1,172 @@
+/*
+ * ops.h — the backend seam: the operations the model stages call, on
+ * tensors that live where the backend computes (host memory for the CPU,
+ * device buffers for Vulkan).
+ *
+ * Model code (src/text, src/dit, src/vae) calls only these fx_op_* functions
+ * and never learns which backend runs them: the CPU backend forwards to
+ * simd/kernels.h, the Vulkan backend (src/vulkan, VULKAN=1) records
+ * dispatches. Without VULKAN=1, ops_novk.c says "built without Vulkan".
+ *
+ * Execution model
+ *  - Tensors are f32 row-major (fx_view = buffer + offset + leading
+ *    dimension, as kernels.h). fx_buf_write / fx_buf_read are the only ways
+ *    in and out; on Vulkan every op is recorded and runs at the next read,
+ *    write or fx_ops_sync (one submit per batch, barriers only on hazards).
+ *  - Weights are registered once (fx_ops_weight): the CPU backend keeps the
+ *    stored view, Vulkan uploads it once as stored (bf16 as packed pairs).
+ *  - Every op returns a flux_status with the message in err (the CPU ops
+ *    only fail on bad arguments; Vulkan also on device loss / memory).
+ */
+#ifndef FX_OPS_H
+#define FX_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "simd/kernels.h"
+#include "src/base/log.h"
+
+typedef struct fx_ops fx_ops;   /* one backend instance, owned by the context */
+typedef struct fx_buf fx_buf;   /* f32 storage on the backend */
+
+typedef enum fx_backend_kind { FX_BACKEND_KIND_CPU = 0, FX_BACKEND_KIND_VULKAN } fx_backend_kind;
+
+typedef struct fx_ops_opts {
+    int want;                   /* 0 auto (a GPU, never a CPU device), 1 cpu, 2 vulkan (flux_backend) */
+    int device;                 /* Vulkan device index, -1 = choose */
+    int validation;             /* Vulkan validation layer (tests) */
+    uint64_t max_binding_bytes; /* 0 = device limit (tests force windows) */
+    const fx_logger *log;       /* -v lines */
+} fx_ops_opts;
+
+/* The backend o asks for, with kernels kc (kept by pointer; the CPU ops run
+ * on it, and so does anything the device path leaves on the host). auto
+ * falls back to the CPU with one -v line; vulkan without a device is
+ * FLUX_ERR_UNSUPPORTED with the reason. */
+flux_status fx_ops_open(const fx_ops_opts *o, const fx_kctx *kc, fx_ops **out, fx_err *err);
+void fx_ops_close(fx_ops *ops);
+fx_backend_kind fx_ops_kind(const fx_ops *ops);
+/* 1 when buffers are host memory (the CPU backend): stages may then stream
+ * through host-side engines of their own (the VAE's strips). */
+int fx_ops_on_host(const fx_ops *ops);
+/* "cpu" or "vulkan: <device name>, driver <driver>". */
+const char *fx_ops_name(const fx_ops *ops);
+/* Validation-layer errors the device reported so far (and the first);
+ * 0 on the CPU. */
+int fx_ops_device_errors(const fx_ops *ops, const char **first);
+/* Test hook: the device's next submit fails as a lost device does (no-op on the CPU). */
+void fx_ops_inject_device_lost(fx_ops *ops);
+/* The kernels of the CPU side (host-only work next to the device). */
+const fx_kctx *fx_ops_kctx(const fx_ops *ops);
+
+/* Vulkan devices (FLUX_ERR_UNSUPPORTED: built without Vulkan, no loader). */
+typedef struct fx_device_desc {
+    int index, usable;
+    char name[256], type[32], driver[256], why_not[160];
+    uint64_t memory;
+} fx_device_desc;
+flux_status fx_ops_list_devices(fx_device_desc *out, int max, int *count, fx_err *err);
+
+/* ------------------------------------------------------------------------ */
+/* Storage                                                                  */
+/* ------------------------------------------------------------------------ */
+
+flux_status fx_buf_new(fx_ops *ops, int64_t floats, const char *what, fx_buf **out, fx_err *err);
+void fx_buf_free(fx_ops *ops, fx_buf *b);
+int64_t fx_buf_floats(const fx_buf *b);
+/* Host ↔ backend copies of n floats at float offset off. */
+flux_status fx_buf_write(fx_ops *ops, fx_buf *b, int64_t off, const float *src, int64_t n, fx_err *err);
+flux_status fx_buf_read(fx_ops *ops, const fx_buf *b, int64_t off, float *dst, int64_t n, fx_err *err);
+/* Backend-side copy of rows [rows, cols] between views (recorded). */
+typedef struct fx_view {
+    fx_buf *b;
+    int64_t off, ld;            /* element (r, c) at float off + r·ld + c */
+} fx_view;
+flux_status fx_op_copy(fx_ops *ops, int64_t rows, int64_t cols, fx_view src, fx_view dst, fx_err *err);
+/* Run everything recorded and wait. */
+flux_status fx_ops_sync(fx_ops *ops, fx_err *err);
+
+/* A view: rows from row r0 on, columns from c0 on, of t. */
+static inline fx_view fx_at(fx_view t, int64_t r0, int64_t c0) {
+    t.off += r0 * t.ld + c0;
+    return t;
+}
+/* A contiguous vector of b at float off. */
+static inline fx_view fx_vec(fx_buf *b, int64_t off) {
+    fx_view t = {b, off, 0};
+    return t;
+}
+static const fx_view fx_none = {0, 0, 0};
+
+/* A linear weight [n, k] (or a conv weight) on the backend. */
+typedef struct fx_opw {
+    fx_weight w;                /* the stored view (the CPU computes from it) */
+    struct fx_vk_weight *dev;   /* the device copy (Vulkan), else NULL */
+    int streamed;               /* read once per use (text encoder): the CPU keeps
+                                   no repacked copy in the context's packcache */
+} fx_opw;
+/* Register w (name for errors); the host data must outlive it on the CPU. */
+flux_status fx_ops_weight(fx_ops *ops, const fx_weight *w, const char *name, fx_opw *out, fx_err *err);
+/* A conv weight stored [cout, cin, kh, kw]. */
+flux_status fx_ops_conv_weight(fx_ops *ops, const fx_conv2d_geom *g, const fx_weight *w, const char *name,
+                               fx_opw *out, fx_err *err);
+void fx_ops_weight_free(fx_ops *ops, fx_opw *w);
+/* n host floats as a backend vector (norm weights, biases): a new buffer. */
+flux_status fx_ops_vector(fx_ops *ops, const float *host, int64_t n, const char *name, fx_buf **out, fx_err *err);
+
+/* n bytes (a key mask: 0 = excluded) as a backend buffer. */
+flux_status fx_ops_mask(fx_ops *ops, const uint8_t *mask, int64_t n, fx_buf **out, fx_err *err);
+
+/* A RoPE table on the backend. */
+typedef struct fx_oprope {
+    fx_rope_table t;            /* the host table (not owned) */
+    struct fx_vk_rope *dev;
+} fx_oprope;
+flux_status fx_ops_rope(fx_ops *ops, const fx_rope_table *t, fx_oprope *out, fx_err *err);
+void fx_ops_rope_free(fx_ops *ops, fx_oprope *r);
+
+/* ------------------------------------------------------------------------ */
+/* Operations (semantics as the kernels.h function of that name)            */
+/* ------------------------------------------------------------------------ */
+
+typedef struct fx_op_epi {
+    fx_epilogue_mode mode;
+    fx_view bias, gate;       /* vectors [n]; fx_none = absent */
+} fx_op_epi;
+
+/* y[m, n] (op)= x[m, k] · Wᵀ (+ bias); epi NULL = store. */
+flux_status fx_op_linear(fx_ops *ops, int64_t m, fx_view x, const fx_opw *w, fx_view y,
+                         const fx_op_epi *epi, fx_err *err);
+
+typedef struct fx_op_attn {
+    int64_t sq, sk;
+    int hq, hkv, d;
+    fx_view q, k, v, o;
+    float scale;
+    int causal;
+    int64_t causal_offset;
+    fx_buf *key_mask;           /* [sk] bytes from fx_ops_mask (0 = padding key); NULL = all keys */
+} fx_op_attn;
+flux_status fx_op_attention(fx_ops *ops, const fx_op_attn *a, fx_err *err);
+
+/* Per-head RMSNorm (norm_w fx_none = none) and RoPE with table rows
+ * rope_row0 .. rope_row0 + rows (rope NULL = none), in place. */
+flux_status fx_op_qk_norm_rope(fx_ops *ops, fx_view x, int64_t rows, int heads, int head_dim, fx_view norm_w,
+                               float eps, const fx_oprope *rope, int64_t rope_row0, fx_err *err);
+flux_status fx_op_rmsnorm(fx_ops *ops, int64_t rows, int64_t cols, fx_view x, fx_view w, float eps,
+                          fx_view y, fx_err *err);
+flux_status fx_op_layernorm_modulate(fx_ops *ops, int64_t rows, int64_t cols, fx_view x, fx_view shift,
+                                     fx_view scale, float eps, fx_view y, fx_err *err);
+flux_status fx_op_silu(fx_ops *ops, int64_t n, fx_view x, fx_err *err);
+flux_status fx_op_swiglu(fx_ops *ops, int64_t rows, int64_t cols, fx_view gate, fx_view up, fx_view out,
+                         fx_err *err);
+flux_status fx_op_gated_add(fx_ops *ops, int64_t rows, int64_t cols, fx_view y, fx_view gate, fx_view x,
+                            fx_err *err);
+flux_status fx_op_groupnorm(fx_ops *ops, int64_t pixels, int channels, int groups, fx_view x, fx_view gamma,
+                            fx_view beta, float eps, int fuse_silu, fx_view y, fx_err *err);
+/* x [h, w, cin] → y [ho, wo, cout], w from fx_ops_conv_weight. */
+flux_status fx_op_conv2d(fx_ops *ops, const fx_conv2d_geom *g, fx_view x, const fx_opw *w, const fx_op_epi *epi,
+                         fx_view y, fx_err *err);
+
+#endif
