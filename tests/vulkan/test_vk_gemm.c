@@ -72,7 +72,7 @@ static void run_linear(fx_vk *vk, const lin_case *c, const char *label) {
     fx_vk_buf *bb = vkt_upload(vk, bias, (size_t)c->n, "bias"), *bg = vkt_upload(vk, gate, (size_t)c->n, "gate");
     if (bx && by && bb && bg) {
         REQUIRE_MSG(fx_vk_weight_upload(vk, &hw, "w", &dw, &err) == FLUX_OK, "%s", err.msg);
-        fx_vk_epilogue e = {c->mode, {c->bias ? bb : NULL, 0}, {bg, 0}};
+        fx_vk_epilogue e = {.mode = c->mode, .bias = {c->bias ? bb : NULL, 0}, .gate = {bg, 0}};
         flux_status st = fx_vk_linear(vk, c->m, (fx_vk_mat){bx, xoff, ldx}, &dw, (fx_vk_mat){by, yoff, ldy}, &e, &err);
         CHECK_MSG(st == FLUX_OK, "linear: %s", err.msg);
         float *got = st == FLUX_OK ? vkt_download(vk, by, 0, yn) : NULL;
@@ -114,7 +114,7 @@ TEST(vk_linear_k0_and_overlap) {
     fx_err err = {0};
     REQUIRE(by && bb);
     REQUIRE_MSG(fx_vk_weight_upload(vk, &hw, "w0", &dw, &err) == FLUX_OK, "%s", err.msg);
-    fx_vk_epilogue e = {FX_EPI_STORE, {bb, 0}, {0}};
+    fx_vk_epilogue e = {.mode = FX_EPI_STORE, .bias = {bb, 0}};
     CHECK(fx_vk_linear(vk, 2, (fx_vk_mat){0}, &dw, (fx_vk_mat){by, 0, 3}, &e, &err) == FLUX_OK);
     CHECK(fx_vk_download(vk, by, 0, y, sizeof y, &err) == FLUX_OK);
     CHECK(y[0] == 1 && y[2] == 3 && y[3] == 1 && y[5] == 3);
@@ -176,7 +176,7 @@ static void run_conv(fx_vk *vk, const conv_case *c, const char *label) {
     fx_vk_buf *bb = vkt_upload(vk, bias, (size_t)g->cout, "bias");
     if (bx && by && bb) {
         REQUIRE_MSG(fx_vk_conv_weight_upload(vk, g, &hw, "conv w", &dw, &err) == FLUX_OK, "%s", err.msg);
-        fx_vk_epilogue e = {c->mode, {bb, 0}, {0}};
+        fx_vk_epilogue e = {.mode = c->mode, .bias = {bb, 0}};
         flux_status st = fx_vk_conv2d(vk, g, (fx_vk_vec){bx, 0}, &dw, &e, (fx_vk_vec){by, 0}, &err);
         CHECK_MSG(st == FLUX_OK, "conv2d %s: %s", c->name, err.msg);
         float *got = st == FLUX_OK ? vkt_download(vk, by, 0, yn) : NULL;

@@ -3,6 +3,8 @@
  */
 #include "vk_test.h"
 
+#include "src/ops/ops.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -119,4 +121,31 @@ int vkt_check_close(const char *what, const float *got, const float *want, size_
         fx_test_fail(__FILE__, __LINE__, "%s: element %zu is %.9g, want %.9g", what, at, (double)got[at],
                      (double)want[at]);
     return ok;
+}
+
+/* 1 when a Vulkan device opens (the validation layer switched on for the
+ * contexts when installed; under CI=true it must be); else skipped. */
+int vkt_device_ready(void) {
+    fx_kctx kc;
+    vkt_kctx(&kc);
+    fx_ops *ops = NULL;
+    fx_err err = {0};
+    fx_ops_opts o = {.want = 2, .device = -1, .validation = 1};
+    flux_status st = fx_ops_open(&o, &kc, &ops, &err);
+    if (st != FLUX_OK && strstr(err.msg, "validation requested") && !fx_test_in_ci()) {
+        printf("    note: %s; running without validation\n", err.msg);
+        o.validation = 0;
+        fx_err_clear(&err);
+        st = fx_ops_open(&o, &kc, &ops, &err);
+    }
+    fx_ops_close(ops);
+    vkt_kctx_free(&kc);
+    if (st != FLUX_OK) {
+        char reason[FX_ERR_MSG_MAX + 32];
+        snprintf(reason, sizeof reason, "no Vulkan device: %s", err.msg);
+        fx_test_skip(reason);
+        return 0;
+    }
+    setenv("FLUX_VK_VALIDATION", o.validation ? "1" : "0", 1);
+    return 1;
 }

@@ -21,6 +21,11 @@
 /* NULL after reporting a skip or a failure; opts may be NULL. */
 fx_vk *vkt_open(const fx_vk_opts *opts);
 void vkt_close(fx_vk *vk);
+/* For whole generations through flux.h: 1 when a Vulkan device opens
+ * through the ops seam, with FLUX_VK_VALIDATION set for the contexts made
+ * next (the validation layer when installed; under CI=true it must be);
+ * else the test is skipped (a failure under CI=true) and 0. */
+int vkt_device_ready(void);
 /* vkt_open with a GEMM variant, a binding limit (0 = the device's) and
  * GPU tile sizes forced on (what a GPU runs, exercised on lavapipe). */
 fx_vk *vkt_open_limits(fx_vk_gemm_variant gemm, uint64_t max_binding, int gpu_tuning);
