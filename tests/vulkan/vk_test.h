@@ -43,6 +43,13 @@ fx_vk_buf *vkt_upload(fx_vk *vk, const float *host, size_t n, const char *what);
 /* n floats from float index off of b (malloc'd); NULL after a failure. */
 float *vkt_download(fx_vk *vk, const fx_vk_buf *b, size_t off, size_t n);
 
+/* fx_vk_linear of a host weight (uploaded here) against fx_linear on the
+ * CPU scalar kernels: m rows of random x, random y (accumulating
+ * epilogues), bias and gate drawn from r; x and y are strided views with
+ * offsets. Fails the test beyond tol (vkt_check_close). */
+void vkt_linear_vs_cpu(fx_vk *vk, fx_test_rng *r, int64_t m, const fx_weight *hw, fx_epilogue_mode mode,
+                       int has_bias, double tol, const char *label);
+
 /* Random floats in [-scale, scale) (malloc'd). */
 float *vkt_random(fx_test_rng *r, size_t n, float scale);
 
