@@ -74,14 +74,86 @@ static fx_vk_epilogue dev_epi(const fx_op_epi *e) {
     return (fx_vk_epilogue){.mode = e->mode, .bias = vec(e->bias), .gate = vec(e->gate)};
 }
 
+/* Adapter terms (kernels.h fx_delta) on the device: each adds its product
+ * to the term's output columns with the gate g = s (store and accumulate
+ * layers) or s·gate (gated layers), exactly as fx_linear on the CPU:
+ *   LOWRANK  T = X·Aᵀ [m, r] (store), then Y[:, row0..] += g ⊙ (T·Bᵀ)
+ *   DENSE    Y[:, row0..] += g ⊙ (X·ΔWᵀ)
+ * The factors are uploaded at each call and freed after it (adapters
+ * change at run time; the terms are small next to the layer): each upload
+ * first runs the work recorded so far. KRON terms are refused. */
+static flux_status check_terms(const fx_delta *d, fx_err *err) {
+    for (; d; d = d->next)
+        if (d->kind != FX_DELTA_LOWRANK && d->kind != FX_DELTA_DENSE)
+            return fx_fail(err, FLUX_ERR_UNSUPPORTED,
+                           "LoRA: a Kronecker (LoKr) adapter term cannot run on the Vulkan device yet; low-rank and "
+                           "dense terms can (use --backend cpu for this adapter)");
+    return FLUX_OK;
+}
+
+static flux_status upload_factor(fx_ops *ops, const fx_weight *f, const char *what, fx_vk_weight **out,
+                                 fx_err *err) {
+    fx_vk_weight *dw = calloc(1, sizeof *dw);
+    if (!dw) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (LoRA %s)", what);
+    flux_status st = fx_vk_weight_upload(ops->vk, f, what, dw, err);
+    if (st) {
+        free(dw);
+        return st;
+    }
+    *out = dw;
+    return FLUX_OK;
+}
+
+static void free_factor(fx_ops *ops, fx_vk_weight *w) {
+    if (!w) return;
+    fx_vk_weight_free(ops->vk, w);
+    free(w);
+}
+
+static flux_status apply_term(fx_ops *ops, int64_t m, fx_vk_mat x, const fx_delta *d, fx_vk_mat y,
+                              const fx_vk_epilogue *epi, fx_err *err) {
+    const int gated = epi && epi->mode == FX_EPI_GATED_ACCUMULATE;
+    fx_vk_weight *a = NULL, *b = NULL;
+    fx_vk_buf *t = NULL, *g = NULL;
+    float *host_g = NULL;
+    flux_status st = FLUX_OK;
+    fx_vk_epilogue e = {.mode = FX_EPI_GATED_ACCUMULATE};
+    if (gated) { /* g = s·gate[row0 + j] */
+        e.gate = (fx_vk_vec){epi->gate.buf, epi->gate.off + d->row0};
+        e.gate_scale = d->scale;
+    } else { /* g = s */
+        host_g = malloc((size_t)d->rows * sizeof *host_g);
+        if (!host_g) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (LoRA gate)");
+        for (int64_t j = 0; j < d->rows; j++) host_g[j] = d->scale;
+        st = fx_vk_buf_new(ops->vk, (uint64_t)d->rows * 4, "LoRA gate", &g, err);
+        if (!st) st = fx_vk_upload(ops->vk, g, 0, host_g, (uint64_t)d->rows * 4, err);
+        e.gate = (fx_vk_vec){g, 0};
+    }
+    const fx_vk_mat ycols = {y.buf, y.off + d->row0, y.ld};
+    if (!st) st = upload_factor(ops, &d->a, d->kind == FX_DELTA_LOWRANK ? "LoRA down (A)" : "LoRA ΔW", &a, err);
+    if (!st && d->kind == FX_DELTA_LOWRANK) {
+        const int64_t r = d->a.n;
+        st = upload_factor(ops, &d->b, "LoRA up (B)", &b, err);
+        if (!st) st = fx_vk_buf_new(ops->vk, (uint64_t)m * (uint64_t)r * 4, "LoRA T = X·Aᵀ", &t, err);
+        if (!st) st = fx_vk_linear(ops->vk, m, x, a, (fx_vk_mat){t, 0, r}, NULL, err);
+        if (!st) st = fx_vk_linear(ops->vk, m, (fx_vk_mat){t, 0, r}, b, ycols, &e, err);
+    } else if (!st) {
+        st = fx_vk_linear(ops->vk, m, x, a, ycols, &e, err);
+    }
+    free_factor(ops, a), free_factor(ops, b); /* freed once the recorded work has run */
+    fx_vk_buf_free(ops->vk, t), fx_vk_buf_free(ops->vk, g);
+    free(host_g);
+    return st;
+}
+
 static flux_status linear(fx_ops *ops, int64_t m, fx_view x, const fx_opw *w, fx_view y, const fx_op_epi *epi,
                           fx_err *err) {
-    if (w->w.delta) /* never a silent result without the adapter */
-        return fx_fail(err, FLUX_ERR_UNSUPPORTED,
-                       "LoRA adapters run on the CPU only for now: a linear layer with adapter terms cannot run on "
-                       "the Vulkan device (use --backend cpu)");
+    TRY(check_terms(w->w.delta, err)); /* never a result without the adapter */
     fx_vk_epilogue e = epi ? dev_epi(epi) : (fx_vk_epilogue){0};
-    return fx_vk_linear(ops->vk, m, mat(x), w->dev, mat(y), epi ? &e : NULL, err);
+    TRY(fx_vk_linear(ops->vk, m, mat(x), w->dev, mat(y), epi ? &e : NULL, err));
+    for (const fx_delta *d = w->w.delta; d && m > 0; d = d->next)
+        TRY(apply_term(ops, m, mat(x), d, mat(y), epi ? &e : NULL, err));
+    return FLUX_OK;
 }
 
 static flux_status attention(fx_ops *ops, const fx_op_attn *a, fx_err *err) {

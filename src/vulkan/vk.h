@@ -165,7 +165,10 @@ typedef struct fx_vk_vec {
 } fx_vk_vec;
 
 /* A weight on the device: [n, k] as stored (dtype kept), rows ld elements
- * apart (k rounded up to 16 bytes, zero-filled), starting at element off. */
+ * apart (k rounded up to 16 bytes, zero-filled), starting at element off.
+ * GGUF block types (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K; linear weights only) keep
+ * their blocks as stored, dequantized inside the GEMM: rows are then ld
+ * BYTES apart (back to back, fx_dtype_row_bytes(dtype, k)), off in bytes. */
 typedef struct fx_vk_weight {
     fx_vk_buf *buf;
     fx_dtype dtype;
@@ -204,6 +207,9 @@ typedef struct fx_vk_epilogue {
     fx_epilogue_mode mode;
     fx_vk_vec bias; /* [n] or absent */
     fx_vk_vec gate; /* [n], FX_EPI_GATED_ACCUMULATE */
+    /* Gated accumulate adds (gate_scale·gate[j])·t, the gate of an adapter
+     * term (kernels.h fx_delta: g = s·gate); 0 means 1 (the plain layer). */
+    float gate_scale;
 } fx_vk_epilogue;
 
 /* Y[m, n] (op)= X[m, k] · W[n, k]ᵀ (+ bias); epi NULL = store. */

@@ -22,6 +22,23 @@
 
 static size_t dtype_bytes(fx_dtype t) { return t == FX_DTYPE_F32 ? 4 : 2; }
 
+/* ggml block types the GEMM shaders dequantize as they load (WTYPE 3..7). */
+static int block_type(fx_dtype t) {
+    return t == FX_DTYPE_Q8_0 || t == FX_DTYPE_Q4_0 || t == FX_DTYPE_Q4_K || t == FX_DTYPE_Q5_K ||
+           t == FX_DTYPE_Q6_K;
+}
+
+/* Bytes from one weight row to the next: block rows are ld bytes apart,
+ * dense rows ld elements. */
+static uint64_t w_row_bytes(const fx_vk_weight *w) {
+    return block_type(w->dtype) ? (uint64_t)w->ld : (uint64_t)w->ld * dtype_bytes(w->dtype);
+}
+
+/* Byte offset of weight row r on the device. */
+static uint64_t w_row_at(const fx_vk_weight *w, int64_t r) {
+    return block_type(w->dtype) ? (uint64_t)(w->off + r * w->ld) : (uint64_t)(w->off + r * w->ld) * dtype_bytes(w->dtype);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Weights                                                                  */
 /* ------------------------------------------------------------------------ */
@@ -35,6 +52,11 @@ typedef struct linear_rows {
 
 static void linear_row(const void *ctx, int64_t r, void *dst) {
     const fx_weight *w = ((const linear_rows *)ctx)->w;
+    if (block_type(w->dtype)) { /* the blocks as stored */
+        memcpy(dst, (const char *)w->data + fx_dtype_row_bytes(w->dtype, r * w->ld),
+               (size_t)fx_dtype_row_bytes(w->dtype, w->k));
+        return;
+    }
     size_t es = dtype_bytes(w->dtype);
     memcpy(dst, (const char *)w->data + (size_t)(r * w->ld) * es, (size_t)w->k * es);
 }
@@ -57,16 +79,18 @@ static void conv_row(const void *ctx, int64_t r, void *dst) {
 static flux_status upload_rows(fx_vk *vk, fx_dtype dt, int64_t n, int64_t k, row_fn fn, const void *ctx,
                                const char *name, fx_vk_weight *out, fx_err *err) {
     memset(out, 0, sizeof *out);
-    if (dt != FX_DTYPE_F32 && dt != FX_DTYPE_BF16 && dt != FX_DTYPE_F16)
+    if (dt != FX_DTYPE_F32 && dt != FX_DTYPE_BF16 && dt != FX_DTYPE_F16 && !block_type(dt))
         return fx_fail(err, FLUX_ERR_UNSUPPORTED,
-                       "Vulkan: weight %s is stored as %s; the device path reads F32, F16 and BF16 weights only "
-                       "(run with --backend cpu)", name, fx_dtype_name(dt));
-    if (n < 1 || k < 0)
-        return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan: weight %s has shape [%lld, %lld]", name, (long long)n,
-                       (long long)k);
+                       "Vulkan: weight %s is stored as %s; the device path reads F32, F16, BF16, Q8_0, Q4_0, Q4_K, "
+                       "Q5_K and Q6_K weights only (run with --backend cpu)", name, fx_dtype_name(dt));
+    if (n < 1 || k < 0 || (block_type(dt) && (k < 1 || k % fx_dtype_block(dt))))
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan: weight %s has shape [%lld, %lld]%s", name, (long long)n,
+                       (long long)k, block_type(dt) ? " (not whole blocks)" : "");
+    /* Block rows: their bytes back to back (rows of 210-byte blocks start
+     * anywhere; the shaders read bytes). Dense rows: padded to 16 bytes. */
     const size_t es = dtype_bytes(dt);
-    const int64_t ld = (k + W_ROW_ALIGN - 1) / W_ROW_ALIGN * W_ROW_ALIGN;
-    const size_t row_bytes = (size_t)(ld ? ld : W_ROW_ALIGN) * es;
+    const int64_t ld = block_type(dt) ? fx_dtype_row_bytes(dt, k) : (k + W_ROW_ALIGN - 1) / W_ROW_ALIGN * W_ROW_ALIGN;
+    const size_t row_bytes = block_type(dt) ? (size_t)ld : (size_t)(ld ? ld : W_ROW_ALIGN) * es;
     fx_vk_buf *buf;
     TRY(fx_vk_buf_new(vk, (uint64_t)n * row_bytes, name, &buf, err));
     int64_t rows_per = (int64_t)(UPLOAD_CHUNK / row_bytes);
@@ -107,6 +131,9 @@ flux_status fx_vk_conv_weight_upload(fx_vk *vk, const fx_conv2d_geom *g, const f
         return fx_fail(err, FLUX_ERR_INVALID_ARG,
                        "Vulkan: conv weight %s must be [cout, cin·kh·kw] = [%d, %d]", name, g ? g->cout : 0,
                        g ? g->cin * g->kh * g->kw : 0);
+    if (block_type(w->dtype))
+        return fx_fail(err, FLUX_ERR_UNSUPPORTED, "Vulkan: conv weight %s is stored as %s; device convolutions read "
+                       "F32, F16 and BF16 weights only (run with --backend cpu)", name, fx_dtype_name(w->dtype));
     conv_rows ctx = {w, g->cin, g->kh * g->kw};
     return upload_rows(vk, w->dtype, w->n, w->k, conv_row, &ctx, name, out, err);
 }
@@ -125,6 +152,7 @@ void fx_vk_weight_free(fx_vk *vk, fx_vk_weight *w) {
 typedef struct gemm_push {
     uint32_t m, n, k, x_base, ldx, w_base, ldw, y_base, ldy, bias_base, gate_base, mode, has_bias;
     uint32_t h, w, cin, kh, kw, stride, pad_top, pad_left, up, wo, row0, in_row0;
+    float gate_scale;
 } gemm_push;
 
 typedef struct gemm_cfg {
@@ -159,6 +187,14 @@ static gemm_cfg choose_cfg(const fx_vk *vk) {
 }
 
 static vk_shader_id gemm_shader(int tiled, int conv, fx_dtype t) {
+    switch (block_type(t) ? t : FX_DTYPE_F32) { /* linear only: conv weights are never blocks */
+    case FX_DTYPE_Q8_0: return tiled ? VK_SH_gemm_tiled_q8_0 : VK_SH_gemm_reg_q8_0;
+    case FX_DTYPE_Q4_0: return tiled ? VK_SH_gemm_tiled_q4_0 : VK_SH_gemm_reg_q4_0;
+    case FX_DTYPE_Q4_K: return tiled ? VK_SH_gemm_tiled_q4_k : VK_SH_gemm_reg_q4_k;
+    case FX_DTYPE_Q5_K: return tiled ? VK_SH_gemm_tiled_q5_k : VK_SH_gemm_reg_q5_k;
+    case FX_DTYPE_Q6_K: return tiled ? VK_SH_gemm_tiled_q6_k : VK_SH_gemm_reg_q6_k;
+    default: break;
+    }
     static const vk_shader_id ids[2][2][3] = {
         {{VK_SH_gemm_reg_f32, VK_SH_gemm_reg_f16, VK_SH_gemm_reg_bf16},
          {VK_SH_conv_reg_f32, VK_SH_conv_reg_f16, VK_SH_conv_reg_bf16}},
@@ -183,14 +219,13 @@ static void grid_for(const fx_vk *vk, const gemm_cfg *c, int64_t mr, int64_t nc,
     *gx = (uint32_t)(groups < 65535 ? groups : 65535), *gy = 1;
 }
 
-/* Window of W rows [n0, n0 + nc); *base in elements. */
+/* Window of W rows [n0, n0 + nc); *base in elements (block types: bytes). */
 static flux_status weight_window(fx_vk *vk, const fx_vk_weight *w, int64_t n0, int64_t nc, vk_bind *b,
                                  uint32_t *base, fx_err *err) {
-    const uint64_t es = dtype_bytes(w->dtype);
-    uint64_t lo = (uint64_t)(w->off + n0 * w->ld) * es, hi = (uint64_t)(w->off + (n0 + nc) * w->ld) * es;
+    const uint64_t lo = w_row_at(w, n0), hi = w_row_at(w, n0 + nc);
     uint32_t words;
     TRY(vk_window(vk, w->buf, lo, hi, 0, b, &words, err));
-    *base = (uint32_t)(words * 4 / es);
+    *base = block_type(w->dtype) ? (uint32_t)(words * 4 + (lo & 3)) : (uint32_t)(words * 4 / dtype_bytes(w->dtype));
     return FLUX_OK;
 }
 
@@ -205,14 +240,14 @@ static flux_status epi_windows(fx_vk *vk, const fx_vk_epilogue *epi, int64_t n0,
     TRY(vk_window_vec(vk, gate, nc, 0, &b[4], &pc->gate_base, err));
     pc->has_bias = bias.buf != NULL;
     pc->mode = epi ? (uint32_t)epi->mode : 0;
+    pc->gate_scale = epi && epi->gate_scale != 0.0f ? epi->gate_scale : 1.0f;
     return FLUX_OK;
 }
 
 /* Columns per pass: W rows in one window, grid x within 65535. */
 static flux_status cols_per_pass(fx_vk *vk, const fx_vk_weight *w, const gemm_cfg *c, int64_t *out,
                                  fx_err *err) {
-    const uint64_t es = dtype_bytes(w->dtype);
-    int64_t nc = vk_rows_per_window(vk, (uint64_t)w->ld * es, (uint64_t)w->ld * es);
+    int64_t nc = vk_rows_per_window(vk, w_row_bytes(w), w_row_bytes(w));
     if (nc < 1)
         return fx_fail(err, FLUX_ERR_UNSUPPORTED, "Vulkan: one row of weight %s exceeds the binding limit",
                        w->buf->what);
@@ -232,10 +267,12 @@ static flux_status check_epi(const char *op, const fx_vk_epilogue *epi, int64_t 
 
 static flux_status check_weight(const char *op, const fx_vk_weight *w, fx_err *err) {
     if (!w || !w->buf) return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan %s: weight is not on the device", op);
-    if ((unsigned)w->dtype > FX_DTYPE_BF16 || w->ld < w->k || w->off < 0 ||
-        (w->dtype != FX_DTYPE_F32 && (w->off % 2 || w->ld % 2)))
+    const int blocks = block_type(w->dtype);
+    if (((unsigned)w->dtype > FX_DTYPE_BF16 && !blocks) || w->off < 0 ||
+        (blocks ? w->k < 1 || w->k % fx_dtype_block(w->dtype) || w->ld < fx_dtype_row_bytes(w->dtype, w->k)
+                : w->ld < w->k || (w->dtype != FX_DTYPE_F32 && (w->off % 2 || w->ld % 2))))
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan %s: weight %s has an invalid layout", op, w->buf->what);
-    if ((uint64_t)(w->off + w->n * w->ld) * dtype_bytes(w->dtype) > w->buf->bytes)
+    if (w_row_at(w, w->n) > w->buf->bytes)
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan %s: weight [%lld, %lld] exceeds its buffer %s", op,
                        (long long)w->n, (long long)w->k, w->buf->what);
     return FLUX_OK;
@@ -334,6 +371,9 @@ flux_status fx_vk_conv2d(fx_vk *vk, const fx_conv2d_geom *g, fx_vk_vec x, const 
     static const char *op = "conv2d";
     TRY(vk_check_alive(vk, err));
     TRY(check_weight(op, w, err));
+    if (block_type(w->dtype))
+        return fx_fail(err, FLUX_ERR_UNSUPPORTED, "Vulkan conv2d: weight %s holds %s blocks (linear layers only)",
+                       w->buf->what, fx_dtype_name(w->dtype));
     int ho, wo;
     if (!g) return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan conv2d: geometry is NULL");
     fx_conv2d_out_size(g, &ho, &wo);

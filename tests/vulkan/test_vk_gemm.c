@@ -46,47 +46,14 @@ static const lin_case lin_cases[] = {
     {3, 129, 257, FX_DTYPE_F32, FX_EPI_GATED_ACCUMULATE, 0},
 };
 
-/* x and y are views with offsets and padded rows; y starts random so that
- * accumulating epilogues are tested. */
 static void run_linear(fx_vk *vk, const lin_case *c, const char *label) {
     fx_test_rng r;
     fx_test_rng_seed(&r, (uint64_t)(c->m * 1000 + c->n * 10 + c->k));
-    const int64_t ldx = c->k + 3, ldy = c->n + 5, xoff = 7, yoff = 2, wld = c->k + 1;
-    const size_t xn = (size_t)(xoff + c->m * ldx), yn = (size_t)(yoff + c->m * ldy);
-    float *x = vkt_random(&r, xn, 1.0f), *y = vkt_random(&r, yn, 1.0f);
-    float *bias = vkt_random(&r, (size_t)c->n, 1.0f), *gate = vkt_random(&r, (size_t)c->n, 1.0f);
+    const int64_t wld = c->k + 1;
     void *w = host_weight(&r, c->dt, c->n, c->k, wld);
     fx_weight hw = {w, c->dt, c->n, c->k, wld, NULL};
-
-    fx_kctx kc;
-    vkt_kctx(&kc);
-    float *want = malloc(yn * 4);
-    memcpy(want, y, yn * 4);
-    fx_epilogue he = {c->mode, c->bias ? bias : NULL, gate};
-    fx_linear(&kc, c->m, x + xoff, ldx, &hw, want + yoff, ldy, &he);
-    vkt_kctx_free(&kc);
-
-    fx_err err = {0};
-    fx_vk_weight dw;
-    fx_vk_buf *bx = vkt_upload(vk, x, xn, "x"), *by = vkt_upload(vk, y, yn, "y");
-    fx_vk_buf *bb = vkt_upload(vk, bias, (size_t)c->n, "bias"), *bg = vkt_upload(vk, gate, (size_t)c->n, "gate");
-    if (bx && by && bb && bg) {
-        REQUIRE_MSG(fx_vk_weight_upload(vk, &hw, "w", &dw, &err) == FLUX_OK, "%s", err.msg);
-        fx_vk_epilogue e = {c->mode, {c->bias ? bb : NULL, 0}, {bg, 0}};
-        flux_status st = fx_vk_linear(vk, c->m, (fx_vk_mat){bx, xoff, ldx}, &dw, (fx_vk_mat){by, yoff, ldy}, &e, &err);
-        CHECK_MSG(st == FLUX_OK, "linear: %s", err.msg);
-        float *got = st == FLUX_OK ? vkt_download(vk, by, 0, yn) : NULL;
-        if (got) {
-            char what[128];
-            snprintf(what, sizeof what, "%s m=%lld n=%lld k=%lld %s mode %d", label, (long long)c->m, (long long)c->n,
-                     (long long)c->k, fx_dtype_name(c->dt), (int)c->mode);
-            vkt_check_close(what, got, want, yn, TOL); /* padding between rows must be untouched too */
-        }
-        free(got);
-        fx_vk_weight_free(vk, &dw);
-    }
-    fx_vk_buf_free(vk, bx), fx_vk_buf_free(vk, by), fx_vk_buf_free(vk, bb), fx_vk_buf_free(vk, bg);
-    free(x), free(y), free(bias), free(gate), free(w), free(want);
+    vkt_linear_vs_cpu(vk, &r, c->m, &hw, c->mode, c->bias, TOL, label);
+    free(w);
 }
 
 static void linear_cases(fx_vk_gemm_variant v, uint64_t max_binding, const char *label) {
@@ -114,7 +81,7 @@ TEST(vk_linear_k0_and_overlap) {
     fx_err err = {0};
     REQUIRE(by && bb);
     REQUIRE_MSG(fx_vk_weight_upload(vk, &hw, "w0", &dw, &err) == FLUX_OK, "%s", err.msg);
-    fx_vk_epilogue e = {FX_EPI_STORE, {bb, 0}, {0}};
+    fx_vk_epilogue e = {.mode = FX_EPI_STORE, .bias = {bb, 0}};
     CHECK(fx_vk_linear(vk, 2, (fx_vk_mat){0}, &dw, (fx_vk_mat){by, 0, 3}, &e, &err) == FLUX_OK);
     CHECK(fx_vk_download(vk, by, 0, y, sizeof y, &err) == FLUX_OK);
     CHECK(y[0] == 1 && y[2] == 3 && y[3] == 1 && y[5] == 3);
@@ -176,7 +143,7 @@ static void run_conv(fx_vk *vk, const conv_case *c, const char *label) {
     fx_vk_buf *bb = vkt_upload(vk, bias, (size_t)g->cout, "bias");
     if (bx && by && bb) {
         REQUIRE_MSG(fx_vk_conv_weight_upload(vk, g, &hw, "conv w", &dw, &err) == FLUX_OK, "%s", err.msg);
-        fx_vk_epilogue e = {c->mode, {bb, 0}, {0}};
+        fx_vk_epilogue e = {.mode = c->mode, .bias = {bb, 0}};
         flux_status st = fx_vk_conv2d(vk, g, (fx_vk_vec){bx, 0}, &dw, &e, (fx_vk_vec){by, 0}, &err);
         CHECK_MSG(st == FLUX_OK, "conv2d %s: %s", c->name, err.msg);
         float *got = st == FLUX_OK ? vkt_download(vk, by, 0, yn) : NULL;

@@ -139,6 +139,25 @@ static void linear_cases(uint64_t max_binding) {
         twin_check(&p, u, mode == FX_EPI_ACCUMULATE ? "linear accumulate + bias" : "linear gated accumulate + bias",
                    TOL);
     }
+    /* adapter terms (LoRA): a low-rank term on output columns [3, 23) and a
+     * dense one on [10, 41), chained, through every epilogue */
+    float *fa = vkt_random(&r, (size_t)5 * k, 0.5f), *fb = vkt_random(&r, (size_t)20 * 5, 0.5f);
+    float *fd = vkt_random(&r, (size_t)31 * k, 0.2f);
+    fx_delta dense = {.kind = FX_DELTA_DENSE, .scale = -0.6f, .row0 = 10, .rows = 31,
+                      .a = {.data = fd, .dtype = FX_DTYPE_F32, .n = 31, .k = k, .ld = k}};
+    fx_delta lowrank = {.kind = FX_DELTA_LOWRANK, .scale = 0.7f, .row0 = 3, .rows = 20,
+                        .a = {.data = fa, .dtype = FX_DTYPE_F32, .n = 5, .k = k, .ld = k},
+                        .b = {.data = fb, .dtype = FX_DTYPE_F32, .n = 20, .k = 5, .ld = 5}, .next = &dense};
+    wc.w.delta = wd.w.delta = &lowrank;
+    for (int mode = FX_EPI_STORE; mode <= FX_EPI_GATED_ACCUMULATE; mode++) {
+        fx_op_epi ec = {mode, vc(bias, 0, 0), vc(gate, 0, 0)}, ed = {mode, vd(bias, 0, 0), vd(gate, 0, 0)};
+        ok(fx_op_linear(p.cpu, m, vc(u, 0, ld), &wc, vc(u, k + 8, ld), &ec, &err), &err, "linear + terms cpu");
+        ok(fx_op_linear(p.dev, m, vd(u, 0, ld), &wd, vd(u, k + 8, ld), &ed, &err), &err, "linear + terms dev");
+        twin_check(&p, u, mode == FX_EPI_STORE ? "linear + LoRA terms, store" : mode == FX_EPI_ACCUMULATE ?
+                   "linear + LoRA terms, accumulate" : "linear + LoRA terms, gated accumulate", TOL);
+    }
+    wc.w.delta = wd.w.delta = NULL;
+    free(fa), free(fb), free(fd);
     /* overlapping x and y are refused, not raced */
     CHECK_EQ_INT(fx_op_linear(p.dev, m, vd(u, 0, ld), &wd, vd(u, 4, ld), NULL, &err), FLUX_ERR_INVALID_ARG);
     /* a view past its buffer names it */

@@ -3,6 +3,8 @@
  */
 #include "vk_test.h"
 
+#include "src/ops/ops.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -119,4 +121,73 @@ int vkt_check_close(const char *what, const float *got, const float *want, size_
         fx_test_fail(__FILE__, __LINE__, "%s: element %zu is %.9g, want %.9g", what, at, (double)got[at],
                      (double)want[at]);
     return ok;
+}
+
+/* 1 when a Vulkan device opens (the validation layer switched on for the
+ * contexts when installed; under CI=true it must be); else skipped. */
+int vkt_device_ready(void) {
+    fx_kctx kc;
+    vkt_kctx(&kc);
+    fx_ops *ops = NULL;
+    fx_err err = {0};
+    fx_ops_opts o = {.want = 2, .device = -1, .validation = 1};
+    flux_status st = fx_ops_open(&o, &kc, &ops, &err);
+    if (st != FLUX_OK && strstr(err.msg, "validation requested") && !fx_test_in_ci()) {
+        printf("    note: %s; running without validation\n", err.msg);
+        o.validation = 0;
+        fx_err_clear(&err);
+        st = fx_ops_open(&o, &kc, &ops, &err);
+    }
+    fx_ops_close(ops);
+    vkt_kctx_free(&kc);
+    if (st != FLUX_OK) {
+        char reason[FX_ERR_MSG_MAX + 32];
+        snprintf(reason, sizeof reason, "no Vulkan device: %s", err.msg);
+        fx_test_skip(reason);
+        return 0;
+    }
+    setenv("FLUX_VK_VALIDATION", o.validation ? "1" : "0", 1);
+    return 1;
+}
+
+/* x and y are views with offsets and padded rows; y starts random so that
+ * accumulating epilogues are tested. */
+void vkt_linear_vs_cpu(fx_vk *vk, fx_test_rng *r, int64_t m, const fx_weight *hw, fx_epilogue_mode mode, int has_bias,
+                       double tol, const char *label) {
+    const int64_t n = hw->n, k = hw->k;
+    const int64_t ldx = k + 3, ldy = n + 5, xoff = 7, yoff = 2;
+    const size_t xn = (size_t)(xoff + m * ldx), yn = (size_t)(yoff + m * ldy);
+    float *x = vkt_random(r, xn, 1.0f), *y = vkt_random(r, yn, 1.0f);
+    float *bias = vkt_random(r, (size_t)n, 1.0f), *gate = vkt_random(r, (size_t)n, 1.0f);
+
+    fx_kctx kc;
+    vkt_kctx(&kc);
+    float *want = malloc(yn * 4);
+    memcpy(want, y, yn * 4);
+    fx_epilogue he = {mode, has_bias ? bias : NULL, gate};
+    fx_linear(&kc, m, x + xoff, ldx, hw, want + yoff, ldy, &he);
+    vkt_kctx_free(&kc);
+
+    fx_err err = {0};
+    fx_vk_weight dw;
+    fx_vk_buf *bx = vkt_upload(vk, x, xn, "x"), *by = vkt_upload(vk, y, yn, "y");
+    fx_vk_buf *bb = vkt_upload(vk, bias, (size_t)n, "bias"), *bg = vkt_upload(vk, gate, (size_t)n, "gate");
+    if (bx && by && bb && bg && fx_vk_weight_upload(vk, hw, "w", &dw, &err) != FLUX_OK) {
+        fx_test_fail(__FILE__, __LINE__, "weight upload: %s", err.msg);
+    } else if (bx && by && bb && bg) {
+        fx_vk_epilogue e = {.mode = mode, .bias = {has_bias ? bb : NULL, 0}, .gate = {bg, 0}};
+        flux_status st = fx_vk_linear(vk, m, (fx_vk_mat){bx, xoff, ldx}, &dw, (fx_vk_mat){by, yoff, ldy}, &e, &err);
+        if (st != FLUX_OK) fx_test_fail(__FILE__, __LINE__, "linear %s: %s", fx_dtype_name(hw->dtype), err.msg);
+        float *got = st == FLUX_OK ? vkt_download(vk, by, 0, yn) : NULL;
+        if (got) {
+            char what[128];
+            snprintf(what, sizeof what, "%s m=%lld n=%lld k=%lld %s mode %d", label, (long long)m, (long long)n,
+                     (long long)k, fx_dtype_name(hw->dtype), (int)mode);
+            vkt_check_close(what, got, want, yn, tol); /* padding between rows must be untouched too */
+        }
+        free(got);
+        fx_vk_weight_free(vk, &dw);
+    }
+    fx_vk_buf_free(vk, bx), fx_vk_buf_free(vk, by), fx_vk_buf_free(vk, bb), fx_vk_buf_free(vk, bg);
+    free(x), free(y), free(bias), free(gate), free(want);
 }

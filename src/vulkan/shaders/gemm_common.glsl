@@ -4,8 +4,11 @@
 // conv input (CONV=1: row = output pixel, k = (ky, kx, ci), zero padding,
 // stride, nearest ×2 upsampling folded into the indexing). W is a device
 // weight: WTYPE 0 f32, 1 bf16 and 2 f16 as packed uint pairs, rows ld
-// elements apart (16-byte multiples). All offsets are element indices
-// inside the bound windows.
+// elements apart (16-byte multiples); or ggml blocks as stored (WTYPE 3
+// Q8_0, 4 Q4_0, 5 Q4_K, 6 Q5_K, 7 Q6_K, read as bytes), rows ld BYTES apart
+// and w_base a byte offset, dequantized element by element as the tile
+// loads (exactly the CPU reference's f32 operations, hence `precise`).
+// All other offsets are element indices inside the bound windows.
 #ifndef WTYPE
 #define WTYPE 0
 #endif
@@ -16,7 +19,7 @@
 layout(std430, binding = 0) readonly buffer BufX { float X[]; };
 #if WTYPE == 0
 layout(std430, binding = 1) readonly buffer BufW { float W[]; };
-#else
+#else // 16-bit pairs or block bytes
 layout(std430, binding = 1) readonly buffer BufW { uint W[]; };
 #endif
 layout(std430, binding = 2) buffer BufY { float Y[]; };
@@ -34,10 +37,60 @@ layout(push_constant) uniform Push {
     uint h, w, cin, kh, kw, stride, pad_top, pad_left, up, wo;
     uint row0;               // first output row (conv) of this pass
     uint in_row0;            // first input row in the X window (conv)
+    float gate_scale;        // mode 2 adds (gate_scale·Gate)·t (1: a plain layer)
 } pc;
 
+#if WTYPE >= 3
+uint wbyte(uint b) { return (W[b >> 2] >> ((b & 3u) * 8u)) & 0xFFu; }
+float wf16(uint b) { return unpackHalf2x16(wbyte(b) | (wbyte(b + 1u) << 8)).x; }
+
+// Element kidx of the block row starting at byte rb.
+float w_block(uint rb, uint kidx) {
+#if WTYPE == 3 // Q8_0: 34 B / 32 — d f16, qs[32] i8; x = q·d
+    uint b = rb + (kidx >> 5) * 34u;
+    int q = int(wbyte(b + 2u + (kidx & 31u)) << 24) >> 24;
+    precise float x = float(q) * wf16(b);
+    return x;
+#elif WTYPE == 4 // Q4_0: 18 B / 32 — d, qs[16]; element j < 16 low nibble of qs[j], j + 16 high
+    uint b = rb + (kidx >> 5) * 18u, j = kidx & 31u;
+    uint q = (wbyte(b + 2u + (j & 15u)) >> (j < 16u ? 0u : 4u)) & 15u;
+    precise float x = float(int(q) - 8) * wf16(b);
+    return x;
+#elif WTYPE == 5 || WTYPE == 6 // Q4_K 144 B / Q5_K 176 B per 256: x = (d·sc)·q − dmin·mn
+    const uint bytes = WTYPE == 5 ? 144u : 176u, qs = WTYPE == 5 ? 16u : 48u;
+    uint b = rb + (kidx >> 8) * bytes, e = kidx & 255u, j = e >> 5, l = e & 31u;
+    uint s = b + 4u, sc, mn; // 12-byte packing of 8 (6-bit scale, 6-bit min)
+    if (j < 4u) {
+        sc = wbyte(s + j) & 63u;
+        mn = wbyte(s + j + 4u) & 63u;
+    } else {
+        sc = (wbyte(s + j + 4u) & 15u) | ((wbyte(s + j - 4u) >> 6) << 4);
+        mn = (wbyte(s + j + 4u) >> 4) | ((wbyte(s + j) >> 6) << 4);
+    }
+    uint q = (wbyte(b + qs + 32u * (j >> 1) + l) >> ((j & 1u) * 4u)) & 15u;
+#if WTYPE == 6
+    q |= ((wbyte(b + 16u + l) >> j) & 1u) << 4;
+#endif
+    precise float dl = wf16(b) * float(sc), ml = wf16(b + 2u) * float(mn);
+    precise float t = dl * float(q);
+    precise float x = t - ml;
+    return x;
+#else // Q6_K 210 B / 256: ql[128], qh[64], scales[16] i8, d; x = (d·sc)·(q − 32)
+    uint b = rb + (kidx >> 8) * 210u, e = kidx & 255u, h = e >> 7, t = (e & 127u) >> 5, l = e & 31u;
+    uint lb = wbyte(b + 64u * h + 32u * (t & 1u) + l);
+    uint q = (t < 2u ? lb & 15u : lb >> 4) | (((wbyte(b + 128u + 32u * h + l) >> (2u * t)) & 3u) << 4);
+    int sc = int(wbyte(b + 192u + (e >> 4)) << 24) >> 24;
+    precise float dl = wf16(b + 208u) * float(sc);
+    precise float x = dl * float(int(q) - 32);
+    return x;
+#endif
+}
+#endif
+
 float w_at(uint idx) {
-#if WTYPE == 0
+#if WTYPE >= 3
+    return 0.0; // block rows are read through w_el
+#elif WTYPE == 0
     return W[idx];
 #elif WTYPE == 1
     uint v = W[idx >> 1];
@@ -48,9 +101,21 @@ float w_at(uint idx) {
 #endif
 }
 
+// Element kidx of the weight row that starts at `row` (element index, or
+// byte offset for block types).
+float w_el(uint row, uint kidx) {
+#if WTYPE >= 3
+    return w_block(row, kidx);
+#else
+    return w_at(row + kidx);
+#endif
+}
+
 // Four consecutive weights from idx (idx + 3 stays inside the padded row).
 vec4 w4_at(uint idx) {
-#if WTYPE == 0
+#if WTYPE >= 3
+    return vec4(0.0);
+#elif WTYPE == 0
     return vec4(W[idx], W[idx + 1], W[idx + 2], W[idx + 3]);
 #else
     if ((idx & 1u) == 0u) {
@@ -99,5 +164,8 @@ void store_out(uint row, uint col, float t) {
     uint o = pc.y_base + row * pc.ldy + col;
     if (pc.mode == 0u) Y[o] = t;
     else if (pc.mode == 1u) Y[o] += t;
-    else Y[o] += Gate[pc.gate_base + col] * t;
+    else {
+        precise float g = pc.gate_scale * Gate[pc.gate_base + col];
+        Y[o] += g * t;
+    }
 }

@@ -50,7 +50,7 @@ void main() {
 #endif
             }
             const uint wk = tap * seg;
-#if WTYPE != 0
+#if WTYPE == 1 || WTYPE == 2
             // 16-bit weights: each lane takes whole words (k pairs) when the
             // segment starts on a word (rows start even; taps of an even cin).
             if (taps == 1u || (seg & 1u) == 0u) {
@@ -77,7 +77,7 @@ void main() {
                 float a[TM];
                 for (uint i = 0; i < TM; i++) a[i] = valid[i] ? X[xr[i] + kk] : 0.0;
                 for (uint j = 0; j < TN; j++) {
-                    float b = w_at(wr[j] + wk + kk);
+                    float b = w_el(wr[j], wk + kk);
                     for (uint i = 0; i < TM; i++) acc[i][j] += a[i] * b;
                 }
             }

@@ -36,7 +36,7 @@ void main() {
         for (uint e = lid; e < BN * BK; e += wg) {
             uint c = e / BK, kk = e % BK;
             uint col = tile_n + c, kidx = k0 + kk;
-            Bs[kk * BN + c] = (col < pc.n && kidx < pc.k) ? w_at(pc.w_base + col * pc.ldw + kidx) : 0.0;
+            Bs[kk * BN + c] = (col < pc.n && kidx < pc.k) ? w_el(pc.w_base + col * pc.ldw, kidx) : 0.0;
         }
         barrier();
         for (uint kk = 0; kk < BK; kk++) {

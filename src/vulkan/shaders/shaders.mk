@@ -29,6 +29,10 @@ VK_SHADERS := \
     conv_reg_f32:gemm_reg:-DWTYPE=0^-DCONV=1 conv_reg_bf16:gemm_reg:-DWTYPE=1^-DCONV=1 conv_reg_f16:gemm_reg:-DWTYPE=2^-DCONV=1 \
     gemm_tiled_f32:gemm_tiled:-DWTYPE=0  gemm_tiled_bf16:gemm_tiled:-DWTYPE=1  gemm_tiled_f16:gemm_tiled:-DWTYPE=2 \
     conv_tiled_f32:gemm_tiled:-DWTYPE=0^-DCONV=1 conv_tiled_bf16:gemm_tiled:-DWTYPE=1^-DCONV=1 conv_tiled_f16:gemm_tiled:-DWTYPE=2^-DCONV=1 \
+    gemm_reg_q8_0:gemm_reg:-DWTYPE=3     gemm_reg_q4_0:gemm_reg:-DWTYPE=4     gemm_reg_q4_k:gemm_reg:-DWTYPE=5 \
+    gemm_reg_q5_k:gemm_reg:-DWTYPE=6     gemm_reg_q6_k:gemm_reg:-DWTYPE=7 \
+    gemm_tiled_q8_0:gemm_tiled:-DWTYPE=3 gemm_tiled_q4_0:gemm_tiled:-DWTYPE=4 gemm_tiled_q4_k:gemm_tiled:-DWTYPE=5 \
+    gemm_tiled_q5_k:gemm_tiled:-DWTYPE=6 gemm_tiled_q6_k:gemm_tiled:-DWTYPE=7 \
     attention:attention: \
     rmsnorm:rmsnorm: layernorm_modulate:layernorm_modulate: qk_norm_rope:qk_norm_rope: softmax:softmax: \
     silu:silu: swiglu:swiglu: gated_add:gated_add: \
