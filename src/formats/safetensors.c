@@ -112,8 +112,13 @@ int fx_shape_eq(const fx_shape *a, const fx_shape *b) {
 }
 
 int64_t fx_shape_numel(const fx_shape *s) {
+    /* a zero dimension first: the other dimensions of an empty tensor may
+     * be anything a file claims, and their product overflow (fuzz_gguf) */
+    for (int i = 0; i < s->ndim; i++)
+        if (s->d[i] == 0) return 0;
     int64_t n = 1;
-    for (int i = 0; i < s->ndim; i++) n *= s->d[i];
+    for (int i = 0; i < s->ndim; i++)
+        if (__builtin_mul_overflow(n, s->d[i], &n)) return INT64_MAX;
     return n;
 }
 

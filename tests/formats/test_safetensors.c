@@ -565,3 +565,13 @@ TEST(safetensors_conversions_match_kernels) {
     free(src);
     free(dst);
 }
+
+/* The element count of a claimed shape: 0 when any dimension is 0 (the
+ * others may be anything a file claims, their product past int64: found
+ * by fuzz_gguf), INT64_MAX when the product overflows, never UB. */
+TEST(shape_numel_zero_dims_and_overflow) {
+    CHECK_EQ_INT((long long)fx_shape_numel(&FX_SHAPE(3, 4)), 12);
+    CHECK_EQ_INT((long long)fx_shape_numel(&FX_SHAPE0), 1);
+    CHECK_EQ_INT((long long)fx_shape_numel(&FX_SHAPE(562949953421312LL, 268435457LL, 0)), 0);
+    CHECK(fx_shape_numel(&FX_SHAPE(3042405LL, 7237123380996997120LL)) == INT64_MAX);
+}
