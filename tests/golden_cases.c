@@ -43,6 +43,21 @@ const char *fx_gen_model_bin(void) {
     return bin;
 }
 
+const char *fx_gen_model_in_tmpdir(const char *name, const char *args) {
+    static char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/%s", fx_test_tmpdir(), name);
+    if (fx_test_file_exists(dir)) return dir;
+    const char *gen = fx_gen_model_bin();
+    if (!gen) return NULL;
+    char cmd[4 * PATH_MAX], *out = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' -q -o '%s' %s --tokenizer '%s' --link-tokenizer", gen, dir, args,
+             fx_test_path("fixtures/qwen3-tokenizer.json"));
+    int rc = fx_test_run(cmd, &out);
+    if (rc) fx_test_fail(__FILE__, __LINE__, "%s: %s", cmd, out);
+    free(out);
+    return rc ? NULL : dir;
+}
+
 const char *fx_golden_case_model(const char *case_name) {
     static char dir[PATH_MAX + 64];
     char *args = fx_golden_case_get(case_name, "gen_model");

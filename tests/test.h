@@ -116,6 +116,9 @@ int fx_test_run_tool(const char *file, int line, const char *name, const char *a
 
 /* 1 if both images exist and have the same size, channels and pixels. */
 int fx_test_same_pixels(const flux_image *a, const flux_image *b);
+/* Largest |difference| of two images' pixel values; 999 if their sizes or
+ * channel counts differ (or one is NULL). */
+int fx_test_max_pixel_diff(const flux_image *a, const flux_image *b);
 
 /* For forging PNG files: a big-endian 32-bit store and the CRC-32 of PNG
  * chunks (zlib polynomial). */

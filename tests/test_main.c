@@ -279,6 +279,16 @@ int fx_test_same_pixels(const flux_image *a, const flux_image *b) {
            !memcmp(a->data, b->data, (size_t)a->width * a->height * a->channels);
 }
 
+int fx_test_max_pixel_diff(const flux_image *a, const flux_image *b) {
+    if (!a || !b || a->width != b->width || a->height != b->height || a->channels != b->channels) return 999;
+    int worst = 0;
+    for (size_t i = 0; i < (size_t)a->width * a->height * a->channels; i++) {
+        int d = abs((int)a->data[i] - (int)b->data[i]);
+        if (d > worst) worst = d;
+    }
+    return worst;
+}
+
 void fx_test_put_be32(uint8_t *p, uint32_t v) {
     p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8), p[3] = (uint8_t)v;
 }

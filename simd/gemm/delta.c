@@ -29,26 +29,18 @@ enum { CHUNK_BYTES = 32 << 20 };
 
 static int64_t round16(int64_t v) { return (v + 15) / 16 * 16; }
 
-/* Rows [r0, r0 + n) of a weight: a view. */
-static fx_weight weight_rows(const fx_weight *w, int64_t r0, int64_t n) {
-    fx_weight s = *w;
-    s.data = (const char *)w->data + (size_t)(r0 * w->ld) * fx_dtype_size(w->dtype);
-    s.n = n;
-    return s;
-}
-
 fx_delta fx_delta_rows(const fx_delta *d, int64_t src0, int64_t rows, int64_t dst0) {
     fx_delta s = *d;
     s.row0 = dst0;
     s.rows = rows;
     s.next = NULL;
     switch (d->kind) {
-    case FX_DELTA_LOWRANK: s.b = weight_rows(&d->b, src0, rows); break;
-    case FX_DELTA_DENSE: s.a = weight_rows(&d->a, src0, rows); break;
+    case FX_DELTA_LOWRANK: s.b = fx_weight_rows(&d->b, src0, rows); break;
+    case FX_DELTA_DENSE: s.a = fx_weight_rows(&d->a, src0, rows); break;
     case FX_DELTA_KRON: {
         const int64_t k2 = d->c.data ? d->c.n : d->a.n, first = d->kron_skip + src0;
         const int64_t i0 = first / k2, i1 = (first + rows + k2 - 1) / k2;
-        s.b = weight_rows(&d->b, i0, i1 - i0);
+        s.b = fx_weight_rows(&d->b, i0, i1 - i0);
         s.kron_skip = first - i0 * k2;
         break;
     }

@@ -26,25 +26,8 @@
 #include "src/formats/single_file.h"
 #include "tests/golden_cases.h"
 
-#define GEN_ARGS                                                                                                   \
-    "--preset tiny --heads 2 --head-dim 128 --axes 32,32,32,32 --text-hidden 32 --text-heads 2 --text-kv-heads 1 " \
-    "--text-head-dim 16 --text-intermediate 96"
-
 /* The test model in this test's tmpdir (static buffer), or NULL. */
-static const char *model(void) {
-    static char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s/model", fx_test_tmpdir());
-    if (fx_test_file_exists(dir)) return dir;
-    const char *gen = fx_gen_model_bin();
-    if (!gen) return NULL;
-    char cmd[4 * PATH_MAX], *out = NULL;
-    snprintf(cmd, sizeof cmd, "'%s' -q -o '%s' %s --tokenizer '%s' --link-tokenizer", gen, dir, GEN_ARGS,
-             fx_test_path("fixtures/qwen3-tokenizer.json"));
-    int rc = fx_test_run(cmd, &out);
-    if (rc) fx_test_fail(__FILE__, __LINE__, "%s: %s", cmd, out);
-    free(out);
-    return rc ? NULL : dir;
-}
+static const char *model(void) { return fx_gen_model_in_tmpdir("model", FX_GEN_ARGS_D256); }
 
 /* `flux quantize` of a component into tmpdir/<name>; path (static, 4
  * rotating) or NULL. */

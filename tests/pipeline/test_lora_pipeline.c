@@ -201,17 +201,6 @@ static int same_bits(const result *a, const result *b) {
            fx_test_same_pixels(a->img[0], b->img[0]);
 }
 
-/* Max |Δ| of two images' pixels (999 if they differ in size). */
-static int pixel_diff(const flux_image *a, const flux_image *b) {
-    if (!a || !b || a->width != b->width || a->height != b->height || a->channels != b->channels) return 999;
-    int worst = 0;
-    for (size_t i = 0; i < (size_t)a->width * a->height * a->channels; i++) {
-        int d = abs((int)a->data[i] - (int)b->data[i]);
-        if (d > worst) worst = d;
-    }
-    return worst;
-}
-
 /* The adapter run against the merged run (and against the plain model). */
 static void expect_merged(int line, const char *what, const job *with, const job *merged, const result *plain) {
     result a = run(with, "lora"), b = run(merged, "merged");
@@ -221,9 +210,9 @@ static void expect_merged(int line, const char *what, const job *with, const job
     if (!(effect >= MIN_EFFECT)) fx_test_fail(__FILE__, line, "%s: the adapter changes the latents by only %.3g", what, effect);
     for (int i = 1; i < 2; i++)
         if (a.img[i] || b.img[i])
-            if (pixel_diff(a.img[i], b.img[i]) > 1)
+            if (fx_test_max_pixel_diff(a.img[i], b.img[i]) > 1)
                 fx_test_fail(__FILE__, line, "%s: image %d differs from the merged one by %d", what, i,
-                             pixel_diff(a.img[i], b.img[i]));
+                             fx_test_max_pixel_diff(a.img[i], b.img[i]));
     result_free(&a);
     result_free(&b);
 }
@@ -390,8 +379,8 @@ TEST(lora_pipeline_threads_bitwise) {
         job j = {.model = model(), .lora = {a, b, c}, .scale = {0.9f, 0.5f, -0.7f}, .n_lora = 3, .threads = t, .batch = 2};
         r[t - 1] = run(&j, "threads");
     }
-    CHECK_MSG(same_bits(&r[0], &r[1]) && pixel_diff(r[0].img[1], r[1].img[1]) == 0, "1 and 2 threads differ");
-    CHECK_MSG(same_bits(&r[2], &r[1]) && pixel_diff(r[2].img[1], r[1].img[1]) == 0, "3 and 2 threads differ");
+    CHECK_MSG(same_bits(&r[0], &r[1]) && fx_test_max_pixel_diff(r[0].img[1], r[1].img[1]) == 0, "1 and 2 threads differ");
+    CHECK_MSG(same_bits(&r[2], &r[1]) && fx_test_max_pixel_diff(r[2].img[1], r[1].img[1]) == 0, "3 and 2 threads differ");
     for (int t = 0; t < 3; t++) result_free(&r[t]);
 }
 

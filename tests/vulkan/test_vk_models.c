@@ -25,25 +25,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define GEN_ARGS                                                                                                   \
-    "--preset tiny --heads 2 --head-dim 128 --axes 32,32,32,32 --text-hidden 32 --text-heads 2 --text-kv-heads 1 " \
-    "--text-head-dim 16 --text-intermediate 96"
-
 /* The d = 256 test model in this test's tmpdir (static buffer), or NULL. */
-static const char *model256(void) {
-    static char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s/model256", fx_test_tmpdir());
-    if (fx_test_file_exists(dir)) return dir;
-    const char *gen = fx_gen_model_bin();
-    if (!gen) return NULL;
-    char cmd[4 * PATH_MAX], *out = NULL;
-    snprintf(cmd, sizeof cmd, "'%s' -q -o '%s' %s --tokenizer '%s' --link-tokenizer", gen, dir, GEN_ARGS,
-             fx_test_path("fixtures/qwen3-tokenizer.json"));
-    int rc = fx_test_run(cmd, &out);
-    if (rc) fx_test_fail(__FILE__, __LINE__, "%s: %s", cmd, out);
-    free(out);
-    return rc ? NULL : dir;
-}
+static const char *model256(void) { return fx_gen_model_in_tmpdir("model256", FX_GEN_ARGS_D256); }
 
 typedef struct vk_run {
     fx_npy latents;
@@ -109,16 +92,6 @@ static void run_free(vk_run *r) {
     memset(r, 0, sizeof *r);
 }
 
-static int pixel_diff(const flux_image *a, const flux_image *b) {
-    if (!a || !b || a->width != b->width || a->height != b->height || a->channels != b->channels) return 999;
-    int worst = 0;
-    for (size_t i = 0; i < (size_t)a->width * a->height * a->channels; i++) {
-        int d = abs((int)a->data[i] - (int)b->data[i]);
-        if (d > worst) worst = d;
-    }
-    return worst;
-}
-
 /* The device run against the CPU run of the same model, quant and adapter. */
 static void device_matches_cpu(const char *dir, const char *quant, const char *lora, double tol, const char *tag) {
     if (!vkt_device_ready()) return;
@@ -130,7 +103,7 @@ static void device_matches_cpu(const char *dir, const char *quant, const char *l
     if (cpu.ok && dev.ok) {
         REQUIRE(cpu.latents.count == dev.latents.count);
         double e = fx_test_rel_err(dev.latents.data, cpu.latents.data, cpu.latents.count);
-        int px = pixel_diff(dev.img, cpu.img);
+        int px = fx_test_max_pixel_diff(dev.img, cpu.img);
         printf("    %s: device vs CPU latents rel %.2e (tol %.0e), max pixel |Δ| %d\n", tag, e, tol, px);
         CHECK_MSG(e <= tol, "%s: latents differ by %.3e relative", tag, e);
         CHECK_MSG(px <= 1, "%s: pixels differ by %d", tag, px);
