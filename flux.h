@@ -118,6 +118,10 @@ typedef struct flux_options {
     flux_backend backend;     /* default FLUX_BACKEND_AUTO */
     int device;               /* Vulkan device index as flux_list_devices
                                  numbers them; -1 (default) = choose */
+    unsigned long long device_memory_mb; /* device memory the weights may take;
+                                 0 (default) = 85% of the device's. Weights
+                                 beyond it stay in host memory and are
+                                 uploaded at each use (same results, slower) */
     int threads;              /* worker threads (at most FLUX_MAX_THREADS); 0 =
                                  OMP_NUM_THREADS if set, else adaptive: every
                                  CPU this process may use (affinity, cgroup
