@@ -14,7 +14,7 @@ static fx_vk_mat mat(fx_view t) { return (fx_vk_mat){t.b ? t.b->dev : NULL, t.of
 static fx_vk_vec vec(fx_view t) { return (fx_vk_vec){t.b ? t.b->dev : NULL, t.off}; }
 
 static flux_status buf_alloc(fx_ops *ops, fx_buf *b, fx_err *err) {
-    return fx_vk_buf_new(ops->vk, (uint64_t)b->n * 4, b->what, &b->dev, err);
+    return fx_vk_buf_new_evicting(ops->vk, (uint64_t)b->n * 4, b->what, &b->dev, err);
 }
 
 static void buf_release(fx_ops *ops, fx_buf *b) { fx_vk_buf_free(ops->vk, b->dev); }

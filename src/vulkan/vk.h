@@ -67,6 +67,9 @@ typedef struct fx_vk_opts {
     int gpu_tuning;             /* GPU tile and workgroup sizes even on a CPU device (tests) */
     uint64_t weight_budget;     /* device bytes registered weights may occupy; 0 = 85% of
                                    the device's memory (fx_vk_weight_register) */
+    uint64_t memory_limit;      /* device bytes the context may allocate; 0 = what the
+                                   driver gives; smaller fails allocations as a full
+                                   device does (tests) */
     const fx_logger *log;       /* -v lines; NULL = silent */
 } fx_vk_opts;
 
@@ -212,9 +215,16 @@ typedef struct fx_vk_weight_stats {
     uint64_t uploads;         /* weight uploads after registration (streaming) */
     uint64_t upload_bytes;
     uint64_t evictions;
+    uint64_t allocated;       /* bytes of every device buffer of the context */
 } fx_vk_weight_stats;
 
 fx_vk_weight_stats fx_vk_weights(const fx_vk *vk);
+
+/* fx_vk_buf_new for activations: when the device is out of memory,
+ * registered weights give way (least recently used first, after the
+ * recorded work has run; uploaded again at their next use) until the
+ * buffer fits or none is left to evict. */
+flux_status fx_vk_buf_new_evicting(fx_vk *vk, uint64_t bytes, const char *what, fx_vk_buf **out, fx_err *err);
 
 /* RoPE cos/sin table on the device: cos [seq, rot_dim/2] then sin. */
 typedef struct fx_vk_rope {

@@ -193,6 +193,7 @@ struct fx_vk {
     uint64_t weight_bytes, weight_budget, use_tick;
     fx_vk_weight_stats wstats;
     int told_streaming;
+    uint64_t allocated;  /* bytes of every live buffer (opts.memory_limit) */
 
     int lost;            /* device lost or timed out: every call fails with lost_msg */
     char lost_msg[FX_ERR_MSG_MAX];

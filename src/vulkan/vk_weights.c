@@ -99,11 +99,11 @@ static void evict(fx_vk *vk, vk_resident *r) {
     vk->wstats.evictions++;
 }
 
-/* The weight to evict for `self`, or NULL. Idle since self's previous use
+/* The weight to evict for `self` (NULL: for an activation), or NULL. Idle since self's previous use
  * (another stage's weights, a finished loop): the oldest; otherwise self is
  * in a loop larger than the budget: the most recently used, needed last. */
 static vk_resident *victim(fx_vk *vk, const vk_resident *self) {
-    const uint64_t since = self->last_use ? self->last_use : vk->use_tick + 1;
+    const uint64_t since = self && self->last_use ? self->last_use : vk->use_tick + 1;
     vk_resident *oldest = NULL, *newest = NULL;
     for (vk_resident *r = vk->weights; r; r = r->next) {
         if (r == self || r->pinned || !r->w->buf) continue;
@@ -160,6 +160,20 @@ flux_status vk_weight_use(fx_vk *vk, const fx_vk_weight *w, fx_err *err) {
     return FLUX_OK;
 }
 
+flux_status fx_vk_buf_new_evicting(fx_vk *vk, uint64_t bytes, const char *what, fx_vk_buf **out, fx_err *err) {
+    for (;;) {
+        fx_err e = {0};
+        flux_status st = fx_vk_buf_new(vk, bytes, what, out, &e);
+        vk_resident *v = st == FLUX_ERR_NOMEM ? victim(vk, NULL) : NULL;
+        if (!v) {
+            if (st) *err = e;
+            return st;
+        }
+        TRY(vk_submit_wait(vk, err)); /* nothing recorded may still read it */
+        evict(vk, v);
+    }
+}
+
 static void unlink_record(fx_vk *vk, vk_resident *r) {
     if (r->prev) r->prev->next = r->next;
     else vk->weights = r->next;
@@ -185,6 +199,7 @@ fx_vk_weight_stats fx_vk_weights(const fx_vk *vk) {
     if (vk) {
         s.budget = vk->weight_budget;
         s.resident = vk->weight_bytes;
+        s.allocated = vk->allocated;
         for (const vk_resident *r = vk->weights; r; r = r->next) s.registered += r->bytes;
     }
     return s;

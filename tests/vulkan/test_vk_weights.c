@@ -8,6 +8,8 @@
  *     all 4 each pass); the resident bytes never exceed the budget;
  *   - a weight larger than the budget fails at its use naming the sizes;
  *     pinned uploads (fx_vk_weight_upload) are never evicted;
+ *   - a device that runs out of memory (an allocation limit): weights give
+ *     way to an activation buffer and are uploaded again at their use;
  *   - the CLI with --device-memory 1 (MiB) on the golden model (text
  *     encoder, transformer and VAE weights: ~8 MB) writes the same PNG byte
  *     for byte as without, and -v says the weights are streamed.
@@ -172,4 +174,67 @@ TEST(vk_cli_device_memory_streams_bitwise) {
     free(out);
     CHECK_EQ_INT(run_flux("--backend cpu --device-memory 64 --cpu-info", &out), 2);
     free(out);
+}
+
+/* A device that runs out of memory (memory_limit): registered weights give
+ * way to an activation buffer (fx_vk_buf_new_evicting, as the ops seam
+ * allocates), and are uploaded again at their use — evicting others when
+ * the upload itself runs out — with the results of a roomy device. */
+TEST(vk_weights_give_way_when_the_device_is_full) {
+    fx_test_rng r;
+    fx_test_rng_seed(&r, 43);
+    float *hw[NW];
+    for (int i = 0; i < NW; i++) hw[i] = vkt_random(&r, (size_t)WN * WK, 1.0f);
+    float *x = vkt_random(&r, (size_t)XM * WK, 1.0f);
+    static loop_run all;
+    memset(&all, 0, sizeof all);
+    run_loop(0, hw, x, &all);
+    /* what a context with the weights, x and y allocates: the full device
+     * has room for half a weight more */
+    fx_vk *vk = all.ok ? vkt_open(NULL) : NULL;
+    if (!vk) goto out;
+    fx_err err = {0};
+    fx_vk_weight w[NW];
+    fx_vk_buf *bx = NULL, *by = NULL, *big = NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < NW; i++) {
+            fx_weight h = {hw[i], FX_DTYPE_F32, WN, WK, WK, NULL};
+            REQUIRE_MSG(fx_vk_weight_register(vk, NULL, &h, "weight", &w[i], &err) == FLUX_OK, "%s", err.msg);
+        }
+        bx = vkt_upload(vk, x, XM * WK, "x"), by = vkt_upload(vk, NULL, XM * WN, "y");
+        REQUIRE(bx && by);
+        if (pass == 1) break;
+        fx_vk_opts o;
+        fx_vk_opts_init(&o);
+        o.device = FX_VK_DEVICE_ANY;
+        o.memory_limit = fx_vk_weights(vk).allocated + W_BYTES / 2;
+        for (int i = 0; i < NW; i++) fx_vk_weight_free(vk, &w[i]);
+        fx_vk_buf_free(vk, bx), fx_vk_buf_free(vk, by);
+        vkt_close(vk);
+        REQUIRE((vk = vkt_open(&o)) != NULL);
+    }
+    const uint64_t act = 3 * W_BYTES; /* the room of 2.5 weights is missing */
+    CHECK_EQ_INT((int)fx_vk_weights(vk).resident, (int)(NW * W_BYTES));
+    CHECK_EQ_INT(fx_vk_buf_new(vk, act, "activation", &big, &err), FLUX_ERR_NOMEM); /* the device is full */
+    CHECK_MSG(strstr(err.msg, "out of device memory") && strstr(err.msg, "activation"), "%s", err.msg);
+    REQUIRE_MSG(fx_vk_buf_new_evicting(vk, act, "activation", &big, &err) == FLUX_OK, "%s", err.msg);
+    const fx_vk_weight_stats s = fx_vk_weights(vk);
+    printf("    the activation took the room of %llu weights\n", (unsigned long long)s.evictions);
+    CHECK(s.evictions >= 3 && s.resident <= (NW - 3) * W_BYTES);
+    static float y[3][NW][XM * WN];
+    for (int p = 0; p < 3; p++)
+        for (int i = 0; i < NW; i++) {
+            CHECK_MSG(fx_vk_linear(vk, XM, (fx_vk_mat){bx, 0, WK}, &w[i], (fx_vk_mat){by, 0, WN}, NULL, &err) == FLUX_OK,
+                      "pass %d weight %d: %s", p, i, err.msg);
+            CHECK(fx_vk_download(vk, by, 0, y[p][i], sizeof y[p][i], &err) == FLUX_OK);
+        }
+    CHECK_MSG(!memcmp(y, all.y, sizeof y), "results on a full device differ");
+    printf("    then %llu uploads for 12 uses\n", (unsigned long long)fx_vk_weights(vk).uploads);
+    CHECK(fx_vk_weights(vk).uploads == 11); /* room for one weight: it is the only one kept */
+    for (int i = 0; i < NW; i++) fx_vk_weight_free(vk, &w[i]);
+    fx_vk_buf_free(vk, bx), fx_vk_buf_free(vk, by), fx_vk_buf_free(vk, big);
+    vkt_close(vk);
+out:
+    for (int i = 0; i < NW; i++) free(hw[i]);
+    free(x);
 }
