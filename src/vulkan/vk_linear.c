@@ -186,15 +186,16 @@ static gemm_cfg choose_cfg(const fx_vk *vk, int64_t m, int64_t n) {
             c.rows_per_group = c.cols_per_group = 64;
         }
     } else {
-        /* 32 invocations, 16×8 outputs each: 16 rows × 256 columns per
+        /* 32 invocations, 8×4 outputs each: 8 rows × 128 columns per
          * group. lavapipe's loads cost ~100 cycles per component and lane,
-         * its FMAs almost nothing, so the block is as large as measured
-         * useful (16×8 over 8×4: ~1.5× at 768×512×512). */
-        uint32_t spec[3] = {32, 16, 8};
+         * its FMAs almost nothing, so larger blocks run faster (16×8: ~1.5×
+         * at 768×512×512), but their first-dispatch JIT took over the 60 s
+         * fence limit under the validation layer on a loaded host. */
+        uint32_t spec[3] = {32, 8, 4};
         memcpy(c.spec, spec, sizeof spec);
         c.nspec = 3;
-        c.rows_per_group = 16;
-        c.cols_per_group = 32 * 8;
+        c.rows_per_group = 8;
+        c.cols_per_group = 32 * 4;
     }
     return c;
 }
