@@ -1,8 +1,10 @@
 /*
  * vk_attention.c — fx_vk_attention: argument checks (as fx_attention),
- * the tile sizes for the device (shared memory must hold the Q block and a
- * K and a V tile of DMAX floats per row), and passes over query rows when
- * Q/O exceed one binding or the grid limit. K and V are bound whole.
+ * the shader for the device (CPU devices: attention_rows, one query row per
+ * invocation, for d <= 128; otherwise the shared-memory tiles, which must
+ * hold the Q block and a K and a V tile of DMAX floats per row), and passes
+ * over query rows when Q/O exceed one binding or the grid limit. K and V
+ * are bound whole.
  */
 #include "vk_internal.h"
 
