@@ -13,8 +13,9 @@
 // loads A[row, k0 + (l mod 8)] for its TM rows (one load per row for eight
 // k) and subgroupBroadcast hands each of the eight values to every lane;
 // each lane loads its own TN weight rows, eight elements as one 16-byte
-// load (uvec4 of bf16/f16 pairs, two vec4 of f32) when the row start is
-// 16-byte aligned, else element by element through w_el. Needs subgroups
+// load (uvec4 of bf16/f16 pairs, two vec4 of f32) when the row starts are
+// 16-byte aligned, else (and for block types) element by element through
+// w_el. Needs subgroups
 // of at least 8 invocations, all active (no early return). The order of the
 // sums depends only on the shape, never on the device's subgroup size.
 #extension GL_GOOGLE_include_directive : require
@@ -41,6 +42,20 @@ float av[TM]; // lane l: A[row0 + i, k0 + l mod 8]
             [[unroll]] for (uint j = 0; j < TN; j++) acc[i][j] += a * bj[j][c]; \
         }                                                                      \
     }
+// Lane c's value of v (c < 8 and the same in every lane).
+float bcast8(float v, uint c) {
+    switch (c) {
+    case 0u: return subgroupBroadcast(v, 0u);
+    case 1u: return subgroupBroadcast(v, 1u);
+    case 2u: return subgroupBroadcast(v, 2u);
+    case 3u: return subgroupBroadcast(v, 3u);
+    case 4u: return subgroupBroadcast(v, 4u);
+    case 5u: return subgroupBroadcast(v, 5u);
+    case 6u: return subgroupBroadcast(v, 6u);
+    default: return subgroupBroadcast(v, 7u);
+    }
+}
+
 #define MAC8(bj) MAC(0, bj) MAC(1, bj) MAC(2, bj) MAC(3, bj) MAC(4, bj) MAC(5, bj) MAC(6, bj) MAC(7, bj)
 
 void main() {
@@ -76,22 +91,30 @@ void main() {
         const uint wk = tap * seg;
         const bool vec_w = w_vec_ok(pc.w_base + wk);
         for (uint k0 = 0u; k0 < seg; k0 += KC) {
-            const bool full = k0 + KC <= seg;
             [[unroll]] for (uint i = 0; i < TM; i++)
                 av[i] = valid[i] && k0 + lk < seg ? X[xr[i] + k0 + lk] : 0.0;
-            float b[TN][KC];
-            if (full && vec_w) {
+            if (vec_w) {
+                // A last partial chunk reads weights past seg (the row's zero
+                // padding, or the next tap's weights) against A = 0.
+                float b[TN][KC];
                 [[unroll]] for (uint j = 0; j < TN; j++) {
                     vec4 lo, hi;
                     w_vec8(wr[j] + wk + k0, lo, hi);
                     b[j] = float[KC](lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w);
                 }
+                MAC8(b)
             } else {
-                [[unroll]] for (uint j = 0; j < TN; j++)
-                    [[unroll]] for (uint c = 0; c < KC; c++)
-                        b[j][c] = k0 + c < seg ? w_el(wr[j], wk + k0 + c) : 0.0;
+                // Unaligned rows and block types: element by element, the
+                // chunk loop rolled to keep the shader small.
+                for (uint c = 0u; c < KC && k0 + c < seg; c++) {
+                    float bw[TN];
+                    [[unroll]] for (uint j = 0; j < TN; j++) bw[j] = w_el(wr[j], wk + k0 + c);
+                    [[unroll]] for (uint i = 0; i < TM; i++) {
+                        const float a = bcast8(av[i], c);
+                        [[unroll]] for (uint j = 0; j < TN; j++) acc[i][j] += a * bw[j];
+                    }
+                }
             }
-            MAC8(b)
         }
     }
     [[unroll]] for (uint i = 0; i < TM; i++)
