@@ -14,7 +14,7 @@ static fx_vk_mat mat(fx_view t) { return (fx_vk_mat){t.b ? t.b->dev : NULL, t.of
 static fx_vk_vec vec(fx_view t) { return (fx_vk_vec){t.b ? t.b->dev : NULL, t.off}; }
 
 static flux_status buf_alloc(fx_ops *ops, fx_buf *b, fx_err *err) {
-    return fx_vk_buf_new(ops->vk, (uint64_t)b->n * 4, b->what, &b->dev, err);
+    return fx_vk_buf_new_evicting(ops->vk, (uint64_t)b->n * 4, b->what, &b->dev, err);
 }
 
 static void buf_release(fx_ops *ops, fx_buf *b) { fx_vk_buf_free(ops->vk, b->dev); }
@@ -36,8 +36,7 @@ static flux_status sync(fx_ops *ops, fx_err *err) { return fx_vk_sync(ops->vk, e
 static flux_status weight(fx_ops *ops, const fx_conv2d_geom *g, fx_opw *w, const char *name, fx_err *err) {
     fx_vk_weight *dw = calloc(1, sizeof *dw);
     if (!dw) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (weight %s)", name);
-    flux_status st = g ? fx_vk_conv_weight_upload(ops->vk, g, &w->w, name, dw, err)
-                       : fx_vk_weight_upload(ops->vk, &w->w, name, dw, err);
+    flux_status st = fx_vk_weight_register(ops->vk, g, &w->w, name, dw, err);
     if (st) {
         free(dw);
         return st;
@@ -230,6 +229,7 @@ flux_status fx_ops_vulkan_open(const fx_ops_opts *o, int any_type, fx_ops *ops, 
     vo.device = o->device >= 0 ? o->device : any_type ? FX_VK_DEVICE_ANY : FX_VK_DEVICE_AUTO;
     vo.validation = o->validation;
     vo.max_binding_bytes = o->max_binding_bytes;
+    vo.weight_budget = o->weight_budget;
     vo.log = o->log;
     TRY(fx_vk_open(&vo, &ops->vk, err));
     const fx_vk_device_info *d = fx_vk_device(ops->vk);
