@@ -71,9 +71,10 @@ flux_status fx_vk_attention(fx_vk *vk, const fx_vk_attn_args *a, fx_err *err) {
     const vk_pipeline *p;
     uint32_t br;
     if (cpu) {
-        /* One query row per invocation (attention_rows.comp), q and o of
-         * DMAX floats in registers: no shared memory. */
-        br = ROWS_WG;
+        /* RQ query rows per invocation (attention_rows.comp: 2 for head
+         * dims up to 64, 1 above, as shaders.mk builds them), q and o of
+         * DMAX floats each in registers: no shared memory. */
+        br = ROWS_WG * (a->d <= 64 ? 2 : 1);
         const uint32_t spec[1] = {ROWS_WG};
         const vk_shader_id sh = a->d <= 32 ? VK_SH_attention_rows_d32
                                 : a->d <= 64 ? VK_SH_attention_rows_d64 : VK_SH_attention_rows_d128;

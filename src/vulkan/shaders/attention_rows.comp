@@ -2,8 +2,8 @@
 // attention_rows.comp — fused multi-head attention with an online softmax
 // for CPU drivers (the math of attention.comp, a different data flow):
 //   O[i, h] = Σ_j softmax_j(scale · Q[i, h]·K[j, g]) V[j, g],  g = h / (hq/hkv)
-// Each invocation owns one query row of one head (grid: x = blocks of WG
-// rows, y = hq) with its scaled q and its output in registers; no shared
+// Each invocation owns RQ query rows of one head (grid: x = blocks of WG·RQ
+// rows, y = hq) with their scaled q and outputs in registers; no shared
 // memory, no barriers. lavapipe (Mesa 22.3) loads each storage-buffer
 // component with a loop over the lanes (~100 cycles), so the key and value
 // rows, the same for every lane, are loaded once per subgroup: lane l loads
@@ -45,12 +45,26 @@ layout(push_constant) uniform Push {
     uint row0;
 } pc;
 
-float q[DMAX], o[DMAX];
+// RQ: query rows per invocation (each K/V value loaded serves RQ rows).
+#ifndef RQ
+#define RQ 1
+#endif
 
-// Eight broadcasts of x (lane u's value, u a literal: a register extract).
+float q[RQ][DMAX], o[RQ][DMAX];
+
+// Eight broadcasts of x (lane u's value, u a literal: a register extract),
+// each used for the RQ rows.
 #define BCAST8(x, body) body(0, x) body(1, x) body(2, x) body(3, x) body(4, x) body(5, x) body(6, x) body(7, x)
-#define QK(u, x) t += q[dc * 8u + u] * subgroupBroadcast(x, u);
-#define PV(u, x) o[dc * 8u + u] = o[dc * 8u + u] * alpha + p * subgroupBroadcast(x, u);
+#define QK(u, x)                                                                 \
+    {                                                                            \
+        const float b = subgroupBroadcast(x, u);                                 \
+        [[unroll]] for (uint r = 0; r < RQ; r++) t[r] += q[r][dc * 8u + u] * b; \
+    }
+#define PV(u, x)                                                                                      \
+    {                                                                                                 \
+        const float b = subgroupBroadcast(x, u);                                                      \
+        [[unroll]] for (uint r = 0; r < RQ; r++) o[r][dc * 8u + u] = o[r][dc * 8u + u] * alpha[r] + p[r] * b; \
+    }
 
 bool key_on(uint j) {
     if (pc.has_mask == 0u) return true;
@@ -61,40 +75,49 @@ bool key_on(uint j) {
 void main() {
     const uint lk = gl_SubgroupInvocationID % 8u;
     const uint h = gl_WorkGroupID.y, g = h / (pc.hq / pc.hkv), d = pc.d;
-    const uint i0 = gl_WorkGroupID.x * gl_WorkGroupSize.x;
-    const uint i = i0 + gl_LocalInvocationID.x, ic = min(i, pc.sq - 1u);
     const uint qcol = h * d, kcol = g * d;
-    [[unroll]] for (uint dc = 0; dc < DC; dc++)
-        [[unroll]] for (uint u = 0; u < 8u; u++) {
-            const uint e = dc * 8u + u;
-            q[e] = e < d ? Q[pc.q_base + ic * pc.ldq + qcol + e] * pc.qscale : 0.0;
-            o[e] = 0.0;
-        }
-    float m = NEG_INF, l = 0.0;
-    const int last_row = int(min(i0 + gl_WorkGroupSize.x, pc.sq)) - 1;
+    // Rows i0 + RQ·lid + r of this workgroup's RQ·WG.
+    const uint i0 = gl_WorkGroupID.x * gl_WorkGroupSize.x * RQ;
+    const uint ib = i0 + gl_LocalInvocationID.x * RQ;
+    [[unroll]] for (uint r = 0; r < RQ; r++) {
+        const uint ic = min(ib + r, pc.sq - 1u);
+        [[unroll]] for (uint dc = 0; dc < DC; dc++)
+            [[unroll]] for (uint u = 0; u < 8u; u++) {
+                const uint e = dc * 8u + u;
+                q[r][e] = e < d ? Q[pc.q_base + ic * pc.ldq + qcol + e] * pc.qscale : 0.0;
+                o[r][e] = 0.0;
+            }
+    }
+    float m[RQ], l[RQ];
+    [[unroll]] for (uint r = 0; r < RQ; r++) m[r] = NEG_INF, l[r] = 0.0;
+    const int last_row = int(min(i0 + gl_WorkGroupSize.x * RQ, pc.sq)) - 1;
     int kend = int(pc.sk);
     if (pc.causal != 0u) kend = min(kend, int(pc.row0) + last_row + pc.causal_offset + 1);
-    const int iabs = int(pc.row0 + i);
+    const int iabs = int(pc.row0 + ib);
 
     for (uint j = 0u; j < uint(kend); j++) {
         const uint kr = pc.k_base + j * pc.ldk + kcol, vr = pc.v_base + j * pc.ldv + kcol;
-        float t = 0.0;
+        float t[RQ];
+        [[unroll]] for (uint r = 0; r < RQ; r++) t[r] = 0.0;
         [[unroll]] for (uint dc = 0; dc < DC; dc++) {
             const uint e = dc * 8u + lk;
             const float kv = e < d ? K[kr + e] : 0.0;
             BCAST8(kv, QK)
         }
-        const bool vis = (pc.causal == 0u || int(j) <= iabs + pc.causal_offset) && key_on(j);
-        if (!vis) t = NEG_INF;
+        const bool on = key_on(j);
         // One key at a time: the rescale is d multiplies, cheap beside the
         // loads on the devices this shader is for.
-        const float mx = max(m, t);
-        float alpha = 1.0, p = 0.0;
-        if (mx != NEG_INF) {
-            alpha = m == NEG_INF ? 0.0 : exp2(m - mx);
-            p = t == NEG_INF ? 0.0 : exp2(t - mx);
-            l = l * alpha + p;
-            m = mx;
+        float alpha[RQ], p[RQ];
+        [[unroll]] for (uint r = 0; r < RQ; r++) {
+            const bool vis = on && (pc.causal == 0u || int(j) <= iabs + int(r) + pc.causal_offset);
+            const float s = vis ? t[r] : NEG_INF, mx = max(m[r], s);
+            alpha[r] = 1.0, p[r] = 0.0;
+            if (mx != NEG_INF) {
+                alpha[r] = m[r] == NEG_INF ? 0.0 : exp2(m[r] - mx);
+                p[r] = s == NEG_INF ? 0.0 : exp2(s - mx);
+                l[r] = l[r] * alpha[r] + p[r];
+                m[r] = mx;
+            }
         }
         [[unroll]] for (uint dc = 0; dc < DC; dc++) {
             const uint e = dc * 8u + lk;
@@ -102,8 +125,11 @@ void main() {
             BCAST8(vv, PV)
         }
     }
-    if (i < pc.sq) {
-        const float inv = l > 0.0 ? 1.0 / l : 0.0;
-        for (uint e = 0; e < d; e++) O[pc.o_base + i * pc.ldo + qcol + e] = o[e] * inv;
+    [[unroll]] for (uint r = 0; r < RQ; r++) {
+        const uint i = ib + r;
+        if (i < pc.sq) {
+            const float inv = l[r] > 0.0 ? 1.0 / l[r] : 0.0;
+            for (uint e = 0; e < d; e++) O[pc.o_base + i * pc.ldo + qcol + e] = o[r][e] * inv;
+        }
     }
 }
