@@ -3,11 +3,13 @@
 // computes a BM×BN tile of Y; per K-slab of BK it loads the A and W tiles
 // into shared memory (k-major, rows padded by one float so the stores of
 // consecutive k do not hit one bank), then each invocation accumulates a
-// TM×TN register block in f32. Dense weights enter the tile eight k at a
-// time as one 16-byte load (gemm_vec.glsl) while the row starts are
-// aligned; the last partial slab, unaligned views and block types load
-// element by element. WG = (BM/TM)·(BN/TN) invocations. Grid: x over BN
-// column tiles, y over BM row tiles.
+// TM×TN register block in f32: rows tr + i·BM/TM and columns tc + j·BN/TN
+// of the tile, so neighbouring invocations read neighbouring shared words
+// (no bank conflicts) and store neighbouring columns of Y. Dense weights
+// enter the tile eight k at a time as one 16-byte load (gemm_vec.glsl)
+// while the row starts are aligned; the last partial slab, unaligned views
+// and block types load element by element. WG = (BM/TM)·(BN/TN)
+// invocations. Grid: x over BN column tiles, y over BM row tiles.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
@@ -62,8 +64,8 @@ void main() {
         barrier();
         for (uint kk = 0; kk < BK; kk++) {
             float a[TM], b[TN];
-            [[unroll]] for (uint i = 0; i < TM; i++) a[i] = As[kk * am + tr * TM + i];
-            [[unroll]] for (uint j = 0; j < TN; j++) b[j] = Bs[kk * bn + tc * TN + j];
+            [[unroll]] for (uint i = 0; i < TM; i++) a[i] = As[kk * am + tr + i * (BM / TM)];
+            [[unroll]] for (uint j = 0; j < TN; j++) b[j] = Bs[kk * bn + tc + j * (BN / TN)];
             [[unroll]] for (uint i = 0; i < TM; i++)
                 [[unroll]] for (uint j = 0; j < TN; j++) acc[i][j] += a[i] * b[j];
         }
@@ -71,7 +73,7 @@ void main() {
     }
     [[unroll]] for (uint i = 0; i < TM; i++)
         [[unroll]] for (uint j = 0; j < TN; j++) {
-            uint row = tile_m + tr * TM + i, col = tile_n + tc * TN + j;
+            uint row = tile_m + tr + i * (BM / TM), col = tile_n + tc + j * (BN / TN);
             if (row < pc.m && col < pc.n) store_out(row, col, acc[i][j]);
         }
 }
