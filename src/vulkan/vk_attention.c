@@ -1,8 +1,10 @@
 /*
  * vk_attention.c — fx_vk_attention: argument checks (as fx_attention),
- * the tile sizes for the device (shared memory must hold the Q block and a
- * K and a V tile of DMAX floats per row), and passes over query rows when
- * Q/O exceed one binding or the grid limit. K and V are bound whole.
+ * the shader for the device (CPU devices: attention_rows, one query row per
+ * invocation, for d <= 128; otherwise the shared-memory tiles, which must
+ * hold the Q block and a K and a V tile of DMAX floats per row), and passes
+ * over query rows when Q/O exceed one binding or the grid limit. K and V
+ * are bound whole.
  */
 #include "vk_internal.h"
 
@@ -18,7 +20,10 @@ typedef struct attn_push {
     uint32_t has_mask, mask_base, row0;
 } attn_push;
 
-enum { ATTN_T = 8 }; /* invocations per query row */
+enum {
+    ATTN_T = 8,   /* attention.comp: invocations per query row */
+    ROWS_WG = 32  /* attention_rows.comp: query rows (invocations) per workgroup */
+};
 
 static uint64_t shared_bytes(uint32_t br, uint32_t bc, uint32_t dmax) {
     return 4ull * ((uint64_t)br * dmax + 2ull * bc * dmax + (uint64_t)br * bc) + 256;
@@ -62,18 +67,31 @@ flux_status fx_vk_attention(fx_vk *vk, const fx_vk_attn_args *a, fx_err *err) {
     TRY(check_args(a, err));
     if (a->sq == 0) return FLUX_OK;
     const int64_t qw = (int64_t)a->hq * a->d, kw = (int64_t)a->hkv * a->d;
-    const uint32_t dmax = (uint32_t)((a->d + ATTN_T - 1) / ATTN_T * ATTN_T);
-    const int cpu = vk_cpu_tuned(vk);
-    uint32_t br = cpu ? 8 : 16, bc = cpu ? 16 : 32;
-    while (shared_bytes(br, bc, dmax) > vk->info.shared_memory && bc > 4) bc /= 2;
-    while (shared_bytes(br, bc, dmax) > vk->info.shared_memory && br > 1) br /= 2;
-    if (shared_bytes(br, bc, dmax) > vk->info.shared_memory)
-        return fx_fail(err, FLUX_ERR_UNSUPPORTED,
-                       "Vulkan attention: head dim %d needs more shared memory than the device's %u bytes", a->d,
-                       vk->info.shared_memory);
-    const uint32_t spec[5] = {br * ATTN_T, br, bc, ATTN_T, dmax};
+    const int cpu = vk_cpu_tuned(vk) && vk->info.subgroup_size >= 8 && a->d <= 128;
     const vk_pipeline *p;
-    TRY(vk_pipeline_get(vk, VK_SH_attention, 5, sizeof(attn_push), spec, 5, &p, err));
+    uint32_t br;
+    if (cpu) {
+        /* RQ query rows per invocation (attention_rows.comp: 2 for head
+         * dims up to 64, 1 above, as shaders.mk builds them), q and o of
+         * DMAX floats each in registers: no shared memory. */
+        br = ROWS_WG * (a->d <= 64 ? 2 : 1);
+        const uint32_t spec[1] = {ROWS_WG};
+        const vk_shader_id sh = a->d <= 32 ? VK_SH_attention_rows_d32
+                                : a->d <= 64 ? VK_SH_attention_rows_d64 : VK_SH_attention_rows_d128;
+        TRY(vk_pipeline_get(vk, sh, 5, sizeof(attn_push), spec, 1, &p, err));
+    } else {
+        const uint32_t dmax = (uint32_t)((a->d + ATTN_T - 1) / ATTN_T * ATTN_T);
+        br = 16;
+        uint32_t bc = 32;
+        while (shared_bytes(br, bc, dmax) > vk->info.shared_memory && bc > 4) bc /= 2;
+        while (shared_bytes(br, bc, dmax) > vk->info.shared_memory && br > 1) br /= 2;
+        if (shared_bytes(br, bc, dmax) > vk->info.shared_memory)
+            return fx_fail(err, FLUX_ERR_UNSUPPORTED,
+                           "Vulkan attention: head dim %d needs more shared memory than the device's %u bytes", a->d,
+                           vk->info.shared_memory);
+        const uint32_t spec[5] = {br * ATTN_T, br, bc, ATTN_T, dmax};
+        TRY(vk_pipeline_get(vk, VK_SH_attention, 5, sizeof(attn_push), spec, 5, &p, err));
+    }
 
     attn_push pc = {
         .sk = (uint32_t)a->sk, .hq = (uint32_t)a->hq, .hkv = (uint32_t)a->hkv, .d = (uint32_t)a->d,

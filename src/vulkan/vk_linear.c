@@ -31,28 +31,42 @@ typedef struct gemm_cfg {
     uint32_t spec[6];
     int nspec;
     uint32_t rows_per_group, cols_per_group; /* output block of one workgroup */
-    int grid_stride;                         /* 1-D grid of blocks, walked grid-stride */
 } gemm_cfg;
 
-static gemm_cfg choose_cfg(const fx_vk *vk) {
+/* The variant and its tiles for an m×n output. */
+static gemm_cfg choose_cfg(const fx_vk *vk, int64_t m, int64_t n) {
     gemm_cfg c = {0};
     fx_vk_gemm_variant v = vk->opts.gemm;
     if (v == FX_VK_GEMM_AUTO) v = vk_cpu_tuned(vk) ? FX_VK_GEMM_REG : FX_VK_GEMM_TILED;
+    /* gemm_reg broadcasts eight A values across a subgroup. */
+    if (vk->info.subgroup_size < 8) v = FX_VK_GEMM_TILED;
     if (v == FX_VK_GEMM_TILED) {
-        /* 64×64 tiles, BK 16 (8 KiB of shared memory), 4×4 per invocation. */
         c.tiled = 1;
-        uint32_t spec[6] = {256, 64, 64, 16, 4, 4};
-        memcpy(c.spec, spec, sizeof spec);
         c.nspec = 6;
-        c.rows_per_group = c.cols_per_group = 64;
+        if (m >= 128 && n >= 128) {
+            /* 128×128 tiles, 8×8 per invocation (256): 64 FMAs per 16 shared
+             * loads. BK 16 needs 16.5 KiB of shared memory, BK 8 half. */
+            const uint32_t bk = vk->info.shared_memory >= 2 * 16 * 129 * 4 + 1024 ? 16 : 8;
+            const uint32_t spec[6] = {256, 128, 128, bk, 8, 8};
+            memcpy(c.spec, spec, sizeof spec);
+            c.rows_per_group = c.cols_per_group = 128;
+        } else {
+            /* Small outputs: 64×64 tiles, BK 16, 4×4 per invocation (256). */
+            const uint32_t spec[6] = {256, 64, 64, 16, 4, 4};
+            memcpy(c.spec, spec, sizeof spec);
+            c.rows_per_group = c.cols_per_group = 64;
+        }
     } else {
-        /* 64 invocations = 64/S subgroups, one 4×4 block each (grid-stride). */
-        uint32_t spec[3] = {64, 4, 4};
+        /* 32 invocations, 8×4 outputs each: 8 rows × 128 columns per
+         * group. lavapipe's loads cost ~100 cycles per component and lane,
+         * its FMAs almost nothing, so larger blocks run faster (16×8: ~1.5×
+         * at 768×512×512), but their first-dispatch JIT took over the 60 s
+         * fence limit under the validation layer on a loaded host. */
+        uint32_t spec[3] = {32, 8, 4};
         memcpy(c.spec, spec, sizeof spec);
         c.nspec = 3;
-        c.rows_per_group = 4;
-        c.cols_per_group = 4 * (64 / vk->info.subgroup_size);
-        c.grid_stride = 1;
+        c.rows_per_group = 8;
+        c.cols_per_group = 32 * 4;
     }
     return c;
 }
@@ -77,17 +91,9 @@ static vk_shader_id gemm_shader(int tiled, int conv, fx_dtype t) {
 
 static uint32_t div_up(int64_t a, int64_t b) { return (uint32_t)((a + b - 1) / b); }
 
-/* Workgroups for an mr×nc output: a 2-D grid of tiles, or for grid-stride
- * shaders enough 1-D groups to give every subgroup a block (capped). */
-static void grid_for(const fx_vk *vk, const gemm_cfg *c, int64_t mr, int64_t nc, uint32_t *gx, uint32_t *gy) {
-    if (!c->grid_stride) {
-        *gx = div_up(nc, c->cols_per_group), *gy = div_up(mr, c->rows_per_group);
-        return;
-    }
-    const int64_t blocks = (int64_t)div_up(mr, 4) * div_up(nc, 4);
-    const int64_t per_group = 64 / vk->info.subgroup_size > 0 ? 64 / vk->info.subgroup_size : 1;
-    const int64_t groups = (blocks + per_group - 1) / per_group;
-    *gx = (uint32_t)(groups < 65535 ? groups : 65535), *gy = 1;
+/* Workgroups for an mr×nc output: a 2-D grid of output tiles. */
+static void grid_for(const gemm_cfg *c, int64_t mr, int64_t nc, uint32_t *gx, uint32_t *gy) {
+    *gx = div_up(nc, c->cols_per_group), *gy = div_up(mr, c->rows_per_group);
 }
 
 /* Window of W rows [n0, n0 + nc); *base in elements (block types: bytes). */
@@ -175,7 +181,7 @@ flux_status fx_vk_linear(fx_vk *vk, int64_t m, fx_vk_mat x, const fx_vk_weight *
     TRY(check_epi(op, epi, n, err));
     if (x.buf && x.buf == y.buf && k > 0 && views_share(x, k, y, n, m))
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan linear: x and y overlap");
-    const gemm_cfg c = choose_cfg(vk);
+    const gemm_cfg c = choose_cfg(vk, m, n);
     const vk_pipeline *p;
     TRY(vk_pipeline_get(vk, gemm_shader(c.tiled, 0, w->dtype), 5, sizeof(gemm_push), c.spec, c.nspec, &p, err));
 
@@ -199,7 +205,7 @@ flux_status fx_vk_linear(fx_vk *vk, int64_t m, fx_vk_mat x, const fx_vk_weight *
             TRY(vk_window_rows(vk, ycols, r0, mr, nc, 1, &b[2], &pc.y_base, err));
             TRY(epi_windows(vk, epi, n0, nc, b, &pc, err));
             uint32_t gx, gy;
-            grid_for(vk, &c, mr, nc, &gx, &gy);
+            grid_for(&c, mr, nc, &gx, &gy);
             TRY(vk_dispatch(vk, p, b, &pc, gx, gy, 1, err));
         }
     }
@@ -259,7 +265,7 @@ flux_status fx_vk_conv2d(fx_vk *vk, const fx_conv2d_geom *g, fx_vk_vec x, const 
     TRY(vk_check_vec(op, "x", x, (int64_t)g->h * g->w * g->cin, 0, err));
     TRY(vk_check_vec(op, "y", y, (int64_t)ho * wo * g->cout, 0, err));
     TRY(check_epi(op, epi, g->cout, err));
-    const gemm_cfg c = choose_cfg(vk);
+    const gemm_cfg c = choose_cfg(vk, (int64_t)ho * wo, g->cout);
     const vk_pipeline *p;
     TRY(vk_pipeline_get(vk, gemm_shader(c.tiled, 1, w->dtype), 5, sizeof(gemm_push), c.spec, c.nspec, &p, err));
 
@@ -291,7 +297,7 @@ flux_status fx_vk_conv2d(fx_vk *vk, const fx_conv2d_geom *g, fx_vk_vec x, const 
             TRY(vk_window_rows(vk, ym, 0, pc.m, nc, 1, &b[2], &pc.y_base, err));
             TRY(epi_windows(vk, epi, n0, nc, b, &pc, err));
             uint32_t gx, gy;
-            grid_for(vk, &c, pc.m, nc, &gx, &gy);
+            grid_for(&c, pc.m, nc, &gx, &gy);
             TRY(vk_dispatch(vk, p, b, &pc, gx, gy, 1, err));
         }
     }

@@ -44,6 +44,9 @@ static const lin_case lin_cases[] = {
     {17, 33, 64, FX_DTYPE_F16, FX_EPI_STORE, 1},
     {64, 64, 96, FX_DTYPE_BF16, FX_EPI_ACCUMULATE, 0},
     {3, 129, 257, FX_DTYPE_F32, FX_EPI_GATED_ACCUMULATE, 0},
+    /* 128×128 tiles of the tiled variant; k not a multiple of the slab */
+    {131, 133, 72, FX_DTYPE_BF16, FX_EPI_STORE, 1},
+    {129, 130, 44, FX_DTYPE_F32, FX_EPI_ACCUMULATE, 0},
 };
 
 static void run_linear(fx_vk *vk, const lin_case *c, const char *label) {

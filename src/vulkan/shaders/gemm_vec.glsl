@@ -1,0 +1,34 @@
+// gemm_vec.glsl — eight consecutive dense weights as one 16-byte load
+// (after gemm_common.glsl): the weight binding seen as vec4 (f32) or
+// uvec4 (four bf16/f16 pairs). Valid when the element index is a multiple
+// of 8 and the row starts are too (the device layout pads rows to 8
+// elements; w_vec_ok checks the window's base and stride).
+#if WTYPE <= 2
+#if WTYPE == 0
+layout(std430, binding = 1) readonly buffer BufW4 { vec4 W4[]; };
+#else
+layout(std430, binding = 1) readonly buffer BufW4 { uvec4 W4[]; };
+#endif
+
+bool w_vec_ok(uint first) { return first % 8u == 0u && pc.ldw % 8u == 0u; }
+
+// Weights idx .. idx + 7 (idx a multiple of 8) as two vec4.
+void w_vec8(uint idx, out vec4 lo, out vec4 hi) {
+#if WTYPE == 0
+    lo = W4[idx / 4u];
+    hi = W4[idx / 4u + 1u];
+#else
+    uvec4 q = W4[idx / 8u];
+#if WTYPE == 1
+    lo = vec4(bf16_lo(q.x), bf16_hi(q.x), bf16_lo(q.y), bf16_hi(q.y));
+    hi = vec4(bf16_lo(q.z), bf16_hi(q.z), bf16_lo(q.w), bf16_hi(q.w));
+#else
+    lo = vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y));
+    hi = vec4(unpackHalf2x16(q.z), unpackHalf2x16(q.w));
+#endif
+#endif
+}
+#else
+bool w_vec_ok(uint first) { return false; } // block rows: element by element
+void w_vec8(uint idx, out vec4 lo, out vec4 hi) { lo = hi = vec4(0.0); }
+#endif
