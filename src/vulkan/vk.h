@@ -166,7 +166,7 @@ typedef struct fx_vk_vec {
 
 /* A weight on the device: [n, k] as stored (dtype kept), rows ld elements
  * apart (k rounded up to 16 bytes, zero-filled), starting at element off.
- * GGUF block types (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K; linear weights only) keep
+ * GGUF block types (all twelve the CPU reads; linear weights only) keep
  * their blocks as stored, dequantized inside the GEMM: rows are then ld
  * BYTES apart (back to back, fx_dtype_row_bytes(dtype, k)), off in bytes. */
 typedef struct fx_vk_weight {

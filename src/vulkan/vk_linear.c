@@ -22,10 +22,30 @@
 
 static size_t dtype_bytes(fx_dtype t) { return t == FX_DTYPE_F32 ? 4 : 2; }
 
-/* ggml block types the GEMM shaders dequantize as they load (WTYPE 3..7). */
+/* The GEMM shaders of each ggml block type, which dequantize as they load
+ * (gemm_common.glsl WTYPE 3..14): every block type the CPU reads. */
+typedef struct block_shaders {
+    int on;
+    vk_shader_id reg, tiled;
+} block_shaders;
+
+static const block_shaders block_gemm[FX_DTYPE_COUNT] = {
+    [FX_DTYPE_Q8_0] = {1, VK_SH_gemm_reg_q8_0, VK_SH_gemm_tiled_q8_0},
+    [FX_DTYPE_Q4_0] = {1, VK_SH_gemm_reg_q4_0, VK_SH_gemm_tiled_q4_0},
+    [FX_DTYPE_Q4_1] = {1, VK_SH_gemm_reg_q4_1, VK_SH_gemm_tiled_q4_1},
+    [FX_DTYPE_Q5_0] = {1, VK_SH_gemm_reg_q5_0, VK_SH_gemm_tiled_q5_0},
+    [FX_DTYPE_Q5_1] = {1, VK_SH_gemm_reg_q5_1, VK_SH_gemm_tiled_q5_1},
+    [FX_DTYPE_Q2_K] = {1, VK_SH_gemm_reg_q2_k, VK_SH_gemm_tiled_q2_k},
+    [FX_DTYPE_Q3_K] = {1, VK_SH_gemm_reg_q3_k, VK_SH_gemm_tiled_q3_k},
+    [FX_DTYPE_Q4_K] = {1, VK_SH_gemm_reg_q4_k, VK_SH_gemm_tiled_q4_k},
+    [FX_DTYPE_Q5_K] = {1, VK_SH_gemm_reg_q5_k, VK_SH_gemm_tiled_q5_k},
+    [FX_DTYPE_Q6_K] = {1, VK_SH_gemm_reg_q6_k, VK_SH_gemm_tiled_q6_k},
+    [FX_DTYPE_IQ4_NL] = {1, VK_SH_gemm_reg_iq4_nl, VK_SH_gemm_tiled_iq4_nl},
+    [FX_DTYPE_IQ4_XS] = {1, VK_SH_gemm_reg_iq4_xs, VK_SH_gemm_tiled_iq4_xs},
+};
+
 static int block_type(fx_dtype t) {
-    return t == FX_DTYPE_Q8_0 || t == FX_DTYPE_Q4_0 || t == FX_DTYPE_Q4_K || t == FX_DTYPE_Q5_K ||
-           t == FX_DTYPE_Q6_K;
+    return (unsigned)t < FX_DTYPE_COUNT && block_gemm[t].on;
 }
 
 /* Bytes from one weight row to the next: block rows are ld bytes apart,
@@ -81,8 +101,8 @@ static flux_status upload_rows(fx_vk *vk, fx_dtype dt, int64_t n, int64_t k, row
     memset(out, 0, sizeof *out);
     if (dt != FX_DTYPE_F32 && dt != FX_DTYPE_BF16 && dt != FX_DTYPE_F16 && !block_type(dt))
         return fx_fail(err, FLUX_ERR_UNSUPPORTED,
-                       "Vulkan: weight %s is stored as %s; the device path reads F32, F16, BF16, Q8_0, Q4_0, Q4_K, "
-                       "Q5_K and Q6_K weights only (run with --backend cpu)", name, fx_dtype_name(dt));
+                       "Vulkan: weight %s is stored as %s (dtype %d); the device path reads F32, F16, BF16 and the "
+                       "GGUF block types only (run with --backend cpu)", name, fx_dtype_name(dt), (int)dt);
     if (n < 1 || k < 0 || (block_type(dt) && (k < 1 || k % fx_dtype_block(dt))))
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan: weight %s has shape [%lld, %lld]%s", name, (long long)n,
                        (long long)k, block_type(dt) ? " (not whole blocks)" : "");
@@ -187,14 +207,7 @@ static gemm_cfg choose_cfg(const fx_vk *vk) {
 }
 
 static vk_shader_id gemm_shader(int tiled, int conv, fx_dtype t) {
-    switch (block_type(t) ? t : FX_DTYPE_F32) { /* linear only: conv weights are never blocks */
-    case FX_DTYPE_Q8_0: return tiled ? VK_SH_gemm_tiled_q8_0 : VK_SH_gemm_reg_q8_0;
-    case FX_DTYPE_Q4_0: return tiled ? VK_SH_gemm_tiled_q4_0 : VK_SH_gemm_reg_q4_0;
-    case FX_DTYPE_Q4_K: return tiled ? VK_SH_gemm_tiled_q4_k : VK_SH_gemm_reg_q4_k;
-    case FX_DTYPE_Q5_K: return tiled ? VK_SH_gemm_tiled_q5_k : VK_SH_gemm_reg_q5_k;
-    case FX_DTYPE_Q6_K: return tiled ? VK_SH_gemm_tiled_q6_k : VK_SH_gemm_reg_q6_k;
-    default: break;
-    }
+    if (block_type(t)) return tiled ? block_gemm[t].tiled : block_gemm[t].reg; /* linear only */
     static const vk_shader_id ids[2][2][3] = {
         {{VK_SH_gemm_reg_f32, VK_SH_gemm_reg_f16, VK_SH_gemm_reg_bf16},
          {VK_SH_conv_reg_f32, VK_SH_conv_reg_f16, VK_SH_conv_reg_bf16}},

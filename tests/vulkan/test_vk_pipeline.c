@@ -200,37 +200,3 @@ TEST(vk_lora_kron_is_refused_on_the_device) {
     fx_npy_free(&emb), fx_npy_free(&noise);
     flux_free(ctx);
 }
-
-/* Q8_0, Q4_0, Q4_K, Q5_K and Q6_K run on the device (test_vk_quant.c, test_vk_models.c);
- * another block type is refused: a transformer quantized to Q5_0 on the
- * Vulkan backend fails naming the type and --backend cpu, no image. */
-TEST(vk_unsupported_block_type_is_refused_on_the_device) {
-    if (!vkt_device_ready()) return;
-    char model[1024];
-    snprintf(model, sizeof model, "%s", fx_test_path("golden/model"));
-    flux_options o;
-    flux_options_init(&o);
-    o.backend = FLUX_BACKEND_VULKAN;
-    o.threads = 2;
-    flux_ctx *ctx = flux_new(&o);
-    unsetenv("FLUX_VK_VALIDATION");
-    REQUIRE(ctx);
-    flux_load_options lo;
-    flux_load_options_init(&lo);
-    lo.quant = "q5_0";
-    CHECK_MSG(flux_load(ctx, model, &lo) == FLUX_OK, "flux_load: %s", flux_error(ctx));
-    float *emb = calloc((size_t)FLUX_TEXT_TOKENS * 48, sizeof(float));
-    flux_params p;
-    flux_params_init(&p);
-    p.embeddings = emb;
-    p.width = p.height = 64;
-    p.steps = 1, p.seed = 1;
-    flux_image *img = NULL;
-    CHECK_EQ_INT(flux_generate(ctx, &p, &img), FLUX_ERR_UNSUPPORTED);
-    CHECK(img == NULL);
-    CHECK_MSG(strstr(flux_error(ctx), "Q5_0") && strstr(flux_error(ctx), "--backend cpu"), "error: %s",
-              flux_error(ctx));
-    flux_image_free(img);
-    free(emb);
-    flux_free(ctx);
-}
