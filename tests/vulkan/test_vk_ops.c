@@ -139,25 +139,65 @@ static void linear_cases(uint64_t max_binding) {
         twin_check(&p, u, mode == FX_EPI_ACCUMULATE ? "linear accumulate + bias" : "linear gated accumulate + bias",
                    TOL);
     }
-    /* adapter terms (LoRA): a low-rank term on output columns [3, 23) and a
-     * dense one on [10, 41), chained, through every epilogue */
+    /* adapter terms (LoRA / LyCORIS), chained, through every epilogue: a
+     * low-rank term on output columns [3, 23), a dense one on [10, 41), a
+     * LoKr with a whole W2 on [30, 47) (its rows 5.. of W1 ⊗ W2: W1 [4, 3],
+     * W2 [6, 24] bf16) and one with W2 = c·a on [0, 20) (rows 2.., W1 [5, 3],
+     * c [5, 3], a [3, 24]); x rows are ld apart, not k (the LoKr copy) */
     float *fa = vkt_random(&r, (size_t)5 * k, 0.5f), *fb = vkt_random(&r, (size_t)20 * 5, 0.5f);
     float *fd = vkt_random(&r, (size_t)31 * k, 0.2f);
+    float *k1 = vkt_random(&r, 4 * 3, 0.5f), *k1f = vkt_random(&r, 5 * 3, 0.5f), *kc = vkt_random(&r, 5 * 3, 0.5f);
+    float *ka = vkt_random(&r, 3 * 24, 0.5f);
+    uint16_t *k2 = bf16_weight(&r, 6, 24);
+    fx_delta kron_f = {.kind = FX_DELTA_KRON, .scale = 0.8f, .row0 = 0, .rows = 20, .kron_skip = 2,
+                       .a = {.data = ka, .dtype = FX_DTYPE_F32, .n = 3, .k = 24, .ld = 24},
+                       .b = {.data = k1f, .dtype = FX_DTYPE_F32, .n = 5, .k = 3, .ld = 3},
+                       .c = {.data = kc, .dtype = FX_DTYPE_F32, .n = 5, .k = 3, .ld = 3}};
+    fx_delta kron = {.kind = FX_DELTA_KRON, .scale = 1.3f, .row0 = 30, .rows = 17, .kron_skip = 5,
+                     .a = {.data = k2, .dtype = FX_DTYPE_BF16, .n = 6, .k = 24, .ld = 24},
+                     .b = {.data = k1, .dtype = FX_DTYPE_F32, .n = 4, .k = 3, .ld = 3}, .next = &kron_f};
     fx_delta dense = {.kind = FX_DELTA_DENSE, .scale = -0.6f, .row0 = 10, .rows = 31,
-                      .a = {.data = fd, .dtype = FX_DTYPE_F32, .n = 31, .k = k, .ld = k}};
+                      .a = {.data = fd, .dtype = FX_DTYPE_F32, .n = 31, .k = k, .ld = k}, .next = &kron};
     fx_delta lowrank = {.kind = FX_DELTA_LOWRANK, .scale = 0.7f, .row0 = 3, .rows = 20,
                         .a = {.data = fa, .dtype = FX_DTYPE_F32, .n = 5, .k = k, .ld = k},
                         .b = {.data = fb, .dtype = FX_DTYPE_F32, .n = 20, .k = 5, .ld = 5}, .next = &dense};
-    wc.w.delta = wd.w.delta = &lowrank;
+    char why[160];
+    for (const fx_delta *d = &lowrank; d; d = d->next) CHECK_MSG(!fx_delta_check(d, n, k, why, sizeof why), "%s", why);
+    fx_ops_weight_set_terms(p.cpu, &wc, &lowrank), fx_ops_weight_set_terms(p.dev, &wd, &lowrank);
     for (int mode = FX_EPI_STORE; mode <= FX_EPI_GATED_ACCUMULATE; mode++) {
         fx_op_epi ec = {mode, vc(bias, 0, 0), vc(gate, 0, 0)}, ed = {mode, vd(bias, 0, 0), vd(gate, 0, 0)};
         ok(fx_op_linear(p.cpu, m, vc(u, 0, ld), &wc, vc(u, k + 8, ld), &ec, &err), &err, "linear + terms cpu");
         ok(fx_op_linear(p.dev, m, vd(u, 0, ld), &wd, vd(u, k + 8, ld), &ed, &err), &err, "linear + terms dev");
-        twin_check(&p, u, mode == FX_EPI_STORE ? "linear + LoRA terms, store" : mode == FX_EPI_ACCUMULATE ?
-                   "linear + LoRA terms, accumulate" : "linear + LoRA terms, gated accumulate", TOL);
+        twin_check(&p, u, mode == FX_EPI_STORE ? "linear + LoRA, LoKr terms, store" : mode == FX_EPI_ACCUMULATE ?
+                   "linear + LoRA, LoKr terms, accumulate" : "linear + LoRA, LoKr terms, gated accumulate", TOL);
     }
-    wc.w.delta = wd.w.delta = NULL;
-    free(fa), free(fb), free(fd);
+    /* the terms changed (rescaled, the dense one removed) on the resident
+     * factors: the CPU's result, and bit for bit a fresh registration's */
+    fx_delta lr2 = lowrank, kr2 = kron, kf2 = kron_f;
+    lr2.scale = -1.9f, kr2.scale = 0.25f, lr2.next = &kr2, kr2.next = &kf2;
+    fx_ops_weight_set_terms(p.cpu, &wc, &lr2), fx_ops_weight_set_terms(p.dev, &wd, &lr2);
+    fx_opw fresh;
+    ok(fx_ops_weight(p.dev, &w, "w fresh", &fresh, &err), &err, "weight dev");
+    fx_ops_weight_set_terms(p.dev, &fresh, &lr2);
+    twin u2 = twin_new(&p, NULL, m * ld, "u2");
+    float *h = malloc((size_t)(m * ld) * sizeof *h);
+    ok(fx_buf_read(p.dev, u.d, 0, h, m * ld, &err), &err, "read u");
+    ok(fx_buf_write(p.dev, u2.d, 0, h, m * ld, &err), &err, "write u2");
+    fx_op_epi ec = {FX_EPI_GATED_ACCUMULATE, vc(bias, 0, 0), vc(gate, 0, 0)};
+    fx_op_epi ed = {FX_EPI_GATED_ACCUMULATE, vd(bias, 0, 0), vd(gate, 0, 0)};
+    ok(fx_op_linear(p.cpu, m, vc(u, 0, ld), &wc, vc(u, k + 8, ld), &ec, &err), &err, "rescaled terms cpu");
+    ok(fx_op_linear(p.dev, m, vd(u, 0, ld), &wd, vd(u, k + 8, ld), &ed, &err), &err, "rescaled terms dev");
+    ok(fx_op_linear(p.dev, m, vd(u2, 0, ld), &fresh, vd(u2, k + 8, ld), &ed, &err), &err, "fresh terms dev");
+    twin_check(&p, u, "linear + rescaled terms, one removed", TOL);
+    float *h2 = malloc((size_t)(m * ld) * sizeof *h2);
+    ok(fx_buf_read(p.dev, u.d, 0, h, m * ld, &err), &err, "read u");
+    ok(fx_buf_read(p.dev, u2.d, 0, h2, m * ld, &err), &err, "read u2");
+    CHECK_MSG(!memcmp(h, h2, (size_t)(m * ld) * sizeof *h), "resident terms after a change differ from fresh ones");
+    free(h), free(h2);
+    twin_free(&p, &u2);
+    fx_ops_weight_free(p.dev, &fresh);
+    fx_ops_weight_set_terms(p.cpu, &wc, NULL), fx_ops_weight_set_terms(p.dev, &wd, NULL);
+    free(fa), free(fb), free(fd), free(k1), free(k1f), free(kc), free(ka), free(k2);
     /* overlapping x and y are refused, not raced */
     CHECK_EQ_INT(fx_op_linear(p.dev, m, vd(u, 0, ld), &wd, vd(u, 4, ld), NULL, &err), FLUX_ERR_INVALID_ARG);
     /* a view past its buffer names it */

@@ -173,30 +173,3 @@ TEST(vk_device_lost_fails_the_generation) {
     fx_npy_free(&emb), fx_npy_free(&noise);
     flux_free(ctx);
 }
-
-/* Low-rank and dense adapter terms run on the device (test_vk_models.c);
- * Kronecker (LoKr) terms do not yet: a generation with one on the Vulkan
- * backend is an error naming the reason, never an image without it. */
-TEST(vk_lora_kron_is_refused_on_the_device) {
-    if (!vkt_device_ready()) return;
-    char model[1024], lora[1200], args[4096];
-    snprintf(model, sizeof model, "%s", fx_test_path("golden/model"));
-    snprintf(lora, sizeof lora, "%s/vk-lora.safetensors", fx_test_tmpdir());
-    snprintf(args, sizeof args, "-d '%s' -o '%s' --format lokr --rank 4 --seed 31 --strength 0.7", model, lora);
-    REQUIRE(FX_TEST_RUN_TOOL("gen_lora", args) == 0);
-    fx_npy emb = {0}, noise = {0};
-    flux_params p;
-    flux_ctx *ctx = device_case(&emb, &noise, 1, &p);
-    if (!ctx) {
-        fx_npy_free(&emb);
-        return;
-    }
-    CHECK_MSG(flux_lora_load(ctx, lora, 1.0f) == FLUX_OK, "flux_lora_load: %s", flux_error(ctx));
-    flux_image *img = NULL;
-    CHECK_EQ_INT(flux_generate(ctx, &p, &img), FLUX_ERR_UNSUPPORTED);
-    CHECK(img == NULL);
-    CHECK_MSG(strstr(flux_error(ctx), "LoRA") && strstr(flux_error(ctx), "Kronecker"), "error: %s", flux_error(ctx));
-    flux_image_free(img);
-    fx_npy_free(&emb), fx_npy_free(&noise);
-    flux_free(ctx);
-}

@@ -41,7 +41,7 @@ VK_SHADERS := \
     gemm_tiled_iq4_xs:gemm_tiled:-DWTYPE=14 \
     attention:attention: \
     rmsnorm:rmsnorm: layernorm_modulate:layernorm_modulate: qk_norm_rope:qk_norm_rope: softmax:softmax: \
-    silu:silu: swiglu:swiglu: gated_add:gated_add: \
+    silu:silu: swiglu:swiglu: gated_add:gated_add: kron_gather:kron_gather: \
     groupnorm_partial:groupnorm_partial: groupnorm_finish:groupnorm_finish: groupnorm_apply:groupnorm_apply: \
     convert:convert:
 
