@@ -38,7 +38,8 @@ static flux_status sync(fx_ops *ops, fx_err *err) { return fx_vk_sync(ops->vk, e
 typedef struct dev_term dev_term;
 typedef struct vk_opw {
     fx_vk_weight w;
-    dev_term *terms; /* [nterms], in the order of w.delta's chain */
+    dev_term **terms; /* [nterms], in the order of w.delta's chain; each term is its
+                         own allocation, so a device weight never moves */
     int nterms;
 } vk_opw;
 
@@ -139,33 +140,37 @@ static void free_term(fx_ops *ops, dev_term *t) {
 }
 
 static void drop_terms(fx_ops *ops, vk_opw *o) {
-    for (int i = 0; i < o->nterms; i++) free_term(ops, &o->terms[i]);
+    for (int i = 0; i < o->nterms; i++)
+        if (o->terms[i]) free_term(ops, o->terms[i]), free(o->terms[i]);
     free(o->terms);
     o->terms = NULL;
     o->nterms = 0;
 }
 
 /* Match o's resident terms to the chain d: a term with the same factors
- * keeps its device copy (moved to its new place), the others are freed
+ * keeps its device copy (the term moves to its new place by pointer), the others are freed
  * (freed buffers live on until the work recorded with them has run). */
 static flux_status sync_terms(fx_ops *ops, vk_opw *o, const fx_delta *d, fx_err *err) {
     int n = 0;
     for (const fx_delta *t = d; t; t = t->next) n++;
-    dev_term *nt = n ? calloc((size_t)n, sizeof *nt) : NULL;
+    dev_term **nt = n ? calloc((size_t)n, sizeof *nt) : NULL;
     if (n && !nt) {
         drop_terms(ops, o);
         return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (LoRA terms)");
     }
     int i = 0;
     for (const fx_delta *t = d; t; t = t->next, i++) {
-        for (int j = 0; j < o->nterms; j++)
-            if (o->terms[j].ready && same_term(&o->terms[j].key, t)) {
-                nt[i] = o->terms[j];
-                memset(&o->terms[j], 0, sizeof o->terms[j]);
-                break;
-            }
-        nt[i].key = *t;
-        nt[i].key.next = NULL;
+        for (int j = 0; j < o->nterms && !nt[i]; j++)
+            if (o->terms[j] && o->terms[j]->ready && same_term(&o->terms[j]->key, t))
+                nt[i] = o->terms[j], o->terms[j] = NULL;
+        if (!nt[i] && !(nt[i] = calloc(1, sizeof *nt[i]))) {
+            for (int q = 0; q < i; q++) free_term(ops, nt[q]), free(nt[q]);
+            free(nt);
+            drop_terms(ops, o);
+            return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (LoRA terms)");
+        }
+        nt[i]->key = *t;
+        nt[i]->key.next = NULL;
     }
     drop_terms(ops, o);
     o->terms = nt;
@@ -189,10 +194,10 @@ static flux_status upload_factor(fx_ops *ops, const fx_weight *f, const char *wh
 static flux_status resident_terms(fx_ops *ops, const fx_opw *w, vk_opw *o, fx_err *err) {
     int n = 0, same = 1;
     for (const fx_delta *d = w->w.delta; d; d = d->next, n++)
-        if (n >= o->nterms || !same_term(&o->terms[n].key, d)) same = 0;
+        if (n >= o->nterms || !same_term(&o->terms[n]->key, d)) same = 0;
     if (!same || n != o->nterms) TRY(sync_terms(ops, o, w->w.delta, err));
     for (int i = 0; i < o->nterms; i++) {
-        dev_term *t = &o->terms[i];
+        dev_term *t = o->terms[i];
         if (t->ready) continue;
         const int lowrank = t->key.kind == FX_DELTA_LOWRANK, kron = t->key.kind == FX_DELTA_KRON;
         flux_status st = upload_factor(ops, &t->key.a, lowrank ? "LoRA down (A)" : kron ? "LoKr W2" : "LoRA ΔW", &t->a, err);
@@ -318,7 +323,7 @@ static flux_status linear(fx_ops *ops, int64_t m, fx_view x, const fx_opw *w, fx
     int i = 0;
     for (const fx_delta *d = w->w.delta; d && m > 0; d = d->next, i++)
         if (!fx_delta_check(d, w->w.n, w->w.k, NULL, 0)) /* refused when attached, skipped as on the CPU */
-            TRY(apply_term(ops, m, mat(x), d, &o->terms[i], mat(y), epi ? &e : NULL, err));
+            TRY(apply_term(ops, m, mat(x), d, o->terms[i], mat(y), epi ? &e : NULL, err));
     return FLUX_OK;
 }
 
