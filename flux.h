@@ -118,6 +118,10 @@ typedef struct flux_options {
     flux_backend backend;     /* default FLUX_BACKEND_AUTO */
     int device;               /* Vulkan device index as flux_list_devices
                                  numbers them; -1 (default) = choose */
+    unsigned long long device_memory_mb; /* device memory the weights may take;
+                                 0 (default) = 85% of the device's. Weights
+                                 beyond it stay in host memory and are
+                                 uploaded at each use (same results, slower) */
     int threads;              /* worker threads (at most FLUX_MAX_THREADS); 0 =
                                  OMP_NUM_THREADS if set, else adaptive: every
                                  CPU this process may use (affinity, cgroup
@@ -199,7 +203,9 @@ void flux_load_options_init(flux_load_options *lo);
  * Files that change afterwards: when a weight file is replaced, rewritten
  * or cut short on disk (say by `cp` over the folder), the next
  * flux_generate / flux_encode_text loads the folder again with the same
- * options before it starts; a file cut short while a call reads it fails
+ * options and LoRA adapters (same files and strengths, in order; an adapter
+ * that no longer loads fails that call naming it, and is tried again at the
+ * next) before it starts; a file cut short while a call reads it fails
  * that call with FLUX_ERR_IO naming the file (the read would otherwise be
  * a SIGBUS: a handler is installed for SIGBUS during those calls and the
  * previous one restored after; faults outside the mapped weights go to the

@@ -23,7 +23,7 @@ typedef enum opt_id {
     O_QUIET, O_VERBOSE, O_HELP, O_VERSION, O_CPU_INFO, O_NEGATIVE, O_LINEAR, O_POWER, O_POWER_ALPHA,
     O_BASE, O_DISTILLED, O_PRECISION, O_ISA, O_NO_MMAP, O_NOISE, O_EMBEDDINGS, O_DUMP, O_TOKENIZE,
     O_RAW, O_BATCH, O_CACHE_DIR, O_NO_CACHE, O_TRANSFORMER, O_SHOW, O_TEXT_ENCODER, O_QUANT, O_LORA, O_BACKEND,
-    O_DEVICE, O_LIST_DEVICES
+    O_DEVICE, O_LIST_DEVICES, O_DEVICE_MEMORY
 } opt_id;
 
 typedef struct opt_def {
@@ -48,6 +48,7 @@ static const opt_def options[] = {
     {0, "show", 0, O_SHOW},           {0, "text-encoder", 1, O_TEXT_ENCODER}, {0, "quant", 1, O_QUANT},
     {0, "lora", 1, O_LORA},
     {0, "backend", 1, O_BACKEND},     {0, "device", 1, O_DEVICE},       {0, "list-devices", 0, O_LIST_DEVICES},
+    {0, "device-memory", 1, O_DEVICE_MEMORY},
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
@@ -124,6 +125,8 @@ void cli_print_help(FILE *f) {
           "                         lavapipe; else the CPU), cpu, or vulkan (any Vulkan device; an error\n"
           "                         without one or in a build without Vulkan)\n"
           "      --device N         the Vulkan device of that index in --list-devices\n"
+          "      --device-memory MB device memory the weights may take (default 85%% of the device's);\n"
+          "                         weights beyond it stay on the host and are uploaded at each use\n"
           "      --no-mmap          read the weights into memory instead of mapping them\n"
           "      --cache-dir DIR    text-embedding cache: a prompt seen before skips the text encoder, with\n"
           "                         bit-identical results (default $XDG_CACHE_HOME/flux/embeddings or\n"
@@ -376,6 +379,9 @@ static int apply(parse_ctx *pc, cli_args *a, const opt_def *o, const char *spell
     case O_DEVICE:
         if (!(rc = parse_int(pc, spelled, val, 0, CLI_MAX_DEVICE, &n))) a->device = (int)n;
         break;
+    case O_DEVICE_MEMORY:
+        if (!(rc = parse_int(pc, spelled, val, 1, CLI_MAX_DEVICE_MB, &n))) a->device_memory_mb = n;
+        break;
     case O_NEGATIVE: a->negative = val; break;
     case O_LINEAR:
         if (a->schedule == FLUX_SCHEDULE_POWER) return usage_error(pc, "--linear and --power exclude each other");
@@ -551,6 +557,8 @@ static int validate(parse_ctx *pc, cli_args *a) {
     }
     if (a->device >= 0 && a->backend == FLUX_BACKEND_CPU)
         return usage_error(pc, "--device: only used with --backend auto or vulkan");
+    if (a->device_memory_mb && a->backend == FLUX_BACKEND_CPU)
+        return usage_error(pc, "--device-memory: only used with --backend auto or vulkan");
     if (a->help || a->version || a->cpu_info || a->list_devices) return CLI_EXIT_OK; /* need nothing else */
 
     if (!a->model_dir) return usage_error(pc, "missing -d DIR (the model folder; see flux --help)");

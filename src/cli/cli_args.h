@@ -37,6 +37,7 @@
 #define CLI_MAX_THREADS FLUX_MAX_THREADS
 #define CLI_MAX_BATCH 64
 #define CLI_MAX_DEVICE 255
+#define CLI_MAX_DEVICE_MB (1LL << 24) /* 16 TiB */
 #define CLI_MAX_LORAS 16
 #define CLI_MAX_LORA_SCALE 100.0 /* |scale| of --lora and !lora */
 
@@ -84,6 +85,7 @@ typedef struct cli_args {
     const char *isa;
     flux_backend backend;         /* --backend (default auto) */
     int device;                   /* --device, -1 = choose */
+    long long device_memory_mb;   /* --device-memory, 0 = default */
     const char *cache_dir;
     int no_cache;
     int quiet;

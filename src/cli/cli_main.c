@@ -54,6 +54,7 @@ static flux_ctx *make_context(const cli_args *a) {
     opt.isa = a->isa;
     opt.backend = a->list_devices || a->cpu_info ? FLUX_BACKEND_CPU : a->backend;
     opt.device = a->list_devices || a->cpu_info ? -1 : a->device;
+    opt.device_memory_mb = (unsigned long long)a->device_memory_mb;
     opt.cache_dir = a->cache_dir;
     opt.no_disk_cache = a->no_cache;
     opt.verbose = a->quiet ? 0 : a->verbose;

@@ -55,11 +55,15 @@ struct flux_ctx {
 
     struct fx_model *model;
     /* a model whose files changed on disk and could not be loaded again yet
-     * (load.c: retried when the next call starts); dir NULL: none */
+     * (load.c: retried when the next call starts); dir NULL: none. Its LoRA
+     * adapters (path, scale; in order) wait here until attached again. */
     struct {
         char *dir;
         flux_load_options lo;   /* transformer_file owned */
         int use_mmap;
+        char *lora_path[FLUX_MAX_LORAS];
+        float lora_scale[FLUX_MAX_LORAS];
+        int n_lora;
     } reload;
     struct fx_tokenizer *tokenizer;
     struct fx_qwen3 *text_encoder;

@@ -37,6 +37,8 @@ typedef struct fx_ops_opts {
     int device;                 /* Vulkan device index, -1 = choose */
     int validation;             /* Vulkan validation layer (tests) */
     uint64_t max_binding_bytes; /* 0 = device limit (tests force windows) */
+    uint64_t weight_budget;     /* device bytes for weights; 0 = 85% of the device's memory;
+                                   weights beyond it are uploaded at each use */
     const fx_logger *log;       /* -v lines */
 } fx_ops_opts;
 
@@ -106,7 +108,8 @@ typedef struct fx_opw {
     int streamed;               /* read once per use (text encoder): the CPU keeps
                                    no repacked copy in the context's packcache */
 } fx_opw;
-/* Register w (name for errors); the host data must outlive it on the CPU. */
+/* Register w (name for errors); the host data must outlive it (the CPU
+ * computes from it; a device streams from it what exceeds its budget). */
 flux_status fx_ops_weight(fx_ops *ops, const fx_weight *w, const char *name, fx_opw *out, fx_err *err);
 /* A conv weight stored [cout, cin, kh, kw]. */
 flux_status fx_ops_conv_weight(fx_ops *ops, const fx_conv2d_geom *g, const fx_weight *w, const char *name,

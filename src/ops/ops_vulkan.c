@@ -14,7 +14,7 @@ static fx_vk_mat mat(fx_view t) { return (fx_vk_mat){t.b ? t.b->dev : NULL, t.of
 static fx_vk_vec vec(fx_view t) { return (fx_vk_vec){t.b ? t.b->dev : NULL, t.off}; }
 
 static flux_status buf_alloc(fx_ops *ops, fx_buf *b, fx_err *err) {
-    return fx_vk_buf_new(ops->vk, (uint64_t)b->n * 4, b->what, &b->dev, err);
+    return fx_vk_buf_new_evicting(ops->vk, (uint64_t)b->n * 4, b->what, &b->dev, err);
 }
 
 static void buf_release(fx_ops *ops, fx_buf *b) { fx_vk_buf_free(ops->vk, b->dev); }
@@ -50,8 +50,7 @@ static void drop_terms(fx_ops *ops, vk_opw *o);
 static flux_status weight(fx_ops *ops, const fx_conv2d_geom *g, fx_opw *w, const char *name, fx_err *err) {
     vk_opw *o = calloc(1, sizeof *o);
     if (!o) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (weight %s)", name);
-    flux_status st = g ? fx_vk_conv_weight_upload(ops->vk, g, &w->w, name, &o->w, err)
-                       : fx_vk_weight_upload(ops->vk, &w->w, name, &o->w, err);
+    flux_status st = fx_vk_weight_register(ops->vk, g, &w->w, name, &o->w, err);
     if (st) {
         free(o);
         return st;
@@ -219,7 +218,7 @@ static flux_status resident_terms(fx_ops *ops, const fx_opw *w, vk_opw *o, fx_er
 static flux_status term_tmp(fx_ops *ops, int64_t floats, fx_vk_buf **out, fx_err *err) {
     if (floats > ops->term_tmp_floats) {
         fx_vk_buf *b;
-        TRY(fx_vk_buf_new(ops->vk, (uint64_t)floats * 4, "LoRA temporaries", &b, err));
+        TRY(fx_vk_buf_new_evicting(ops->vk, (uint64_t)floats * 4, "LoRA temporaries", &b, err));
         fx_vk_buf_free(ops->vk, ops->term_tmp);
         ops->term_tmp = b, ops->term_tmp_floats = floats;
     }
@@ -242,7 +241,7 @@ static flux_status term_gate(fx_ops *ops, const fx_delta *d, const fx_vk_epilogu
         if (!ones) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (LoRA gate)");
         for (int64_t j = 0; j < n; j++) ones[j] = 1.0f;
         fx_vk_buf *b;
-        flux_status st = fx_vk_buf_new(ops->vk, (uint64_t)n * 4, "LoRA gate (ones)", &b, err);
+        flux_status st = fx_vk_buf_new_evicting(ops->vk, (uint64_t)n * 4, "LoRA gate (ones)", &b, err);
         if (!st) st = fx_vk_upload(ops->vk, b, 0, ones, (uint64_t)n * 4, err);
         free(ones);
         if (st) {
@@ -404,6 +403,7 @@ flux_status fx_ops_vulkan_open(const fx_ops_opts *o, int any_type, fx_ops *ops, 
     vo.device = o->device >= 0 ? o->device : any_type ? FX_VK_DEVICE_ANY : FX_VK_DEVICE_AUTO;
     vo.validation = o->validation;
     vo.max_binding_bytes = o->max_binding_bytes;
+    vo.weight_budget = o->weight_budget;
     vo.log = o->log;
     TRY(fx_vk_open(&vo, &ops->vk, err));
     const fx_vk_device_info *d = fx_vk_device(ops->vk);

@@ -153,7 +153,46 @@ flux_status flux_lora_remove(flux_ctx *ctx, int index) {
     return FLUX_OK;
 }
 
+void fx_adapters_forget(flux_ctx *ctx) {
+    for (int i = 0; i < ctx->reload.n_lora; i++) free(ctx->reload.lora_path[i]);
+    ctx->reload.n_lora = 0;
+}
+
+flux_status fx_adapters_remember(flux_ctx *ctx) {
+    fx_adapters_forget(ctx);
+    for (int i = 0; i < flux_lora_count(ctx); i++) {
+        const adapter *a = &ctx->adapters->a[i];
+        if (!(ctx->reload.lora_path[i] = strdup(a->path))) {
+            fx_adapters_forget(ctx);
+            return fx_fail(&ctx->err, FLUX_ERR_NOMEM, "out of memory");
+        }
+        ctx->reload.lora_scale[i] = a->scale;
+        ctx->reload.n_lora = i + 1;
+    }
+    return FLUX_OK;
+}
+
+flux_status fx_adapters_restore(flux_ctx *ctx) {
+    int done = 0;
+    flux_status st = FLUX_OK;
+    for (; done < ctx->reload.n_lora; done++) {
+        const char *path = ctx->reload.lora_path[done];
+        if ((st = flux_lora_load(ctx, path, ctx->reload.lora_scale[done])) != FLUX_OK) {
+            fx_prefix(&ctx->err, "the model was loaded again (its files changed), but its LoRA adapter %s could not "
+                      "be attached again", path);
+            break;
+        }
+    }
+    for (int i = 0; i < done; i++) free(ctx->reload.lora_path[i]);
+    const int left = ctx->reload.n_lora - done;
+    memmove(ctx->reload.lora_path, ctx->reload.lora_path + done, (size_t)left * sizeof *ctx->reload.lora_path);
+    memmove(ctx->reload.lora_scale, ctx->reload.lora_scale + done, (size_t)left * sizeof *ctx->reload.lora_scale);
+    ctx->reload.n_lora = left;
+    return st;
+}
+
 void flux_lora_clear(flux_ctx *ctx) {
+    if (ctx) fx_adapters_forget(ctx); /* adapters waiting for a model loaded again too */
     if (!ctx || !ctx->adapters) return;
     if (ctx->transformer) fx_dit_set_adapters(ctx->transformer, NULL, NULL, 0, &ctx->err);
     fx_adapters_free(ctx);

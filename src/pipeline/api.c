@@ -105,7 +105,9 @@ flux_ctx *flux_new(const flux_options *opt) {
     fx_kctx_init(&ctx->kc, ctx->kernels, ctx->threads, ctx->scratch);
     ctx->kc.int8 = int8;
     ctx->kc.packs = ctx->packs;
-    fx_ops_opts oo = {.want = (int)ctx->opt.backend, .device = ctx->opt.device, .log = &ctx->log};
+    fx_ops_opts oo = {.want = (int)ctx->opt.backend, .device = ctx->opt.device, .log = &ctx->log,
+                      .weight_budget = ctx->opt.device_memory_mb > UINT64_MAX >> 20 ? UINT64_MAX
+                                                                                     : ctx->opt.device_memory_mb << 20};
     if (getenv("FLUX_VK_VALIDATION") && !strcmp(getenv("FLUX_VK_VALIDATION"), "1")) oo.validation = 1;
     if (fx_ops_open(&oo, &ctx->kc, &ctx->ops, &ctx->backend_err) != FLUX_OK) {
         oo.want = FLUX_BACKEND_CPU; /* the context still answers --cpu-info; loads fail with backend_err */

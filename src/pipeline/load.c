@@ -16,11 +16,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Forget a pending reload. */
-static void drop_reload(flux_ctx *ctx) {
+/* Forget a pending reload's folder (not its adapters). */
+static void drop_reload_dir(flux_ctx *ctx) {
     free(ctx->reload.dir);
     fx_load_options_free(&ctx->reload.lo);
-    memset(&ctx->reload, 0, sizeof ctx->reload);
+    ctx->reload.dir = NULL;
+    memset(&ctx->reload.lo, 0, sizeof ctx->reload.lo);
+    ctx->reload.use_mmap = 0;
+}
+
+/* Forget a pending reload. */
+static void drop_reload(flux_ctx *ctx) {
+    drop_reload_dir(ctx);
+    fx_adapters_forget(ctx);
 }
 
 void fx_ctx_release_model(flux_ctx *ctx) {
@@ -68,22 +76,26 @@ flux_status fx_ctx_fresh_model(flux_ctx *ctx) {
     const struct fx_model *m = ctx->model;
     if (m) {
         fx_err why = {0};
-        if (!fx_model_check_faults(m, &why) && !fx_model_check_unchanged(m, &why)) return FLUX_OK;
+        if (!fx_model_check_faults(m, &why) && !fx_model_check_unchanged(m, &why))
+            return ctx->reload.n_lora ? fx_adapters_restore(ctx) : FLUX_OK; /* adapters still to attach again */
         fx_log(&ctx->log, 1, "flux: %s; loading the model again", why.msg);
-        /* the folder and options outlive the model, until loaded again */
+        /* the folder, options and adapters outlive the model, until loaded again */
         drop_reload(ctx);
         ctx->reload.dir = strdup(m->dir);
         const int lo_ok = !fx_load_options_copy(&ctx->reload.lo, &m->lo);
         ctx->reload.use_mmap = m->use_mmap;
+        const int adapters_ok = fx_adapters_remember(ctx) == FLUX_OK;
         fx_ctx_release_model(ctx);
-        if (!ctx->reload.dir || !lo_ok) return fx_fail(&ctx->err, FLUX_ERR_NOMEM, "out of memory");
+        if (!ctx->reload.dir || !lo_ok || !adapters_ok) return fx_fail(&ctx->err, FLUX_ERR_NOMEM, "out of memory");
     }
-    if (!ctx->reload.dir) return FLUX_OK;
-    flux_status st = fx_model_open(ctx->reload.dir, &ctx->reload.lo, ctx->reload.use_mmap, &ctx->log, &ctx->kc, &ctx->model,
-                                   &ctx->err);
-    if (st) return fx_prefix(&ctx->err, "the model's files changed since it was loaded, and loading it again failed");
-    drop_reload(ctx);
-    return FLUX_OK;
+    if (ctx->reload.dir) {
+        flux_status st = fx_model_open(ctx->reload.dir, &ctx->reload.lo, ctx->reload.use_mmap, &ctx->log, &ctx->kc,
+                                       &ctx->model, &ctx->err);
+        if (st) return fx_prefix(&ctx->err, "the model's files changed since it was loaded, and loading it again failed");
+        drop_reload_dir(ctx);
+    }
+    /* its LoRA adapters, resolved against the new weights (never dropped silently) */
+    return ctx->reload.n_lora ? fx_adapters_restore(ctx) : FLUX_OK;
 }
 
 flux_status flux_get_model_info(const flux_ctx *ctx, flux_model_info *info) {

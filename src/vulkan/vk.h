@@ -15,7 +15,8 @@
  *    fence (with a time limit).
  *  - Uploads and downloads are synchronous and see every recorded op.
  *  - Activations are f32, row-major, with a leading dimension (fx_vk_mat),
- *    exactly as kernels.h. Weights are uploaded once, as stored (bf16 read
+ *    exactly as kernels.h. Weights are uploaded once (again only when they
+ *    exceed the device budget: fx_vk_weight below), as stored (bf16 read
  *    in shaders as packed uint pairs, f16 through unpackHalf2x16, f32),
  *    rows padded to 16 bytes (fx_vk_weight).
  *  - A binding never exceeds maxStorageBufferRange (128 MiB on lavapipe):
@@ -64,6 +65,11 @@ typedef struct fx_vk_opts {
     double timeout_s;           /* limit of one wait for the device; 0 = 60 s */
     fx_vk_gemm_variant gemm;
     int gpu_tuning;             /* GPU tile and workgroup sizes even on a CPU device (tests) */
+    uint64_t weight_budget;     /* device bytes registered weights may occupy; 0 = 85% of
+                                   the device's memory (fx_vk_weight_register) */
+    uint64_t memory_limit;      /* device bytes the context may allocate; 0 = what the
+                                   driver gives; smaller fails allocations as a full
+                                   device does (tests) */
     const fx_logger *log;       /* -v lines; NULL = silent */
 } fx_vk_opts;
 
@@ -168,21 +174,57 @@ typedef struct fx_vk_vec {
  * apart (k rounded up to 16 bytes, zero-filled), starting at element off.
  * GGUF block types (all twelve the CPU reads; linear weights only) keep
  * their blocks as stored, dequantized inside the GEMM: rows are then ld
- * BYTES apart (back to back, fx_dtype_row_bytes(dtype, k)), off in bytes. */
+ * BYTES apart (back to back, fx_dtype_row_bytes(dtype, k)), off in bytes.
+ *
+ * Residency. Weights share a device budget (fx_vk_opts.weight_budget).
+ * fx_vk_weight_upload copies a weight to the device for its whole life.
+ * fx_vk_weight_register keeps the host view instead (its data must outlive
+ * the device weight, as the CPU backend needs it to) and uploads it while it
+ * fits the budget; a weight that does not fit is uploaded at its next use,
+ * evicting others: first those idle since that weight's previous use (an
+ * earlier stage's), oldest first; then, inside a loop over more weights
+ * than fit (the transformer's blocks, every step), the most recently used
+ * one, which the loop needs again last — so a loop streams only the bytes
+ * that exceed the budget, not all of them. Results do not depend on the
+ * budget (same shaders, same data). buf is NULL while evicted. */
 typedef struct fx_vk_weight {
     fx_vk_buf *buf;
     fx_dtype dtype;
     int64_t n, k, ld, off;
+    struct vk_resident *res; /* its residency record (vk_weights.c) */
 } fx_vk_weight;
 
-/* Upload a linear weight (any ld on the host). */
+/* Upload a linear weight (any ld on the host), resident until freed. */
 flux_status fx_vk_weight_upload(fx_vk *vk, const fx_weight *w, const char *name,
                                 fx_vk_weight *out, fx_err *err);
 /* Upload a conv weight stored [cout, cin, kh, kw], reordered to
  * [cout, kh, kw, cin] (k = kh·kw·cin) for the implicit GEMM. */
 flux_status fx_vk_conv_weight_upload(fx_vk *vk, const fx_conv2d_geom *g, const fx_weight *w,
                                      const char *name, fx_vk_weight *out, fx_err *err);
+/* The same, kept within the weight budget (see above); g NULL = linear.
+ * *out must stay at its address until fx_vk_weight_free. */
+flux_status fx_vk_weight_register(fx_vk *vk, const fx_conv2d_geom *g, const fx_weight *w, const char *name,
+                                  fx_vk_weight *out, fx_err *err);
 void fx_vk_weight_free(fx_vk *vk, fx_vk_weight *w);
+
+typedef struct fx_vk_weight_stats {
+    uint64_t budget;          /* bytes */
+    uint64_t registered;      /* bytes of every weight on the context */
+    uint64_t resident;        /* bytes on the device now */
+    uint64_t peak_resident;
+    uint64_t uploads;         /* weight uploads after registration (streaming) */
+    uint64_t upload_bytes;
+    uint64_t evictions;
+    uint64_t allocated;       /* bytes of every device buffer of the context */
+} fx_vk_weight_stats;
+
+fx_vk_weight_stats fx_vk_weights(const fx_vk *vk);
+
+/* fx_vk_buf_new for activations: when the device is out of memory,
+ * registered weights give way (least recently used first, after the
+ * recorded work has run; uploaded again at their next use) until the
+ * buffer fits or none is left to evict. */
+flux_status fx_vk_buf_new_evicting(fx_vk *vk, uint64_t bytes, const char *what, fx_vk_buf **out, fx_err *err);
 
 /* RoPE cos/sin table on the device: cos [seq, rot_dim/2] then sin. */
 typedef struct fx_vk_rope {

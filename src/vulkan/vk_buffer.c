@@ -41,6 +41,9 @@ flux_status vk_buf_create(fx_vk *vk, uint64_t bytes, const char *what, int host,
                        "Vulkan: out of device memory: %s needs %llu bytes (%.2f GiB), the device has "
                        "%.2f GiB (%s)", what, (unsigned long long)bytes, gib(bytes), gib(vk->info.device_memory),
                        vk->info.name);
+    if (vk->opts.memory_limit && vk->allocated + bytes > vk->opts.memory_limit) /* as a full device */
+        return fx_fail(err, FLUX_ERR_NOMEM, "Vulkan: out of device memory allocating %llu bytes (%.2f GiB) for %s (%s)",
+                       (unsigned long long)bytes, gib(bytes), what, vk->info.name);
     fx_vk_buf *b = calloc(1, sizeof *b);
     if (!b) return fx_fail(err, FLUX_ERR_NOMEM, "Vulkan: out of host memory for %s", what);
     snprintf(b->what, sizeof b->what, "%s", what);
@@ -94,6 +97,7 @@ flux_status vk_buf_create(fx_vk *vk, uint64_t bytes, const char *what, int host,
                            (unsigned long long)req.size, gib(req.size), what, vk->info.name);
         return vk_fail(vk, err, r, "vkAllocateMemory");
     }
+    vk->allocated += b->bytes; /* given back by vk_buf_destroy with the memory */
     r = vk->f.vkBindBufferMemory(vk->dev, b->buf, b->mem, 0);
     if (r == VK_SUCCESS && map) r = vk->f.vkMapMemory(vk->dev, b->mem, 0, VK_WHOLE_SIZE, 0, &b->map);
     if (r != VK_SUCCESS) {
@@ -108,6 +112,9 @@ void vk_buf_destroy(fx_vk *vk, fx_vk_buf *b) {
     if (!b) return;
     if (b->map) vk->f.vkUnmapMemory(vk->dev, b->mem);
     if (b->buf) vk->f.vkDestroyBuffer(vk->dev, b->buf, NULL);
-    if (b->mem) vk->f.vkFreeMemory(vk->dev, b->mem, NULL);
+    if (b->mem) {
+        vk->f.vkFreeMemory(vk->dev, b->mem, NULL);
+        vk->allocated -= b->bytes;
+    }
     free(b);
 }

@@ -290,6 +290,10 @@ flux_status fx_vk_open(const fx_vk_opts *o, fx_vk **out, fx_err *err) {
         vk->max_binding = vk->info.max_binding;
         if (vk->opts.max_binding_bytes && vk->opts.max_binding_bytes < vk->max_binding)
             vk->max_binding = vk->opts.max_binding_bytes;
+        /* weights may take 85% of the device's memory: activations need the rest */
+        vk->weight_budget = vk->opts.weight_budget       ? vk->opts.weight_budget
+                            : vk->info.device_memory ? vk->info.device_memory / 100 * 85
+                                                     : UINT64_MAX;
         st = vk_memory_init(vk, err);
     }
     if (st == FLUX_OK) st = vk_recorder_init(vk, err);
@@ -315,6 +319,7 @@ void fx_vk_close(fx_vk *vk) {
         }
         vk_recorder_destroy(vk);
         vk_pipelines_destroy(vk);
+        vk_weights_destroy(vk);
         vk_memory_destroy(vk);
         vk->f.vkDestroyDevice(vk->dev, NULL);
     }

@@ -187,6 +187,14 @@ struct fx_vk {
     fx_vk_buf *dummy;    /* bound where an optional operand is absent */
     fx_vk_buf *scratch;  /* per-op temporaries (group-norm partials, stats) */
 
+    /* weights (vk_weights.c): every registered weight, the bytes of those
+     * resident, the budget they share, a use counter for the eviction order */
+    struct vk_resident *weights;
+    uint64_t weight_bytes, weight_budget, use_tick;
+    fx_vk_weight_stats wstats;
+    int told_streaming;
+    uint64_t allocated;  /* bytes of every live buffer (opts.memory_limit) */
+
     int lost;            /* device lost or timed out: every call fails with lost_msg */
     char lost_msg[FX_ERR_MSG_MAX];
     int inject_lost;
@@ -215,6 +223,27 @@ const char *vk_result_name(VkResult r);
 flux_status vk_fail(fx_vk *vk, fx_err *err, VkResult r, const char *what);
 /* FLUX_OK, or the lost-device error. */
 flux_status vk_check_alive(const fx_vk *vk, fx_err *err);
+
+/* Weight layout on the device (vk.h fx_vk_weight). GGUF block types the
+ * GEMM shaders dequantize as they load (WTYPE 3..14 of gemm_common.glsl):
+ * every block type the CPU reads. */
+static inline int vk_w_blocks(fx_dtype t) { return (unsigned)t < FX_DTYPE_COUNT && fx_dtype_is_block(t); }
+static inline size_t vk_dtype_bytes(fx_dtype t) { return t == FX_DTYPE_F32 ? 4 : 2; }
+/* Bytes from one weight row to the next: block rows are ld bytes apart,
+ * dense rows ld elements. */
+static inline uint64_t vk_w_row_bytes(const fx_vk_weight *w) {
+    return vk_w_blocks(w->dtype) ? (uint64_t)w->ld : (uint64_t)w->ld * vk_dtype_bytes(w->dtype);
+}
+/* Byte offset of weight row r on the device. */
+static inline uint64_t vk_w_row_at(const fx_vk_weight *w, int64_t r) {
+    return vk_w_blocks(w->dtype) ? (uint64_t)(w->off + r * w->ld)
+                                 : (uint64_t)(w->off + r * w->ld) * vk_dtype_bytes(w->dtype);
+}
+/* Weights (vk_weights.c): make w resident before recording a use of it
+ * (an evicted weight is uploaded again, others evicted to make room). */
+flux_status vk_weight_use(fx_vk *vk, const fx_vk_weight *w, fx_err *err);
+/* Forget every weight record (context teardown). */
+void vk_weights_destroy(fx_vk *vk);
 
 /* Buffers (vk_buffer.c; calls only vk_status.c). host: 1 = a mapped
  * staging buffer, 0 = a device buffer. */

@@ -1,6 +1,6 @@
 /*
- * vk_linear.c — weights on the device, and the GEMM family: fx_vk_linear
- * (Y = X·Wᵀ) and fx_vk_conv2d (the same shaders with an implicit im2col A).
+ * vk_linear.c — the GEMM family: fx_vk_linear (Y = X·Wᵀ) and fx_vk_conv2d
+ * (the same shaders with an implicit im2col A), on weights of vk_weights.c.
  *
  * Two shader variants (vk.h fx_vk_gemm_variant): register-blocked without
  * shared memory (CPU devices, portable) and shared-memory tiled (GPUs).
@@ -14,155 +14,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-/* Weight rows start on 16 bytes: 8 elements (16-bit) or 4 (f32) → use 8. */
-#define W_ROW_ALIGN 8
-/* Host bytes converted per upload step. */
-#define UPLOAD_CHUNK ((size_t)8 << 20)
-
-static size_t dtype_bytes(fx_dtype t) { return t == FX_DTYPE_F32 ? 4 : 2; }
-
-/* The GEMM shaders of each ggml block type, which dequantize as they load
- * (gemm_common.glsl WTYPE 3..14): every block type the CPU reads. */
-typedef struct block_shaders {
-    int on;
-    vk_shader_id reg, tiled;
-} block_shaders;
-
-static const block_shaders block_gemm[FX_DTYPE_COUNT] = {
-    [FX_DTYPE_Q8_0] = {1, VK_SH_gemm_reg_q8_0, VK_SH_gemm_tiled_q8_0},
-    [FX_DTYPE_Q4_0] = {1, VK_SH_gemm_reg_q4_0, VK_SH_gemm_tiled_q4_0},
-    [FX_DTYPE_Q4_1] = {1, VK_SH_gemm_reg_q4_1, VK_SH_gemm_tiled_q4_1},
-    [FX_DTYPE_Q5_0] = {1, VK_SH_gemm_reg_q5_0, VK_SH_gemm_tiled_q5_0},
-    [FX_DTYPE_Q5_1] = {1, VK_SH_gemm_reg_q5_1, VK_SH_gemm_tiled_q5_1},
-    [FX_DTYPE_Q2_K] = {1, VK_SH_gemm_reg_q2_k, VK_SH_gemm_tiled_q2_k},
-    [FX_DTYPE_Q3_K] = {1, VK_SH_gemm_reg_q3_k, VK_SH_gemm_tiled_q3_k},
-    [FX_DTYPE_Q4_K] = {1, VK_SH_gemm_reg_q4_k, VK_SH_gemm_tiled_q4_k},
-    [FX_DTYPE_Q5_K] = {1, VK_SH_gemm_reg_q5_k, VK_SH_gemm_tiled_q5_k},
-    [FX_DTYPE_Q6_K] = {1, VK_SH_gemm_reg_q6_k, VK_SH_gemm_tiled_q6_k},
-    [FX_DTYPE_IQ4_NL] = {1, VK_SH_gemm_reg_iq4_nl, VK_SH_gemm_tiled_iq4_nl},
-    [FX_DTYPE_IQ4_XS] = {1, VK_SH_gemm_reg_iq4_xs, VK_SH_gemm_tiled_iq4_xs},
-};
-
-static int block_type(fx_dtype t) {
-    return (unsigned)t < FX_DTYPE_COUNT && block_gemm[t].on;
-}
-
-/* Bytes from one weight row to the next: block rows are ld bytes apart,
- * dense rows ld elements. */
-static uint64_t w_row_bytes(const fx_vk_weight *w) {
-    return block_type(w->dtype) ? (uint64_t)w->ld : (uint64_t)w->ld * dtype_bytes(w->dtype);
-}
-
-/* Byte offset of weight row r on the device. */
-static uint64_t w_row_at(const fx_vk_weight *w, int64_t r) {
-    return block_type(w->dtype) ? (uint64_t)(w->off + r * w->ld) : (uint64_t)(w->off + r * w->ld) * dtype_bytes(w->dtype);
-}
-
-/* ------------------------------------------------------------------------ */
-/* Weights                                                                  */
-/* ------------------------------------------------------------------------ */
-
-/* Row r of the device layout (ld elements, zero-padded) from the host. */
-typedef void (*row_fn)(const void *ctx, int64_t r, void *dst);
-
-typedef struct linear_rows {
-    const fx_weight *w;
-} linear_rows;
-
-static void linear_row(const void *ctx, int64_t r, void *dst) {
-    const fx_weight *w = ((const linear_rows *)ctx)->w;
-    if (block_type(w->dtype)) { /* the blocks as stored */
-        memcpy(dst, (const char *)w->data + fx_dtype_row_bytes(w->dtype, r * w->ld),
-               (size_t)fx_dtype_row_bytes(w->dtype, w->k));
-        return;
-    }
-    size_t es = dtype_bytes(w->dtype);
-    memcpy(dst, (const char *)w->data + (size_t)(r * w->ld) * es, (size_t)w->k * es);
-}
-
-typedef struct conv_rows {
-    const fx_weight *w;
-    int cin, taps;
-} conv_rows;
-
-/* [cin, kh·kw] of one output channel → [kh·kw, cin], bit for bit. */
-static void conv_row(const void *ctx, int64_t r, void *dst) {
-    const conv_rows *c = ctx;
-    size_t es = dtype_bytes(c->w->dtype);
-    const char *src = (const char *)c->w->data + (size_t)(r * c->w->ld) * es;
-    for (int t = 0; t < c->taps; t++)
-        for (int ci = 0; ci < c->cin; ci++)
-            memcpy((char *)dst + ((size_t)t * c->cin + ci) * es, src + ((size_t)ci * c->taps + t) * es, es);
-}
-
-static flux_status upload_rows(fx_vk *vk, fx_dtype dt, int64_t n, int64_t k, row_fn fn, const void *ctx,
-                               const char *name, fx_vk_weight *out, fx_err *err) {
-    memset(out, 0, sizeof *out);
-    if (dt != FX_DTYPE_F32 && dt != FX_DTYPE_BF16 && dt != FX_DTYPE_F16 && !block_type(dt))
-        return fx_fail(err, FLUX_ERR_UNSUPPORTED,
-                       "Vulkan: weight %s is stored as %s (dtype %d); the device path reads F32, F16, BF16 and the "
-                       "GGUF block types only (run with --backend cpu)", name, fx_dtype_name(dt), (int)dt);
-    if (n < 1 || k < 0 || (block_type(dt) && (k < 1 || k % fx_dtype_block(dt))))
-        return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan: weight %s has shape [%lld, %lld]%s", name, (long long)n,
-                       (long long)k, block_type(dt) ? " (not whole blocks)" : "");
-    /* Block rows: their bytes back to back (rows of 210-byte blocks start
-     * anywhere; the shaders read bytes). Dense rows: padded to 16 bytes. */
-    const size_t es = dtype_bytes(dt);
-    const int64_t ld = block_type(dt) ? fx_dtype_row_bytes(dt, k) : (k + W_ROW_ALIGN - 1) / W_ROW_ALIGN * W_ROW_ALIGN;
-    const size_t row_bytes = block_type(dt) ? (size_t)ld : (size_t)(ld ? ld : W_ROW_ALIGN) * es;
-    fx_vk_buf *buf;
-    TRY(fx_vk_buf_new(vk, (uint64_t)n * row_bytes, name, &buf, err));
-    int64_t rows_per = (int64_t)(UPLOAD_CHUNK / row_bytes);
-    if (rows_per < 1) rows_per = 1;
-    if (rows_per > n) rows_per = n;
-    char *tmp = calloc((size_t)rows_per, row_bytes);
-    if (!tmp) {
-        fx_vk_buf_free(vk, buf);
-        return fx_fail(err, FLUX_ERR_NOMEM, "Vulkan: out of host memory uploading %s", name);
-    }
-    flux_status st = FLUX_OK;
-    for (int64_t r0 = 0; r0 < n && st == FLUX_OK; r0 += rows_per) {
-        int64_t nr = n - r0 < rows_per ? n - r0 : rows_per;
-        for (int64_t r = 0; r < nr; r++) fn(ctx, r0 + r, tmp + (size_t)r * row_bytes);
-        st = fx_vk_upload(vk, buf, (uint64_t)r0 * row_bytes, tmp, (uint64_t)nr * row_bytes, err);
-    }
-    free(tmp);
-    if (st != FLUX_OK) {
-        fx_vk_buf_free(vk, buf);
-        return st;
-    }
-    *out = (fx_vk_weight){buf, dt, n, k, ld ? ld : W_ROW_ALIGN, 0};
-    return FLUX_OK;
-}
-
-flux_status fx_vk_weight_upload(fx_vk *vk, const fx_weight *w, const char *name, fx_vk_weight *out,
-                                fx_err *err) {
-    if (!w || !w->data || w->ld < w->k)
-        return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan: weight %s: no data or ld < k", name ? name : "?");
-    linear_rows ctx = {w};
-    return upload_rows(vk, w->dtype, w->n, w->k, linear_row, &ctx, name ? name : "a weight", out, err);
-}
-
-flux_status fx_vk_conv_weight_upload(fx_vk *vk, const fx_conv2d_geom *g, const fx_weight *w, const char *name,
-                                     fx_vk_weight *out, fx_err *err) {
-    name = name ? name : "a conv weight";
-    if (!g || !w || !w->data || w->n != g->cout || w->k != (int64_t)g->cin * g->kh * g->kw || w->ld < w->k)
-        return fx_fail(err, FLUX_ERR_INVALID_ARG,
-                       "Vulkan: conv weight %s must be [cout, cin·kh·kw] = [%d, %d]", name, g ? g->cout : 0,
-                       g ? g->cin * g->kh * g->kw : 0);
-    if (block_type(w->dtype))
-        return fx_fail(err, FLUX_ERR_UNSUPPORTED, "Vulkan: conv weight %s is stored as %s; device convolutions read "
-                       "F32, F16 and BF16 weights only (run with --backend cpu)", name, fx_dtype_name(w->dtype));
-    conv_rows ctx = {w, g->cin, g->kh * g->kw};
-    return upload_rows(vk, w->dtype, w->n, w->k, conv_row, &ctx, name, out, err);
-}
-
-void fx_vk_weight_free(fx_vk *vk, fx_vk_weight *w) {
-    if (!w) return;
-    fx_vk_buf_free(vk, w->buf);
-    memset(w, 0, sizeof *w);
-}
 
 /* ------------------------------------------------------------------------ */
 /* The GEMM passes                                                          */
@@ -206,8 +57,29 @@ static gemm_cfg choose_cfg(const fx_vk *vk) {
     return c;
 }
 
+/* The GEMM shaders of each ggml block type, which dequantize as they load
+ * (gemm_common.glsl WTYPE 3..14): every block type the CPU reads. */
+typedef struct block_shaders {
+    vk_shader_id reg, tiled;
+} block_shaders;
+
+static const block_shaders block_gemm[FX_DTYPE_COUNT] = {
+    [FX_DTYPE_Q8_0] = {VK_SH_gemm_reg_q8_0, VK_SH_gemm_tiled_q8_0},
+    [FX_DTYPE_Q4_0] = {VK_SH_gemm_reg_q4_0, VK_SH_gemm_tiled_q4_0},
+    [FX_DTYPE_Q4_1] = {VK_SH_gemm_reg_q4_1, VK_SH_gemm_tiled_q4_1},
+    [FX_DTYPE_Q5_0] = {VK_SH_gemm_reg_q5_0, VK_SH_gemm_tiled_q5_0},
+    [FX_DTYPE_Q5_1] = {VK_SH_gemm_reg_q5_1, VK_SH_gemm_tiled_q5_1},
+    [FX_DTYPE_Q2_K] = {VK_SH_gemm_reg_q2_k, VK_SH_gemm_tiled_q2_k},
+    [FX_DTYPE_Q3_K] = {VK_SH_gemm_reg_q3_k, VK_SH_gemm_tiled_q3_k},
+    [FX_DTYPE_Q4_K] = {VK_SH_gemm_reg_q4_k, VK_SH_gemm_tiled_q4_k},
+    [FX_DTYPE_Q5_K] = {VK_SH_gemm_reg_q5_k, VK_SH_gemm_tiled_q5_k},
+    [FX_DTYPE_Q6_K] = {VK_SH_gemm_reg_q6_k, VK_SH_gemm_tiled_q6_k},
+    [FX_DTYPE_IQ4_NL] = {VK_SH_gemm_reg_iq4_nl, VK_SH_gemm_tiled_iq4_nl},
+    [FX_DTYPE_IQ4_XS] = {VK_SH_gemm_reg_iq4_xs, VK_SH_gemm_tiled_iq4_xs},
+};
+
 static vk_shader_id gemm_shader(int tiled, int conv, fx_dtype t) {
-    if (block_type(t)) return tiled ? block_gemm[t].tiled : block_gemm[t].reg; /* linear only */
+    if (vk_w_blocks(t)) return tiled ? block_gemm[t].tiled : block_gemm[t].reg; /* linear only */
     static const vk_shader_id ids[2][2][3] = {
         {{VK_SH_gemm_reg_f32, VK_SH_gemm_reg_f16, VK_SH_gemm_reg_bf16},
          {VK_SH_conv_reg_f32, VK_SH_conv_reg_f16, VK_SH_conv_reg_bf16}},
@@ -235,10 +107,10 @@ static void grid_for(const fx_vk *vk, const gemm_cfg *c, int64_t mr, int64_t nc,
 /* Window of W rows [n0, n0 + nc); *base in elements (block types: bytes). */
 static flux_status weight_window(fx_vk *vk, const fx_vk_weight *w, int64_t n0, int64_t nc, vk_bind *b,
                                  uint32_t *base, fx_err *err) {
-    const uint64_t lo = w_row_at(w, n0), hi = w_row_at(w, n0 + nc);
+    const uint64_t lo = vk_w_row_at(w, n0), hi = vk_w_row_at(w, n0 + nc);
     uint32_t words;
     TRY(vk_window(vk, w->buf, lo, hi, 0, b, &words, err));
-    *base = block_type(w->dtype) ? (uint32_t)(words * 4 + (lo & 3)) : (uint32_t)(words * 4 / dtype_bytes(w->dtype));
+    *base = vk_w_blocks(w->dtype) ? (uint32_t)(words * 4 + (lo & 3)) : (uint32_t)(words * 4 / vk_dtype_bytes(w->dtype));
     return FLUX_OK;
 }
 
@@ -260,7 +132,7 @@ static flux_status epi_windows(fx_vk *vk, const fx_vk_epilogue *epi, int64_t n0,
 /* Columns per pass: W rows in one window, grid x within 65535. */
 static flux_status cols_per_pass(fx_vk *vk, const fx_vk_weight *w, const gemm_cfg *c, int64_t *out,
                                  fx_err *err) {
-    int64_t nc = vk_rows_per_window(vk, w_row_bytes(w), w_row_bytes(w));
+    int64_t nc = vk_rows_per_window(vk, vk_w_row_bytes(w), vk_w_row_bytes(w));
     if (nc < 1)
         return fx_fail(err, FLUX_ERR_UNSUPPORTED, "Vulkan: one row of weight %s exceeds the binding limit",
                        w->buf->what);
@@ -280,12 +152,12 @@ static flux_status check_epi(const char *op, const fx_vk_epilogue *epi, int64_t 
 
 static flux_status check_weight(const char *op, const fx_vk_weight *w, fx_err *err) {
     if (!w || !w->buf) return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan %s: weight is not on the device", op);
-    const int blocks = block_type(w->dtype);
+    const int blocks = vk_w_blocks(w->dtype);
     if (((unsigned)w->dtype > FX_DTYPE_BF16 && !blocks) || w->off < 0 ||
         (blocks ? w->k < 1 || w->k % fx_dtype_block(w->dtype) || w->ld < fx_dtype_row_bytes(w->dtype, w->k)
                 : w->ld < w->k || (w->dtype != FX_DTYPE_F32 && (w->off % 2 || w->ld % 2))))
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan %s: weight %s has an invalid layout", op, w->buf->what);
-    if (w_row_at(w, w->n) > w->buf->bytes)
+    if (vk_w_row_at(w, w->n) > w->buf->bytes)
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan %s: weight [%lld, %lld] exceeds its buffer %s", op,
                        (long long)w->n, (long long)w->k, w->buf->what);
     return FLUX_OK;
@@ -307,6 +179,7 @@ flux_status fx_vk_linear(fx_vk *vk, int64_t m, fx_vk_mat x, const fx_vk_weight *
                          const fx_vk_epilogue *epi, fx_err *err) {
     static const char *op = "linear";
     TRY(vk_check_alive(vk, err));
+    TRY(vk_weight_use(vk, w, err)); /* a weight over the budget is uploaded now */
     TRY(check_weight(op, w, err));
     const int64_t n = w->n, k = w->k;
     if (m < 0) return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan linear: m = %lld", (long long)m);
@@ -383,8 +256,9 @@ flux_status fx_vk_conv2d(fx_vk *vk, const fx_conv2d_geom *g, fx_vk_vec x, const 
                          const fx_vk_epilogue *epi, fx_vk_vec y, fx_err *err) {
     static const char *op = "conv2d";
     TRY(vk_check_alive(vk, err));
+    TRY(vk_weight_use(vk, w, err)); /* a weight over the budget is uploaded now */
     TRY(check_weight(op, w, err));
-    if (block_type(w->dtype))
+    if (vk_w_blocks(w->dtype))
         return fx_fail(err, FLUX_ERR_UNSUPPORTED, "Vulkan conv2d: weight %s holds %s blocks (linear layers only)",
                        w->buf->what, fx_dtype_name(w->dtype));
     int ho, wo;

@@ -37,7 +37,9 @@ static int hidden_files(const char *dir) {
 static int signal_during_write(const char *dir, int sig, int app_handler) {
     pid_t pid = fork();
     if (pid == 0) {
-        if (app_handler) signal(sig, SIG_IGN); /* the application's choice: kept */
+        /* the application's choice, kept; else the default (a shell starts
+         * background jobs with SIGINT ignored, which the child inherits) */
+        signal(sig, app_handler ? SIG_IGN : SIG_DFL);
         char path[1200];
         snprintf(path, sizeof path, "%s/out.bin", dir);
         fx_atomic_file af;

@@ -337,3 +337,58 @@ TEST(faults_weight_file_cut_short_between_generations) {
     flux_image_free(a), flux_image_free(b);
     flux_free(ctx);
 }
+
+/* The model loaded again after its files changed keeps its LoRA adapters
+ * (they used to be dropped: the next image ran without them and
+ * flux_lora_count said 0): same image with the adapter as before the
+ * change; an adapter that cannot be attached again is the error of that
+ * call, naming it, and is attached once it can be. */
+TEST(faults_model_loaded_again_keeps_its_lora_adapters) {
+    flux_ctx *ctx = ctx_on_copy("lora-reload", 1);
+    REQUIRE(ctx);
+    char m[PATH_MAX], lora[PATH_MAX + 32], args[3 * PATH_MAX];
+    snprintf(m, sizeof m, "%s", ctx->model->dir);
+    snprintf(lora, sizeof lora, "%s/reload-lora.safetensors", fx_test_tmpdir());
+    snprintf(args, sizeof args, "-d '%s' -o '%s' --format diffusers --rank 4 --seed 5", m, lora);
+    REQUIRE(FX_TEST_RUN_TOOL("gen_lora", args) == 0);
+    flux_params p;
+    flux_params_init(&p);
+    p.prompt = "a cat";
+    p.width = p.height = 64, p.steps = 1, p.seed = 3;
+    flux_image *plain = NULL, *with = NULL, *again = NULL;
+    REQUIRE(flux_generate(ctx, &p, &plain) == FLUX_OK);
+    REQUIRE_MSG(flux_lora_load(ctx, lora, 0.8f) == FLUX_OK, "%s", flux_error(ctx));
+    REQUIRE(flux_generate(ctx, &p, &with) == FLUX_OK);
+    CHECK_MSG(!fx_test_same_pixels(with, plain), "the adapter changed nothing");
+    /* the transformer's file rewritten in place (same bytes, new mtime) */
+    char path[PATH_MAX + 64], backup[PATH_MAX + 80];
+    snprintf(path, sizeof path, "%s/transformer/diffusion_pytorch_model.safetensors", m);
+    snprintf(backup, sizeof backup, "%s.whole", path);
+    REQUIRE(copy_file(path, backup) == 0);
+    sleep(1); /* a new mtime even on coarse file-system clocks */
+    REQUIRE(copy_file(backup, path) == 0);
+    REQUIRE_MSG(flux_generate(ctx, &p, &again) == FLUX_OK, "%s", flux_error(ctx));
+    CHECK_EQ_INT(flux_lora_count(ctx), 1);
+    flux_lora_info info;
+    CHECK(flux_lora_get_info(ctx, 0, &info) == FLUX_OK && info.scale == 0.8f && !strcmp(info.path, lora));
+    CHECK_MSG(fx_test_same_pixels(again, with), "after loading the model again the adapter was lost");
+    flux_image_free(again);
+    again = NULL;
+    /* the adapter file unreadable while the model is loaded again: that call fails naming it */
+    char lora_backup[PATH_MAX + 48];
+    snprintf(lora_backup, sizeof lora_backup, "%s.whole", lora);
+    REQUIRE(rename(lora, lora_backup) == 0);
+    sleep(1);
+    REQUIRE(copy_file(backup, path) == 0);
+    CHECK(flux_generate(ctx, &p, &again) != FLUX_OK && again == NULL);
+    CHECK_MSG(strstr(flux_error(ctx), "LoRA adapter") && strstr(flux_error(ctx), "reload-lora.safetensors"), "%s",
+              flux_error(ctx));
+    /* back: the next call attaches it and gives the same image */
+    REQUIRE(rename(lora_backup, lora) == 0);
+    REQUIRE_MSG(flux_generate(ctx, &p, &again) == FLUX_OK, "%s", flux_error(ctx));
+    CHECK_EQ_INT(flux_lora_count(ctx), 1);
+    CHECK_MSG(fx_test_same_pixels(again, with), "the adapter attached later differs");
+    flux_image_free(plain), flux_image_free(with), flux_image_free(again);
+    unlink(backup);
+    flux_free(ctx);
+}
