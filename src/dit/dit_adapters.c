@@ -69,7 +69,8 @@ flux_status fx_dit_set_adapters(fx_dit *t, const fx_lora *const *loras, const fl
             free(terms);
             return err->code;
         }
-    for (int v = 0; v < t->n_linears; v++) t->linears[v].w->delta = first[v + 1] > first[v] ? &terms[first[v]] : NULL;
+    for (int v = 0; v < t->n_linears; v++) /* the backend lets go of the old terms here */
+        fx_ops_weight_set_terms(t->ops, t->linears[v].op, first[v + 1] > first[v] ? &terms[first[v]] : NULL);
     free(first);
     free(t->deltas);
     t->deltas = terms;

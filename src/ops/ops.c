@@ -149,6 +149,11 @@ void fx_ops_weight_free(fx_ops *ops, fx_opw *w) {
     if (w && w->dev) ops->impl->weight_free(ops, w);
 }
 
+void fx_ops_weight_set_terms(fx_ops *ops, fx_opw *w, const fx_delta *terms) {
+    w->w.delta = terms;
+    if (ops->impl->terms_changed) ops->impl->terms_changed(ops, w);
+}
+
 flux_status fx_ops_vector(fx_ops *ops, const float *host, int64_t n, const char *name, fx_buf **out, fx_err *err) {
     TRY(fx_buf_new(ops, n, name, out, err));
     flux_status st = fx_buf_write(ops, *out, 0, host, n, err);

@@ -115,6 +115,12 @@ flux_status fx_ops_weight(fx_ops *ops, const fx_weight *w, const char *name, fx_
 flux_status fx_ops_conv_weight(fx_ops *ops, const fx_conv2d_geom *g, const fx_weight *w, const char *name,
                                fx_opw *out, fx_err *err);
 void fx_ops_weight_free(fx_ops *ops, fx_opw *w);
+/* Set w's adapter terms (w->w.delta, kernels.h fx_delta; NULL = none). A
+ * backend that keeps the terms' factors (Vulkan: resident on the device)
+ * keeps those of the terms still attached (same factors, any scale: the
+ * scale is never stored there) and drops the others now, while their host
+ * data still exists. Terms must change only through here. */
+void fx_ops_weight_set_terms(fx_ops *ops, fx_opw *w, const fx_delta *terms);
 /* n host floats as a backend vector (norm weights, biases): a new buffer. */
 flux_status fx_ops_vector(fx_ops *ops, const float *host, int64_t n, const char *name, fx_buf **out, fx_err *err);
 

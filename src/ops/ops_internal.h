@@ -30,6 +30,7 @@ typedef struct fx_ops_impl {
     flux_status (*sync)(fx_ops *, fx_err *);
     flux_status (*weight)(fx_ops *, const fx_conv2d_geom *, fx_opw *, const char *, fx_err *);
     void (*weight_free)(fx_ops *, fx_opw *);
+    void (*terms_changed)(fx_ops *, fx_opw *); /* NULL: nothing kept */
     flux_status (*rope)(fx_ops *, fx_oprope *, fx_err *);
     void (*rope_free)(fx_ops *, fx_oprope *);
     flux_status (*linear)(fx_ops *, int64_t, fx_view, const fx_opw *, fx_view, const fx_op_epi *, fx_err *);
@@ -56,6 +57,9 @@ struct fx_ops {
     fx_backend_kind kind;
     const fx_kctx *kc;
     struct fx_vk *vk;           /* Vulkan backend */
+    struct fx_vk_buf *term_tmp; /* Vulkan: adapter terms' temporaries, shared (grown) */
+    struct fx_vk_buf *term_ones;/* Vulkan: [term_ones_n] ones, the gate of ungated layers */
+    int64_t term_tmp_floats, term_ones_n;
     char name[640];
 };
 

@@ -33,21 +33,37 @@ static flux_status copy(fx_ops *ops, int64_t rows, int64_t cols, fx_view src, fx
 
 static flux_status sync(fx_ops *ops, fx_err *err) { return fx_vk_sync(ops->vk, err); }
 
+/* A registered weight: its device copy and the resident factors of its
+ * adapter terms. fx_opw.dev points at `w`, the first member. */
+typedef struct dev_term dev_term;
+typedef struct vk_opw {
+    fx_vk_weight w;
+    dev_term **terms; /* [nterms], in the order of w.delta's chain; each term is its
+                         own allocation, so a device weight never moves */
+    int nterms;
+} vk_opw;
+
+static vk_opw *opw_of(const fx_opw *w) { return (vk_opw *)w->dev; }
+
+static void drop_terms(fx_ops *ops, vk_opw *o);
+
 static flux_status weight(fx_ops *ops, const fx_conv2d_geom *g, fx_opw *w, const char *name, fx_err *err) {
-    fx_vk_weight *dw = calloc(1, sizeof *dw);
-    if (!dw) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (weight %s)", name);
-    flux_status st = fx_vk_weight_register(ops->vk, g, &w->w, name, dw, err);
+    vk_opw *o = calloc(1, sizeof *o);
+    if (!o) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (weight %s)", name);
+    flux_status st = fx_vk_weight_register(ops->vk, g, &w->w, name, &o->w, err);
     if (st) {
-        free(dw);
+        free(o);
         return st;
     }
-    w->dev = dw;
+    w->dev = &o->w;
     return FLUX_OK;
 }
 
 static void weight_free(fx_ops *ops, fx_opw *w) {
-    fx_vk_weight_free(ops->vk, w->dev);
-    free(w->dev);
+    vk_opw *o = opw_of(w);
+    drop_terms(ops, o);
+    fx_vk_weight_free(ops->vk, &o->w);
+    free(o);
     w->dev = NULL;
 }
 
@@ -73,85 +89,240 @@ static fx_vk_epilogue dev_epi(const fx_op_epi *e) {
     return (fx_vk_epilogue){.mode = e->mode, .bias = vec(e->bias), .gate = vec(e->gate)};
 }
 
-/* Adapter terms (kernels.h fx_delta) on the device: each adds its product
- * to the term's output columns with the gate g = s (store and accumulate
- * layers) or s·gate (gated layers), exactly as fx_linear on the CPU:
+/* ------------------------------------------------------------------------ */
+/* Adapter terms (kernels.h fx_delta) on the device                         */
+/* ------------------------------------------------------------------------ */
+
+/* Each term adds its product to its output columns with the gate g = s
+ * (store and accumulate layers: a shared vector of ones scaled by s in the
+ * push constants) or s·gate (gated layers), exactly as fx_linear on the CPU:
  *   LOWRANK  T = X·Aᵀ [m, r] (store), then Y[:, row0..] += g ⊙ (T·Bᵀ)
  *   DENSE    Y[:, row0..] += g ⊙ (X·ΔWᵀ)
- * The factors are uploaded at each call and freed after it (adapters
- * change at run time; the terms are small next to the layer): each upload
- * first runs the work recorded so far. KRON terms are refused. */
-static flux_status check_terms(const fx_delta *d, fx_err *err) {
-    for (; d; d = d->next)
-        if (d->kind != FX_DELTA_LOWRANK && d->kind != FX_DELTA_DENSE)
-            return fx_fail(err, FLUX_ERR_UNSUPPORTED,
-                           "LoRA: a Kronecker (LoKr) adapter term cannot run on the Vulkan device yet; low-rank and "
-                           "dense terms can (use --backend cpu for this adapter)");
+ *   KRON     the CPU's runtime form (simd/gemm/delta.c), never ΔW: per
+ *            token X_t [m1, n2] (rows of x, copied when ld ≠ k),
+ *            Z = X_t·W2ᵀ [m1, k2] (W2 = c·a: two GEMMs), Zᵀ (fx_vk_kron_gather),
+ *            Y' = Zᵀ·W1ᵀ [k2, l], then y += g ⊙ its rows of W1⊗W2 (gather).
+ *            Device memory: the factors as stored (W1, W2: l·m1 + k2·n2
+ *            elements, a factored W2 r2·(k2 + n2)) plus per call at most
+ *            TERM_TMP_BYTES of temporaries; materializing ΔW would cost
+ *            rows·k floats per term, as much as an f32 copy of the layer.
+ * The factors are uploaded once, at the first call after the terms were
+ * set (fx_ops_weight_set_terms), and stay resident with the weight: the
+ * scale never reaches device memory (push constants only), so a rescale
+ * keeps them and no stale gate can remain; terms whose factors went away
+ * are dropped at the change. Temporaries (T, the KRON chunks) and the ones
+ * vector are shared by all layers (fx_ops.term_tmp, term_ones); the
+ * recorder orders their reuse (barriers on every overlap). */
+enum { TERM_TMP_BYTES = 32 << 20 };
+
+struct dev_term {
+    fx_delta key;            /* the host term uploaded (scale and next ignored) */
+    fx_vk_weight a, b, c;    /* LOWRANK A, B; DENSE ΔW (a); KRON W2 (a; c·a when c), W1 (b) */
+    int ready;
+};
+
+static int same_weight(const fx_weight *x, const fx_weight *y) {
+    return x->data == y->data && x->dtype == y->dtype && x->n == y->n && x->k == y->k && x->ld == y->ld;
+}
+
+/* The same factors on the same columns (the scale may differ). */
+static int same_term(const fx_delta *x, const fx_delta *y) {
+    return x->kind == y->kind && x->row0 == y->row0 && x->rows == y->rows && x->kron_skip == y->kron_skip &&
+           same_weight(&x->a, &y->a) && same_weight(&x->b, &y->b) && same_weight(&x->c, &y->c);
+}
+
+static void free_term(fx_ops *ops, dev_term *t) {
+    if (t->a.buf) fx_vk_weight_free(ops->vk, &t->a);
+    if (t->b.buf) fx_vk_weight_free(ops->vk, &t->b);
+    if (t->c.buf) fx_vk_weight_free(ops->vk, &t->c);
+    memset(t, 0, sizeof *t);
+}
+
+static void drop_terms(fx_ops *ops, vk_opw *o) {
+    for (int i = 0; i < o->nterms; i++)
+        if (o->terms[i]) free_term(ops, o->terms[i]), free(o->terms[i]);
+    free(o->terms);
+    o->terms = NULL;
+    o->nterms = 0;
+}
+
+/* Match o's resident terms to the chain d: a term with the same factors
+ * keeps its device copy (the term moves to its new place by pointer), the others are freed
+ * (freed buffers live on until the work recorded with them has run). */
+static flux_status sync_terms(fx_ops *ops, vk_opw *o, const fx_delta *d, fx_err *err) {
+    int n = 0;
+    for (const fx_delta *t = d; t; t = t->next) n++;
+    dev_term **nt = n ? calloc((size_t)n, sizeof *nt) : NULL;
+    if (n && !nt) {
+        drop_terms(ops, o);
+        return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (LoRA terms)");
+    }
+    int i = 0;
+    for (const fx_delta *t = d; t; t = t->next, i++) {
+        for (int j = 0; j < o->nterms && !nt[i]; j++)
+            if (o->terms[j] && o->terms[j]->ready && same_term(&o->terms[j]->key, t))
+                nt[i] = o->terms[j], o->terms[j] = NULL;
+        if (!nt[i] && !(nt[i] = calloc(1, sizeof *nt[i]))) {
+            for (int q = 0; q < i; q++) free_term(ops, nt[q]), free(nt[q]);
+            free(nt);
+            drop_terms(ops, o);
+            return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (LoRA terms)");
+        }
+        nt[i]->key = *t;
+        nt[i]->key.next = NULL;
+    }
+    drop_terms(ops, o);
+    o->terms = nt;
+    o->nterms = n;
     return FLUX_OK;
 }
 
-static flux_status upload_factor(fx_ops *ops, const fx_weight *f, const char *what, fx_vk_weight **out,
-                                 fx_err *err) {
-    fx_vk_weight *dw = calloc(1, sizeof *dw);
-    if (!dw) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (LoRA %s)", what);
-    flux_status st = fx_vk_weight_upload(ops->vk, f, what, dw, err);
-    if (st) {
-        free(dw);
-        return st;
+static void terms_changed(fx_ops *ops, fx_opw *w) {
+    vk_opw *o = opw_of(w);
+    fx_err ignored = {0};
+    if (o && sync_terms(ops, o, w->w.delta, &ignored)) drop_terms(ops, o); /* uploaded again at use */
+}
+
+static flux_status upload_factor(fx_ops *ops, const fx_weight *f, const char *what, fx_vk_weight *out, fx_err *err) {
+    return f->data ? fx_vk_weight_upload(ops->vk, f, what, out, err) : FLUX_OK;
+}
+
+/* The device copy of w's terms, uploading what is missing (the first call
+ * after a change; a chain changed without fx_ops_weight_set_terms is
+ * matched again here). */
+static flux_status resident_terms(fx_ops *ops, const fx_opw *w, vk_opw *o, fx_err *err) {
+    int n = 0, same = 1;
+    for (const fx_delta *d = w->w.delta; d; d = d->next, n++)
+        if (n >= o->nterms || !same_term(&o->terms[n]->key, d)) same = 0;
+    if (!same || n != o->nterms) TRY(sync_terms(ops, o, w->w.delta, err));
+    for (int i = 0; i < o->nterms; i++) {
+        dev_term *t = o->terms[i];
+        if (t->ready) continue;
+        const int lowrank = t->key.kind == FX_DELTA_LOWRANK, kron = t->key.kind == FX_DELTA_KRON;
+        flux_status st = upload_factor(ops, &t->key.a, lowrank ? "LoRA down (A)" : kron ? "LoKr W2" : "LoRA ΔW", &t->a, err);
+        if (!st && t->key.kind != FX_DELTA_DENSE)
+            st = upload_factor(ops, &t->key.b, lowrank ? "LoRA up (B)" : "LoKr W1", &t->b, err);
+        if (!st && kron) st = upload_factor(ops, &t->key.c, "LoKr W2 left factor", &t->c, err);
+        if (st) {
+            free_term(ops, t);
+            t->key = (fx_delta){.kind = -1}; /* matches no term: tried again next call */
+            return st;
+        }
+        t->ready = 1;
     }
-    *out = dw;
     return FLUX_OK;
 }
 
-static void free_factor(fx_ops *ops, fx_vk_weight *w) {
-    if (!w) return;
-    fx_vk_weight_free(ops->vk, w);
-    free(w);
+/* The shared temporaries: at least `floats` (a larger buffer replaces the
+ * old one, which lives on until the work recorded with it has run). */
+static flux_status term_tmp(fx_ops *ops, int64_t floats, fx_vk_buf **out, fx_err *err) {
+    if (floats > ops->term_tmp_floats) {
+        fx_vk_buf *b;
+        TRY(fx_vk_buf_new_evicting(ops->vk, (uint64_t)floats * 4, "LoRA temporaries", &b, err));
+        fx_vk_buf_free(ops->vk, ops->term_tmp);
+        ops->term_tmp = b, ops->term_tmp_floats = floats;
+    }
+    *out = ops->term_tmp;
+    return FLUX_OK;
 }
 
-static flux_status apply_term(fx_ops *ops, int64_t m, fx_vk_mat x, const fx_delta *d, fx_vk_mat y,
-                              const fx_vk_epilogue *epi, fx_err *err) {
-    const int gated = epi && epi->mode == FX_EPI_GATED_ACCUMULATE;
-    fx_vk_weight *a = NULL, *b = NULL;
-    fx_vk_buf *t = NULL, *g = NULL;
-    float *host_g = NULL;
-    flux_status st = FLUX_OK;
-    fx_vk_epilogue e = {.mode = FX_EPI_GATED_ACCUMULATE};
-    if (gated) { /* g = s·gate[row0 + j] */
-        e.gate = (fx_vk_vec){epi->gate.buf, epi->gate.off + d->row0};
-        e.gate_scale = d->scale;
-    } else { /* g = s */
-        host_g = malloc((size_t)d->rows * sizeof *host_g);
-        if (!host_g) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (LoRA gate)");
-        for (int64_t j = 0; j < d->rows; j++) host_g[j] = d->scale;
-        st = fx_vk_buf_new(ops->vk, (uint64_t)d->rows * 4, "LoRA gate", &g, err);
-        if (!st) st = fx_vk_upload(ops->vk, g, 0, host_g, (uint64_t)d->rows * 4, err);
-        e.gate = (fx_vk_vec){g, 0};
+/* The gate vector of a term on y's columns: s·gate[row0..] (gated layers),
+ * else s·1 (the shared ones, at least `rows` of them). */
+static flux_status term_gate(fx_ops *ops, const fx_delta *d, const fx_vk_epilogue *epi, fx_vk_epilogue *e,
+                             fx_err *err) {
+    *e = (fx_vk_epilogue){.mode = FX_EPI_GATED_ACCUMULATE, .gate_scale = d->scale};
+    if (epi && epi->mode == FX_EPI_GATED_ACCUMULATE) {
+        e->gate = (fx_vk_vec){epi->gate.buf, epi->gate.off + d->row0};
+        return FLUX_OK;
     }
+    if (d->rows > ops->term_ones_n) {
+        const int64_t n = d->rows > 4096 ? d->rows : 4096;
+        float *ones = malloc((size_t)n * sizeof *ones);
+        if (!ones) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (LoRA gate)");
+        for (int64_t j = 0; j < n; j++) ones[j] = 1.0f;
+        fx_vk_buf *b;
+        flux_status st = fx_vk_buf_new_evicting(ops->vk, (uint64_t)n * 4, "LoRA gate (ones)", &b, err);
+        if (!st) st = fx_vk_upload(ops->vk, b, 0, ones, (uint64_t)n * 4, err);
+        free(ones);
+        if (st) {
+            fx_vk_buf_free(ops->vk, b);
+            return st;
+        }
+        fx_vk_buf_free(ops->vk, ops->term_ones);
+        ops->term_ones = b, ops->term_ones_n = n;
+    }
+    e->gate = (fx_vk_vec){ops->term_ones, 0};
+    return FLUX_OK;
+}
+
+static flux_status apply_kron(fx_ops *ops, int64_t m, fx_vk_mat x, const fx_delta *d, const dev_term *t,
+                              fx_vk_mat y, const fx_vk_epilogue *g, fx_err *err) {
+    fx_vk *vk = ops->vk;
+    const int factored = d->c.data != NULL; /* W2 = c·a */
+    const int64_t k2 = factored ? d->c.n : d->a.n, r2 = factored ? d->a.n : 0, n2 = d->a.k, l = d->b.n,
+                  m1 = d->b.k, k = m1 * n2;
+    const int copy = x.ld != k; /* the token views need rows of exactly k */
+    const int64_t per_token = (copy ? k : 0) + m1 * r2 + 2 * m1 * k2 + k2 * l;
+    int64_t chunk = TERM_TMP_BYTES / 4 / per_token;
+    chunk = chunk < 1 ? 1 : chunk > m ? m : chunk;
+    fx_vk_buf *tmp;
+    TRY(term_tmp(ops, chunk * per_token, &tmp, err));
+    const int64_t xc = 0, z1 = xc + (copy ? chunk * k : 0), z = z1 + chunk * m1 * r2, zt = z + chunk * m1 * k2,
+                  yp = zt + chunk * m1 * k2;
+    for (int64_t i0 = 0; i0 < m; i0 += chunk) {
+        const int64_t c = m - i0 < chunk ? m - i0 : chunk;
+        fx_vk_mat xs = {x.buf, x.off + i0 * x.ld, n2}; /* [c·m1, n2] */
+        if (copy) {
+            TRY(fx_vk_copy(vk, c, k, (fx_vk_mat){x.buf, x.off + i0 * x.ld, x.ld}, (fx_vk_mat){tmp, xc, k}, err));
+            xs = (fx_vk_mat){tmp, xc, n2};
+        }
+        if (factored) { /* Z = (X·aᵀ)·cᵀ */
+            TRY(fx_vk_linear(vk, c * m1, xs, &t->a, (fx_vk_mat){tmp, z1, r2}, NULL, err));
+            TRY(fx_vk_linear(vk, c * m1, (fx_vk_mat){tmp, z1, r2}, &t->c, (fx_vk_mat){tmp, z, k2}, NULL, err));
+        } else {
+            TRY(fx_vk_linear(vk, c * m1, xs, &t->a, (fx_vk_mat){tmp, z, k2}, NULL, err));
+        }
+        /* Zᵀ per token [k2, m1], then Y' = Zᵀ·W1ᵀ [c·k2, l] */
+        TRY(fx_vk_kron_gather(vk, c, m1 * k2, (fx_vk_vec){tmp, z}, m1 * k2, 0, m1, k2,
+                              (fx_vk_mat){tmp, zt, m1 * k2}, NULL, err));
+        TRY(fx_vk_linear(vk, c * k2, (fx_vk_mat){tmp, zt, m1}, &t->b, (fx_vk_mat){tmp, yp, l}, NULL, err));
+        /* row o = skip + j of W1 ⊗ W2 is Y'[o mod k2, o / k2] */
+        TRY(fx_vk_kron_gather(vk, c, d->rows, (fx_vk_vec){tmp, yp}, k2 * l, d->kron_skip, k2, l,
+                              (fx_vk_mat){y.buf, y.off + i0 * y.ld + d->row0, y.ld}, g, err));
+    }
+    return FLUX_OK;
+}
+
+static flux_status apply_term(fx_ops *ops, int64_t m, fx_vk_mat x, const fx_delta *d, const dev_term *t,
+                              fx_vk_mat y, const fx_vk_epilogue *epi, fx_err *err) {
+    fx_vk_epilogue g;
+    TRY(term_gate(ops, d, epi, &g, err));
     const fx_vk_mat ycols = {y.buf, y.off + d->row0, y.ld};
-    if (!st) st = upload_factor(ops, &d->a, d->kind == FX_DELTA_LOWRANK ? "LoRA down (A)" : "LoRA ΔW", &a, err);
-    if (!st && d->kind == FX_DELTA_LOWRANK) {
+    switch (d->kind) {
+    case FX_DELTA_LOWRANK: {
         const int64_t r = d->a.n;
-        st = upload_factor(ops, &d->b, "LoRA up (B)", &b, err);
-        if (!st) st = fx_vk_buf_new(ops->vk, (uint64_t)m * (uint64_t)r * 4, "LoRA T = X·Aᵀ", &t, err);
-        if (!st) st = fx_vk_linear(ops->vk, m, x, a, (fx_vk_mat){t, 0, r}, NULL, err);
-        if (!st) st = fx_vk_linear(ops->vk, m, (fx_vk_mat){t, 0, r}, b, ycols, &e, err);
-    } else if (!st) {
-        st = fx_vk_linear(ops->vk, m, x, a, ycols, &e, err);
+        fx_vk_buf *tmp;
+        TRY(term_tmp(ops, m * r, &tmp, err));
+        TRY(fx_vk_linear(ops->vk, m, x, &t->a, (fx_vk_mat){tmp, 0, r}, NULL, err));
+        return fx_vk_linear(ops->vk, m, (fx_vk_mat){tmp, 0, r}, &t->b, ycols, &g, err);
     }
-    free_factor(ops, a), free_factor(ops, b); /* freed once the recorded work has run */
-    fx_vk_buf_free(ops->vk, t), fx_vk_buf_free(ops->vk, g);
-    free(host_g);
-    return st;
+    case FX_DELTA_DENSE: return fx_vk_linear(ops->vk, m, x, &t->a, ycols, &g, err);
+    case FX_DELTA_KRON: return apply_kron(ops, m, x, d, t, y, &g, err);
+    }
+    return fx_fail(err, FLUX_ERR_INVALID_ARG, "LoRA: unknown adapter term kind %d", (int)d->kind);
 }
 
 static flux_status linear(fx_ops *ops, int64_t m, fx_view x, const fx_opw *w, fx_view y, const fx_op_epi *epi,
                           fx_err *err) {
-    TRY(check_terms(w->w.delta, err)); /* never a result without the adapter */
+    vk_opw *o = opw_of(w);
+    if (!o) return fx_fail(err, FLUX_ERR_INVALID_ARG, "linear: the weight was not registered on the device");
+    if (w->w.delta && m > 0) TRY(resident_terms(ops, w, o, err)); /* never a result without the adapter */
     fx_vk_epilogue e = epi ? dev_epi(epi) : (fx_vk_epilogue){0};
     TRY(fx_vk_linear(ops->vk, m, mat(x), w->dev, mat(y), epi ? &e : NULL, err));
-    for (const fx_delta *d = w->w.delta; d && m > 0; d = d->next)
-        TRY(apply_term(ops, m, mat(x), d, mat(y), epi ? &e : NULL, err));
+    int i = 0;
+    for (const fx_delta *d = w->w.delta; d && m > 0; d = d->next, i++)
+        if (!fx_delta_check(d, w->w.n, w->w.k, NULL, 0)) /* refused when attached, skipped as on the CPU */
+            TRY(apply_term(ops, m, mat(x), d, o->terms[i], mat(y), epi ? &e : NULL, err));
     return FLUX_OK;
 }
 
@@ -211,13 +382,16 @@ static int device_errors(const fx_ops *ops, const char **first) { return fx_vk_v
 static void inject_lost(fx_ops *ops) { fx_vk_inject_device_lost(ops->vk); }
 
 static void close_vk(fx_ops *ops) {
+    fx_vk_buf_free(ops->vk, ops->term_tmp);
+    fx_vk_buf_free(ops->vk, ops->term_ones);
+    ops->term_tmp = ops->term_ones = NULL;
     fx_vk_close(ops->vk);
     ops->vk = NULL;
 }
 
 static const fx_ops_impl vulkan_impl = {
     .buf_alloc = buf_alloc, .buf_release = buf_release, .write = write, .read = read, .copy = copy, .sync = sync,
-    .weight = weight, .weight_free = weight_free, .rope = rope, .rope_free = rope_free, .linear = linear,
+    .weight = weight, .weight_free = weight_free, .terms_changed = terms_changed, .rope = rope, .rope_free = rope_free, .linear = linear,
     .attention = attention, .qk_norm_rope = qk_norm_rope, .rmsnorm = rmsnorm, .layernorm_modulate = layernorm_modulate,
     .silu = silu, .swiglu = swiglu, .gated_add = gated_add, .groupnorm = groupnorm, .conv2d = conv2d,
     .device_errors = device_errors, .inject_lost = inject_lost, .close = close_vk,

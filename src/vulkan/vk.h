@@ -172,7 +172,7 @@ typedef struct fx_vk_vec {
 
 /* A weight on the device: [n, k] as stored (dtype kept), rows ld elements
  * apart (k rounded up to 16 bytes, zero-filled), starting at element off.
- * GGUF block types (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K; linear weights only) keep
+ * GGUF block types (all twelve the CPU reads; linear weights only) keep
  * their blocks as stored, dequantized inside the GEMM: rows are then ld
  * BYTES apart (back to back, fx_dtype_row_bytes(dtype, k)), off in bytes.
  *
@@ -293,6 +293,15 @@ flux_status fx_vk_swiglu(fx_vk *vk, int64_t rows, int64_t cols, fx_vk_mat gate, 
 flux_status fx_vk_gated_add(fx_vk *vk, int64_t rows, int64_t cols, fx_vk_mat y, fx_vk_vec gate,
                             fx_vk_mat x, fx_err *err);
 flux_status fx_vk_softmax_rows(fx_vk *vk, int64_t rows, int64_t cols, fx_vk_mat x, fx_err *err);
+
+/* The reorderings of a Kronecker (LoKr) adapter term (vk_kron.c): for each
+ * of `tokens` rows t and j < cols, with o = skip + j,
+ *   v = src[t·src_ld + (o mod p)·q + o / p]   (src rows hold p·q floats)
+ * stored to dst[t, j] (epi NULL or store), or added as a term is:
+ * dst[t, j] += (gate_scale·gate[j])·v (epi gated accumulate). */
+flux_status fx_vk_kron_gather(fx_vk *vk, int64_t tokens, int64_t cols, fx_vk_vec src, int64_t src_ld,
+                              int64_t skip, int64_t p, int64_t q, fx_vk_mat dst,
+                              const fx_vk_epilogue *epi, fx_err *err);
 
 /* GroupNorm over x [pixels, channels]: stats [2·groups] = mean[groups]
  * then rstd[groups]; apply as fx_groupnorm_apply (gamma/beta absent = 1/0). */

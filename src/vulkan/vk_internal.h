@@ -225,11 +225,9 @@ flux_status vk_fail(fx_vk *vk, fx_err *err, VkResult r, const char *what);
 flux_status vk_check_alive(const fx_vk *vk, fx_err *err);
 
 /* Weight layout on the device (vk.h fx_vk_weight). GGUF block types the
- * GEMM shaders dequantize as they load (WTYPE 3..7 of gemm_common.glsl). */
-static inline int vk_w_blocks(fx_dtype t) {
-    return t == FX_DTYPE_Q8_0 || t == FX_DTYPE_Q4_0 || t == FX_DTYPE_Q4_K || t == FX_DTYPE_Q5_K ||
-           t == FX_DTYPE_Q6_K;
-}
+ * GEMM shaders dequantize as they load (WTYPE 3..14 of gemm_common.glsl):
+ * every block type the CPU reads. */
+static inline int vk_w_blocks(fx_dtype t) { return (unsigned)t < FX_DTYPE_COUNT && fx_dtype_is_block(t); }
 static inline size_t vk_dtype_bytes(fx_dtype t) { return t == FX_DTYPE_F32 ? 4 : 2; }
 /* Bytes from one weight row to the next: block rows are ld bytes apart,
  * dense rows ld elements. */

@@ -71,15 +71,29 @@ static gemm_cfg choose_cfg(const fx_vk *vk, int64_t m, int64_t n) {
     return c;
 }
 
+/* The GEMM shaders of each ggml block type, which dequantize as they load
+ * (gemm_common.glsl WTYPE 3..14): every block type the CPU reads. */
+typedef struct block_shaders {
+    vk_shader_id reg, tiled;
+} block_shaders;
+
+static const block_shaders block_gemm[FX_DTYPE_COUNT] = {
+    [FX_DTYPE_Q8_0] = {VK_SH_gemm_reg_q8_0, VK_SH_gemm_tiled_q8_0},
+    [FX_DTYPE_Q4_0] = {VK_SH_gemm_reg_q4_0, VK_SH_gemm_tiled_q4_0},
+    [FX_DTYPE_Q4_1] = {VK_SH_gemm_reg_q4_1, VK_SH_gemm_tiled_q4_1},
+    [FX_DTYPE_Q5_0] = {VK_SH_gemm_reg_q5_0, VK_SH_gemm_tiled_q5_0},
+    [FX_DTYPE_Q5_1] = {VK_SH_gemm_reg_q5_1, VK_SH_gemm_tiled_q5_1},
+    [FX_DTYPE_Q2_K] = {VK_SH_gemm_reg_q2_k, VK_SH_gemm_tiled_q2_k},
+    [FX_DTYPE_Q3_K] = {VK_SH_gemm_reg_q3_k, VK_SH_gemm_tiled_q3_k},
+    [FX_DTYPE_Q4_K] = {VK_SH_gemm_reg_q4_k, VK_SH_gemm_tiled_q4_k},
+    [FX_DTYPE_Q5_K] = {VK_SH_gemm_reg_q5_k, VK_SH_gemm_tiled_q5_k},
+    [FX_DTYPE_Q6_K] = {VK_SH_gemm_reg_q6_k, VK_SH_gemm_tiled_q6_k},
+    [FX_DTYPE_IQ4_NL] = {VK_SH_gemm_reg_iq4_nl, VK_SH_gemm_tiled_iq4_nl},
+    [FX_DTYPE_IQ4_XS] = {VK_SH_gemm_reg_iq4_xs, VK_SH_gemm_tiled_iq4_xs},
+};
+
 static vk_shader_id gemm_shader(int tiled, int conv, fx_dtype t) {
-    switch (vk_w_blocks(t) ? t : FX_DTYPE_F32) { /* linear only: conv weights are never blocks */
-    case FX_DTYPE_Q8_0: return tiled ? VK_SH_gemm_tiled_q8_0 : VK_SH_gemm_reg_q8_0;
-    case FX_DTYPE_Q4_0: return tiled ? VK_SH_gemm_tiled_q4_0 : VK_SH_gemm_reg_q4_0;
-    case FX_DTYPE_Q4_K: return tiled ? VK_SH_gemm_tiled_q4_k : VK_SH_gemm_reg_q4_k;
-    case FX_DTYPE_Q5_K: return tiled ? VK_SH_gemm_tiled_q5_k : VK_SH_gemm_reg_q5_k;
-    case FX_DTYPE_Q6_K: return tiled ? VK_SH_gemm_tiled_q6_k : VK_SH_gemm_reg_q6_k;
-    default: break;
-    }
+    if (vk_w_blocks(t)) return tiled ? block_gemm[t].tiled : block_gemm[t].reg; /* linear only */
     static const vk_shader_id ids[2][2][3] = {
         {{VK_SH_gemm_reg_f32, VK_SH_gemm_reg_f16, VK_SH_gemm_reg_bf16},
          {VK_SH_conv_reg_f32, VK_SH_conv_reg_f16, VK_SH_conv_reg_bf16}},

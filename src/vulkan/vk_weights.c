@@ -217,8 +217,8 @@ static flux_status weight_new(fx_vk *vk, const fx_conv2d_geom *g, const fx_weigh
     const int64_t n = w->n, k = w->k;
     if (dt != FX_DTYPE_F32 && dt != FX_DTYPE_BF16 && dt != FX_DTYPE_F16 && !vk_w_blocks(dt))
         return fx_fail(err, FLUX_ERR_UNSUPPORTED,
-                       "Vulkan: weight %s is stored as %s; the device path reads F32, F16, BF16, Q8_0, Q4_0, Q4_K, "
-                       "Q5_K and Q6_K weights only (run with --backend cpu)", name, fx_dtype_name(dt));
+                       "Vulkan: weight %s is stored as %s (dtype %d); the device path reads F32, F16, BF16 and the "
+                       "GGUF block types only (run with --backend cpu)", name, fx_dtype_name(dt), (int)dt);
     if (g && vk_w_blocks(dt))
         return fx_fail(err, FLUX_ERR_UNSUPPORTED, "Vulkan: conv weight %s is stored as %s; device convolutions read "
                        "F32, F16 and BF16 weights only (run with --backend cpu)", name, fx_dtype_name(dt));

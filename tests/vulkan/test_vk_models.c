@@ -9,7 +9,9 @@
  *   - a low-rank LoRA (tools/gen_lora, BFL names, every module, gated
  *     layers included) and a dense-difference adapter: latents within 1e-5
  *     relative, pixels max |Δ| 1;
- *   - a LoKr (Kronecker) adapter is refused on the device by name, no image.
+ *   - a LoKr (Kronecker) adapter beside a low-rank one, then the low-rank
+ *     one rescaled and the LoKr removed between two images: both images
+ *     within 1e-5 of the CPU's, the second bit for bit a fresh context's.
  */
 #include "vk_test.h"
 
@@ -34,11 +36,11 @@ typedef struct vk_run {
     int ok;
 } vk_run;
 
-/* One f32 generation ("a small red boat", 32×32, 1 step, seed 7) of dir
- * with --quant quant (NULL: none) and a LoRA at scale 1 (NULL: none), on
- * the CPU or the Vulkan device; tag names the dump folder. */
-static vk_run run_on(flux_backend backend, const char *dir, const char *quant, const char *lora, const char *tag) {
-    vk_run r = {0};
+/* An f32 context on the CPU or the Vulkan device with dir loaded (--quant
+ * quant, NULL: none) and a LoRA at scale 1 (NULL: none); NULL after a
+ * failure. */
+static flux_ctx *open_model(flux_backend backend, const char *dir, const char *quant, const char *lora,
+                            const char *tag) {
     flux_options o;
     flux_options_init(&o);
     o.backend = backend;
@@ -52,15 +54,22 @@ static vk_run run_on(flux_backend backend, const char *dir, const char *quant, c
     if (!ctx || flux_load(ctx, dir, &lo) != FLUX_OK) {
         fx_test_fail(__FILE__, __LINE__, "flux_load (%s): %s", tag, flux_error(ctx));
         flux_free(ctx);
-        return r;
+        return NULL;
     }
     if (lora && flux_lora_load(ctx, lora, 1.0f) != FLUX_OK) {
         fx_test_fail(__FILE__, __LINE__, "flux_lora_load (%s): %s", tag, flux_error(ctx));
         flux_free(ctx);
-        return r;
+        return NULL;
     }
     if (backend == FLUX_BACKEND_VULKAN)
         CHECK_MSG(!strncmp(flux_backend_name(ctx), "vulkan", 6), "%s runs on %s", tag, flux_backend_name(ctx));
+    return ctx;
+}
+
+/* One f32 generation ("a small red boat", 32×32, 1 step, seed 7) on ctx;
+ * tag names the dump folder. */
+static vk_run generate(flux_ctx *ctx, const char *tag) {
+    vk_run r = {0};
     flux_params p;
     flux_params_init(&p);
     p.prompt = "a small red boat";
@@ -79,10 +88,22 @@ static vk_run run_on(flux_backend backend, const char *dir, const char *quant, c
         r.ok = fx_npy_read(path, &r.latents, &err) == FLUX_OK;
         if (!r.ok) fx_test_fail(__FILE__, __LINE__, "%s", err.msg);
     }
+    return r;
+}
+
+/* Fails on validation errors, then frees ctx. */
+static void close_model(flux_ctx *ctx, const char *tag) {
+    if (!ctx) return;
     const char *first = NULL;
     int nerr = ctx->ops ? fx_ops_device_errors(ctx->ops, &first) : 0;
     CHECK_MSG(nerr == 0, "%s: %d validation error(s), first: %s", tag, nerr, first ? first : "");
     flux_free(ctx);
+}
+
+static vk_run run_on(flux_backend backend, const char *dir, const char *quant, const char *lora, const char *tag) {
+    flux_ctx *ctx = open_model(backend, dir, quant, lora, tag);
+    vk_run r = ctx ? generate(ctx, tag) : (vk_run){0};
+    close_model(ctx, tag);
     return r;
 }
 
@@ -164,4 +185,66 @@ TEST(vk_lora_dense_matches_cpu) {
     const char *lora = dir ? gen_lora(dir, "vk-diff", "--format diff --seed 11 --strength 0.5") : NULL;
     CHECK(lora != NULL);
     if (lora) device_matches_cpu(dir, NULL, lora, LORA_TOL, "lora-dense");
+}
+
+/* Two runs' latents within tol (relative) and pixels within 1. */
+static void check_runs(const vk_run *got, const vk_run *want, double tol, const char *what) {
+    if (!got->ok || !want->ok) return;
+    REQUIRE(got->latents.count == want->latents.count);
+    double e = fx_test_rel_err(got->latents.data, want->latents.data, want->latents.count);
+    int px = fx_test_max_pixel_diff(got->img, want->img);
+    printf("    %s: latents rel %.2e (tol %.0e), max pixel |Δ| %d\n", what, e, tol, px);
+    CHECK_MSG(e <= tol, "%s: latents differ by %.3e relative", what, e);
+    CHECK_MSG(px <= 1, "%s: pixels differ by %d", what, px);
+}
+
+/* LoKr terms on the device, and adapters changing between two images with
+ * the factors resident: a context with a low-rank and a LoKr adapter (W2
+ * factored) makes image 1; the low-rank one rescaled to 0.4 and the LoKr
+ * removed, image 2. Each within LORA_TOL of the CPU doing the same, and
+ * image 2 bit for bit the image of a fresh device context with only the
+ * low-rank adapter at 0.4 (no stale factor or gate survives a change). */
+TEST(vk_lora_lokr_and_changes_match_cpu) {
+    const char *dir = model256();
+    char lowrank[PATH_MAX], lokr[PATH_MAX];
+    const char *p1 = dir ? gen_lora(dir, "vk-change-lowrank", "--format bfl --rank 4 --seed 31 --strength 0.7") : NULL;
+    if (p1) snprintf(lowrank, sizeof lowrank, "%s", p1);
+    const char *p2 = p1 ? gen_lora(dir, "vk-change-lokr", "--format lokr --rank 4 --seed 9 --strength 0.7") : NULL;
+    if (p2) snprintf(lokr, sizeof lokr, "%s", p2);
+    CHECK(p1 && p2);
+    if (!p1 || !p2 || !vkt_device_ready()) return;
+    vk_run img1[2], img2[2]; /* [CPU, device] */
+    memset(img1, 0, sizeof img1), memset(img2, 0, sizeof img2);
+    const flux_backend be[2] = {FLUX_BACKEND_CPU, FLUX_BACKEND_VULKAN};
+    for (int i = 0; i < 2; i++) {
+        const char *tag = i ? "change-vk" : "change-cpu";
+        flux_ctx *ctx = open_model(be[i], dir, NULL, lowrank, tag);
+        if (!ctx) continue;
+        CHECK_MSG(flux_lora_load(ctx, lokr, 1.0f) == FLUX_OK, "flux_lora_load: %s", flux_error(ctx));
+        img1[i] = generate(ctx, i ? "change-vk-1" : "change-cpu-1");
+        CHECK_MSG(flux_lora_set_scale(ctx, 0, 0.4f) == FLUX_OK && flux_lora_remove(ctx, 1) == FLUX_OK, "%s",
+                  flux_error(ctx));
+        img2[i] = generate(ctx, i ? "change-vk-2" : "change-cpu-2");
+        close_model(ctx, tag);
+    }
+    flux_ctx *ctx = open_model(FLUX_BACKEND_VULKAN, dir, NULL, NULL, "fresh-vk");
+    vk_run fresh = {0};
+    if (ctx) {
+        CHECK_MSG(flux_lora_load(ctx, lowrank, 0.4f) == FLUX_OK, "flux_lora_load: %s", flux_error(ctx));
+        fresh = generate(ctx, "fresh-vk");
+        close_model(ctx, "fresh-vk");
+    }
+    unsetenv("FLUX_VK_VALIDATION");
+    check_runs(&img1[1], &img1[0], LORA_TOL, "low-rank + LoKr: device vs CPU");
+    check_runs(&img2[1], &img2[0], LORA_TOL, "rescaled, LoKr removed: device vs CPU");
+    if (img2[1].ok && fresh.ok) {
+        REQUIRE(fresh.latents.count == img2[1].latents.count);
+        CHECK_MSG(!memcmp(fresh.latents.data, img2[1].latents.data, fresh.latents.count * sizeof(float)),
+                  "after the changes the device's latents differ from a fresh context's");
+        double effect = fx_test_rel_err(img1[1].latents.data, img2[1].latents.data, fresh.latents.count);
+        printf("    effect of the change on the device: %.2e\n", effect);
+        CHECK_MSG(effect > 100 * LORA_TOL, "the change moved the latents by only %.3e", effect);
+    }
+    for (int i = 0; i < 2; i++) run_free(&img1[i]), run_free(&img2[i]);
+    run_free(&fresh);
 }

@@ -115,6 +115,68 @@ static uint16_t *bf16_weight(fx_test_rng *r, int64_t n, int64_t k) {
     return w;
 }
 
+/* The host factors of the adapter-term chain of linear_cases (k = 72). */
+typedef struct term_factors {
+    float *a, *b, *dw, *w1, *w1f, *c, *w2a;
+    uint16_t *w2;
+} term_factors;
+
+static void factors_new(fx_test_rng *r, int64_t k, term_factors *f) {
+    f->a = vkt_random(r, (size_t)5 * k, 0.5f), f->b = vkt_random(r, (size_t)20 * 5, 0.5f);
+    f->dw = vkt_random(r, (size_t)31 * k, 0.2f);
+    f->w1 = vkt_random(r, 4 * 3, 0.5f), f->w1f = vkt_random(r, 5 * 3, 0.5f), f->c = vkt_random(r, 5 * 3, 0.5f);
+    f->w2a = vkt_random(r, 3 * 24, 0.5f);
+    f->w2 = bf16_weight(r, 6, 24);
+}
+
+static float *dup_floats(const float *x, size_t n) {
+    float *y = malloc(n * sizeof *y);
+    memcpy(y, x, n * sizeof *y);
+    return y;
+}
+
+static void factors_copy(const term_factors *f, int64_t k, term_factors *g) {
+    g->a = dup_floats(f->a, (size_t)5 * k), g->b = dup_floats(f->b, 100), g->dw = dup_floats(f->dw, (size_t)31 * k);
+    g->w1 = dup_floats(f->w1, 12), g->w1f = dup_floats(f->w1f, 15), g->c = dup_floats(f->c, 15);
+    g->w2a = dup_floats(f->w2a, 72);
+    g->w2 = malloc(6 * 24 * sizeof *g->w2);
+    memcpy(g->w2, f->w2, 6 * 24 * sizeof *g->w2);
+}
+
+static void fill_nan(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = NAN;
+}
+
+static void factors_poison(term_factors *f, int64_t k) {
+    fill_nan(f->a, (size_t)5 * k), fill_nan(f->b, 100), fill_nan(f->dw, (size_t)31 * k), fill_nan(f->w1, 12);
+    fill_nan(f->w1f, 15), fill_nan(f->c, 15), fill_nan(f->w2a, 72);
+    memset(f->w2, 0xff, 6 * 24 * sizeof *f->w2); /* bf16 NaN */
+}
+
+static void factors_free(term_factors *f) {
+    free(f->a), free(f->b), free(f->dw), free(f->w1), free(f->w1f), free(f->c), free(f->w2a), free(f->w2);
+}
+
+/* t[0..3] chained: a low-rank term on output columns [3, 23), a dense one
+ * on [10, 41), a LoKr with a whole W2 on [30, 47) (its rows 5.. of W1 ⊗ W2:
+ * W1 [4, 3], W2 [6, 24] bf16) and one with W2 = c·a on [0, 20) (rows 2..,
+ * W1 [5, 3], c [5, 3], a [3, 24]); x rows are ld apart, not k (the LoKr
+ * copy). */
+static void chain(const term_factors *f, int64_t k, fx_delta t[4]) {
+    t[0] = (fx_delta){.kind = FX_DELTA_LOWRANK, .scale = 0.7f, .row0 = 3, .rows = 20,
+                      .a = {.data = f->a, .dtype = FX_DTYPE_F32, .n = 5, .k = k, .ld = k},
+                      .b = {.data = f->b, .dtype = FX_DTYPE_F32, .n = 20, .k = 5, .ld = 5}, .next = &t[1]};
+    t[1] = (fx_delta){.kind = FX_DELTA_DENSE, .scale = -0.6f, .row0 = 10, .rows = 31,
+                      .a = {.data = f->dw, .dtype = FX_DTYPE_F32, .n = 31, .k = k, .ld = k}, .next = &t[2]};
+    t[2] = (fx_delta){.kind = FX_DELTA_KRON, .scale = 1.3f, .row0 = 30, .rows = 17, .kron_skip = 5,
+                      .a = {.data = f->w2, .dtype = FX_DTYPE_BF16, .n = 6, .k = 24, .ld = 24},
+                      .b = {.data = f->w1, .dtype = FX_DTYPE_F32, .n = 4, .k = 3, .ld = 3}, .next = &t[3]};
+    t[3] = (fx_delta){.kind = FX_DELTA_KRON, .scale = 0.8f, .row0 = 0, .rows = 20, .kron_skip = 2,
+                      .a = {.data = f->w2a, .dtype = FX_DTYPE_F32, .n = 3, .k = 24, .ld = 24},
+                      .b = {.data = f->w1f, .dtype = FX_DTYPE_F32, .n = 5, .k = 3, .ld = 3},
+                      .c = {.data = f->c, .dtype = FX_DTYPE_F32, .n = 5, .k = 3, .ld = 3}};
+}
+
 static void linear_cases(uint64_t max_binding) {
     pair p;
     if (!open_pair(&p, max_binding)) return close_pair(&p);
@@ -139,25 +201,52 @@ static void linear_cases(uint64_t max_binding) {
         twin_check(&p, u, mode == FX_EPI_ACCUMULATE ? "linear accumulate + bias" : "linear gated accumulate + bias",
                    TOL);
     }
-    /* adapter terms (LoRA): a low-rank term on output columns [3, 23) and a
-     * dense one on [10, 41), chained, through every epilogue */
-    float *fa = vkt_random(&r, (size_t)5 * k, 0.5f), *fb = vkt_random(&r, (size_t)20 * 5, 0.5f);
-    float *fd = vkt_random(&r, (size_t)31 * k, 0.2f);
-    fx_delta dense = {.kind = FX_DELTA_DENSE, .scale = -0.6f, .row0 = 10, .rows = 31,
-                      .a = {.data = fd, .dtype = FX_DTYPE_F32, .n = 31, .k = k, .ld = k}};
-    fx_delta lowrank = {.kind = FX_DELTA_LOWRANK, .scale = 0.7f, .row0 = 3, .rows = 20,
-                        .a = {.data = fa, .dtype = FX_DTYPE_F32, .n = 5, .k = k, .ld = k},
-                        .b = {.data = fb, .dtype = FX_DTYPE_F32, .n = 20, .k = 5, .ld = 5}, .next = &dense};
-    wc.w.delta = wd.w.delta = &lowrank;
+    /* adapter terms (LoRA / LyCORIS), chained, through every epilogue; the
+     * device's host factors are a copy (poisoned below) */
+    term_factors fc, fdv;
+    factors_new(&r, k, &fc);
+    factors_copy(&fc, k, &fdv);
+    fx_delta tc[4], td[4];
+    chain(&fc, k, tc), chain(&fdv, k, td);
+    char why[160];
+    for (const fx_delta *d = tc; d; d = d->next) CHECK_MSG(!fx_delta_check(d, n, k, why, sizeof why), "%s", why);
+    fx_ops_weight_set_terms(p.cpu, &wc, tc), fx_ops_weight_set_terms(p.dev, &wd, td);
     for (int mode = FX_EPI_STORE; mode <= FX_EPI_GATED_ACCUMULATE; mode++) {
         fx_op_epi ec = {mode, vc(bias, 0, 0), vc(gate, 0, 0)}, ed = {mode, vd(bias, 0, 0), vd(gate, 0, 0)};
         ok(fx_op_linear(p.cpu, m, vc(u, 0, ld), &wc, vc(u, k + 8, ld), &ec, &err), &err, "linear + terms cpu");
         ok(fx_op_linear(p.dev, m, vd(u, 0, ld), &wd, vd(u, k + 8, ld), &ed, &err), &err, "linear + terms dev");
-        twin_check(&p, u, mode == FX_EPI_STORE ? "linear + LoRA terms, store" : mode == FX_EPI_ACCUMULATE ?
-                   "linear + LoRA terms, accumulate" : "linear + LoRA terms, gated accumulate", TOL);
+        twin_check(&p, u, mode == FX_EPI_STORE ? "linear + LoRA, LoKr terms, store" : mode == FX_EPI_ACCUMULATE ?
+                   "linear + LoRA, LoKr terms, accumulate" : "linear + LoRA, LoKr terms, gated accumulate", TOL);
     }
-    wc.w.delta = wd.w.delta = NULL;
-    free(fa), free(fb), free(fd);
+    /* the terms change (rescaled, the dense one removed): the device keeps
+     * the factors it has (its host copies are NaN from now on, so an upload
+     * would show) with the new scales: the CPU's result, and bit for bit
+     * that of a fresh registration of the changed terms */
+    tc[0].scale = td[0].scale = -1.9f, tc[2].scale = td[2].scale = 0.25f;
+    tc[0].next = &tc[2], td[0].next = &td[2];
+    fx_ops_weight_set_terms(p.cpu, &wc, tc), fx_ops_weight_set_terms(p.dev, &wd, td);
+    factors_poison(&fdv, k);
+    fx_opw fresh;
+    ok(fx_ops_weight(p.dev, &w, "w fresh", &fresh, &err), &err, "weight dev");
+    fx_ops_weight_set_terms(p.dev, &fresh, tc);
+    twin u2 = twin_new(&p, NULL, m * ld, "u2");
+    float *h = malloc((size_t)(m * ld) * sizeof *h), *h2 = malloc((size_t)(m * ld) * sizeof *h2);
+    ok(fx_buf_read(p.dev, u.d, 0, h, m * ld, &err), &err, "read u");
+    ok(fx_buf_write(p.dev, u2.d, 0, h, m * ld, &err), &err, "write u2");
+    fx_op_epi ec = {FX_EPI_GATED_ACCUMULATE, vc(bias, 0, 0), vc(gate, 0, 0)};
+    fx_op_epi ed = {FX_EPI_GATED_ACCUMULATE, vd(bias, 0, 0), vd(gate, 0, 0)};
+    ok(fx_op_linear(p.cpu, m, vc(u, 0, ld), &wc, vc(u, k + 8, ld), &ec, &err), &err, "changed terms cpu");
+    ok(fx_op_linear(p.dev, m, vd(u, 0, ld), &wd, vd(u, k + 8, ld), &ed, &err), &err, "changed terms dev");
+    ok(fx_op_linear(p.dev, m, vd(u2, 0, ld), &fresh, vd(u2, k + 8, ld), &ed, &err), &err, "fresh terms dev");
+    twin_check(&p, u, "linear + resident terms rescaled, one removed", TOL);
+    ok(fx_buf_read(p.dev, u.d, 0, h, m * ld, &err), &err, "read u");
+    ok(fx_buf_read(p.dev, u2.d, 0, h2, m * ld, &err), &err, "read u2");
+    CHECK_MSG(!memcmp(h, h2, (size_t)(m * ld) * sizeof *h), "resident terms after a change differ from fresh ones");
+    free(h), free(h2);
+    twin_free(&p, &u2);
+    fx_ops_weight_free(p.dev, &fresh);
+    fx_ops_weight_set_terms(p.cpu, &wc, NULL), fx_ops_weight_set_terms(p.dev, &wd, NULL);
+    factors_free(&fc), factors_free(&fdv);
     /* overlapping x and y are refused, not raced */
     CHECK_EQ_INT(fx_op_linear(p.dev, m, vd(u, 0, ld), &wd, vd(u, 4, ld), NULL, &err), FLUX_ERR_INVALID_ARG);
     /* a view past its buffer names it */

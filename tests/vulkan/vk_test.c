@@ -112,7 +112,12 @@ int vkt_check_close(const char *what, const float *got, const float *want, size_
     size_t at = 0;
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)got[i] - (double)want[i]);
-        if (!(d <= err)) err = d, at = i; /* NaN counts as the worst */
+        if (d != d) { /* NaN counts as the worst, and stays so */
+            if (err == err) at = i;
+            err = NAN;
+        } else if (d > err) {
+            err = d, at = i;
+        }
         if (fabs((double)want[i]) > ref) ref = fabs((double)want[i]);
     }
     int ok = err <= tol * ref;

@@ -5,7 +5,8 @@
 // stride, nearest ×2 upsampling folded into the indexing). W is a device
 // weight: WTYPE 0 f32, 1 bf16 and 2 f16 as packed uint pairs, rows ld
 // elements apart (16-byte multiples); or ggml blocks as stored (WTYPE 3
-// Q8_0, 4 Q4_0, 5 Q4_K, 6 Q5_K, 7 Q6_K, read as bytes), rows ld BYTES apart
+// Q8_0, 4 Q4_0, 5 Q4_K, 6 Q5_K, 7 Q6_K, 8 Q4_1, 9 Q5_0, 10 Q5_1, 11 Q2_K,
+// 12 Q3_K, 13 IQ4_NL, 14 IQ4_XS, read as bytes), rows ld BYTES apart
 // and w_base a byte offset, dequantized element by element as the tile
 // loads (exactly the CPU reference's f32 operations, hence `precise`).
 // All other offsets are element indices inside the bound windows.
@@ -41,6 +42,9 @@ layout(push_constant) uniform Push {
 } pc;
 
 #if WTYPE >= 3
+#if WTYPE == 13 || WTYPE == 14 // the IQ4_NL / IQ4_XS non-linear grid
+const int IQ4NL[16] = int[16](-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+#endif
 uint wbyte(uint b) { return (W[b >> 2] >> ((b & 3u) * 8u)) & 0xFFu; }
 float wf16(uint b) { return unpackHalf2x16(wbyte(b) | (wbyte(b + 1u) << 8)).x; }
 
@@ -75,13 +79,66 @@ float w_block(uint rb, uint kidx) {
     precise float t = dl * float(q);
     precise float x = t - ml;
     return x;
-#else // Q6_K 210 B / 256: ql[128], qh[64], scales[16] i8, d; x = (d·sc)·(q − 32)
+#elif WTYPE == 7 // Q6_K 210 B / 256: ql[128], qh[64], scales[16] i8, d; x = (d·sc)·(q − 32)
     uint b = rb + (kidx >> 8) * 210u, e = kidx & 255u, h = e >> 7, t = (e & 127u) >> 5, l = e & 31u;
     uint lb = wbyte(b + 64u * h + 32u * (t & 1u) + l);
     uint q = (t < 2u ? lb & 15u : lb >> 4) | (((wbyte(b + 128u + 32u * h + l) >> (2u * t)) & 3u) << 4);
     int sc = int(wbyte(b + 192u + (e >> 4)) << 24) >> 24;
     precise float dl = wf16(b + 208u) * float(sc);
     precise float x = dl * float(int(q) - 32);
+    return x;
+#elif WTYPE == 8 // Q4_1: 20 B / 32 — d, m, qs[16]; x = q·d + m
+    uint b = rb + (kidx >> 5) * 20u, j = kidx & 31u;
+    uint q = (wbyte(b + 4u + (j & 15u)) >> (j < 16u ? 0u : 4u)) & 15u;
+    precise float t = float(q) * wf16(b);
+    precise float x = t + wf16(b + 2u);
+    return x;
+#elif WTYPE == 9 || WTYPE == 10 // Q5_0 22 B: d, qh u32, qs[16]; x = (q − 16)·d
+    // Q5_1 24 B: d, m, qh, qs[16]; x = q·d + m. 5th bit of element j: bit j of qh
+    const uint bytes = WTYPE == 9 ? 22u : 24u, qh = WTYPE == 9 ? 2u : 4u;
+    uint b = rb + (kidx >> 5) * bytes, j = kidx & 31u;
+    uint q = (wbyte(b + qh + 4u + (j & 15u)) >> (j < 16u ? 0u : 4u)) & 15u;
+    q |= ((wbyte(b + qh + (j >> 3)) >> (j & 7u)) & 1u) << 4;
+#if WTYPE == 9
+    precise float x = float(int(q) - 16) * wf16(b);
+#else
+    precise float t = float(q) * wf16(b);
+    precise float x = t + wf16(b + 2u);
+#endif
+    return x;
+#elif WTYPE == 11 // Q2_K 84 B / 256: scales[16] (lo scale, hi min), qs[64], d, dmin
+    // x = (d·sc)·q − dmin·mn; element e: q = (qs[32h + l] >> 2t) & 3 (h = e/128, t = (e%128)/32, l = e%32)
+    uint b = rb + (kidx >> 8) * 84u, e = kidx & 255u, h = e >> 7, t = (e & 127u) >> 5, l = e & 31u;
+    uint sc = wbyte(b + (e >> 4));
+    uint q = (wbyte(b + 16u + 32u * h + l) >> (2u * t)) & 3u;
+    precise float dl = wf16(b + 80u) * float(sc & 15u), ml = wf16(b + 82u) * float(sc >> 4);
+    precise float v = dl * float(q);
+    precise float x = v - ml;
+    return x;
+#elif WTYPE == 12 // Q3_K 110 B / 256: hmask[32], qs[64], scales[12] (16 × 6 bit), d
+    // x = (d·(s − 32))·(q2 − 4·!hbit), q2 as Q2_K, hbit = bit e/32 of hmask[e%32]
+    uint b = rb + (kidx >> 8) * 110u, e = kidx & 255u, h = e >> 7, t = (e & 127u) >> 5, l = e & 31u;
+    uint s = e >> 4, sb = b + 96u;
+    uint lo = s < 8u ? wbyte(sb + s) & 15u : wbyte(sb + s - 8u) >> 4;
+    uint hi = (wbyte(sb + 8u + (s & 3u)) >> (2u * (s >> 2))) & 3u;
+    int q = int((wbyte(b + 32u + 32u * h + l) >> (2u * t)) & 3u) - (((wbyte(b + l) >> (e >> 5)) & 1u) != 0u ? 0 : 4);
+    precise float dl = wf16(b + 108u) * float(int(lo | (hi << 4)) - 32);
+    precise float x = dl * float(q);
+    return x;
+#elif WTYPE == 13 // IQ4_NL: 18 B / 32 — d, qs[16] (nibbles as Q4_0); x = d·K[q]
+    uint b = rb + (kidx >> 5) * 18u, j = kidx & 31u;
+    uint q = (wbyte(b + 2u + (j & 15u)) >> (j < 16u ? 0u : 4u)) & 15u;
+    precise float x = wf16(b) * float(IQ4NL[q]);
+    return x;
+#else // IQ4_XS 136 B / 256: d, scales_h u16, scales_l[4], qs[128]; x = (d·(ls − 32))·K[q]
+    // sub-block j = e/32: ls = 4 bits of scales_l[j/2] (low for even j) | 2 bits of scales_h << 4;
+    // element i = e%32 from qs[16j + i%16], low nibble for i < 16
+    uint b = rb + (kidx >> 8) * 136u, e = kidx & 255u, j = e >> 5, i = e & 31u;
+    uint sh = wbyte(b + 2u) | (wbyte(b + 3u) << 8);
+    uint ls = ((wbyte(b + 4u + (j >> 1)) >> (4u * (j & 1u))) & 15u) | (((sh >> (2u * j)) & 3u) << 4);
+    uint q = (wbyte(b + 8u + 16u * j + (i & 15u)) >> (i < 16u ? 0u : 4u)) & 15u;
+    precise float dl = wf16(b) * float(int(ls) - 32);
+    precise float x = dl * float(IQ4NL[q]);
     return x;
 #endif
 }

@@ -33,10 +33,16 @@ VK_SHADERS := \
     gemm_reg_q5_k:gemm_reg:-DWTYPE=6     gemm_reg_q6_k:gemm_reg:-DWTYPE=7 \
     gemm_tiled_q8_0:gemm_tiled:-DWTYPE=3 gemm_tiled_q4_0:gemm_tiled:-DWTYPE=4 gemm_tiled_q4_k:gemm_tiled:-DWTYPE=5 \
     gemm_tiled_q5_k:gemm_tiled:-DWTYPE=6 gemm_tiled_q6_k:gemm_tiled:-DWTYPE=7 \
+    gemm_reg_q4_1:gemm_reg:-DWTYPE=8     gemm_reg_q5_0:gemm_reg:-DWTYPE=9     gemm_reg_q5_1:gemm_reg:-DWTYPE=10 \
+    gemm_reg_q2_k:gemm_reg:-DWTYPE=11    gemm_reg_q3_k:gemm_reg:-DWTYPE=12    gemm_reg_iq4_nl:gemm_reg:-DWTYPE=13 \
+    gemm_reg_iq4_xs:gemm_reg:-DWTYPE=14 \
+    gemm_tiled_q4_1:gemm_tiled:-DWTYPE=8 gemm_tiled_q5_0:gemm_tiled:-DWTYPE=9 gemm_tiled_q5_1:gemm_tiled:-DWTYPE=10 \
+    gemm_tiled_q2_k:gemm_tiled:-DWTYPE=11 gemm_tiled_q3_k:gemm_tiled:-DWTYPE=12 gemm_tiled_iq4_nl:gemm_tiled:-DWTYPE=13 \
+    gemm_tiled_iq4_xs:gemm_tiled:-DWTYPE=14 \
     attention:attention: attention_rows_d32:attention_rows:-DDMAX=32^-DRQ=2 attention_rows_d64:attention_rows:-DDMAX=64^-DRQ=2 \
     attention_rows_d128:attention_rows:-DDMAX=128^-DRQ=1 \
     rmsnorm:rmsnorm: layernorm_modulate:layernorm_modulate: qk_norm_rope:qk_norm_rope: softmax:softmax: \
-    silu:silu: swiglu:swiglu: gated_add:gated_add: \
+    silu:silu: swiglu:swiglu: gated_add:gated_add: kron_gather:kron_gather: \
     groupnorm_partial:groupnorm_partial: groupnorm_finish:groupnorm_finish: groupnorm_apply:groupnorm_apply: \
     convert:convert:
 
