@@ -67,12 +67,16 @@ static void run_loop(uint64_t budget, float *const *hw, const float *x, loop_run
     vkt_close(vk);
 }
 
-TEST(vk_weights_loop_streams_what_exceeds_the_budget) {
+/* Random weights hw[NW] [WN, WK] and x [XM, WK] from seed (malloc'd). */
+static float *loop_inputs(uint64_t seed, float **hw) {
     fx_test_rng r;
-    fx_test_rng_seed(&r, 41);
-    float *hw[NW];
+    fx_test_rng_seed(&r, seed);
     for (int i = 0; i < NW; i++) hw[i] = vkt_random(&r, (size_t)WN * WK, 1.0f);
-    float *x = vkt_random(&r, (size_t)XM * WK, 1.0f);
+    return vkt_random(&r, (size_t)XM * WK, 1.0f);
+}
+
+TEST(vk_weights_loop_streams_what_exceeds_the_budget) {
+    float *hw[NW], *x = loop_inputs(41, hw);
     static loop_run all, tight;
     memset(&all, 0, sizeof all), memset(&tight, 0, sizeof tight);
     run_loop(0, hw, x, &all);
@@ -181,11 +185,7 @@ TEST(vk_cli_device_memory_streams_bitwise) {
  * allocates), and are uploaded again at their use — evicting others when
  * the upload itself runs out — with the results of a roomy device. */
 TEST(vk_weights_give_way_when_the_device_is_full) {
-    fx_test_rng r;
-    fx_test_rng_seed(&r, 43);
-    float *hw[NW];
-    for (int i = 0; i < NW; i++) hw[i] = vkt_random(&r, (size_t)WN * WK, 1.0f);
-    float *x = vkt_random(&r, (size_t)XM * WK, 1.0f);
+    float *hw[NW], *x = loop_inputs(43, hw);
     static loop_run all;
     memset(&all, 0, sizeof all);
     run_loop(0, hw, x, &all);
