@@ -207,6 +207,9 @@ BENCH_CPP  += -DFX_BENCH_ONEDNN
 BENCH_LIBS += -ldnnl
 endif
 $(BENCH_OBJ): CPPFLAGS += $(BENCH_CPP)
+# the performance record names the commit it measured
+$(OBJ)/bench/bench_record.o: CPPFLAGS += -DFX_BENCH_COMMIT='"$(shell git describe --always --dirty 2>/dev/null || echo unknown)"'
+
 $(BENCH_BIN): $(BENCH_OBJ) $(LIB_A) $(BUILD)/bench-flags
 	@mkdir -p $(dir $@)
 	@$(if $(filter 0,$(V)),echo "  LD      $@")

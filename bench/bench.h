@@ -174,4 +174,14 @@ void fx_bench_extra(fx_bench_result *r, const char *key, double value);
  * peak_gflops, pct_peak, foreign_cpu_s and the extras. */
 void fx_bench_report(const fx_bench_env *env, const fx_bench_result *r);
 
+/* A listener that also sees every reported result (the record command
+ * collects a run this way): gflops as printed, loaded = other processes
+ * used the CPUs meanwhile. NULL: none. */
+typedef void (*fx_bench_observer_fn)(const fx_bench_result *r, double gflops, int loaded, void *user);
+void fx_bench_set_observer(fx_bench_observer_fn fn, void *user);
+
+/* Run the registered command `name` with its own options (argv[0] is the
+ * command name); returns its status, or -1 if no such command. */
+int fx_bench_run_command(const char *name, int argc, char **argv, const fx_bench_env *env);
+
 #endif

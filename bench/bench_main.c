@@ -187,12 +187,21 @@ static void print_number_json(const char *key, double v) {
     else printf(",\"%s\":null", key);
 }
 
+static fx_bench_observer_fn g_observer;
+static void *g_observer_user;
+
+void fx_bench_set_observer(fx_bench_observer_fn fn, void *user) {
+    g_observer = fn;
+    g_observer_user = user;
+}
+
 void fx_bench_report(const fx_bench_env *env, const fx_bench_result *r) {
     static int header_done;
     double gflops = r->seconds > 0 ? r->flops / r->seconds * 1e-9 : 0;
     double peak = fx_bench_peak(r->peak, r->threads);
     double pct = peak > 0 ? 100.0 * gflops / peak : 0;
     int loaded = machine_was_loaded();
+    if (g_observer) g_observer(r, gflops, loaded, g_observer_user);
     if (env->json) {
         printf("{\"op\":\"%s\",%s,\"dtype\":\"%s\",\"isa\":\"%s\",\"threads\":%d", r->op, r->shape_json,
                r->dtype, r->isa, r->threads);
@@ -227,6 +236,12 @@ void fx_bench_report(const fx_bench_env *env, const fx_bench_result *r) {
 /* ------------------------------------------------------------------------ */
 /* main                                                                     */
 /* ------------------------------------------------------------------------ */
+
+int fx_bench_run_command(const char *name, int argc, char **argv, const fx_bench_env *env) {
+    for (int i = 0; i < g_ncommands; i++)
+        if (!strcmp(name, g_commands[i].name)) return g_commands[i].main_fn(argc, argv, env);
+    return -1;
+}
 
 static void usage(FILE *f) {
     fprintf(f, "usage: flux-bench [common options] [command [options]]\n"

@@ -157,6 +157,8 @@ void fx_scratch_free(fx_scratch *s);
  * Returns 0, or -1 on allocation failure. */
 int fx_scratch_reserve(fx_scratch *s, size_t per_thread, size_t shared);
 void *fx_scratch_thread(fx_scratch *s, int tid);
+/* Bytes the scratch holds now (all buffers); 0 for NULL. */
+size_t fx_scratch_bytes(const fx_scratch *s);
 void *fx_scratch_shared(fx_scratch *s);
 
 /* Initialise a kernel context (threads <= 0 = OpenMP default; no packcache). */

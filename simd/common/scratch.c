@@ -67,6 +67,13 @@ int fx_scratch_reserve(fx_scratch *s, size_t per_thread, size_t shared) {
 
 void *fx_scratch_thread(fx_scratch *s, int tid) { return s->per_thread[tid]; }
 
+size_t fx_scratch_bytes(const fx_scratch *s) {
+    if (!s) return 0;
+    size_t b = (size_t)s->threads * s->per_thread_size + s->shared_size;
+    for (int i = 0; i < FX_SLOT_COUNT; i++) b += s->slot_size[i];
+    return b;
+}
+
 void *fx_scratch_shared(fx_scratch *s) { return s->shared; }
 
 void *fx_scratch_slot_get(fx_scratch *s, fx_scratch_slot slot, size_t bytes) {

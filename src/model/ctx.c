@@ -13,8 +13,16 @@ void fx_ctx_adapt_threads(flux_ctx *ctx) {
     ctx->kc.threads = idle < ctx->threads ? idle : ctx->threads;
 }
 
+/* Memory by kind at this point (mem_stats.h): the process's resident pages
+ * and the sizes only their owners know. */
+void fx_ctx_sample_memory(flux_ctx *ctx) {
+    fx_mem_set(&ctx->mem, FX_MEM_SCRATCH, (int64_t)fx_scratch_bytes(ctx->scratch));
+    fx_mem_sample(&ctx->mem);
+}
+
 flux_status fx_ctx_checkpoint(flux_ctx *ctx, int substep, int subtotal) {
     fx_ctx_adapt_threads(ctx);
+    fx_ctx_sample_memory(ctx);
     if (ctx->model) TRY(fx_model_check_faults(ctx->model, &ctx->err)); /* a weight file cut short under us */
     const fx_ctx_progress *p = &ctx->progress;
     if (p->fn && p->fn(p->user, p->stage, p->step, p->total, substep, subtotal))

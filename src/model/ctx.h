@@ -12,6 +12,7 @@
 #include "src/base/cpu_load.h"
 #include "src/base/error.h"
 #include "src/base/log.h"
+#include "src/base/mem_stats.h"
 #include "simd/kernels.h"
 #include "src/ops/ops.h"
 
@@ -50,6 +51,7 @@ struct flux_ctx {
     fx_packcache *packs;        /* weights repacked for the AMX tiles (kc.packs) */
     fx_kctx kc;                 /* kernels + threads + scratch, for fx_* calls */
     fx_ops *ops;                /* the backend the stages run on (src/ops) */
+    fx_mem_stats mem;           /* memory by kind, sampled at checkpoints (-v) */
     fx_err backend_err;         /* why the asked-for backend could not open
                                    (FLUX_BACKEND_VULKAN): every load fails with it */
 
@@ -83,6 +85,9 @@ flux_status fx_ctx_fail_from(flux_ctx *ctx, const fx_err *e);
  * progress callback; a non-zero return of the callback gives
  * FLUX_ERR_CANCELLED, so a generation stops within one such unit. */
 flux_status fx_ctx_checkpoint(flux_ctx *ctx, int substep, int subtotal);
+
+/* Sample memory by kind now (ctx->mem; also done at every checkpoint). */
+void fx_ctx_sample_memory(flux_ctx *ctx);
 
 /* The pipeline enters a stage, or moves to its step (of total main units):
  * what the next checkpoints report. */

@@ -15,6 +15,7 @@ flux_status fx_ops_open(const fx_ops_opts *o, const fx_kctx *kc, fx_ops **out, f
     fx_ops *ops = calloc(1, sizeof *ops);
     if (!ops) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (backend)");
     ops->kc = kc;
+    ops->mem = o->mem;
     ops->impl = &fx_ops_cpu_impl;
     ops->kind = FX_BACKEND_KIND_CPU;
     snprintf(ops->name, sizeof ops->name, "cpu");

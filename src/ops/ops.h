@@ -26,6 +26,7 @@
 
 #include "simd/kernels.h"
 #include "src/base/log.h"
+#include "src/base/mem_stats.h"
 
 typedef struct fx_ops fx_ops;   /* one backend instance, owned by the context */
 typedef struct fx_buf fx_buf;   /* f32 storage on the backend */
@@ -40,6 +41,7 @@ typedef struct fx_ops_opts {
     uint64_t weight_budget;     /* device bytes for weights; 0 = 85% of the device's memory;
                                    weights beyond it are uploaded at each use */
     const fx_logger *log;       /* -v lines */
+    fx_mem_stats *mem;          /* host memory the backend allocates is counted here (NULL: not counted) */
 } fx_ops_opts;
 
 /* The backend o asks for, with kernels kc (kept by pointer; the CPU ops run

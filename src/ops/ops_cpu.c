@@ -17,7 +17,6 @@ static float *at(fx_view t) { return t.b ? t.b->host + t.off : NULL; }
 static size_t buf_bytes(const fx_buf *b) { return (size_t)(b->n ? b->n : 1) * sizeof(float); }
 
 static flux_status buf_alloc(fx_ops *ops, fx_buf *b, fx_err *err) {
-    (void)ops;
     if (buf_bytes(b) >= MAP_MIN_BYTES) {
         void *p = mmap(NULL, buf_bytes(b), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         b->host = p == MAP_FAILED ? NULL : p;
@@ -29,12 +28,13 @@ static flux_status buf_alloc(fx_ops *ops, fx_buf *b, fx_err *err) {
     }
     if (!b->host)
         return fx_fail(err, FLUX_ERR_NOMEM, "out of memory: %s needs %.1f MB", b->what, (double)b->n * 4e-6);
+    fx_mem_add(ops->mem, FX_MEM_ACTIVATIONS, (int64_t)buf_bytes(b));
     return FLUX_OK;
 }
 
 static void buf_release(fx_ops *ops, fx_buf *b) {
-    (void)ops;
     if (!b->host) return;
+    fx_mem_add(ops->mem, FX_MEM_ACTIVATIONS, -(int64_t)buf_bytes(b));
     if (buf_bytes(b) >= MAP_MIN_BYTES) munmap(b->host, buf_bytes(b));
     else free(b->host);
 }

@@ -56,6 +56,7 @@ struct fx_ops {
     const fx_ops_impl *impl;
     fx_backend_kind kind;
     const fx_kctx *kc;
+    fx_mem_stats *mem;          /* host allocations counted (fx_ops_opts.mem) */
     struct fx_vk *vk;           /* Vulkan backend */
     struct fx_vk_buf *term_tmp; /* Vulkan: adapter terms' temporaries, shared (grown) */
     struct fx_vk_buf *term_ones;/* Vulkan: [term_ones_n] ones, the gate of ungated layers */

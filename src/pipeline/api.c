@@ -105,7 +105,8 @@ flux_ctx *flux_new(const flux_options *opt) {
     fx_kctx_init(&ctx->kc, ctx->kernels, ctx->threads, ctx->scratch);
     ctx->kc.int8 = int8;
     ctx->kc.packs = ctx->packs;
-    fx_ops_opts oo = {.want = (int)ctx->opt.backend, .device = ctx->opt.device, .log = &ctx->log,
+    fx_mem_stats_init(&ctx->mem);
+    fx_ops_opts oo = {.want = (int)ctx->opt.backend, .device = ctx->opt.device, .log = &ctx->log, .mem = &ctx->mem,
                       .weight_budget = ctx->opt.device_memory_mb > UINT64_MAX >> 20 ? UINT64_MAX
                                                                                      : ctx->opt.device_memory_mb << 20};
     if (getenv("FLUX_VK_VALIDATION") && !strcmp(getenv("FLUX_VK_VALIDATION"), "1")) oo.validation = 1;

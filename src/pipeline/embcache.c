@@ -121,7 +121,11 @@ void fx_embcache_free(fx_embcache *c) {
 }
 
 const char *fx_embcache_dir(const fx_embcache *c) { return c->dir; }
-fx_embcache_stats fx_embcache_get_stats(const fx_embcache *c) { return c->stats; }
+fx_embcache_stats fx_embcache_get_stats(const fx_embcache *c) {
+    fx_embcache_stats s = c->stats;
+    s.mem_bytes = c->mem_bytes_used;
+    return s;
+}
 
 /* ------------------------------------------------------------------------ */
 /* Keys                                                                     */

@@ -99,6 +99,7 @@ typedef struct fx_embcache_stats {
     long stores, disk_writes;
     long corrupt;           /* disk entries found bad and deleted */
     long disk_evictions, mem_evictions;
+    size_t mem_bytes;       /* held by the in-memory LRU now */
 } fx_embcache_stats;
 
 /* NULL only when out of memory. A directory that cannot be created is

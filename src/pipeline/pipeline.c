@@ -33,6 +33,7 @@
 #include "src/base/finite.h"
 #include "src/model/ctx.h"
 #include "dump.h"
+#include "embcache.h"
 #include "src/image/image_meta.h"
 #include "adapters.h"
 #include "src/dit/latents.h"
@@ -560,6 +561,16 @@ static flux_status denoise_and_decode(gen *g, flux_image **out) {
     return st;
 }
 
+/* -v: where the memory went (ctx->mem, sampled at every checkpoint). */
+static void log_memory(flux_ctx *ctx) {
+    if (ctx->opt.verbose < 1) return;
+    if (ctx->embcache) fx_mem_set(&ctx->mem, FX_MEM_CACHES, (int64_t)fx_embcache_get_stats(ctx->embcache).mem_bytes);
+    fx_ctx_sample_memory(ctx);
+    char line[512];
+    fx_mem_describe(&ctx->mem, line, sizeof line);
+    fx_log(&ctx->log, 1, "flux: memory: %s", line);
+}
+
 static flux_status generate(flux_ctx *ctx, const flux_params *p, int n_images, flux_image **out) {
     if (!ctx) return FLUX_ERR_INVALID_ARG;
     fx_err_clear(&ctx->err);
@@ -588,6 +599,7 @@ static flux_status generate(flux_ctx *ctx, const flux_params *p, int n_images, f
             fx_log(&ctx->log, 1, "flux: weights repacked for the tile kernels: %zu (%.1f MiB of a %.0f MiB budget), "
                    "%ld reused, %ld packed per call (over budget)", ps.entries, ps.bytes / 1048576.0,
                    ps.budget / 1048576.0, ps.hits, ps.over_budget);
+        log_memory(ctx);
         if (st)
             for (int i = 0; i < n_images; i++) {
                 flux_image_free(out[i]);

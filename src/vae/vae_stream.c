@@ -44,6 +44,7 @@
 void vs_account(vs_run *r, ptrdiff_t delta) {
     r->live_bytes = (size_t)((ptrdiff_t)r->live_bytes + delta);
     if (r->live_bytes > r->peak_bytes) r->peak_bytes = r->live_bytes;
+    if (r->ctx) fx_mem_add(&r->ctx->mem, FX_MEM_VAE_ARENA, (int64_t)delta);
 }
 
 float *vs_buf(vs_run *r, int i, size_t bytes) {

@@ -8,6 +8,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <stdio.h>
 
 #include "simd/kernels.h"
 
@@ -52,4 +54,62 @@ TEST(bench_isa_choice) {
                   fx_isa_name((fx_isa)i), rc, out ? out : "");
         free(out);
     }
+}
+
+/* The performance record: --write stores this machine's figures (CPU, date,
+ * commit, "key = value" lines); a later run compares against them and
+ * flags a figure more than the tolerance worse (exit 1), not one that is
+ * better. Peaks only (--only peak), with the record edited to be out of
+ * reach and then easy to beat. */
+static int rewrite_peaks(const char *path, double factor) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    char lines[64][512];
+    int n = 0;
+    while (n < 64 && fgets(lines[n], sizeof lines[n], f)) n++;
+    fclose(f);
+    if (!(f = fopen(path, "w"))) return -1;
+    for (int i = 0; i < n; i++) {
+        char *eq = strstr(lines[i], " = ");
+        if (!strncmp(lines[i], "peak |", 6) && eq) {
+            *eq = '\0';
+            fprintf(f, "%s = %g\n", lines[i], atof(eq + 3) * factor);
+        } else {
+            fputs(lines[i], f);
+        }
+    }
+    return fclose(f);
+}
+
+TEST(bench_record_flags_regressions) {
+    const char *bench = bench_bin();
+    if (!bench) SKIP("FLUX_BENCH is not set (make test sets it)");
+    char path[] = "/tmp/flux-test-record-XXXXXX", cmd[1024], *out = NULL;
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    snprintf(cmd, sizeof cmd, "'%s' record --only peak --threads 1 --write --file %s", bench, path);
+    int rc = fx_test_run(cmd, &out);
+    CHECK_MSG(rc == 0 && out && strstr(out, "wrote"), "exit %d: %s", rc, out ? out : "");
+    free(out);
+    char *rec = NULL;
+    snprintf(cmd, sizeof cmd, "cat %s", path);
+    fx_test_run(cmd, &rec);
+    CHECK_MSG(rec && strstr(rec, "cpu: ") && strstr(rec, "commit: ") && strstr(rec, "date: ") &&
+                  strstr(rec, "peak | fma_f32 | - | - | 1 | gflops = "),
+              "record: %s", rec ? rec : "");
+    free(rec);
+    /* a record 10x out of reach: every peak is a regression */
+    CHECK(rewrite_peaks(path, 10.0) == 0);
+    snprintf(cmd, sizeof cmd, "'%s' record --only peak --threads 1 --file %s", bench, path);
+    rc = fx_test_run(cmd, &out);
+    CHECK_MSG(rc == 1 && out && strstr(out, "REGRESSION"), "exit %d: %s", rc, out ? out : "");
+    free(out);
+    /* a record 10x below: better everywhere, nothing flagged */
+    CHECK(rewrite_peaks(path, 0.01) == 0);
+    rc = fx_test_run(cmd, &out);
+    CHECK_MSG(rc == 0 && out && !strstr(out, "REGRESSION") && strstr(out, "0 figure(s)"), "exit %d: %s", rc,
+              out ? out : "");
+    free(out);
+    unlink(path);
 }

@@ -469,3 +469,27 @@ TEST(cli_backend_choice) {
     EXPECT("--device -1 --cpu-info", 2, "--device");
     EXPECT("--backend cpu --device 0 --cpu-info", 2, "only used with --backend auto or vulkan");
 }
+
+/* -v reports where the memory went: the process's peak RSS, the mapped
+ * weights' resident pages and each kind's peak, with the activation buffers
+ * and the VAE's arena non-zero for any image (their sizes are known: at
+ * least the transformer's residual stream of 512 + 12 tokens × 64 floats). */
+TEST(cli_verbose_reports_memory_by_kind) {
+    setup();
+    char args[4096], *out = NULL;
+    snprintf(args, sizeof args, "-v -d '%s' -p 'a red apple' -W 64 -H 64 -s 1 -S 3 --no-cache -o '%s/m.png'", g_model,
+             fx_test_tmpdir());
+    int rc = run_flux(args, &out);
+    REQUIRE_MSG(rc == 0 && out, "exit %d: %s", rc, out ? out : "");
+    const char *line = strstr(out, "flux: memory: peak RSS ");
+    CHECK_MSG(line, "no memory line in: %s", out);
+    if (line) {
+        const char *act = strstr(line, "activations "), *arena = strstr(line, "VAE arena ");
+        CHECK_MSG(strstr(line, "mapped weights resident ") && act && arena && strstr(line, "converted weights ") &&
+                      strstr(line, "caches "),
+                  "%s", line);
+        CHECK_MSG(act && strncmp(act + 12, "0 KB", 4) && arena && strncmp(arena + 10, "0 KB", 4), "%s", line);
+        CHECK_MSG(!strstr(line, "unknown"), "a /proc figure is missing: %s", line);
+    }
+    free(out);
+}
