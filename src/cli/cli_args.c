@@ -473,6 +473,7 @@ static int check_dir(parse_ctx *pc, const char *opt, const char *path) {
     struct stat st;
     if (stat(path, &st) != 0) return usage_error(pc, "%s: '%s': %s", opt, path, strerror(errno));
     if (!S_ISDIR(st.st_mode)) return usage_error(pc, "%s: '%s' is not a directory", opt, path);
+    if (access(path, R_OK | X_OK) != 0) return usage_error(pc, "%s: cannot read '%s': %s", opt, path, strerror(errno));
     return CLI_EXIT_OK;
 }
 
@@ -495,7 +496,10 @@ static void parent_dir(const char *path, char *buf, size_t size) {
     else snprintf(buf, size, "%.*s", (int)(slash - path), path);
 }
 
-static int check_output(parse_ctx *pc, const char *opt, const char *path) {
+/* Characters a batch adds to an output name ("-63" before the extension). */
+#define BATCH_SUFFIX_MAX 3
+
+static int check_output(parse_ctx *pc, const char *opt, const char *path, int batch) {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     const char *dot = strrchr(base, '.');
@@ -510,6 +514,13 @@ static int check_output(parse_ctx *pc, const char *opt, const char *path) {
     if (stat(dir, &st) != 0) return usage_error(pc, "%s: directory '%s' does not exist", opt, dir);
     if (!S_ISDIR(st.st_mode)) return usage_error(pc, "%s: '%s' is not a directory", opt, dir);
     if (access(dir, W_OK | X_OK) != 0) return usage_error(pc, "%s: directory '%s' is not writable", opt, dir);
+    /* a name the file system cannot hold fails here, not after the image is made */
+    const long name_max = pathconf(dir, _PC_NAME_MAX);
+    const size_t len = strlen(base) + (batch > 1 ? BATCH_SUFFIX_MAX : 0);
+    if (name_max > 0 && len > (size_t)name_max)
+        return usage_error(pc, "%s: file name of %zu characters%s is longer than this file system allows (%ld)", opt,
+                           strlen(base), batch > 1 ? " (+ the batch suffix)" : "", name_max);
+    if (strlen(path) + BATCH_SUFFIX_MAX >= PATH_MAX) return usage_error(pc, "%s: path too long", opt);
     return CLI_EXIT_OK;
 }
 
@@ -592,7 +603,7 @@ static int validate(parse_ctx *pc, cli_args *a) {
         return CLI_EXIT_OK; /* interactive mode (cli_repl.h) */
     }
     if (!a->output) return usage_error(pc, "missing -o OUTPUT (.png or .ppm)");
-    return check_output(pc, "-o", a->output);
+    return check_output(pc, "-o", a->output, a->batch);
 }
 
 /* ---------------------------------------------------------- argv */

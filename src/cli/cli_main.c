@@ -346,7 +346,9 @@ static int list_devices(flux_ctx *ctx) {
 
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "quantize")) return cli_quantize_main(argc - 1, argv + 1);
-    cli_args a;
+    /* static: its 64 KiB of --lora paths stay off the stack, so a small
+     * stack limit (ulimit -s 64) still runs the program */
+    static cli_args a;
     char msg[1024];
     int rc = cli_parse(argc, argv, &a, msg, sizeof msg);
     if (rc) return fail(rc, "%s", msg);

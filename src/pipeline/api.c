@@ -67,14 +67,14 @@ static size_t pack_budget(void) {
 }
 
 /* FLUX_PRECISION=f32|int8|default overrides opt->precision; another value
- * is reported and ignored. */
+ * is reported in flux_error (the CLI exits on it) and opt->precision runs. */
 static flux_precision choose_precision(const flux_options *opt, fx_err *err) {
     const char *prec = getenv("FLUX_PRECISION");
     if (!prec || !*prec) return opt->precision;
     if (!strcmp(prec, "f32")) return FLUX_PRECISION_F32;
     if (!strcmp(prec, "int8")) return FLUX_PRECISION_INT8;
     if (!strcmp(prec, "default")) return FLUX_PRECISION_DEFAULT;
-    fx_fail(err, FLUX_ERR_INVALID_ARG, "FLUX_PRECISION='%s' is not a precision (f32, int8 or default); ignored",
+    fx_fail(err, FLUX_ERR_INVALID_ARG, "FLUX_PRECISION='%s' is not a precision (f32, int8 or default)",
             prec);
     return opt->precision;
 }

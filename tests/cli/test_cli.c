@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "flux.h"
 
@@ -80,6 +81,8 @@ TEST(cli_help_version_cpu_info) {
     snprintf(cmd, sizeof cmd, "FLUX_PRECISION=bf16 '%s' --cpu-info", fx_test_flux_bin());
     CHECK_EQ_INT(fx_test_run(cmd, &env_out), 1);
     CHECK_MSG(env_out && strstr(env_out, "flux: FLUX_PRECISION='bf16' is not a precision"), "%s", env_out);
+    /* an error that exits does not also claim the value was ignored */
+    CHECK_MSG(env_out && !strstr(env_out, "ignored"), "%s", env_out);
     free(env_out);
     EXPECT("--cpu-info --isa sse9", 2, "'sse9' is not an ISA (scalar, avx2, avx512, avx512bf16, amx, neon)");
     EXPECT("--cpu-info", 0, "chosen for this CPU");
@@ -492,4 +495,46 @@ TEST(cli_verbose_reports_memory_by_kind) {
         CHECK_MSG(!strstr(line, "unknown"), "a /proc figure is missing: %s", line);
     }
     free(out);
+}
+
+/* Leftovers of the 2026-11-28 audit, each refused at once with exit 2 (or
+ * run) instead of failing late:
+ *  - a small stack (ulimit -s 64): main kept 64 KiB of --lora paths on it
+ *    and died with SIGSEGV even for --version;
+ *  - an output name longer than the file system allows: refused only
+ *    after the whole generation (exit 1);
+ *  - a -d folder this user cannot read: exit 1 from the loader instead of
+ *    the argument check's exit 2 (as root every folder is readable, so
+ *    that part runs as the unprivileged user 'nobody' when it can). */
+TEST(cli_audit_leftovers_fail_early) {
+    setup();
+    char cmd[8192], *out = NULL;
+    snprintf(cmd, sizeof cmd, "ulimit -s 64 && '%s' --version", fx_test_flux_bin());
+    int rc = fx_test_run(cmd, &out);
+    CHECK_MSG(rc == 0 && out && strstr(out, "flux.c"), "ulimit -s 64: exit %d: %s", rc, out ? out : "");
+    free(out);
+
+    char name[300];
+    memset(name, 'a', sizeof name - 5);
+    memcpy(name + sizeof name - 5, ".png", 5);
+    char args[8192];
+    snprintf(args, sizeof args, "-d '%s' -p 'a red apple' -W 64 -H 64 -o '%s/%s'", g_model, fx_test_tmpdir(), name);
+    EXPECT(args, 2, "-o: file name of 299 characters is longer than this file system allows");
+    CHECK_EQ_INT(fx_test_dir_entries(fx_test_tmpdir()), 0);
+
+    /* a folder without read permission: as root (who reads everything) the
+     * program runs as the unprivileged user nobody */
+    char dir[2048];
+    snprintf(dir, sizeof dir, "%s/locked", fx_test_tmpdir());
+    REQUIRE(mkdir(dir, 0700) == 0);
+    const int root = geteuid() == 0;
+    REQUIRE(chmod(fx_test_tmpdir(), 0755) == 0); /* nobody may look inside it, not into locked */
+    if (!root) REQUIRE(chmod(dir, 0) == 0);
+    snprintf(cmd, sizeof cmd, "%s'%s' -d '%s' -p x -W 64 -H 64 -o /tmp/flux-test-locked.png",
+             root ? "setpriv --reuid=nobody --regid=nogroup --clear-groups " : "", fx_test_flux_bin(), dir);
+    rc = fx_test_run(cmd, &out);
+    CHECK_MSG(rc == 2 && out && strstr(out, "flux: -d: cannot read") && count_lines(out) == 1, "exit %d: %s", rc,
+              out ? out : "");
+    free(out);
+    if (!root) chmod(dir, 0700);
 }
