@@ -155,8 +155,9 @@ int fx_dispatch_level_ok(const fx_cpu_facts *f, fx_isa isa) {
 }
 
 /*
- * Which table wins, by CPU facts (2-thread figures, same-run ratios;
- * ../shared/docs machine.md §1-2 and amx.md §1, §7):
+ * Which table wins, by CPU facts (2-thread figures, same-run ratios, measured
+ * on our machines: README "Performance", bench/record/; instruction rates:
+ * Intel's optimization manual for AMX, uops.info for Zen 4):
  *
  *  facts                                table       why
  *  AMX usable (CPUID AMX-TILE/BF16,     amx         TDPBF16PS: 1024 bf16 FLOP/cycle/core, 16x AVX-512 f32 FMA;
@@ -170,7 +171,8 @@ int fx_dispatch_level_ok(const fx_cpu_facts *f, fx_isa isa) {
  *  (SPR with AMX refused, Cooper Lake)  (f32 FMA)   guest; our bf16-weight linear 220 vs f32 linear 316 GF/s:
  *                                                   bf16 weights are widened in packing, FMA kernels run.
  *  AMD AVX512_BF16 (Zen 4, Zen 5)       avx512bf16  vdpbf16ps 468 GF/s = 2x f32 FMA (235) on Zen 4; our bf16
- *                                                   linear 418 GF/s = 0.98x oneDNN bf16.
+ *                                                   linear 418 GF/s = 0.98x oneDNN bf16. Zen 5 (512-bit
+ *                                                   datapaths): 812 vs 446 GF/s = 1.8x; our bf16 linear ~700.
  *  other vendors with AVX512_BF16       avx512bf16  no measurement: keep exact f32 math.
  *                                       (f32 FMA)
  *  AVX-512 F/BW/VL/DQ, no BF16          avx512      Ice Lake, Skylake-SP: the widest FMA.

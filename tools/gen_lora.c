@@ -24,7 +24,7 @@
  *               .alpha written but not used (scale 1, the ComfyUI rule)
  *   loha        diffusion_model.<BFL module>.hada_w1_a/_b, hada_w2_a/_b + .alpha (α/R)
  *   diff        diffusion_model.<BFL module>.diff (ΔW itself, scale 1)
- * BFL modules are built here from the spec table (model-spec §2.2),
+ * BFL modules are built here from a table of BFL names (as diffusers convert_flux2_to_diffusers.py maps them),
  * independently of the engine's mapping: a fused qkv ΔW [3d, in] adds its
  * row thirds to to_q, to_k, to_v (add_*_proj for txt); linear1 is
  * to_qkv_mlp_proj, linear2 to_out; final_layer.adaLN_modulation.1 rows

@@ -7,7 +7,7 @@
  *   make_single_file --layout bfl|comfyui|diffusers -d MODEL_DIR -o OUT.safetensors
  *                    [--guidance-in] [--extra-component]
  *
- * The BFL layout is built here from the spec table (model-spec §2.2), in
+ * The BFL layout is built here from a table of BFL names (as diffusers convert_flux2_to_diffusers.py maps them), in
  * the direction diffusers → BFL, independently of the loader's mapping
  * (src/formats/single_file.c), so a test comparing the two catches a wrong entry:
  *   to_q ‖ to_k ‖ to_v (rows)            → double_blocks.i.img_attn.qkv

@@ -1,6 +1,6 @@
 /*
  * dit_blocks.c — the double-stream and single-stream blocks of the FLUX.2
- * transformer (spec §3.6, §3.7) over the interleaved rows of a run
+ * transformer (BFL flux2 model.py; diffusers transformer_flux2.py) over the interleaved rows of a run
  * (transformer.h). All math goes through the backend seam (src/ops/ops.h),
  * on whatever the context runs (CPU kernels or a Vulkan device).
  *

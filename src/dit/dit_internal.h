@@ -65,7 +65,7 @@ struct fx_dit {
     size_t n_deltas;
 };
 
-/* Modulation vectors of one step, shared by every block (spec §3.3):
+/* Modulation vectors of one step, shared by every block (BFL flux2 model.py; diffusers transformer_flux2.py):
  * views into the run's modulation buffer. */
 typedef struct fx_dit_mod {
     fx_view img;                     /* [6d]: shift1 scale1 gate1 shift2 scale2 gate2 */

@@ -1,6 +1,6 @@
 /*
  * latents.h — moving latents between the VAE and the transformer
- * (spec §4.3, §4.7).
+ * (BFL flux2 sampling.py; diffusers pipeline_flux2_klein.py).
  *
  *   VAE latent z [C, 2h, 2w] (C = 32)
  *     patchify  → [4C, h, w], channel c' = 4c + 2·pi + pj holds z[c][2y+pi][2x+pj]

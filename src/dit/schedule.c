@@ -1,5 +1,5 @@
 /*
- * schedule.c — σ schedules of the Euler sampler (schedule.h, spec §4.4).
+ * schedule.c — σ schedules of the Euler sampler (schedule.h, BFL flux2 sampling.py; diffusers pipeline_flux2_klein.py).
  */
 #include "schedule.h"
 

@@ -1,6 +1,6 @@
 /*
  * schedule.h — the noise levels σ_0 = 1 > σ_1 > ... > σ_S = 0 of the Euler
- * sampler (spec §4.4).
+ * sampler (BFL flux2 sampling.py; diffusers pipeline_flux2_klein.py).
  *
  *   shifted (official, default): μ = empirical_mu(n, S) from the number of
  *     target image tokens n (references excluded) and the step count S;
@@ -20,7 +20,7 @@
 
 #include "src/base/error.h"
 
-/* Empirical μ (spec §4.4): a1 = 8.73809524e-05, b1 = 1.89833333,
+/* Empirical μ (BFL flux2 sampling.py; diffusers pipeline_flux2_klein.py): a1 = 8.73809524e-05, b1 = 1.89833333,
  * a2 = 0.00016927, b2 = 0.45666666; n > 4300 → a2·n + b2, else the line
  * through (10, a1·n + b1) and (200, a2·n + b2) evaluated at S. */
 double fx_empirical_mu(int64_t n_tokens, int steps);

@@ -1,6 +1,6 @@
 /*
  * timestep.c — the sinusoidal timestep embedding of the transformer
- * (spec §3.2): diffusers Timesteps(flip_sin_to_cos=True,
+ * (BFL flux2 model.py; diffusers transformer_flux2.py): diffusers Timesteps(flip_sin_to_cos=True,
  * downscale_freq_shift=0), i.e. [cos | sin], max period 10000.
  */
 #include "transformer.h"

@@ -1,6 +1,6 @@
 /*
  * transformer.c — the FLUX.2 transformer: weight views, runs (layout,
- * RoPE table, workspace) and the forward pass (spec §3.10):
+ * RoPE table, workspace) and the forward pass (BFL flux2 model.py; diffusers transformer_flux2.py):
  *
  *   temb = W2·silu(W1·sinusoid(1000σ)); s = silu(temb)
  *   modulation M_img, M_txt, M_single, M_final = W·s    (once per step)
@@ -225,7 +225,7 @@ void fx_dit_run_set_observer(fx_dit_run *r, fx_dit_observer fn, void *user) {
 }
 
 /* Position ids of every row (axis-major [4][R]): text (0, 0, 0, l), target
- * (0, y, x, 0), reference k (10·k, y, x, 0) — spec §3.5, §7. */
+ * (0, y, x, 0), reference k (10·k, y, x, 0) — BFL flux2 model.py; diffusers transformer_flux2.py; diffusers pipeline_flux2_klein.py, image_processor.py */
 static flux_status build_rope(fx_dit_run *r) {
     const fx_dit_config *c = &r->d->c;
     int32_t *pos = calloc((size_t)(FX_DIT_ROPE_AXES * r->R), sizeof *pos);
@@ -380,7 +380,7 @@ static flux_status observe_rows(fx_dit_run *r, const char *name, fx_buf *x, int6
     return FLUX_OK;
 }
 
-/* temb and the four modulation vectors of this σ (spec §3.2, §3.3). */
+/* temb and the four modulation vectors of this σ (BFL flux2 model.py; diffusers transformer_flux2.py). */
 static flux_status modulation(fx_dit_run *r, float sigma, fx_dit_mod *m) {
     const fx_dit *t = r->d;
     const fx_dit_config *c = &t->c;

@@ -1,6 +1,6 @@
 /*
  * transformer.h — the FLUX.2 flow transformer (Flux2Transformer2DModel,
- * spec §3), config-driven: any hidden size, head count, depth, RoPE axes.
+ * BFL flux2 model.py; diffusers transformer_flux2.py), config-driven: any hidden size, head count, depth, RoPE axes.
  *
  * Two objects:
  *   fx_dit      the model: views of the mmap'd weights (never copied) and
@@ -123,7 +123,7 @@ flux_status fx_dit_forward(fx_dit_run *r, const float *x, float sigma, float *v)
  * sequences) + 4·B·S²·d in attention, plus the embedders and final layer. */
 double fx_dit_run_flops(const fx_dit_run *r);
 
-/* Sinusoidal timestep embedding (spec §3.2), cos half first:
+/* Sinusoidal timestep embedding (BFL flux2 model.py; diffusers transformer_flux2.py), cos half first:
  * e[i] = cos(t·f_i), e[half + i] = sin(t·f_i), f_i = exp(−ln(10000)·i/half),
  * half = dim/2; computed in double, rounded once. */
 void fx_timestep_embedding(double t, int dim, float *e);

@@ -1,7 +1,7 @@
 /*
  * qwen3_file.h — a single-file Qwen3 text encoder (flux_load_options.
  * text_encoder_file, CLI --text-encoder), shown to the model code as a
- * weight set with the Hugging Face names of spec §2.4.
+ * weight set with the Hugging Face names (transformers modeling_qwen3.py).
  *
  * Accepted files (GGUF or safetensors, detected by content):
  *   - llama.cpp names, as llama.cpp's converter and the community Qwen3

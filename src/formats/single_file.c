@@ -1,6 +1,6 @@
 /*
  * single_file.c — BFL / ComfyUI single-file transformer checkpoints mapped
- * onto the diffusers names (single_file.h; spec §2.2).
+ * onto the diffusers names (single_file.h; BFL flux2 model.py names, as diffusers convert_flux2_to_diffusers.py maps them).
  */
 #include "single_file.h"
 
@@ -44,7 +44,7 @@ static int thirds(fx_bfl_target t[3], const char *src, int64_t rows, int index, 
     return 3;
 }
 
-/* BFL name ↔ diffusers name (spec §2.2): whole names, then block-tensor
+/* BFL name ↔ diffusers name (BFL flux2 model.py names, as diffusers convert_flux2_to_diffusers.py maps them): whole names, then block-tensor
  * suffixes after "double_blocks.<i>." / "transformer_blocks.<i>." and
  * "single_blocks.<j>." / "single_transformer_blocks.<j>.". */
 typedef struct bfl_pair {

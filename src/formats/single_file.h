@@ -2,14 +2,14 @@
  * single_file.h — single-file transformer checkpoints (flux_load_options.
  * transformer_file, CLI --transformer): the official BFL file
  * (flux-2-klein-4b.safetensors) and ComfyUI files, shown to the model code
- * as a weight set with the diffusers names of spec §2.1.
+ * as a weight set with the diffusers names (transformer_flux2.py).
  *
  * Layouts (detected from the names):
  *   - ComfyUI prefix: every transformer tensor named
  *     "model.diffusion_model.<name>"; the prefix is stripped and tensors
  *     without it (VAE / text-encoder parts of an all-in-one file) are
  *     ignored.
- *   - BFL names (spec §2.2): mapped at load time without copying a byte:
+ *   - BFL names (BFL flux2 model.py names, as diffusers convert_flux2_to_diffusers.py maps them): mapped at load time without copying a byte:
  *       img_in / txt_in / time_in.{in,out}_layer  → x_embedder / context_embedder /
  *                                                  timestep_embedder.linear_{1,2}
  *       *_modulation*.lin                        → *_modulation*.linear

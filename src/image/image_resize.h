@@ -2,7 +2,7 @@
  * image_resize.h — Lanczos (a = 3) resampling of 8-bit images, bit-exact
  * with Pillow's Image.resize(..., Image.LANCZOS) (libImaging/Resample.c),
  * which the official klein pipeline uses to cap reference images at 1024²
- * pixels (spec §7).
+ * pixels (diffusers pipeline_flux2_klein.py, image_processor.py).
  *
  * Pillow's semantics, reproduced here:
  *   - separable: a horizontal pass over the source rows the vertical pass

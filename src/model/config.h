@@ -7,7 +7,7 @@
  *   text_encoder/config.json             → fx_qwen3_config
  *   vae/config.json                      → fx_vae_config
  *   scheduler/scheduler_config.json      → fx_sched_config
- * (spec §1.3–§1.8). Parsers check types and value ranges and report
+ * (the configs of the published model folders). Parsers check types and value ranges and report
  * "<file>: <key>: <problem>" (FLUX_ERR_FORMAT for a wrong type, a missing
  * key or an inconsistent value; FLUX_ERR_UNSUPPORTED for a valid config of
  * something flux.c does not implement).
@@ -19,7 +19,7 @@
 #include "src/base/json.h"
 
 /* klein feeds the transformer the Qwen3 hidden states 9, 18 and 27 (HF
- * numbering: output of layers 8, 17, 26), stacked per token (spec §6.2). */
+ * numbering: output of layers 8, 17, 26), stacked per token (diffusers pipeline_flux2_klein.py; transformers modeling_qwen3.py). */
 #define FX_KLEIN_N_TEXT_STATES 3
 #define FX_KLEIN_TEXT_STATES {9, 18, 27} /* initializer: int s[3] = FX_KLEIN_TEXT_STATES; */
 #define FX_KLEIN_TEXT_LAYERS_USED 27 /* layers 0..26 are run */

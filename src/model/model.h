@@ -10,7 +10,7 @@
  * fx_model_open() (called by flux_load) fills it in this order, failing
  * early with a message that names the file: model_index.json, the four configs, cross-component
  * checks, tokenizer path, then the three weight sets, each validated
- * against the tensor tables of spec §2 computed from the configs
+ * against tensor tables computed from the configs (the published checkpoints' names)
  * (fx_check_*_weights below). Nothing of a failed load stays in the context.
  *
  * Weight data: the transformer and VAE sets are mapped (or read, with
@@ -95,8 +95,8 @@ flux_status fx_model_vecf(fx_ops *ops, const fx_wset *w, int64_t n, fx_buf **out
     FX_PRINTF(6, 7);
 
 /* Check that a weight set holds every tensor a stage needs, with the shapes
- * the config implies (spec §2.1 transformer, §2.3 VAE, §2.4 Qwen3 layers
- * 0..layers_used−1) and a weight dtype (F32/F16/BF16). The first problem
+ * the config implies (diffusers transformer_flux2.py, autoencoder_kl_flux2.py,
+ * transformers modeling_qwen3.py names; Qwen3 layers 0..layers_used−1) and a weight dtype (F32/F16/BF16). The first problem
  * is reported: FLUX_ERR_MODEL naming file, tensor, found and expected shape. */
 flux_status fx_check_dit_weights(const fx_wset *w, const fx_dit_config *c, fx_err *err);
 flux_status fx_check_vae_weights(const fx_wset *w, const fx_vae_config *c, fx_err *err);

@@ -1,5 +1,5 @@
 /*
- * model_check.c — the tensor tables of spec §2, computed from the configs,
+ * model_check.c — tensor tables computed from the configs (the published checkpoints' names),
  * checked against opened weight sets at load time (so a wrong or truncated
  * checkpoint fails at flux_load with a precise message, not mid-generation):
  * every tensor a stage needs must be there with its shape, and every tensor
@@ -94,7 +94,7 @@ static flux_status checker_finish(checker *ck, flux_status st, known_unused_fn k
 }
 
 /* ------------------------------------------------------------------------ */
-/* Transformer (spec §2.1): d = hidden, m = MLP width, no biases            */
+/* Transformer (diffusers transformer_flux2.py names): d = hidden, m = MLP width, no biases            */
 /* ------------------------------------------------------------------------ */
 
 static flux_status dit_table(checker *ck, const fx_dit_config *c) {
@@ -129,7 +129,7 @@ static flux_status dit_table(checker *ck, const fx_dit_config *c) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* VAE (spec §2.3), following block_out_channels / layers_per_block         */
+/* VAE (diffusers autoencoder_kl_flux2.py), following block_out_channels / layers_per_block         */
 /* ------------------------------------------------------------------------ */
 
 /* Resnet block R(prefix, cin, cout). */
@@ -235,7 +235,7 @@ static flux_status vae_table(checker *ck, const fx_vae_config *c) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* Qwen3 (spec §2.4): embedding + the layers klein runs                     */
+/* Qwen3 (transformers modeling_qwen3.py names): embedding + the layers klein runs                     */
 /* ------------------------------------------------------------------------ */
 
 static flux_status qwen3_table(checker *ck, const fx_qwen3_config *c) {
@@ -263,20 +263,20 @@ static flux_status qwen3_table(checker *ck, const fx_qwen3_config *c) {
 /* ------------------------------------------------------------------------ */
 
 /* A diffusers-named checkpoint of a FLUX.2 model with a guidance embedder
- * (klein has none; spec §10: such keys are unused). */
+ * (klein has none; such keys are unused). */
 static int dit_known_unused(const char *name, const void *config) {
     (void)config;
     return !strncmp(name, "time_guidance_embed.guidance_embedder.", 38);
 }
 
-/* The BatchNorm's update counter (an I64 scalar, spec §2.3). */
+/* The BatchNorm's update counter (an I64 scalar, diffusers autoencoder_kl_flux2.py). */
 static int vae_known_unused(const char *name, const void *config) {
     (void)config;
     return !strcmp(name, "bn.num_batches_tracked");
 }
 
 /* Qwen3 layers past the ones klein reads, up to the config's count (the
- * 4B ships 36, klein runs 27), the final norm and the LM head (spec §2.4). */
+ * 4B ships 36, klein runs 27), the final norm and the LM head (transformers modeling_qwen3.py names). */
 static int qwen3_known_unused(const char *name, const void *config) {
     const fx_qwen3_config *c = config;
     if (!strcmp(name, "model.norm.weight") || !strcmp(name, "lm_head.weight")) return 1;

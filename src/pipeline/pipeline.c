@@ -1,11 +1,11 @@
 /*
- * pipeline.c — text-to-image (spec §4): flux_generate, flux_generate_batch.
+ * pipeline.c — text-to-image (BFL flux2 sampling.py; diffusers pipeline_flux2_klein.py): flux_generate, flux_generate_batch.
  *
  *   text embeddings [512, D]  (flux_encode_text, or flux_params.embeddings)
  *   noise [128, h, w]         (rng.h from the seed, or flux_params.noise)
  *   references (optional)     ref_image.h pre-processing → VAE encode → patchify
  *                             → BN normalise → tokens [h_r·w_r, 128], once per
- *                             generation (spec §7)
+ *                             generation (diffusers pipeline_flux2_klein.py, image_processor.py)
  *   σ_0..σ_S                  (schedule.h; μ from the target token count)
  *   for each step: v = F(x, σ_i) (CFG: v_u + g·(v_c − v_u));  x += (σ_{i+1} − σ_i)·v
  *   unpack → BN de-normalise → unpatchify → VAE decode [3, H, W]
@@ -297,7 +297,7 @@ static flux_status load_components(gen *g) {
     return fx_dump_f32(g->p->dump_dir, "sigmas.npy", g->sigmas, 1, shape1, g->err);
 }
 
-/* Each reference once per generation (spec §7): pre-process → VAE encode
+/* Each reference once per generation (diffusers pipeline_flux2_klein.py, image_processor.py): pre-process → VAE encode
  * (mean) → patchify → BN normalise → pack to tokens [h_r·w_r, cin]. Dumps
  * refK_image.npy [3, H_r, W_r] (pre-processed pixels in [−1, 1]) and
  * refK_latents.npy [cin, h_r, w_r] (as the golden out/refK_latents.npy). */

@@ -1,7 +1,7 @@
 /*
  * ref_image.h — pre-processing of reference images for img2img and
  * multi-reference generation, as the official klein pipeline does it
- * (diffusers Flux2KleinPipeline + Flux2ImageProcessor; spec §7):
+ * (diffusers Flux2KleinPipeline + Flux2ImageProcessor: pipeline_flux2_klein.py, image_processor.py):
  *
  *   1. RGB: gray is replicated, alpha is dropped (PIL convert("RGB"); the
  *      image loader already does this for files).

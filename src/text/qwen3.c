@@ -1,5 +1,5 @@
 /*
- * qwen3.c — the Qwen3 text encoder of klein (spec §6.1, §6.2): weight views
+ * qwen3.c — the Qwen3 text encoder of klein (diffusers pipeline_flux2_klein.py; transformers modeling_qwen3.py): weight views
  * into the mmap'd text_encoder/ set, one workspace, and the forward pass
  *
  *   x_0[l] = embed_tokens[id_l]

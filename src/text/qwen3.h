@@ -1,5 +1,5 @@
 /*
- * qwen3.h — the Qwen3 text encoder of klein (spec §6): token ids → the
+ * qwen3.h — the Qwen3 text encoder of klein (diffusers pipeline_flux2_klein.py; transformers modeling_qwen3.py): token ids → the
  * stacked hidden states 9, 18, 27 that the transformer reads as text.
  *
  * Owned by the text-encoder module (src/text/qwen3.c). Weights are views into
@@ -19,7 +19,7 @@ void fx_qwen3_free(fx_qwen3 *q);
 
 /* ids, mask: [seq] (mask 1 = real token, 0 = padding; padding on the right).
  * out: [seq, FX_KLEIN_N_TEXT_STATES · hidden] — per token the outputs of
- * layers 8, 17, 26 back to back (spec §6.2). */
+ * layers 8, 17, 26 back to back (diffusers pipeline_flux2_klein.py; transformers modeling_qwen3.py). */
 flux_status fx_qwen3_encode(flux_ctx *ctx, fx_qwen3 *q, const int32_t *ids, const uint8_t *mask,
                             int seq, float *out);
 

@@ -3,7 +3,7 @@
  * bit-exact with Hugging Face `tokenizers` as used by the official pipeline
  * (Qwen2TokenizerFast), and the klein prompt encoding.
  *
- * Pipeline (model-spec §6.3), for a UTF-8 text:
+ * Pipeline (Qwen3's tokenizer.json as Hugging Face tokenizers applies it), for a UTF-8 text:
  *   0. invalid UTF-8 → U+FFFD per maximal subpart (unicode.h);
  *   1. split on the added tokens (all of them, special or not, matched
  *      literally, leftmost then longest; "<|im_end|>" typed inside a prompt

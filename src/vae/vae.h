@@ -1,5 +1,5 @@
 /*
- * vae.h — the AutoencoderKLFlux2 decoder and encoder (spec §5).
+ * vae.h — the AutoencoderKLFlux2 decoder and encoder (BFL flux2 autoencoder.py; diffusers autoencoder_kl_flux2.py).
  *
  * The VAE face (vae.c) over its weights (vae_weights.h), the networks
  * (vae_nets.h), their blocks (vae_blocks.h) and the strip-streaming engine

@@ -1,5 +1,5 @@
 /*
- * vae_blocks.c — the VAE's blocks on stored tensors (spec §5.1):
+ * vae_blocks.c — the VAE's blocks on stored tensors (BFL flux2 autoencoder.py; diffusers autoencoder_kl_flux2.py):
  *
  *   resnet     h = conv1(silu(GN1(x)));  out = skip(x) + conv2(silu(GN2(h)))
  *   attention  t = GN(x); q, k, v = t·Wᵀ + b; o = softmax(q·kᵀ/√C)·v;

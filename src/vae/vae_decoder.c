@@ -1,5 +1,5 @@
 /*
- * vae_decoder.c — the decoder (spec §5.3) and its storage plan.
+ * vae_decoder.c — the decoder (BFL flux2 autoencoder.py; diffusers autoencoder_kl_flux2.py) and its storage plan.
  *
  *   z [lat, h8, w8] → post_quant_conv (1×1) → conv_in → mid (resnet,
  *   attention, resnet) → up block i = 0..L−1: resnets, then (i < L−1) nearest

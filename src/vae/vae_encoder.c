@@ -1,5 +1,5 @@
 /*
- * vae_encoder.c — the encoder (spec §5.2) and its storage plan.
+ * vae_encoder.c — the encoder (BFL flux2 autoencoder.py; diffusers autoencoder_kl_flux2.py) and its storage plan.
  *
  *   image [3, H, W] → conv_in → down block i = 0..L−1: resnets, then
  *   (i < L−1) zero pad right/bottom + conv 3×3 stride 2 → mid (resnet,

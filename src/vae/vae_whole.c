@@ -4,7 +4,7 @@
  * memory (a Vulkan device): every layer reads and writes whole
  * channels-last tensors [pixels, channels] kept on the backend, and each
  * GroupNorm computes its statistics over the stored tensor. The same
- * networks as vae_decoder.c / vae_encoder.c (spec §5.1–5.3):
+ * networks as vae_decoder.c / vae_encoder.c (BFL flux2 autoencoder.py; diffusers autoencoder_kl_flux2.py):
  *
  *   resnet     out = skip(x) + conv2(silu(GN2(conv1(silu(GN1(x))))))
  *   attention  x += (softmax(q·kᵀ/√C)·v)·W_outᵀ + b_out,  q k v = GN(x)·Wᵀ + b

@@ -120,7 +120,7 @@ static void expect_map(int line, const char *bfl, int64_t rows, int n, const cha
     } while (0)
 
 TEST(single_file_bfl_name_table) {
-    /* model-spec §2.2, row by row */
+    /* BFL flux2 model.py names, as diffusers convert_flux2_to_diffusers.py maps them, row by row */
     MAP1("img_in.weight", 3072, "x_embedder.weight");
     MAP1("txt_in.weight", 3072, "context_embedder.weight");
     MAP1("time_in.in_layer.weight", 3072, "time_guidance_embed.timestep_embedder.linear_1.weight");
@@ -319,7 +319,7 @@ TEST(single_file_layouts_match_the_folder) {
 
 TEST(single_file_bfl_rows_are_the_spec_rows) {
     /* Independent of both mappings: read the BFL file's bytes directly and
-     * compare with the folder's tensors as model-spec §2.2 states. */
+     * compare with the folder's tensors as diffusers convert_flux2_to_diffusers.py maps BFL names. */
     const char *path = make_file("bfl", "");
     REQUIRE(path);
     size_t len = 0;

@@ -9,7 +9,7 @@
 #include "tests/golden_cases.h"
 #include "tests/test.h"
 
-/* Parameter counts of the real checkpoints (model-spec §1.1). */
+/* Parameter counts of the published checkpoints. */
 TEST(gen_model_param_counts_match_spec) {
     const char *gen = fx_gen_model_bin();
     REQUIRE(gen);

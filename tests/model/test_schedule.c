@@ -1,5 +1,5 @@
-/* test_schedule.c — σ schedules (src/dit/schedule.h) against the table of
- * model-spec §4.4 (to 1e-6) and tests/golden/schedules.txt (the diffusers
+/* test_schedule.c — σ schedules (src/dit/schedule.h) against a table of
+ * σ values of the official get_schedule (BFL flux2 sampling.py; to 1e-6) and tests/golden/schedules.txt (the diffusers
  * float32 values, to 1e-7 — 1 ulp near 1 is 6e-8). */
 #include "tests/test.h"
 
@@ -26,7 +26,7 @@ TEST(schedule_spec_table) {
         REQUIRE(fx_schedule_sigmas(FLUX_SCHEDULE_SHIFTED, t[i].steps, t[i].n, 0, s, NULL) == FLUX_OK);
         for (int k = 0; k <= t[i].steps; k++) CHECK_NEAR(s[k], t[i].s[k], 1e-6);
     }
-    /* 1024² with 50 steps: first and last entries of the spec row */
+    /* 1024² with 50 steps: first and last entries of the official schedule */
     REQUIRE(fx_schedule_sigmas(FLUX_SCHEDULE_SHIFTED, 50, 4096, 0, s, NULL) == FLUX_OK);
     CHECK_NEAR(fx_empirical_mu(4096, 50), 2.023351, 1e-6);
     CHECK_NEAR(s[1], 0.997309, 1e-6);

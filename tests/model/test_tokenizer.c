@@ -33,7 +33,7 @@ static int same_ids(const fx_ids *got, const int32_t *want, size_t n) {
 /* ------------------------------------------------------------------ spec */
 
 TEST(tokenizer_spec_vectors) {
-    /* model-spec §6.3: the four un-padded id sequences */
+    /* Qwen3's tokenizer.json as Hugging Face tokenizers applies it: the four un-padded id sequences */
     static const char *prompts[] = {
         "",
         "a cat on a skateboard",
