@@ -12,6 +12,12 @@
  *             and 2 B tiles loaded once: 16·16·32 products per
  *             instruction (only where the library uses AMX: CPUID, OS
  *             grant and self-test passed)
+ * and the int8 dot products of the int8 GEMM (G-ops, a multiply-add = 2):
+ *   int8_zmm  zmm vpdpbusd: 16 lanes × 4 products
+ *   int8_ymm  ymm vpdpbusd (AVX-VNNI, VEX): 8 lanes × 4 products
+ *   int8_avx2 ymm vpmaddubsw + vpmaddwd (ones) + vpaddd: 32 products per
+ *             three instructions (AVX2 without VNNI)
+ *   amx_int8  tdpbssd as amx_bf16: 16·16·64 products per instruction
  */
 #include "bench.h"
 
@@ -20,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "simd/common/cpu.h"
 #include "simd/common/table.h"
 
 #if defined(__x86_64__)
@@ -86,6 +93,87 @@ __attribute__((target("avx512f,avx512bf16"))) static double loop_bf16_zmm(long i
 #undef DECL
 #undef STEP
 #undef SUM
+}
+__attribute__((target("avx512f,avx512vnni"))) static double loop_int8_zmm(long iters, float seed) {
+    __m512i a = _mm512_set1_epi32(0x01010101 + (int)seed), b = _mm512_set1_epi32(0x01020304);
+#define DECL(i) __m512i c##i = _mm512_set1_epi32(i);
+#define STEP(i) c##i = _mm512_dpbusd_epi32(c##i, a, b);
+#define SUM(i) s = _mm512_add_epi32(s, c##i);
+    ACC12(DECL)
+    for (long it = 0; it < iters; it++) { ACC12(STEP) }
+    __m512i s = _mm512_setzero_si512();
+    ACC12(SUM)
+    volatile int sink = _mm512_reduce_add_epi32(s);
+    (void)sink;
+    return (double)iters * 12 * 16 * 4 * 2;
+#undef DECL
+#undef STEP
+#undef SUM
+}
+__attribute__((target("avx2,avxvnni"))) static double loop_int8_ymm(long iters, float seed) {
+    __m256i a = _mm256_set1_epi32(0x01010101 + (int)seed), b = _mm256_set1_epi32(0x01020304);
+#define DECL(i) __m256i c##i = _mm256_set1_epi32(i);
+#define STEP(i) c##i = _mm256_dpbusd_avx_epi32(c##i, a, b);
+#define SUM(i) s = _mm256_add_epi32(s, c##i);
+    ACC12(DECL)
+    for (long it = 0; it < iters; it++) { ACC12(STEP) }
+    __m256i s = _mm256_setzero_si256();
+    ACC12(SUM)
+    volatile int sink = _mm256_extract_epi32(s, 0);
+    (void)sink;
+    return (double)iters * 12 * 8 * 4 * 2;
+#undef DECL
+#undef STEP
+#undef SUM
+}
+__attribute__((target("avx2"))) static double loop_int8_avx2(long iters, float seed) {
+    __m256i a = _mm256_set1_epi32(0x01010101 + (int)seed), b = _mm256_set1_epi32(0x01020304),
+            ones = _mm256_set1_epi16(1);
+#define DECL(i) __m256i c##i = _mm256_set1_epi32(i);
+#define STEP(i) c##i = _mm256_add_epi32(c##i, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
+#define SUM(i) s = _mm256_add_epi32(s, c##i);
+    ACC12(DECL)
+    for (long it = 0; it < iters; it++) {
+        ACC12(STEP)
+        __asm__ __volatile__("" : "+x"(a)); /* keep the products in the loop */
+    }
+    __m256i s = _mm256_setzero_si256();
+    ACC12(SUM)
+    volatile int sink = _mm256_extract_epi32(s, 0);
+    (void)sink;
+    return (double)iters * 12 * 8 * 4 * 2;
+#undef DECL
+#undef STEP
+#undef SUM
+}
+__attribute__((target("amx-tile,amx-int8"))) static double loop_amx_int8(long iters, float seed) {
+    static const _Alignas(64) unsigned char cfg[64] = {
+        1, 0, [16] = 64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0,
+        [48] = 16, 16, 16, 16, 16, 16, 16, 16};
+    _Alignas(64) int8_t a[16 * 64], b[16 * 64];
+    _Alignas(64) int32_t c[16 * 16];
+    for (int i = 0; i < 16 * 64; i++) a[i] = (int8_t)(1 + (int)seed), b[i] = 3;
+    __asm__ __volatile__("" ::: "memory");
+    _tile_loadconfig(cfg);
+    _tile_loadd(4, a, 64);
+    _tile_loadd(5, a, 64);
+    _tile_loadd(6, b, 64);
+    _tile_loadd(7, b, 64);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (long it = 0; it < iters; it++) {
+        _tile_dpbssd(0, 4, 6);
+        _tile_dpbssd(1, 4, 7);
+        _tile_dpbssd(2, 5, 6);
+        _tile_dpbssd(3, 5, 7);
+    }
+    _tile_stored(0, c, 64);
+    _tile_release();
+    volatile int sink = c[0];
+    (void)sink;
+    return (double)iters * 4 * 16 * 16 * 64 * 2;
 }
 /* The tiles: the palette of the kernels (8 tiles of 16 rows × 64 bytes). */
 __attribute__((target("amx-tile,amx-bf16"))) static double loop_amx_bf16(long iters, float seed) {
@@ -163,6 +251,14 @@ static loop_fn pick_loop(fx_bench_peak_kind kind, const char **what) {
         *what = "zmm vdpbf16ps";
         return best >= FX_ISA_AVX512BF16 ? loop_bf16_zmm : NULL;
     }
+    const fx_cpu_facts *f = fx_cpu_facts_get();
+    if (kind == FX_PEAK_INT8_ZMM) return *what = "zmm vpdpbusd", best >= FX_ISA_AVX512 && f->avx512vnni ? loop_int8_zmm : NULL;
+    if (kind == FX_PEAK_INT8_YMM) return *what = "ymm vpdpbusd", best >= FX_ISA_AVX2 && f->avxvnni ? loop_int8_ymm : NULL;
+    if (kind == FX_PEAK_INT8_AVX2) return *what = "ymm maddubs", best >= FX_ISA_AVX2 ? loop_int8_avx2 : NULL;
+    if (kind == FX_PEAK_AMX_INT8) {
+        *what = "tdpbssd 2x2";
+        return fx_kernels_get(FX_ISA_AMX, 0) && f->amx_int8 ? loop_amx_int8 : NULL;
+    }
     if (best >= FX_ISA_AVX512) return *what = "zmm vfmadd231ps", loop_fma_zmm;
     if (best >= FX_ISA_AVX2) return *what = "ymm vfmadd231ps", loop_fma_ymm;
 #elif defined(__aarch64__)
@@ -230,7 +326,9 @@ double fx_bench_peak(fx_bench_peak_kind kind, int threads) {
 }
 
 const char *fx_bench_peak_name(fx_bench_peak_kind kind) {
-    return kind == FX_PEAK_BF16_DOT ? "bf16_dot" : kind == FX_PEAK_AMX_BF16 ? "amx_bf16" : "fma_f32";
+    static const char *names[FX_PEAK_KINDS] = {"fma_f32",  "bf16_dot",  "amx_bf16", "int8_zmm",
+                                               "int8_ymm", "int8_avx2", "amx_int8"};
+    return (unsigned)kind < FX_PEAK_KINDS ? names[kind] : "none";
 }
 
 /* ------------------------------------------------------------------------ */
@@ -251,8 +349,9 @@ static int peak_main(int argc, char **argv, const fx_bench_env *env) {
                        "\"gflops\":%.6g}\n",
                        fx_bench_peak_name((fx_bench_peak_kind)kind), what, counts[c], g);
             else if (fn)
-                printf("peak   %-9s %-16s threads %-3d %8.1f GFLOPS (%.1f per thread)\n",
-                       fx_bench_peak_name((fx_bench_peak_kind)kind), what, counts[c], g, g / counts[c]);
+                printf("peak   %-9s %-16s threads %-3d %8.1f %s (%.1f per thread)\n",
+                       fx_bench_peak_name((fx_bench_peak_kind)kind), what, counts[c], g,
+                       kind >= FX_PEAK_INT8_ZMM ? "G-ops " : "GFLOPS", g / counts[c]);
             else
                 printf("peak   %-9s not supported on this CPU\n", fx_bench_peak_name((fx_bench_peak_kind)kind));
         }
@@ -263,5 +362,5 @@ static int peak_main(int argc, char **argv, const fx_bench_env *env) {
 
 static int peak_defaults(const fx_bench_env *env) { return peak_main(0, NULL, env); }
 
-FX_BENCH_COMMAND(peak, "peak                  FMA / vdpbf16ps / AMX tdpbf16ps throughput, 1 and N threads", peak_main,
+FX_BENCH_COMMAND(peak, "peak                  FMA / vdpbf16ps / AMX tdpbf16ps / int8 dot (vpdpbusd, maddubs, tdpbssd) throughput, 1 and N threads", peak_main,
                  peak_defaults)

@@ -213,17 +213,13 @@ typedef struct fx_epilogue {
  * with the integer sum exact in int32 over the whole K: the same integers
  * and the same f32 operations on every ISA, so the int8 results are
  * bit-identical across ISAs and thread counts (not across modes). The
- * weight codes are made per call, panel by panel, for products of at
- * least FX_INT8_CONVERT_MIN_M rows — fewer rows take the weight-only path
- * above (converting the whole weight per call would cost more than the
- * product) — or come from the weight's form made once at load
- * (fx_linear_int8w: the same codes, any m). F32/F16/BF16 weights are not
- * affected.
+ * weight codes are made per call, panel by panel, or come from the
+ * weight's form made once at load (fx_linear_int8w): the same codes, the
+ * same bits. F32/F16/BF16 weights are not affected.
  * Then each term of w->delta adds its product with the same epilogue
  * (below); without terms nothing else runs. */
 void fx_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx,
                const fx_weight *w, float *y, int64_t ldy, const fx_epilogue *epi);
-#define FX_INT8_CONVERT_MIN_M 16
 struct fx_int8w;
 /* fx_linear of block-typed w whose int8 form f (fx_int8w_new(w), below)
  * was made at load: with kc->int8 the product comes from f (w->data is

@@ -34,13 +34,6 @@ static int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 /* Longest K with exact int32 sums: |Σ (code + 128)·w| <= 255·127·K < 2^31. */
 #define MAX_K 65536
 
-static inline int rne(float v) { /* round half to even, |v| <= 2^22 (exact here: |v| <= 127) */
-    float t = v + 12582912.0f;
-    uint32_t u;
-    memcpy(&u, &t, 4);
-    return (int)(u & 0x007fffffu) - 0x00400000;
-}
-
 /* ------------------------------------------------------------------------ */
 /* Scalar reference kernel                                                  */
 /* ------------------------------------------------------------------------ */
@@ -66,14 +59,8 @@ const fx_gemm_int8 fx_gemm_int8_scalar = {"scalar int8 4x4", SC_MR, SC_NR, kerne
  * past k) and its scale; u8: codes + 128. codes: room for ldq bytes. */
 static void quantize_row(const float *x, int64_t k, int64_t ldq, int nr, int lane, int u8, int8_t *codes,
                          uint8_t *panel, float *scale) {
-    float amax = 0.0f;
-    for (int64_t q = 0; q < k; q++) amax = fabsf(x[q]) > amax ? fabsf(x[q]) : amax;
-    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-    *scale = amax / 127.0f;
-    for (int64_t q = 0; q < k; q++) {
-        int v = rne(x[q] * inv);
-        codes[q] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
-    }
+    int32_t sum;
+    fx_int8_codes(x, k, codes, scale, &sum);
     memset(codes + k, 0, (size_t)(ldq - k));
     const uint32_t flip = u8 ? 0x80808080u : 0;
     for (int64_t q = 0; q < ldq / 4; q++) {
@@ -121,7 +108,6 @@ int fx_linear_int8(const fx_kctx *kc, const fx_gemm_int8 *p, int64_t m, const fl
     if (w->k > MAX_K) return -1;
     if (m <= 0 || w->n <= 0) return 0;
     if (!p) {
-        if (!f && m < FX_INT8_CONVERT_MIN_M) return -1;
         const fx_gemm_kernels *g = kc->k ? kc->k->gemm : NULL;
         p = g && g->int8 ? g->int8(fx_cpu_facts_get(), m) : &fx_gemm_int8_scalar;
     }

@@ -20,7 +20,7 @@ static inline void fx_int8_finish_avx512(const int32_t *d, int mr, int64_t ldd, 
     for (int c0 = 0; c0 < mr && c0 < t->n; c0 += 16) {
         const __mmask16 kn = fx_gemm_mask16(t->n - c0);
         const __m512 sw = _mm512_maskz_loadu_ps(kn, t->sw + c0);
-        const __m512i corr = u8 ? _mm512_slli_epi32(_mm512_maskz_loadu_epi32(kn, t->wsum + c0), 7) : _mm512_setzero_si512();
+        const __m512i corr = u8 ? _mm512_slli_epi32(_mm512_castps_si512(_mm512_maskz_loadu_ps(kn, (const float *)(const void *)(t->wsum + c0))), 7) : _mm512_setzero_si512();
         const __m512 bias = t->bias ? _mm512_maskz_loadu_ps(kn, t->bias + c0) : _mm512_setzero_ps();
         const __m512 gate = t->gate && t->mode == FX_EPI_GATED_ACCUMULATE ? _mm512_maskz_loadu_ps(kn, t->gate + c0)
                                                                           : _mm512_setzero_ps();

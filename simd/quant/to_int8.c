@@ -10,39 +10,18 @@
  * measured error.
  */
 #include "quant.h"
+#include "simd/gemm/gemm.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <sys/mman.h>
-
-static inline int rne(float v) { /* round half to even, |v| <= 2^22 */
-    float t = v + 12582912.0f;
-    uint32_t u;
-    memcpy(&u, &t, 4);
-    return (int)(u & 0x007fffffu) - 0x00400000;
-}
 
 void fx_weight_row_to_int8(const fx_kctx *kc, fx_dtype t, const void *src, int64_t n, float *tmp, int8_t *q,
                            float *scale, int32_t *sum) {
     const fx_dequant_fn fn = fx_dtype_is_block(t) ? fx_quant_dequant_fn(kc ? kc->k : NULL, t) : NULL;
     if (fn) fn(src, n / fx_dtype_block(t), tmp);
     else fx_dequantize_row(t, src, n, tmp);
-    float amax = 0.0f;
-    for (int64_t j = 0; j < n; j++) amax = fabsf(tmp[j]) > amax ? fabsf(tmp[j]) : amax;
-    if (!(amax > 0.0f) || !isfinite(amax)) { /* zeros (or non-finite: zeros too) */
-        memset(q, 0, (size_t)n);
-        *scale = 0.0f, *sum = 0;
-        return;
-    }
-    const float inv = 127.0f / amax;
-    int32_t s = 0;
-    for (int64_t j = 0; j < n; j++) {
-        int v = rne(tmp[j] * inv);
-        v = v > 127 ? 127 : v < -127 ? -127 : v;
-        q[j] = (int8_t)v;
-        s += v;
-    }
-    *scale = amax / 127.0f, *sum = s;
+    fx_int8_codes(tmp, n, q, scale, sum);
 }
 
 int fx_int8w_wanted(fx_dtype t) { return t == FX_DTYPE_Q8_0; }

@@ -5,9 +5,9 @@
  * 1–3 threads and from the weight's form or its blocks converted per call,
  * a plain implementation of the contract in kernels.h; the form holds the
  * codes of the rule (within half a step of the dequantized weights, sums,
- * zero padding); the result stays close to the f32 product; the
- * weight-only path runs where the contract says so; F32/BF16 weights
- * ignore the mode.
+ * zero padding); the result stays close to the f32 product; fx_linear and
+ * fx_linear_int8w run the int8 GEMM and the weight's terms; F32/BF16
+ * weights ignore the mode.
  */
 #include "tests/test.h"
 
@@ -221,11 +221,9 @@ TEST(kernel_int8_linear_close_to_f32) {
         }
 }
 
-/* Which path fx_linear takes in int8 mode: blocks converted per call from
- * FX_INT8_CONVERT_MIN_M rows, the weight-only path (bit for bit the mode
- * off) below; fx_linear_int8w takes the form for any m (the same bits as
- * the per-call conversion) and adds the weight's terms as fx_linear does;
- * without the mode it is fx_linear. */
+/* fx_linear in int8 mode runs the int8 GEMM for any m (blocks converted
+ * per call); fx_linear_int8w takes the form (the same bits) and adds the
+ * weight's terms as fx_linear does; without the mode it is fx_linear. */
 TEST(kernel_int8_paths) {
     fx_test_rng r;
     fx_test_rng_seed(&r, 12);
@@ -240,19 +238,16 @@ TEST(kernel_int8_paths) {
     fx_kctx kc = kt_ctx(fx_kernels_best(0), 2);
     fx_int8w *form = fx_int8w_new(&kc, &w);
     REQUIRE(form != NULL);
-    for (int64_t m = FX_INT8_CONVERT_MIN_M - 1; m <= FX_INT8_CONVERT_MIN_M; m++) {
+    static const int64_t ms[] = {1, 15, 16, 40};
+    for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++) {
+        const int64_t m = ms[mi];
         float *x = kt_alloc((size_t)(m * k)), *ya = kt_alloc((size_t)(m * n)), *yb = kt_alloc((size_t)(m * n));
         fx_test_fill_uniform(&r, x, (size_t)(m * k), 1.0f);
-        kc.int8 = 0;
-        fx_linear(&kc, m, x, k, &w, ya, n, NULL);
         kc.int8 = 1;
-        fx_linear(&kc, m, x, k, &w, yb, n, NULL);
-        const int same = kt_bitdiff(ya, yb, (size_t)(m * n), 4) < 0;
-        CHECK_MSG(same == (m < FX_INT8_CONVERT_MIN_M), "m=%lld: int8 mode %s the weight-only result", (long long)m,
-                  same ? "gave" : "did not give");
-        /* the form: the per-call conversion's bits for any m */
-        CHECK(fx_linear_int8(&kc, NULL, m, x, k, &w, NULL, ya, n, NULL) == (m < FX_INT8_CONVERT_MIN_M ? -1 : 0));
-        if (m < FX_INT8_CONVERT_MIN_M) CHECK(fx_linear_int8(&kc, &fx_gemm_int8_scalar, m, x, k, &w, NULL, ya, n, NULL) == 0);
+        fx_linear(&kc, m, x, k, &w, ya, n, NULL);
+        CHECK(fx_linear_int8(&kc, &fx_gemm_int8_scalar, m, x, k, &w, NULL, yb, n, NULL) == 0);
+        CHECK_MSG(kt_bitdiff(ya, yb, (size_t)(m * n), 4) < 0, "m=%lld: fx_linear in int8 mode is not the int8 GEMM",
+                  (long long)m);
         fx_linear_int8w(&kc, m, x, k, &w, form, yb, n, NULL);
         CHECK(kt_bitdiff(ya, yb, (size_t)(m * n), 4) < 0);
         /* with a term: the form's product, then the term as fx_linear adds it */
