@@ -145,6 +145,10 @@ const fx_kernels *fx_kernels_best(int force_f32);
 fx_isa fx_kernels_isa(const fx_kernels *k);
 const char *fx_kernels_name(const fx_kernels *k);
 int fx_kernels_uses_bf16_dot(const fx_kernels *k);
+/* Whether the default precision runs quantized (block-typed) weights as
+ * int8 (kc->int8) on table k: on the bf16 dot-product tables (the reason
+ * and measurements beside the definition, simd/dispatch.c). */
+int fx_kernels_int8_by_default(const fx_kernels *k);
 
 /* Human-readable description: detected CPU features, chosen kernels
  * (GEMM tile sizes, attention variant). Returns bytes needed. */

@@ -175,6 +175,18 @@ TEST(kernel_dispatch_int8_by_cpu) {
 }
 #endif
 
+/* Quantized weights run int8 in the default mode exactly on the bf16
+ * dot-product tables (simd/dispatch.c fx_kernels_int8_by_default). */
+TEST(kernel_dispatch_int8_by_default) {
+    for (int isa = 0; isa < FX_ISA_COUNT; isa++)
+        for (int f32 = 0; f32 < 2; f32++) {
+            const fx_kernels *k = fx_kernels_get((fx_isa)isa, f32);
+            if (!k) continue;
+            CHECK_MSG(fx_kernels_int8_by_default(k) == fx_kernels_uses_bf16_dot(k), "%s%s: int8 by default %d",
+                      fx_kernels_name(k), f32 ? " (f32)" : "", fx_kernels_int8_by_default(k));
+        }
+}
+
 /* The tables the policy names hold the kernels its comment promises (for
  * the tables this build compiles). */
 TEST(kernel_dispatch_table_contents) {
