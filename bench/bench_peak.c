@@ -146,65 +146,43 @@ __attribute__((target("avx2"))) static double loop_int8_avx2(long iters, float s
 #undef STEP
 #undef SUM
 }
-__attribute__((target("amx-tile,amx-int8"))) static double loop_amx_int8(long iters, float seed) {
-    static const _Alignas(64) unsigned char cfg[64] = {
-        1, 0, [16] = 64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0,
-        [48] = 16, 16, 16, 16, 16, 16, 16, 16};
-    _Alignas(64) int8_t a[16 * 64], b[16 * 64];
-    _Alignas(64) int32_t c[16 * 16];
-    for (int i = 0; i < 16 * 64; i++) a[i] = (int8_t)(1 + (int)seed), b[i] = 3;
-    __asm__ __volatile__("" ::: "memory");
-    _tile_loadconfig(cfg);
-    _tile_loadd(4, a, 64);
-    _tile_loadd(5, a, 64);
-    _tile_loadd(6, b, 64);
-    _tile_loadd(7, b, 64);
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    for (long it = 0; it < iters; it++) {
-        _tile_dpbssd(0, 4, 6);
-        _tile_dpbssd(1, 4, 7);
-        _tile_dpbssd(2, 5, 6);
-        _tile_dpbssd(3, 5, 7);
+/* The tiles: the palette of the kernels (8 tiles of 16 rows × 64 bytes);
+ * 4 accumulators from 2 A and 2 B tiles loaded once. ELEM: the operand
+ * element type, A0/B0 its values, ACC the accumulator type, TDP the
+ * instruction, PAIRS products per 4-byte pair of a row (2 bf16, 4 int8). */
+#define FX_AMX_PEAK_LOOP(name, TGT, ELEM, A0, B0, ACC, TDP, PAIRS)                                        \
+    __attribute__((target(TGT))) static double name(long iters, float seed) {                                \
+        static const _Alignas(64) unsigned char cfg[64] = {                                                   \
+            1, 0, [16] = 64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0,                              \
+            [48] = 16, 16, 16, 16, 16, 16, 16, 16};                                                           \
+        _Alignas(64) ELEM a[16 * 64 / sizeof(ELEM)], b[16 * 64 / sizeof(ELEM)];                               \
+        _Alignas(64) ACC c[16 * 16];                                                                          \
+        for (size_t i = 0; i < 16 * 64 / sizeof(ELEM); i++) a[i] = (ELEM)((A0) + (int)seed), b[i] = (ELEM)(B0); \
+        __asm__ __volatile__("" ::: "memory");                                                                \
+        _tile_loadconfig(cfg);                                                                                \
+        _tile_loadd(4, a, 64);                                                                                \
+        _tile_loadd(5, a, 64);                                                                                \
+        _tile_loadd(6, b, 64);                                                                                \
+        _tile_loadd(7, b, 64);                                                                                \
+        _tile_zero(0);                                                                                        \
+        _tile_zero(1);                                                                                        \
+        _tile_zero(2);                                                                                        \
+        _tile_zero(3);                                                                                        \
+        for (long it = 0; it < iters; it++) {                                                                 \
+            TDP(0, 4, 6);                                                                                     \
+            TDP(1, 4, 7);                                                                                     \
+            TDP(2, 5, 6);                                                                                     \
+            TDP(3, 5, 7);                                                                                     \
+        }                                                                                                     \
+        _tile_stored(0, c, 64);                                                                               \
+        _tile_release();                                                                                      \
+        volatile ACC sink = c[0];                                                                             \
+        (void)sink;                                                                                           \
+        return (double)iters * 4 * 16 * 16 * 16 * (PAIRS) * 2;                                                \
     }
-    _tile_stored(0, c, 64);
-    _tile_release();
-    volatile int sink = c[0];
-    (void)sink;
-    return (double)iters * 4 * 16 * 16 * 64 * 2;
-}
-/* The tiles: the palette of the kernels (8 tiles of 16 rows × 64 bytes). */
-__attribute__((target("amx-tile,amx-bf16"))) static double loop_amx_bf16(long iters, float seed) {
-    static const _Alignas(64) unsigned char cfg[64] = {
-        1, 0, [16] = 64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0,
-        [48] = 16, 16, 16, 16, 16, 16, 16, 16};
-    _Alignas(64) uint16_t a[16 * 32], b[16 * 32];
-    _Alignas(64) float c[16 * 16];
-    for (int i = 0; i < 16 * 32; i++) a[i] = (uint16_t)(0x3c00 + (int)seed), b[i] = 0x33d6;
-    __asm__ __volatile__("" ::: "memory");
-    _tile_loadconfig(cfg);
-    _tile_loadd(4, a, 64);
-    _tile_loadd(5, a, 64);
-    _tile_loadd(6, b, 64);
-    _tile_loadd(7, b, 64);
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    for (long it = 0; it < iters; it++) {
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
-    }
-    _tile_stored(0, c, 64);
-    _tile_release();
-    volatile float sink = c[0];
-    (void)sink;
-    return (double)iters * 4 * 16 * 16 * 32 * 2;
-}
+FX_AMX_PEAK_LOOP(loop_amx_bf16, "amx-tile,amx-bf16", uint16_t, 0x3c00, 0x33d6, float, _tile_dpbf16ps, 2)
+FX_AMX_PEAK_LOOP(loop_amx_int8, "amx-tile,amx-int8", int8_t, 1, 3, int32_t, _tile_dpbssd, 4)
+#undef FX_AMX_PEAK_LOOP
 #elif defined(__aarch64__)
 static double loop_fma_neon(long iters, float seed) {
     float32x4_t a = vdupq_n_f32(seed), b = vdupq_n_f32(1e-7f);
