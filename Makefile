@@ -96,6 +96,7 @@ ISA_AVX2       := -mavx2 -mfma -mf16c
 ISA_AVX512     := $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq
 ISA_AVX512BF16 := $(ISA_AVX512) -mavx512bf16
 ISA_AVX512VNNI := $(ISA_AVX512) -mavx512vnni
+ISA_AVXVNNI    := $(ISA_AVX2) -mavxvnni
 ISA_AMX        := $(ISA_AVX512BF16) -mamx-tile -mamx-bf16 -mamx-int8
 ifeq ($(X86EMU),1)
 CPPFLAGS += -DFX_X86_EMULATED
@@ -105,6 +106,7 @@ $(OBJ)/%_avx2.o:       ISAFLAGS = $(ISA_AVX2)
 $(OBJ)/%_avx512.o:     ISAFLAGS = $(ISA_AVX512)
 $(OBJ)/%_avx512bf16.o: ISAFLAGS = $(ISA_AVX512BF16)
 $(OBJ)/%_avx512vnni.o: ISAFLAGS = $(ISA_AVX512VNNI)
+$(OBJ)/%_avxvnni.o:    ISAFLAGS = $(ISA_AVXVNNI)
 $(OBJ)/%_amx.o:        ISAFLAGS = $(ISA_AMX)
 endif
 # Block (de)quantization reproduces ggml's reference arithmetic operation by
@@ -119,7 +121,7 @@ $(OBJ)/tests/test_main.o: CPPFLAGS += -DFLUX_TEST_DIR='"$(abspath tests)"'
 # One folder per layer (README "Architecture"); kernels for one ISA end in
 # _<isa>.c and are built only for their architecture.
 SIMD_ALL := $(wildcard simd/*.c simd/*/*.c)
-X86_ONLY := $(filter %_avx2.c %_avx512.c %_avx512bf16.c %_avx512vnni.c %_amx.c,$(SIMD_ALL))
+X86_ONLY := $(filter %_avx2.c %_avxvnni.c %_avx512.c %_avx512bf16.c %_avx512vnni.c %_amx.c,$(SIMD_ALL))
 ARM_ONLY := $(filter %_neon.c,$(SIMD_ALL))
 ifeq ($(X86EMU),1)
 SIMD_SRC := $(filter-out $(ARM_ONLY),$(SIMD_ALL))

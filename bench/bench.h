@@ -130,12 +130,20 @@ typedef enum fx_bench_peak_kind {
     FX_PEAK_FMA_F32 = 0, /* widest f32 FMA the CPU has (zmm, ymm or NEON) */
     FX_PEAK_BF16_DOT,    /* vdpbf16ps zmm (0 if the CPU lacks AVX512_BF16) */
     FX_PEAK_AMX_BF16,    /* tdpbf16ps on 4 tiles (0 without usable AMX) */
+    /* int8 dot products (the int8 GEMM's kernels; a multiply-add = 2 ops) */
+    FX_PEAK_INT8_ZMM,    /* zmm vpdpbusd (0 without AVX512_VNNI) */
+    FX_PEAK_INT8_YMM,    /* ymm vpdpbusd, VEX (0 without AVX-VNNI) */
+    FX_PEAK_INT8_AVX2,   /* ymm vpmaddubsw + vpmaddwd + vpaddd (0 without AVX2) */
+    FX_PEAK_AMX_INT8,    /* tdpbssd on 4 tiles (0 without usable AMX-INT8) */
     FX_PEAK_KINDS
 } fx_bench_peak_kind;
 
 /* The peak that bounds table k on weights of dtype bf16_weights ? bf16 :
  * f32/f16: tiles (amx), vdpbf16ps (avx512bf16) or FMA. */
 fx_bench_peak_kind fx_bench_peak_of(const fx_kernels *k, int bf16_weights);
+/* The peak of the instruction an int8 GEMM kernel is built on (by its
+ * name: "amx", "avx512vnni", "avxvnni", "avx2"); FX_PEAK_KINDS if none. */
+fx_bench_peak_kind fx_bench_peak_of_int8(const char *kernel_name);
 
 /* Measured GFLOPS (multiply-add = 2 flops) of a register-resident
  * throughput loop on `threads` threads; measured once per process and

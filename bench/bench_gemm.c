@@ -38,6 +38,8 @@ typedef struct gemm_problem {
     float *x, *y, *bias, *gate;
     void *w;
     fx_kctx kc;
+    fx_int8w *form;         /* int8 mode, types that get the form at load: made before the timing */
+    const fx_gemm_int8 *k8; /* int8 mode: a kernel forced by --int8-kernel, else NULL (the table's) */
 } gemm_problem;
 
 static size_t dt_size(fx_dtype dt) { return dt == FX_DTYPE_F32 ? 4 : 2; }
@@ -92,15 +94,20 @@ static int problem_init(gemm_problem *p) {
 }
 
 static void problem_free(gemm_problem *p) {
+    fx_int8w_free(p->form);
     free(p->x), free(p->y), free(p->w), free(p->bias), free(p->gate);
 }
 
+/* fx_linear as the model runs it: int8 mode from the form made at load
+ * (Q8_0) or the blocks converted per call (the other types). */
 static void run_ours(void *arg) {
     gemm_problem *p = arg;
     fx_weight w = {p->w, p->dt, p->n, p->k, p->k, NULL};
     fx_epilogue e = {p->mode, p->mode == FX_EPI_STORE ? NULL : p->bias,
                      p->mode == FX_EPI_GATED_ACCUMULATE ? p->gate : NULL};
-    fx_linear(&p->kc, p->m, p->x, p->k, &w, p->y, p->n, &e);
+    if (p->k8 && !fx_linear_int8(&p->kc, p->k8, p->m, p->x, p->k, &w, p->form, p->y, p->n, &e)) return;
+    if (p->form) fx_linear_int8w(&p->kc, p->m, p->x, p->k, &w, p->form, p->y, p->n, &e);
+    else fx_linear(&p->kc, p->m, p->x, p->k, &w, p->y, p->n, &e);
 }
 
 #if defined(FX_BENCH_OPENBLAS) || defined(FX_BENCH_ONEDNN)
@@ -245,6 +252,11 @@ static void apply_override(fx_kctx *kc, fx_dtype dt, const block_override *bo, t
 
 /* Time of the last bf16 row (the quantized rows' "ratio_bf16" = it / theirs). */
 static double g_bf16_seconds;
+/* --int8-kernel NAME: the int8 kernel every int8 row runs (NULL: the table's). */
+static const fx_gemm_int8 *g_int8_kernel;
+/* --model-shapes --wtype: block types measured after each bf16 row. */
+static fx_dtype g_model_types[16];
+static int g_model_ntypes;
 
 static int bench_one(const fx_bench_env *env, int64_t m, int64_t n, int64_t k, fx_dtype dt, int force_f32,
                      fx_epilogue_mode mode, int yardsticks, const block_override *bo) {
@@ -271,15 +283,26 @@ static int bench_one(const fx_bench_env *env, int64_t m, int64_t n, int64_t k, f
     r.dtype = dts;
     r.isa = fx_bench_isa_label(p.kc.k);
     char isa8[24];
-    if (p.kc.int8) { /* the int8 kernel's ISA: the table picks it by CPU and m (--isa amx: tiles from 16 rows) */
+    r.flops = 2.0 * (double)m * (double)n * (double)k;
+    /* block types run the bf16 weights' path (expanded in the packing) */
+    r.peak = fx_bench_peak_of(p.kc.k, dt == FX_DTYPE_BF16 || blocks);
+    if (m <= FX_GEMV_MAX_M && !p.kc.k->gemm->gemv_bf16_dot) r.peak = FX_PEAK_FMA_F32; /* the amx table's GEMV */
+    /* int8: the kernel's ISA and dot-product peak (the table picks it by CPU
+     * and m, --isa amx: tiles from 16 rows) */
+    if (p.kc.int8) {
         const fx_gemm_kernels *g = p.kc.k->gemm;
-        const fx_gemm_int8 *k8 = g && g->int8 ? g->int8(fx_cpu_facts_get(), m) : &fx_gemm_int8_scalar;
+        const fx_gemm_int8 *k8 = g_int8_kernel ? g_int8_kernel
+                                 : g && g->int8 ? g->int8(fx_cpu_facts_get(), m)
+                                                : &fx_gemm_int8_scalar;
         snprintf(isa8, sizeof isa8, "%.*s", (int)strcspn(k8->name, " "), k8->name);
         r.isa = isa8;
+        r.peak = fx_bench_peak_of_int8(k8->name);
+        p.k8 = g_int8_kernel;
+        if (fx_int8w_wanted(dt)) { /* made once at load by the model: outside the timing */
+            const fx_weight w = {p.w, dt, n, k, k, NULL};
+            p.form = fx_int8w_new(&p.kc, &w);
+        }
     }
-    r.flops = 2.0 * (double)m * (double)n * (double)k;
-    r.peak = fx_bench_peak_of(p.kc.k, dt == FX_DTYPE_BF16);
-    if (m <= FX_GEMV_MAX_M && !p.kc.k->gemm->gemv_bf16_dot) r.peak = FX_PEAK_FMA_F32; /* the amx table's GEMV */
     r.seconds = fx_bench_time(env, run_ours, &p);
     if (dt == FX_DTYPE_BF16) g_bf16_seconds = r.seconds;
     else if (blocks && g_bf16_seconds > 0) fx_bench_extra(&r, "ratio_bf16", g_bf16_seconds / r.seconds);
@@ -287,6 +310,7 @@ static int bench_one(const fx_bench_env *env, int64_t m, int64_t n, int64_t k, f
         const fx_gemm_path *pp = p.kc.k->gemm->path[dt];
         fx_bench_extra(&r, "kc", pp->kc), fx_bench_extra(&r, "mc", pp->mc), fx_bench_extra(&r, "nc", pp->nc);
     }
+    if (p.kc.int8 && blocks) fx_bench_extra(&r, "int8_form", p.form ? 1 : 0);
     if (m <= 16) /* bandwidth bound: weight bytes per second */
         fx_bench_extra(&r, "weight_gb_s", weight_bytes(&p) / r.seconds * 1e-9);
     (void)yardsticks, (void)bf16_dot;
@@ -334,8 +358,60 @@ static int parse_dtype(const char *s, fx_dtype *dt) {
 
 static int gemm_defaults(const fx_bench_env *env);
 
+/* --wtype list → types (block types flux quantizes, k a multiple of
+ * their block when k > 0); count, or -1. */
+static int parse_wtypes(const char *ws, int64_t k, fx_dtype *types) {
+    char list[256];
+    snprintf(list, sizeof list, "%s", ws);
+    int nt = 0;
+    for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok && nt < 16; tok = strtok_r(NULL, ",", &save)) {
+        int t = fx_dtype_parse(tok);
+        if (t < 0 || !fx_dtype_is_block((fx_dtype)t) || !fx_dtype_can_quantize((fx_dtype)t) ||
+            (k > 0 && k % fx_dtype_block((fx_dtype)t))) {
+            fprintf(stderr, "flux-bench gemm: --wtype '%s' is not a block type flux quantizes, or k = %lld is not a "
+                            "multiple of its block\n", tok, (long long)k);
+            return -1;
+        }
+        types[nt++] = (fx_dtype)t;
+    }
+    return nt;
+}
+
+/* --int8-kernel NAME (the first word of a kernel's name): this build's
+ * int8 kernels the CPU runs. */
+static int parse_int8_kernel(const char *s) {
+    const fx_gemm_int8 *all[8];
+    int n = 0;
+    all[n++] = &fx_gemm_int8_scalar;
+#if FX_X86
+    const fx_cpu_facts *f = fx_cpu_facts_get();
+    all[n++] = &fx_gemm_int8_avx2_kernel;
+    if (f->avxvnni) all[n++] = &fx_gemm_int8_avxvnni;
+    if (f->avx512vnni && fx_isa_check(FX_ISA_AVX512, NULL, 0)) all[n++] = &fx_gemm_int8_avx512vnni;
+    if (f->amx_int8 && fx_isa_check(FX_ISA_AMX, NULL, 0)) all[n++] = &fx_gemm_int8_amx;
+#endif
+#if FX_ARM
+    all[n++] = fx_gemm_int8_neon(NULL, 0);
+#endif
+    for (int i = 0; i < n; i++)
+        if (strlen(s) == strcspn(all[i]->name, " ") && !strncmp(s, all[i]->name, strlen(s))) {
+            g_int8_kernel = all[i];
+            return 0;
+        }
+    fprintf(stderr, "flux-bench gemm: --int8-kernel '%s' is not an int8 kernel this CPU runs:", s);
+    for (int i = 0; i < n; i++) fprintf(stderr, " %.*s", (int)strcspn(all[i]->name, " "), all[i]->name);
+    fprintf(stderr, "\n");
+    return -1;
+}
+
 static int gemm_main(int argc, char **argv, const fx_bench_env *env) {
-    if (fx_bench_arg_flag(argc, argv, "--model-shapes")) return gemm_defaults(env);
+    const char *ks = fx_bench_arg_str(argc, argv, "--int8-kernel", NULL);
+    if (ks && parse_int8_kernel(ks)) return -1;
+    if (fx_bench_arg_flag(argc, argv, "--model-shapes")) {
+        const char *mw = fx_bench_arg_str(argc, argv, "--wtype", NULL);
+        if (mw && (g_model_ntypes = parse_wtypes(mw, 0, g_model_types)) < 0) return -1;
+        return gemm_defaults(env);
+    }
     int bad = 0;
     int64_t m = fx_bench_arg_int(argc, argv, "--m", 768, &bad);
     int64_t n = fx_bench_arg_int(argc, argv, "--n", 9216, &bad);
@@ -353,19 +429,9 @@ static int gemm_main(int argc, char **argv, const fx_bench_env *env) {
     }
     const char *ws = fx_bench_arg_str(argc, argv, "--wtype", NULL);
     if (ws) { /* the bf16 row, then each quantized type (weight-only, or W8A8 with --precision int8) */
-        char list[256];
-        snprintf(list, sizeof list, "%s", ws);
         fx_dtype types[16];
-        int nt = 0;
-        for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok && nt < 16; tok = strtok_r(NULL, ",", &save)) {
-            int t = fx_dtype_parse(tok);
-            if (t < 0 || !fx_dtype_is_block((fx_dtype)t) || !fx_dtype_can_quantize((fx_dtype)t) || k % fx_dtype_block((fx_dtype)t)) {
-                fprintf(stderr, "flux-bench gemm: --wtype '%s' is not a block type flux quantizes, or k = %lld is not a "
-                                "multiple of its block\n", tok, (long long)k);
-                return -1;
-            }
-            types[nt++] = (fx_dtype)t;
-        }
+        const int nt = parse_wtypes(ws, k, types);
+        if (nt < 0) return -1;
         int rc = bench_one(env, m, n, k, FX_DTYPE_BF16, env->force_f32, mode, 0, NULL);
         for (int i = 0; i < nt; i++) rc |= bench_one(env, m, n, k, types[i], env->force_f32, mode, 0, NULL);
         return rc;
@@ -395,15 +461,21 @@ static int gemm_defaults(const fx_bench_env *env) {
     const int math_f32[2] = {env->force_f32, 1};
     const int passes = env->force_f32 ? 1 : 2;
     for (int pass = 0; pass < passes; pass++) {
+        /* each bf16 row, then (--wtype, first pass) the quantized types */
+#define ROW(M, N, K, YARD)                                                                                      \
+    do {                                                                                                        \
+        rc |= bench_one(env, M, N, K, FX_DTYPE_BF16, math_f32[pass], FX_EPI_STORE, YARD, NULL);                  \
+        for (int t = 0; pass == 0 && t < g_model_ntypes; t++)                                                   \
+            if ((K) % fx_dtype_block(g_model_types[t]) == 0)                                                    \
+                rc |= bench_one(env, M, N, K, g_model_types[t], math_f32[pass], FX_EPI_STORE, 0, NULL);          \
+    } while (0)
         for (size_t a = 0; a < sizeof flux_m / sizeof *flux_m; a++)
-            for (size_t b = 0; b < sizeof flux_nk / sizeof *flux_nk; b++)
-                rc |= bench_one(env, flux_m[a], flux_nk[b][0], flux_nk[b][1], FX_DTYPE_BF16, math_f32[pass],
-                                FX_EPI_STORE, 1, NULL);
-        for (size_t b = 0; b < sizeof qwen_nk / sizeof *qwen_nk; b++)
-            rc |= bench_one(env, 512, qwen_nk[b][0], qwen_nk[b][1], FX_DTYPE_BF16, math_f32[pass], FX_EPI_STORE, 1, NULL);
+            for (size_t b = 0; b < sizeof flux_nk / sizeof *flux_nk; b++) ROW(flux_m[a], flux_nk[b][0], flux_nk[b][1], 1);
+        for (size_t b = 0; b < sizeof qwen_nk / sizeof *qwen_nk; b++) ROW(512, qwen_nk[b][0], qwen_nk[b][1], 1);
         for (size_t b = 0; b < sizeof gemv_mnk / sizeof *gemv_mnk; b++)
-            rc |= bench_one(env, gemv_mnk[b][0], gemv_mnk[b][1], gemv_mnk[b][2], FX_DTYPE_BF16, math_f32[pass],
-                            FX_EPI_STORE, 0, NULL);
+            ROW(gemv_mnk[b][0], gemv_mnk[b][1], gemv_mnk[b][2], 0);
+#undef ROW
+        if (g_model_ntypes) break; /* the f32-math pass only without --wtype */
     }
     return rc;
 }
@@ -412,6 +484,8 @@ FX_BENCH_COMMAND(gemm,
                  "gemm --m M --n N --k K [--dtype bf16|f32|f16] [--epilogue store|acc|gated]\n"
                  "                        [--wtype q8_0,q4_k,... (GGUF block types beside the bf16 row;\n"
                  "                         with --precision int8: W8A8)]\n"
+                 "                        [--int8-kernel avx2|avxvnni|avx512vnni|amx|scalar (with --precision int8)]\n"
                  "                        [--kc KC --mc MC --nc NC (block sizes, for tuning)] [--no-yardsticks]\n"
-                 "  gemm --model-shapes    the model's linear shapes (bf16 dot, then f32 math)",
+                 "  gemm --model-shapes [--wtype q8_0,...]   the model's linear shapes (bf16 dot, then f32 math;\n"
+                 "                         with --wtype: bf16 and the types, one pass)",
                  gemm_main, gemm_defaults)

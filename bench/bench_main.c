@@ -127,6 +127,15 @@ fx_bench_peak_kind fx_bench_peak_of(const fx_kernels *k, int bf16_weights) {
     return fx_kernels_isa(k) == FX_ISA_AMX ? FX_PEAK_AMX_BF16 : FX_PEAK_BF16_DOT;
 }
 
+fx_bench_peak_kind fx_bench_peak_of_int8(const char *name) {
+    const size_t len = strcspn(name, " ");
+    if (len == 3 && !strncmp(name, "amx", 3)) return FX_PEAK_AMX_INT8;
+    if (len == 10 && !strncmp(name, "avx512vnni", 10)) return FX_PEAK_INT8_ZMM;
+    if (len == 7 && !strncmp(name, "avxvnni", 7)) return FX_PEAK_INT8_YMM;
+    if (len == 4 && !strncmp(name, "avx2", 4)) return FX_PEAK_INT8_AVX2;
+    return FX_PEAK_KINDS;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Timing and machine load                                                  */
 /* ------------------------------------------------------------------------ */

@@ -12,6 +12,12 @@
  *             and 2 B tiles loaded once: 16·16·32 products per
  *             instruction (only where the library uses AMX: CPUID, OS
  *             grant and self-test passed)
+ * and the int8 dot products of the int8 GEMM (G-ops, a multiply-add = 2):
+ *   int8_zmm  zmm vpdpbusd: 16 lanes × 4 products
+ *   int8_ymm  ymm vpdpbusd (AVX-VNNI, VEX): 8 lanes × 4 products
+ *   int8_avx2 ymm vpmaddubsw + vpmaddwd (ones) + vpaddd: 32 products per
+ *             three instructions (AVX2 without VNNI)
+ *   amx_int8  tdpbssd as amx_bf16: 16·16·64 products per instruction
  */
 #include "bench.h"
 
@@ -20,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "simd/common/cpu.h"
 #include "simd/common/table.h"
 
 #if defined(__x86_64__)
@@ -87,36 +94,95 @@ __attribute__((target("avx512f,avx512bf16"))) static double loop_bf16_zmm(long i
 #undef STEP
 #undef SUM
 }
-/* The tiles: the palette of the kernels (8 tiles of 16 rows × 64 bytes). */
-__attribute__((target("amx-tile,amx-bf16"))) static double loop_amx_bf16(long iters, float seed) {
-    static const _Alignas(64) unsigned char cfg[64] = {
-        1, 0, [16] = 64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0,
-        [48] = 16, 16, 16, 16, 16, 16, 16, 16};
-    _Alignas(64) uint16_t a[16 * 32], b[16 * 32];
-    _Alignas(64) float c[16 * 16];
-    for (int i = 0; i < 16 * 32; i++) a[i] = (uint16_t)(0x3c00 + (int)seed), b[i] = 0x33d6;
-    __asm__ __volatile__("" ::: "memory");
-    _tile_loadconfig(cfg);
-    _tile_loadd(4, a, 64);
-    _tile_loadd(5, a, 64);
-    _tile_loadd(6, b, 64);
-    _tile_loadd(7, b, 64);
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    for (long it = 0; it < iters; it++) {
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
-    }
-    _tile_stored(0, c, 64);
-    _tile_release();
-    volatile float sink = c[0];
+__attribute__((target("avx512f,avx512vnni"))) static double loop_int8_zmm(long iters, float seed) {
+    __m512i a = _mm512_set1_epi32(0x01010101 + (int)seed), b = _mm512_set1_epi32(0x01020304);
+#define DECL(i) __m512i c##i = _mm512_set1_epi32(i);
+#define STEP(i) c##i = _mm512_dpbusd_epi32(c##i, a, b);
+#define SUM(i) s = _mm512_add_epi32(s, c##i);
+    ACC12(DECL)
+    for (long it = 0; it < iters; it++) { ACC12(STEP) }
+    __m512i s = _mm512_setzero_si512();
+    ACC12(SUM)
+    volatile int sink = _mm512_reduce_add_epi32(s);
     (void)sink;
-    return (double)iters * 4 * 16 * 16 * 32 * 2;
+    return (double)iters * 12 * 16 * 4 * 2;
+#undef DECL
+#undef STEP
+#undef SUM
 }
+__attribute__((target("avx2,avxvnni"))) static double loop_int8_ymm(long iters, float seed) {
+    __m256i a = _mm256_set1_epi32(0x01010101 + (int)seed), b = _mm256_set1_epi32(0x01020304);
+#define DECL(i) __m256i c##i = _mm256_set1_epi32(i);
+#define STEP(i) c##i = _mm256_dpbusd_avx_epi32(c##i, a, b);
+#define SUM(i) s = _mm256_add_epi32(s, c##i);
+    ACC12(DECL)
+    for (long it = 0; it < iters; it++) { ACC12(STEP) }
+    __m256i s = _mm256_setzero_si256();
+    ACC12(SUM)
+    volatile int sink = _mm256_extract_epi32(s, 0);
+    (void)sink;
+    return (double)iters * 12 * 8 * 4 * 2;
+#undef DECL
+#undef STEP
+#undef SUM
+}
+__attribute__((target("avx2"))) static double loop_int8_avx2(long iters, float seed) {
+    __m256i a = _mm256_set1_epi32(0x01010101 + (int)seed), b = _mm256_set1_epi32(0x01020304),
+            ones = _mm256_set1_epi16(1);
+#define DECL(i) __m256i c##i = _mm256_set1_epi32(i);
+#define STEP(i) c##i = _mm256_add_epi32(c##i, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
+#define SUM(i) s = _mm256_add_epi32(s, c##i);
+    ACC12(DECL)
+    for (long it = 0; it < iters; it++) {
+        ACC12(STEP)
+        __asm__ __volatile__("" : "+x"(a)); /* keep the products in the loop */
+    }
+    __m256i s = _mm256_setzero_si256();
+    ACC12(SUM)
+    volatile int sink = _mm256_extract_epi32(s, 0);
+    (void)sink;
+    return (double)iters * 12 * 8 * 4 * 2;
+#undef DECL
+#undef STEP
+#undef SUM
+}
+/* The tiles: the palette of the kernels (8 tiles of 16 rows × 64 bytes);
+ * 4 accumulators from 2 A and 2 B tiles loaded once. ELEM: the operand
+ * element type, A0/B0 its values, ACC the accumulator type, TDP the
+ * instruction, PAIRS products per 4-byte pair of a row (2 bf16, 4 int8). */
+#define FX_AMX_PEAK_LOOP(name, TGT, ELEM, A0, B0, ACC, TDP, PAIRS)                                        \
+    __attribute__((target(TGT))) static double name(long iters, float seed) {                                \
+        static const _Alignas(64) unsigned char cfg[64] = {                                                   \
+            1, 0, [16] = 64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0,                              \
+            [48] = 16, 16, 16, 16, 16, 16, 16, 16};                                                           \
+        _Alignas(64) ELEM a[16 * 64 / sizeof(ELEM)], b[16 * 64 / sizeof(ELEM)];                               \
+        _Alignas(64) ACC c[16 * 16];                                                                          \
+        for (size_t i = 0; i < 16 * 64 / sizeof(ELEM); i++) a[i] = (ELEM)((A0) + (int)seed), b[i] = (ELEM)(B0); \
+        __asm__ __volatile__("" ::: "memory");                                                                \
+        _tile_loadconfig(cfg);                                                                                \
+        _tile_loadd(4, a, 64);                                                                                \
+        _tile_loadd(5, a, 64);                                                                                \
+        _tile_loadd(6, b, 64);                                                                                \
+        _tile_loadd(7, b, 64);                                                                                \
+        _tile_zero(0);                                                                                        \
+        _tile_zero(1);                                                                                        \
+        _tile_zero(2);                                                                                        \
+        _tile_zero(3);                                                                                        \
+        for (long it = 0; it < iters; it++) {                                                                 \
+            TDP(0, 4, 6);                                                                                     \
+            TDP(1, 4, 7);                                                                                     \
+            TDP(2, 5, 6);                                                                                     \
+            TDP(3, 5, 7);                                                                                     \
+        }                                                                                                     \
+        _tile_stored(0, c, 64);                                                                               \
+        _tile_release();                                                                                      \
+        volatile ACC sink = c[0];                                                                             \
+        (void)sink;                                                                                           \
+        return (double)iters * 4 * 16 * 16 * 16 * (PAIRS) * 2;                                                \
+    }
+FX_AMX_PEAK_LOOP(loop_amx_bf16, "amx-tile,amx-bf16", uint16_t, 0x3c00, 0x33d6, float, _tile_dpbf16ps, 2)
+FX_AMX_PEAK_LOOP(loop_amx_int8, "amx-tile,amx-int8", int8_t, 1, 3, int32_t, _tile_dpbssd, 4)
+#undef FX_AMX_PEAK_LOOP
 #elif defined(__aarch64__)
 static double loop_fma_neon(long iters, float seed) {
     float32x4_t a = vdupq_n_f32(seed), b = vdupq_n_f32(1e-7f);
@@ -162,6 +228,14 @@ static loop_fn pick_loop(fx_bench_peak_kind kind, const char **what) {
     if (kind == FX_PEAK_BF16_DOT) {
         *what = "zmm vdpbf16ps";
         return best >= FX_ISA_AVX512BF16 ? loop_bf16_zmm : NULL;
+    }
+    const fx_cpu_facts *f = fx_cpu_facts_get();
+    if (kind == FX_PEAK_INT8_ZMM) return *what = "zmm vpdpbusd", best >= FX_ISA_AVX512 && f->avx512vnni ? loop_int8_zmm : NULL;
+    if (kind == FX_PEAK_INT8_YMM) return *what = "ymm vpdpbusd", best >= FX_ISA_AVX2 && f->avxvnni ? loop_int8_ymm : NULL;
+    if (kind == FX_PEAK_INT8_AVX2) return *what = "ymm maddubs", best >= FX_ISA_AVX2 ? loop_int8_avx2 : NULL;
+    if (kind == FX_PEAK_AMX_INT8) {
+        *what = "tdpbssd 2x2";
+        return fx_kernels_get(FX_ISA_AMX, 0) && f->amx_int8 ? loop_amx_int8 : NULL;
     }
     if (best >= FX_ISA_AVX512) return *what = "zmm vfmadd231ps", loop_fma_zmm;
     if (best >= FX_ISA_AVX2) return *what = "ymm vfmadd231ps", loop_fma_ymm;
@@ -230,7 +304,9 @@ double fx_bench_peak(fx_bench_peak_kind kind, int threads) {
 }
 
 const char *fx_bench_peak_name(fx_bench_peak_kind kind) {
-    return kind == FX_PEAK_BF16_DOT ? "bf16_dot" : kind == FX_PEAK_AMX_BF16 ? "amx_bf16" : "fma_f32";
+    static const char *names[FX_PEAK_KINDS] = {"fma_f32",  "bf16_dot",  "amx_bf16", "int8_zmm",
+                                               "int8_ymm", "int8_avx2", "amx_int8"};
+    return (unsigned)kind < FX_PEAK_KINDS ? names[kind] : "none";
 }
 
 /* ------------------------------------------------------------------------ */
@@ -251,8 +327,9 @@ static int peak_main(int argc, char **argv, const fx_bench_env *env) {
                        "\"gflops\":%.6g}\n",
                        fx_bench_peak_name((fx_bench_peak_kind)kind), what, counts[c], g);
             else if (fn)
-                printf("peak   %-9s %-16s threads %-3d %8.1f GFLOPS (%.1f per thread)\n",
-                       fx_bench_peak_name((fx_bench_peak_kind)kind), what, counts[c], g, g / counts[c]);
+                printf("peak   %-9s %-16s threads %-3d %8.1f %s (%.1f per thread)\n",
+                       fx_bench_peak_name((fx_bench_peak_kind)kind), what, counts[c], g,
+                       kind >= FX_PEAK_INT8_ZMM ? "G-ops " : "GFLOPS", g / counts[c]);
             else
                 printf("peak   %-9s not supported on this CPU\n", fx_bench_peak_name((fx_bench_peak_kind)kind));
         }
@@ -263,5 +340,5 @@ static int peak_main(int argc, char **argv, const fx_bench_env *env) {
 
 static int peak_defaults(const fx_bench_env *env) { return peak_main(0, NULL, env); }
 
-FX_BENCH_COMMAND(peak, "peak                  FMA / vdpbf16ps / AMX tdpbf16ps throughput, 1 and N threads", peak_main,
+FX_BENCH_COMMAND(peak, "peak                  FMA / vdpbf16ps / AMX tdpbf16ps / int8 dot (vpdpbusd, maddubs, tdpbssd) throughput, 1 and N threads", peak_main,
                  peak_defaults)

@@ -47,8 +47,8 @@ static int run(void *arg) {
     if (t->int8) {
         const fx_weight wq = {t->wq, FX_DTYPE_Q8_0, N, K, K, NULL};
         const fx_gemm_int8 *p = t->k->gemm->int8(fx_cpu_facts_get(), M);
-        t->int8_failed = fx_linear_int8(&kc, p, M, t->x, K, &wq, t->y8, N, NULL) ||
-                         fx_linear_int8(&kc, &fx_gemm_int8_scalar, M, t->x, K, &wq, t->y8_ref, N, NULL);
+        t->int8_failed = fx_linear_int8(&kc, p, M, t->x, K, &wq, NULL, t->y8, N, NULL) ||
+                         fx_linear_int8(&kc, &fx_gemm_int8_scalar, M, t->x, K, &wq, NULL, t->y8_ref, N, NULL);
     }
     fx_scratch_free(s);
     return 0;

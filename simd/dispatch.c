@@ -317,6 +317,22 @@ const char *fx_kernels_name(const fx_kernels *k) { return k->name; }
 
 int fx_kernels_uses_bf16_dot(const fx_kernels *k) { return k->bf16_dot; }
 
+/* The precision of quantized weights in the default mode: the fastest whose
+ * error stays within the default mode's golden tolerances
+ * (tests/golden_case.h). Measured on the golden tiny models with --quant
+ * q8_0 (Zen 5): int8 moves the latents 6.5-6.7e-3 from the same weights'
+ * f32 run (the weight-only path: 2.2-2.6e-3), velocities 1.7e-2 from the
+ * golden files (weight-only 1.1e-2).
+ *   bf16 dot-product tables (Zen 4/5, Sapphire Rapids: AVX512_BF16, AMX):
+ *     their default tolerance is 3e-2 (bf16 activations), which int8
+ *     meets; and their int8 kernels (zmm vpdpbusd, AMX tdpbssd) run
+ *     1.5-1.8x their bf16 GEMM (README "--precision int8") -> int8.
+ *   every other table (AVX2, AVX-512 without BF16, NEON): the default mode
+ *     computes in f32 there (tolerance 1e-3 on velocities and latents),
+ *     which int8 does not meet -> weight-only (the f32 path); int8 stays an
+ *     option (--precision int8). */
+int fx_kernels_int8_by_default(const fx_kernels *k) { return k->bf16_dot && k->gemm && k->gemm->int8; }
+
 /* ------------------------------------------------------------------------ */
 /* --cpu-info                                                               */
 /* ------------------------------------------------------------------------ */
@@ -358,7 +374,8 @@ size_t fx_kernels_describe(const fx_kernels *k, char *buf, size_t size) {
     const fx_gemm_int8 *i8_few = g->int8 ? g->int8(f, 1) : &fx_gemm_int8_scalar;
     fx_append(buf, size, &len, "int8:     %s", i8->name);
     if (i8_few != i8) fx_append(buf, size, &len, "; fewer rows than %d: %s", FX_INT8_AMX_MIN_M, i8_few->name);
-    fx_append(buf, size, &len, " (W8A8, --precision int8)\n");
+    fx_append(buf, size, &len, " (W8A8: --precision int8%s)\n",
+              fx_kernels_int8_by_default(k) ? "; the default for quantized weights here" : "");
     const struct fx_attn_kernels *a = k->attn ? k->attn : &fx_attn_scalar;
     fx_append(buf, size, &len, "attention: %s (%d query rows x %d keys per tile)\n", a->name, a->qt, a->kt);
     const fx_gemm_path *cb = g->path[FX_DTYPE_BF16], *cf = g->path[FX_DTYPE_F32];

@@ -145,6 +145,10 @@ const fx_kernels *fx_kernels_best(int force_f32);
 fx_isa fx_kernels_isa(const fx_kernels *k);
 const char *fx_kernels_name(const fx_kernels *k);
 int fx_kernels_uses_bf16_dot(const fx_kernels *k);
+/* Whether the default precision runs quantized (block-typed) weights as
+ * int8 (kc->int8) on table k: on the bf16 dot-product tables (the reason
+ * and measurements beside the definition, simd/dispatch.c). */
+int fx_kernels_int8_by_default(const fx_kernels *k);
 
 /* Human-readable description: detected CPU features, chosen kernels
  * (GEMM tile sizes, attention variant). Returns bytes needed. */
@@ -206,19 +210,29 @@ typedef struct fx_epilogue {
  * weights take: the result equals, bit for bit, fx_linear on the
  * dequantized weights (fx_dequantize) stored as F32 — or, on tables whose
  * bf16 path uses dot products, rounded to BF16.
- * With kc->int8, block-typed weights run W8A8 instead: each row of X is
- * quantized to int8 with one f32 scale (s = max|x|/127, q = x·(127/max|x|)
- * rounded to nearest even), each 32-block of a weight row becomes 32 int8
- * values and an f32 scale (Q8_0, Q4_0, Q5_0, IQ4_NL exactly; the other
- * types are dequantized and requantized to 8 bits per 32-block), and
- *   Y[i, j] = s_i · Σ_b fma-chain( (float)(int32 dot of block b) · d_jb )
- * in block order — the same integers and the same f32 operations on every
- * ISA, so the int8 results are bit-identical across ISAs and thread counts
- * (not across modes). F32/F16/BF16 weights are not affected.
+ * With kc->int8, block-typed weights run W8A8 instead (the int8 GEMM):
+ * each row i of X becomes int8 codes with one f32 scale (sx_i = max|x|/127,
+ * code = x·(127/max|x|) rounded to nearest even), each weight row j int8
+ * codes with one f32 scale sw_j (fx_int8w: the same rule on the
+ * dequantized row), and
+ *   Y[i, j] = ((float)(Σ_k codeX·codeW) · sw_j) · sx_i   (+ bias, epilogue)
+ * with the integer sum exact in int32 over the whole K: the same integers
+ * and the same f32 operations on every ISA, so the int8 results are
+ * bit-identical across ISAs and thread counts (not across modes). The
+ * weight codes are made per call, panel by panel, or come from the
+ * weight's form made once at load (fx_linear_int8w): the same codes, the
+ * same bits. F32/F16/BF16 weights are not affected.
  * Then each term of w->delta adds its product with the same epilogue
  * (below); without terms nothing else runs. */
 void fx_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx,
                const fx_weight *w, float *y, int64_t ldy, const fx_epilogue *epi);
+struct fx_int8w;
+/* fx_linear of block-typed w whose int8 form f (fx_int8w_new(w), below)
+ * was made at load: with kc->int8 the product comes from f (w->data is
+ * never read: its mapped pages may have been released), then w's terms;
+ * without kc->int8, fx_linear. */
+void fx_linear_int8w(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w,
+                     const struct fx_int8w *f, float *y, int64_t ldy, const fx_epilogue *epi);
 
 /* ------------------------------------------------------------------------ */
 /* Additive terms of a linear layer (LoRA and LyCORIS adapters)             */
@@ -426,12 +440,35 @@ void fx_quantize_row(fx_dtype t, const float *src, int64_t n, void *dst);
  * result does not depend on the thread count). */
 void fx_quantize(const fx_kctx *kc, fx_dtype t, int64_t rows, int64_t cols, const float *src, void *dst);
 
-/* The int8 form of n elements (a multiple of 32) of a weight row, as the
- * int8 GEMM uses it: per 32-block b, q[32b .. 32b + 31] and scale d[b] with
- * value ≈ q·d. Exact (q·d = the dequantized value) for Q8_0, Q4_0, Q5_0
- * and IQ4_NL; every other dtype is dequantized (exactly) and requantized:
- * d = max|x|/127, q = x·(127/max|x|) rounded to nearest even. */
-void fx_weight_to_int8(const fx_kctx *kc, fx_dtype t, const void *src, int64_t n, int8_t *q, float *d);
+/* The int8 form of a weight for --precision int8 (the int8 GEMM of
+ * fx_linear): per output row j, codes q[j·ldq .. j·ldq + k) with value ≈
+ * code·scale[j], scale[j] = max|row|/127 and code = x·(127/max|row|)
+ * rounded to nearest even (|code| <= 127) of the dequantized row x, and
+ * sum[j] = Σ codes (the kernels that take X as unsigned bytes subtract
+ * 128·sum). Rows are padded with zero codes to ldq = round_up(k, 64) bytes
+ * and the rows to round_up(n, 32) (zero codes, scale 0), so tile kernels
+ * read whole 64-byte, 16- or 32-row blocks in place. */
+typedef struct fx_int8w {
+    int64_t n, k, ldq, rows; /* rows = round_up(n, 32) */
+    int8_t *q;               /* [rows][ldq] */
+    float *scale;            /* [rows] */
+    int32_t *sum;            /* [rows] */
+    size_t bytes;            /* of the one allocation behind q, scale, sum */
+} fx_int8w;
+
+/* Whether a weight of dtype t gets its int8 form at load: only where the
+ * form is not larger than the blocks (Q8_0: 1 byte per element against
+ * 34/32); smaller types keep their blocks (fx_linear converts them per
+ * call), so that --precision int8 never raises the memory a model needs. */
+int fx_int8w_wanted(fx_dtype t);
+/* The form of block-typed w (rows converted in parallel on kc's threads);
+ * NULL if out of memory or w is not block-typed. */
+fx_int8w *fx_int8w_new(const fx_kctx *kc, const fx_weight *w);
+void fx_int8w_free(fx_int8w *f);
+/* One row's codes, scale and code sum from n (a multiple of the block)
+ * elements of a weight row of dtype t; tmp: room for n floats. */
+void fx_weight_row_to_int8(const fx_kctx *kc, fx_dtype t, const void *src, int64_t n, float *tmp, int8_t *q,
+                           float *scale, int32_t *sum);
 
 /* Single-element conversions (fx_bf16_bits_to_f32, fx_f32_to_bf16_bits,
  * fx_f16_bits_to_f32, fx_f32_to_f16_bits): exact, inline, usable anywhere;

@@ -306,5 +306,7 @@ FX_EMU simde__m512 fx_emu_mm512_dpbf16_ps(simde__m512 src, simde__m512bh a, simd
 #define _mm256_cvtps_ph fx_emu_mm256_cvtps_ph
 #define _mm256_maskload_ps fx_emu_mm256_maskload_ps
 #define _mm256_maskstore_ps fx_emu_mm256_maskstore_ps
+/* AVX-VNNI's VEX vpdpbusd computes what the AVX512-VL form does */
+#define _mm256_dpbusd_avx_epi32 simde_mm256_dpbusd_epi32
 
 #endif

@@ -169,11 +169,9 @@ static void apply_kron(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx
     }
 }
 
-void fx_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w, float *y, int64_t ldy,
-               const fx_epilogue *epi) {
-    static const fx_epilogue store = {FX_EPI_STORE, NULL, NULL};
-    if (!epi) epi = &store;
-    fx_gemm_linear(kc, m, x, ldx, w, y, ldy, epi);
+/* w's terms after its product (fx_linear). */
+static void apply_terms(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w, float *y,
+                        int64_t ldy, const fx_epilogue *epi) {
     if (m <= 0 || w->n <= 0 || w->k <= 0 || !w->delta) return;
     /* the factors are packed per call, never kept in the packed-weight
      * cache: adapters come and go without the cache's owner knowing */
@@ -187,4 +185,22 @@ void fx_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const 
         case FX_DELTA_KRON: apply_kron(&k, m, x, ldx, d, y, ldy, epi); break;
         }
     }
+}
+
+void fx_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w, float *y, int64_t ldy,
+               const fx_epilogue *epi) {
+    static const fx_epilogue store = {FX_EPI_STORE, NULL, NULL};
+    if (!epi) epi = &store;
+    fx_gemm_linear(kc, m, x, ldx, w, y, ldy, epi);
+    apply_terms(kc, m, x, ldx, w, y, ldy, epi);
+}
+
+void fx_linear_int8w(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w,
+                     const struct fx_int8w *f, float *y, int64_t ldy, const fx_epilogue *epi) {
+    static const fx_epilogue store = {FX_EPI_STORE, NULL, NULL};
+    if (!epi) epi = &store;
+    /* without scratch memory (or the mode), the blocks: their pages come
+     * back from the file */
+    if (!f || !kc->int8 || fx_linear_int8(kc, NULL, m, x, ldx, w, f, y, ldy, epi)) fx_gemm_linear(kc, m, x, ldx, w, y, ldy, epi);
+    apply_terms(kc, m, x, ldx, w, y, ldy, epi);
 }

@@ -1,159 +1,188 @@
 /*
- * gemm_int8.c — the W8A8 GEMM for block-typed weights (kc->int8): the
+ * gemm_int8.c — the int8 (W8A8) GEMM of --precision int8 (kc->int8): the
  * driver, the activation quantizer and the scalar reference kernel.
  *
  *   1. X [m, k] → int8 codes and a scale per row (s = max|x|/127, code =
- *      x·(127/max|x|) rounded to nearest even), packed once into A tiles
- *      [k/4][MR][4], or [k/32][MR][32] for kernels that want whole rows of
- *      a block (rows past m are zero, scale 0);
- *   2. threads own contiguous ranges of NR-column panels; per panel the
- *      weight rows are converted to int8 + per-32 scales
- *      (fx_weight_to_int8) and packed into B [k/32][8][NR][4] + [k/32][NR];
- *   3. per row tile one kernel call runs the whole K (no K blocking: a
- *      panel of NR·k bytes stays in L2), so no partial sums are kept.
- * Every output element is computed by one fixed sequence of integer dots
- * and f32 fused multiply-adds in block order, whatever the tiling, ISA or
- * thread count: results are bit-identical across all of them.
+ *      x·(127/max|x|) rounded to nearest even), packed once per call into
+ *      panels of NR tokens [ldq/4][NR][4] (gemm.h), as u8 (code + 128)
+ *      for the kernels that want unsigned bytes;
+ *   2. threads own contiguous ranges of MR-channel blocks; a thread walks
+ *      its range in super-blocks of weight rows that stay in L2 (about
+ *      SUPER_BYTES), and for each super-block every token panel, and for
+ *      each panel every MR block: the panel stays in L1/L2 across the MR
+ *      blocks, the super-block's rows across the panels;
+ *   3. the weight rows come from the form (kernels.h fx_int8w, in place)
+ *      or, for a weight without one, are converted per super-block into
+ *      the thread's scratch (fx_weight_row_to_int8: the same codes);
+ *   4. each kernel call runs the whole K for its MR × NR tile: exact int32
+ *      sums, then the scales once (fx_int8_epi_c).
+ * Every output is one exact integer sum and the same f32 operations,
+ * whatever the tiling, ISA or thread count: results are bit-identical
+ * across all of them.
  */
 #include "gemm.h"
 
-#include <math.h>
 #include <string.h>
+
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
-static inline int rne(float v) { /* round half to even, |v| <= 2^22 (exact here: |v| <= 127) */
-    float t = v + 12582912.0f;
-    uint32_t u;
-    memcpy(&u, &t, 4);
-    return (int)(u & 0x007fffffu) - 0x00400000;
-}
+/* Weight rows of one thread's super-block: ~L2 / 4 (the rest holds the X
+ * panel and the output). */
+#define SUPER_BYTES ((int64_t)256 << 10)
+/* Longest K with exact int32 sums: |Σ (code + 128)·w| <= 255·127·K < 2^31. */
+#define MAX_K 65536
 
 /* ------------------------------------------------------------------------ */
-/* Scalar reference kernel: any MR×NR the layout is packed for              */
+/* Scalar reference kernel                                                  */
 /* ------------------------------------------------------------------------ */
 
-enum { SC_MR = 4, SC_NR = 16 };
+enum { SC_MR = 4, SC_NR = 4 };
 
-/* The epilogue on v = acc·s of column j (shared by every ISA's kernel). */
-static inline void epi(const fx_int8_tile *t, int i, int j, float acc) {
-    float v = acc * t->sa[i];
-    if (t->bias) v = v + t->bias[j];
-    float *c = t->c + i * t->ldc + j;
-    if (t->mode == FX_EPI_STORE) *c = v;
-    else if (t->mode == FX_EPI_ACCUMULATE) *c = *c + v;
-    else *c = fmaf(t->gate[j], v, *c);
+static void kernel_scalar(int64_t kq, const int8_t *w, int64_t ldw, const uint8_t *x, const fx_int8_tile *t) {
+    int32_t d[SC_MR][SC_NR] = {{0}};
+    for (int64_t q = 0; q < kq; q++, x += 4 * SC_NR)
+        for (int j = 0; j < SC_MR; j++)
+            for (int i = 0; i < SC_NR; i++)
+                for (int e = 0; e < 4; e++) d[j][i] += (int32_t)w[j * ldw + 4 * q + e] * (int8_t)x[4 * i + e];
+    fx_int8_finish_c(&d[0][0], SC_NR, 0, t);
 }
 
-static void kernel_scalar(int64_t nb, const int8_t *a, const int8_t *b, const float *bs, const fx_int8_tile *t) {
-    float acc[SC_MR][SC_NR] = {{0}};
-    for (int64_t blk = 0; blk < nb; blk++, a += 32 * SC_MR, b += 32 * SC_NR, bs += SC_NR) {
-        int32_t dot[SC_MR][SC_NR] = {{0}};
-        for (int q = 0; q < 8; q++)
-            for (int i = 0; i < SC_MR; i++)
-                for (int j = 0; j < SC_NR; j++)
-                    for (int e = 0; e < 4; e++)
-                        dot[i][j] += (int32_t)a[(q * SC_MR + i) * 4 + e] * (int32_t)b[(q * SC_NR + j) * 4 + e];
-        for (int i = 0; i < SC_MR; i++)
-            for (int j = 0; j < SC_NR; j++) acc[i][j] = fmaf((float)dot[i][j], bs[j], acc[i][j]);
+const fx_gemm_int8 fx_gemm_int8_scalar = {"scalar int8 4x4", SC_MR, SC_NR, kernel_scalar, 0, NULL, NULL};
+
+/* ------------------------------------------------------------------------ */
+/* Activations                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* Row x [k] → codes at lane `lane` of a panel [ldq/4][nr][4] (zero codes
+ * past k) and its scale; u8: codes + 128. codes: room for ldq bytes. */
+static void quantize_row(const float *x, int64_t k, int64_t ldq, int nr, int lane, int u8, int8_t *codes,
+                         uint8_t *panel, float *scale) {
+    int32_t sum;
+    fx_int8_codes(x, k, codes, scale, &sum);
+    memset(codes + k, 0, (size_t)(ldq - k));
+    const uint32_t flip = u8 ? 0x80808080u : 0;
+    for (int64_t q = 0; q < ldq / 4; q++) {
+        uint32_t v;
+        memcpy(&v, codes + 4 * q, 4);
+        v ^= flip;
+        memcpy(panel + (q * nr + lane) * 4, &v, 4);
     }
-    for (int i = 0; i < t->m; i++)
-        for (int j = 0; j < t->n; j++) epi(t, i, j, acc[i][j]);
 }
 
-const fx_gemm_int8 fx_gemm_int8_scalar = {"scalar int8 4x16", SC_MR, SC_NR, kernel_scalar, 0, NULL, NULL};
+/* Padding token: zero codes (u8: 128), scale 0. */
+static void zero_row(int64_t ldq, int nr, int lane, int u8, uint8_t *panel, float *scale) {
+    *scale = 0.0f;
+    for (int64_t q = 0; q < ldq / 4; q++) memset(panel + (q * nr + lane) * 4, u8 ? 0x80 : 0, 4);
+}
 
 /* ------------------------------------------------------------------------ */
 /* Driver                                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* Row i of X → codes into the A tiles (lane i % MR of tile i / MR), scale;
- * kq: bytes of a row kept together (4: quads, 32: whole blocks). */
-static void quantize_row(const float *x, int64_t k, int mr, int kq, int8_t *tile, int lane, float *scale) {
-    float amax = 0.0f;
-    for (int64_t q = 0; q < k; q++) amax = fabsf(x[q]) > amax ? fabsf(x[q]) : amax;
-    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-    *scale = amax / 127.0f;
-    for (int64_t q = 0; q < k; q++) {
-        int v = rne(x[q] * inv);
-        tile[(q / kq * mr + lane) * kq + q % kq] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
-    }
-}
-
-/* Weight rows [j0, j0 + cols) → B panel quads and scales (zero past cols);
- * qrow/drow: one converted row. */
-static void pack_b(const fx_kctx *kc, const fx_weight *w, int64_t j0, int cols, int nr, int8_t *bq, float *bsc,
-                   int8_t *qrow, float *drow) {
-    const int64_t k = w->k, nb = k / 32, rb = fx_dtype_row_bytes(w->dtype, w->ld);
-    for (int j = 0; j < nr; j++) {
-        if (j < cols) fx_weight_to_int8(kc, w->dtype, (const char *)w->data + (j0 + j) * rb, k, qrow, drow);
-        for (int64_t b = 0; b < nb; b++) {
-            bsc[b * nr + j] = j < cols ? drow[b] : 0.0f;
-            for (int q = 0; q < 8; q++) {
-                int8_t *o = bq + ((b * 8 + q) * nr + j) * 4;
-                if (j < cols) memcpy(o, qrow + b * 32 + q * 4, 4);
-                else memset(o, 0, 4);
-            }
+/* Rows [j0, j0 + rows) of block-typed w converted into a super-block buffer
+ * of `cap` rows (ldq bytes apart; rows past `rows` zero, scale 0). */
+static void convert_rows(const fx_kctx *kc, const fx_weight *w, int64_t j0, int64_t rows, int64_t cap, int64_t ldq,
+                         int8_t *q, float *scale, int32_t *sum, float *tmp) {
+    const int64_t rb = fx_dtype_row_bytes(w->dtype, w->ld);
+    for (int64_t r = 0; r < cap; r++) {
+        int8_t *row = q + r * ldq;
+        if (r < rows) {
+            fx_weight_row_to_int8(kc, w->dtype, (const char *)w->data + (j0 + r) * rb, w->k, tmp, row, scale + r,
+                                  sum + r);
+            memset(row + w->k, 0, (size_t)(ldq - w->k));
+        } else {
+            memset(row, 0, (size_t)ldq);
+            scale[r] = 0.0f, sum[r] = 0;
         }
     }
 }
 
 int fx_linear_int8(const fx_kctx *kc, const fx_gemm_int8 *p, int64_t m, const float *x, int64_t ldx,
-                   const fx_weight *w, float *y, int64_t ldy, const fx_epilogue *epi_) {
+                   const fx_weight *w, const fx_int8w *f, float *y, int64_t ldy, const fx_epilogue *epi_) {
     static const fx_epilogue store = {FX_EPI_STORE, NULL, NULL};
     const fx_epilogue *e = epi_ ? epi_ : &store;
+    if (f && (f->n != w->n || f->k != w->k)) f = NULL;
+    if (!f && !fx_dtype_is_block(w->dtype)) return -1;
+    if (w->k > MAX_K) return -1;
+    if (m <= 0 || w->n <= 0) return 0;
     if (!p) {
         const fx_gemm_kernels *g = kc->k ? kc->k->gemm : NULL;
         p = g && g->int8 ? g->int8(fx_cpu_facts_get(), m) : &fx_gemm_int8_scalar;
     }
-    const int mr = p->mr, nr = p->nr, kq = p->a_rows ? 32 : 4;
-    const int64_t n = w->n, k = w->k, nb = k / 32, tiles = ceil_div(m, mr), panels = ceil_div(n, nr);
+    const int mr = p->mr, nr = p->nr, u8 = p->x_u8;
+    const int64_t n = w->n, k = w->k, ldq = round_up(k, 64), kq = ldq / 4;
+    const int64_t panels = ceil_div(m, nr), blocks = ceil_div(n, mr);
     int threads = kc->threads > 0 ? kc->threads : 1;
-    if (threads > panels) threads = (int)panels;
+    if (threads > blocks) threads = (int)blocks;
     if (2.0 * (double)m * (double)n * (double)k < FX_GEMM_SERIAL_FLOPS) threads = 1;
-    /* shared: A tiles + row scales; per thread: B panel + scales + one converted row */
-    const size_t a_bytes = (size_t)round_up(tiles * mr * k, 64), s_bytes = (size_t)round_up(tiles * mr * 4, 64);
-    const size_t per = (size_t)round_up((int64_t)nr * k + nb * nr * 4 + k + nb * 4, 64);
-    if (!kc->scratch || fx_scratch_reserve(kc->scratch, 0, a_bytes + s_bytes + (size_t)threads * per)) return -1;
-    char *base = fx_scratch_shared(kc->scratch);
-    int8_t *A = (int8_t *)base;
-    float *sa = (float *)(void *)(base + a_bytes);
-    char *bufs = base + a_bytes + s_bytes;
+    /* super-block: whole MR blocks of weight rows, about SUPER_BYTES */
+    int64_t sb_blocks = SUPER_BYTES / (ldq * mr);
+    if (sb_blocks < 1) sb_blocks = 1;
+    const int64_t sb_rows = sb_blocks * mr;
+    /* shared: X panels + token scales + one code row per panel-quantizing
+     * thread; per thread (blocks converted per call): a super-block's rows,
+     * scales, sums and one f32 row */
+    const size_t x_bytes = (size_t)round_up(panels * nr * ldq, 64), s_bytes = (size_t)round_up(panels * nr * 4, 64);
     const int qthreads = m * k >= 65536 ? (kc->threads > 0 ? kc->threads : 1) : 1;
+    const size_t c_bytes = (size_t)ldq * (size_t)qthreads;
+    const size_t per = f ? 0 : (size_t)round_up(sb_rows * ldq + sb_rows * 8 + k * 4, 64);
+    if (!kc->scratch || fx_scratch_reserve(kc->scratch, 0, x_bytes + s_bytes + c_bytes + (size_t)threads * per))
+        return -1;
+    char *base = fx_scratch_shared(kc->scratch);
+    uint8_t *X = (uint8_t *)base;
+    float *sx = (float *)(void *)(base + x_bytes);
+    int8_t *codes_all = (int8_t *)(base + x_bytes + s_bytes);
+    char *bufs = base + x_bytes + s_bytes + c_bytes;
     (void)qthreads; /* unused without OpenMP */
-#pragma omp parallel for schedule(static) num_threads(qthreads) if (qthreads > 1)
-    for (int64_t t = 0; t < tiles; t++) {
-        int8_t *tile = A + t * mr * k;
-        for (int lane = 0; lane < mr; lane++) {
-            const int64_t i = t * mr + lane;
-            if (i < m) {
-                quantize_row(x + i * ldx, k, mr, kq, tile, lane, sa + i);
-            } else { /* padding rows: zero codes, zero scale */
-                sa[i] = 0.0f;
-                for (int64_t q = 0; q < k / kq; q++) memset(tile + (q * mr + lane) * kq, 0, (size_t)kq);
+#pragma omp parallel num_threads(qthreads) if (qthreads > 1)
+    {
+        int8_t *codes = codes_all + (size_t)fx_thread_id() * (size_t)ldq;
+#pragma omp for schedule(static)
+        for (int64_t pn = 0; pn < panels; pn++)
+            for (int lane = 0; lane < nr; lane++) {
+                const int64_t i = pn * nr + lane;
+                uint8_t *panel = X + pn * nr * ldq;
+                if (i < m) quantize_row(x + i * ldx, k, ldq, nr, lane, u8, codes, panel, sx + i);
+                else zero_row(ldq, nr, lane, u8, panel, sx + i);
             }
-        }
     }
 #pragma omp parallel num_threads(threads) if (threads > 1)
     {
         const int tid = fx_thread_id(), nt = fx_thread_count();
-        const int64_t p0 = panels * tid / nt, p1 = panels * (tid + 1) / nt;
+        const int64_t b0 = blocks * tid / nt, b1 = blocks * (tid + 1) / nt;
         char *mine = bufs + (size_t)tid * per;
-        int8_t *bq = (int8_t *)mine, *qrow = bq + nr * k + nb * nr * 4;
-        float *bsc = (float *)(void *)(bq + nr * k), *drow = (float *)(void *)(qrow + k);
-        if (p->thread_begin && p0 < p1) p->thread_begin();
-        for (int64_t pn = p0; pn < p1; pn++) {
-            const int64_t j0 = pn * nr;
-            const int cols = (int)(n - j0 < nr ? n - j0 : nr);
-            pack_b(kc, w, j0, cols, nr, bq, bsc, qrow, drow);
-            for (int64_t t = 0; t < tiles; t++) {
-                fx_int8_tile tl = {y + t * mr * ldy + j0, ldy, (int)(m - t * mr < mr ? m - t * mr : mr), cols,
-                                   sa + t * mr, e->mode, e->bias ? e->bias + j0 : NULL, e->gate ? e->gate + j0 : NULL};
-                p->kernel(nb, A + t * mr * k, bq, bsc, &tl);
+        if (p->thread_begin && b0 < b1) p->thread_begin();
+        for (int64_t sb = b0; sb < b1; sb += sb_blocks) {
+            const int64_t j0 = sb * mr, nb = b1 - sb < sb_blocks ? b1 - sb : sb_blocks;
+            const int64_t rows = n - j0 < nb * mr ? n - j0 : nb * mr;
+            const int8_t *wq;
+            const float *ws;
+            const int32_t *wsum;
+            if (f) {
+                wq = f->q + j0 * ldq, ws = f->scale + j0, wsum = f->sum + j0;
+            } else {
+                int8_t *cq = (int8_t *)mine;
+                float *cs = (float *)(void *)(mine + sb_rows * ldq);
+                int32_t *csum = (int32_t *)(void *)(mine + sb_rows * ldq + sb_rows * 4);
+                convert_rows(kc, w, j0, rows, nb * mr, ldq, cq, cs, csum,
+                             (float *)(void *)(mine + sb_rows * ldq + sb_rows * 8));
+                wq = cq, ws = cs, wsum = csum;
+            }
+            for (int64_t pn = 0; pn < panels; pn++) {
+                const int64_t i0 = pn * nr;
+                const int mi = (int)(m - i0 < nr ? m - i0 : nr);
+                for (int64_t b = 0; b < nb; b++) {
+                    const int64_t jj = b * mr, j = j0 + jj;
+                    fx_int8_tile t = {y + i0 * ldy + j, ldy, mi, (int)(n - j < mr ? n - j : mr), sx + i0,
+                                      ws + jj, wsum + jj, e->mode, e->bias ? e->bias + j : NULL,
+                                      e->gate ? e->gate + j : NULL};
+                    p->kernel(kq, wq + jj * ldq, ldq, X + pn * nr * ldq, &t);
+                }
             }
         }
-        if (p->thread_end && p0 < p1) p->thread_end();
+        if (p->thread_end && b0 < b1) p->thread_end();
     }
     return 0;
 }

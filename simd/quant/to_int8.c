@@ -1,86 +1,77 @@
 /*
- * to_int8.c — weight rows into the int8 form of the W8A8 GEMM
- * (fx_weight_to_int8): 32 int8 codes and one f32 scale per 32 elements.
+ * to_int8.c — weights into the int8 form of the int8 GEMM (kernels.h
+ * fx_int8w): one f32 scale per output row, codes rounded to nearest even.
  *
- * Types whose values already are code × block scale with |code| <= 127
- * convert exactly (a Q8_0 code −128, which ggml never writes, becomes −127) (Q8_0: q·d; Q4_0: (q − 8)·d; Q5_0: (q − 16)·d; IQ4_NL:
- * K[q]·d, the grid spans −127..113). Every other type is dequantized with
- * the reference rules and requantized per 32 elements like Q8_0 but with
- * an f32 scale and round-to-nearest-even codes.
+ * A row is dequantized exactly (the table's dequantizer, bit-identical to
+ * the reference), then s = max|x|/127 and code = x·(127/max|x|): the same
+ * rule as the activations. Q8_0 rows requantized per row lose a little
+ * against their per-32 scales (half a step of the row's scale, against
+ * half a step of the block's); README "--precision int8" gives the
+ * measured error.
  */
 #include "quant.h"
+#include "simd/gemm/gemm.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <sys/mman.h>
 
-static inline int rne(float v) { /* round half to even, |v| <= 2^22 */
-    float t = v + 12582912.0f;
-    uint32_t u;
-    memcpy(&u, &t, 4);
-    return (int)(u & 0x007fffffu) - 0x00400000;
+void fx_weight_row_to_int8(const fx_kctx *kc, fx_dtype t, const void *src, int64_t n, float *tmp, int8_t *q,
+                           float *scale, int32_t *sum) {
+    const fx_dequant_fn fn = fx_dtype_is_block(t) ? fx_quant_dequant_fn(kc ? kc->k : NULL, t) : NULL;
+    if (fn) fn(src, n / fx_dtype_block(t), tmp);
+    else fx_dequantize_row(t, src, n, tmp);
+    fx_int8_codes(tmp, n, q, scale, sum);
 }
 
-/* 32 f32 values → codes and scale. */
-static void requant32(const float *x, int8_t *q, float *d) {
-    float amax = 0.0f;
-    for (int j = 0; j < 32; j++) amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
-    if (!(amax > 0.0f) || !isfinite(amax)) { /* zeros (or non-finite: zeros too) */
-        memset(q, 0, 32);
-        *d = 0.0f;
-        return;
+int fx_int8w_wanted(fx_dtype t) { return t == FX_DTYPE_Q8_0; }
+
+static int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+
+fx_int8w *fx_int8w_new(const fx_kctx *kc, const fx_weight *w) {
+    if (!fx_dtype_is_block(w->dtype) || w->n <= 0 || w->k <= 0) return NULL;
+    fx_int8w *f = calloc(1, sizeof *f);
+    if (!f) return NULL;
+    f->n = w->n, f->k = w->k, f->ldq = round_up(w->k, 64), f->rows = round_up(w->n, 32);
+    const size_t qb = (size_t)(f->rows * f->ldq), sb = (size_t)f->rows * 4;
+    f->bytes = qb + 2 * sb;
+    /* an anonymous mapping: page-aligned, eligible for huge pages (the
+     * kernels stream these rows) */
+    void *mem = mmap(NULL, f->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
+        free(f);
+        return NULL;
     }
-    const float inv = 127.0f / amax;
-    for (int j = 0; j < 32; j++) {
-        int v = rne(x[j] * inv);
-        q[j] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+#ifdef MADV_HUGEPAGE
+    madvise(mem, f->bytes, MADV_HUGEPAGE);
+#endif
+    f->q = mem;
+    f->scale = (float *)(void *)((char *)mem + qb);
+    f->sum = (int32_t *)(void *)((char *)mem + qb + sb);
+    const int64_t rb = fx_dtype_row_bytes(w->dtype, w->ld), n = w->n, k = w->k, ldq = f->ldq;
+    int failed = 0;
+    const int threads = kc && kc->threads > 0 ? kc->threads : 1;
+    (void)threads;
+#pragma omp parallel num_threads(threads) if (threads > 1) reduction(| : failed)
+    {
+        float *tmp = malloc((size_t)k * sizeof(float));
+        if (!tmp) failed = 1;
+#pragma omp for schedule(static)
+        for (int64_t j = 0; j < n; j++) /* rows past n, and bytes past k: zero pages */
+            if (tmp)
+                fx_weight_row_to_int8(kc, w->dtype, (const char *)w->data + j * rb, k, tmp, f->q + j * ldq,
+                                      f->scale + j, f->sum + j);
+        free(tmp);
     }
-    *d = amax / 127.0f;
+    if (failed) {
+        fx_int8w_free(f);
+        return NULL;
+    }
+    return f;
 }
 
-void fx_weight_to_int8(const fx_kctx *kc, fx_dtype t, const void *src, int64_t n, int8_t *q, float *d) {
-    const uint8_t *b = src;
-    const int64_t nb = n / 32;
-    switch (t) {
-    case FX_DTYPE_Q8_0:
-        for (int64_t i = 0; i < nb; i++, b += 34) {
-            d[i] = fx_q_f16(b);
-            for (int j = 0; j < 32; j++) { /* ggml never writes −128; read it as −127 (the kernels' range) */
-                int8_t v = (int8_t)b[2 + j];
-                q[32 * i + j] = v == -128 ? -127 : v;
-            }
-        }
-        return;
-    case FX_DTYPE_Q4_0:
-    case FX_DTYPE_IQ4_NL:
-        for (int64_t i = 0; i < nb; i++, b += 18) {
-            d[i] = fx_q_f16(b);
-            int8_t *o = q + 32 * i;
-            for (int j = 0; j < 16; j++) {
-                int lo = b[2 + j] & 15, hi = b[2 + j] >> 4;
-                o[j] = (int8_t)(t == FX_DTYPE_Q4_0 ? lo - 8 : fx_iq4nl_values[lo]);
-                o[j + 16] = (int8_t)(t == FX_DTYPE_Q4_0 ? hi - 8 : fx_iq4nl_values[hi]);
-            }
-        }
-        return;
-    case FX_DTYPE_Q5_0:
-        for (int64_t i = 0; i < nb; i++, b += 22) {
-            d[i] = fx_q_f16(b);
-            const uint32_t qh = fx_q_u32(b + 2);
-            for (int j = 0; j < 32; j++) {
-                int nib = j < 16 ? b[6 + j] & 15 : b[6 + j - 16] >> 4;
-                q[32 * i + j] = (int8_t)((nib | (int)((qh >> j) & 1) << 4) - 16);
-            }
-        }
-        return;
-    default: { /* through f32, one super-block (or 32-block) at a time */
-        const fx_dequant_fn fn = fx_quant_dequant_fn(kc ? kc->k : NULL, t);
-        const int64_t bl = fx_dtype_block(t) > 32 ? fx_dtype_block(t) : 32;
-        float x[256];
-        for (int64_t e = 0; e < n; e += bl) {
-            if (fn) fn(b + fx_dtype_row_bytes(t, e), bl / fx_dtype_block(t), x);
-            else fx_dequantize_row(t, b + fx_dtype_row_bytes(t, e), bl, x);
-            for (int64_t s = 0; s < bl; s += 32) requant32(x + s, q + e + s, d + (e + s) / 32);
-        }
-        return;
-    }
-    }
+void fx_int8w_free(fx_int8w *f) {
+    if (!f) return;
+    munmap(f->q, f->bytes);
+    free(f);
 }

@@ -86,13 +86,19 @@ static flux_status load_single(fx_dit *t, fx_wset *w, int j, fx_dit_single_w *b,
     return FLUX_OK;
 }
 
-/* Put every linear view on the backend (a device uploads them once here). */
-static flux_status register_weights(fx_dit *t, fx_err *err) {
+/* Put every linear view on the backend (a device uploads them once here).
+ * --precision int8 on the CPU: views mapped from a file get their int8
+ * form (where the type wants one), which replaces the blocks: their pages
+ * are released (they come back from the file if anything reads them). In
+ * memory (--no-mmap, --quant) the blocks stay and run per call, so the
+ * form is never held beside them. */
+static flux_status register_weights(fx_dit *t, const fx_wset *w, fx_err *err) {
     for (int i = 0; i < t->n_linears; i++) {
         fx_dit_linear *l = &t->linears[i];
         char name[FX_ST_MAX_NAME + 32];
         snprintf(name, sizeof name, "%s (rows %lld..)", l->tensor, (long long)l->row0);
         TRY(fx_ops_weight(t->ops, l->w, name, l->op, err));
+        if (fx_wset_weight_mapped(w, l->w) && fx_ops_weight_int8_form(t->ops, l->op)) fx_wset_weight_dontneed(w, l->w);
     }
     return FLUX_OK;
 }
@@ -112,7 +118,7 @@ static flux_status load_all(fx_dit *t, fx_wset *w, fx_err *err) {
     TRY(view(t, w, &t->proj_out, c->out_channels, d, err, "proj_out.weight"));
     for (int i = 0; i < c->double_blocks; i++) TRY(load_double(t, w, i, &t->dbl[i], err));
     for (int j = 0; j < c->single_blocks; j++) TRY(load_single(t, w, j, &t->sgl[j], err));
-    return register_weights(t, err);
+    return register_weights(t, w, err);
 }
 
 void fx_dit_free(fx_dit *t) {

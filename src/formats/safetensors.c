@@ -1101,17 +1101,26 @@ flux_status fx_wset_vecf(const fx_wset *s, float **out, int64_t n, fx_err *err, 
     return fx_wset_f32(s, name, &FX_SHAPE(n), out, NULL, err);
 }
 
-static void weight_advice(const fx_wset *s, const fx_weight *w, int advice) {
+/* The file of s whose loaded data holds w's first byte, or NULL. */
+static const fx_st_file *weight_file(const fx_wset *s, const fx_weight *w) {
     if (s->base) s = s->base;
     const unsigned char *p = w->data;
-    size_t len = w->n > 0 ? (size_t)fx_dtype_row_bytes(w->dtype, (w->n - 1) * w->ld + w->k) : 0;
     for (size_t i = 0; i < s->n_files; i++) {
         const fx_st_file *f = s->files[i];
-        if (f->data && p >= f->data && p < f->data + (f->file_size - f->data_off)) {
-            madvise_range_advice(f, p, len, advice);
-            return;
-        }
+        if (f->data && p >= f->data && p < f->data + (f->file_size - f->data_off)) return f;
     }
+    return NULL;
+}
+
+static void weight_advice(const fx_wset *s, const fx_weight *w, int advice) {
+    const fx_st_file *f = weight_file(s, w);
+    size_t len = w->n > 0 ? (size_t)fx_dtype_row_bytes(w->dtype, (w->n - 1) * w->ld + w->k) : 0;
+    if (f) madvise_range_advice(f, w->data, len, advice);
+}
+
+int fx_wset_weight_mapped(const fx_wset *s, const fx_weight *w) {
+    const fx_st_file *f = weight_file(s, w);
+    return f && f->map_base;
 }
 
 void fx_wset_weight_willneed(const fx_wset *s, const fx_weight *w) { weight_advice(s, w, MADV_WILLNEED); }

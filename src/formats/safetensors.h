@@ -242,6 +242,9 @@ void fx_wset_weight_willneed(const fx_wset *s, const fx_weight *w);
  * stay in the page cache and come back on the next read; no-op for data in
  * RAM). Used after a one-pass read such as quantization. */
 void fx_wset_weight_dontneed(const fx_wset *s, const fx_weight *w);
+/* 1 if w's data is mapped from one of s's files (its pages can be released
+ * and read again), 0 if it is in memory. */
+int fx_wset_weight_mapped(const fx_wset *s, const fx_weight *w);
 
 /* Read a tensor of the expected shape (NULL = any) converted to f32 into
  * dst (room for numel floats); exact for F32/F16/BF16. */

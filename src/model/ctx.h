@@ -46,6 +46,7 @@ struct flux_ctx {
     fx_cpu_watch cpu;           /* idle CPUs, for the adaptive default */
     fx_ctx_progress progress;
     int force_f32;              /* FLUX_PRECISION_F32 */
+    int int8_asked;             /* FLUX_PRECISION_INT8 (kc.int8 may also come from the default mode) */
     const fx_kernels *kernels;
     fx_scratch *scratch;
     fx_packcache *packs;        /* weights repacked for the AMX tiles (kc.packs) */

@@ -136,6 +136,7 @@ flux_status fx_ops_sync(fx_ops *ops, fx_err *err) { return ops->impl->sync(ops, 
 flux_status fx_ops_weight(fx_ops *ops, const fx_weight *w, const char *name, fx_opw *out, fx_err *err) {
     out->w = *w;
     out->dev = NULL;
+    out->i8 = NULL;
     return ops->impl->weight(ops, NULL, out, name, err);
 }
 
@@ -143,11 +144,24 @@ flux_status fx_ops_conv_weight(fx_ops *ops, const fx_conv2d_geom *g, const fx_we
                                fx_opw *out, fx_err *err) {
     out->w = *w;
     out->dev = NULL;
+    out->i8 = NULL;
     return ops->impl->weight(ops, g, out, name, err);
 }
 
 void fx_ops_weight_free(fx_ops *ops, fx_opw *w) {
+    if (w && w->i8) {
+        fx_mem_add(ops->mem, FX_MEM_WEIGHT_FORMS, -(int64_t)w->i8->bytes);
+        fx_int8w_free(w->i8), w->i8 = NULL;
+    }
     if (w && w->dev) ops->impl->weight_free(ops, w);
+}
+
+int fx_ops_weight_int8_form(fx_ops *ops, fx_opw *w) {
+    if (w->i8) return 1;
+    if (ops->kind != FX_BACKEND_KIND_CPU || !ops->kc->int8 || !fx_int8w_wanted(w->w.dtype)) return 0;
+    w->i8 = fx_int8w_new(ops->kc, &w->w);
+    if (w->i8) fx_mem_add(ops->mem, FX_MEM_WEIGHT_FORMS, (int64_t)w->i8->bytes);
+    return w->i8 != NULL;
 }
 
 void fx_ops_weight_set_terms(fx_ops *ops, fx_opw *w, const fx_delta *terms) {

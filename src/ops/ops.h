@@ -109,6 +109,7 @@ typedef struct fx_opw {
     struct fx_vk_weight *dev;   /* the device copy (Vulkan), else NULL */
     int streamed;               /* read once per use (text encoder): the CPU keeps
                                    no repacked copy in the context's packcache */
+    struct fx_int8w *i8;        /* the int8 form (fx_ops_weight_int8_form), or NULL */
 } fx_opw;
 /* Register w (name for errors); the host data must outlive it (the CPU
  * computes from it; a device streams from it what exceeds its budget). */
@@ -117,6 +118,15 @@ flux_status fx_ops_weight(fx_ops *ops, const fx_weight *w, const char *name, fx_
 flux_status fx_ops_conv_weight(fx_ops *ops, const fx_conv2d_geom *g, const fx_weight *w, const char *name,
                                fx_opw *out, fx_err *err);
 void fx_ops_weight_free(fx_ops *ops, fx_opw *w);
+/* --precision int8 on the CPU: give registered block-typed w its int8 form
+ * (kernels.h fx_int8w, made now on the context's threads) when its type
+ * wants one (fx_int8w_wanted); linear then computes from the form and
+ * never reads w's blocks again, so the caller may release their mapped
+ * pages (a fallback that needs them reads them back from the file).
+ * Returns 1 when w has the form; 0 when not (another backend, the mode
+ * off, the type, or no memory: w runs from its blocks as before). Freed by
+ * fx_ops_weight_free. */
+int fx_ops_weight_int8_form(fx_ops *ops, fx_opw *w);
 /* Set w's adapter terms (w->w.delta, kernels.h fx_delta; NULL = none). A
  * backend that keeps the terms' factors (Vulkan: resident on the device)
  * keeps those of the terms still attached (same factors, any scale: the

@@ -97,8 +97,12 @@ flux_ctx *flux_new(const flux_options *opt) {
      * flux_error() (flux.h), the context uses the defaults */
     const flux_precision precision = choose_precision(&ctx->opt, &ctx->err);
     ctx->force_f32 = precision == FLUX_PRECISION_F32;
-    const int int8 = precision == FLUX_PRECISION_INT8;
+    ctx->int8_asked = precision == FLUX_PRECISION_INT8;
     ctx->kernels = choose_kernels(opt ? opt : &ctx->opt, ctx->force_f32, &ctx->err);
+    /* quantized weights in the default mode: int8 where the kernels' choice
+     * says so (fx_kernels_int8_by_default) */
+    const int int8 = precision == FLUX_PRECISION_INT8 ||
+                     (precision == FLUX_PRECISION_DEFAULT && ctx->kernels && fx_kernels_int8_by_default(ctx->kernels));
     ctx->scratch = fx_scratch_new(ctx->threads);
     ctx->packs = fx_packcache_new(pack_budget());
     if (!ctx->kernels || !ctx->scratch || !ctx->packs) goto oom;
@@ -164,7 +168,8 @@ size_t flux_cpu_info(const flux_ctx *ctx, char *buf, size_t size) {
     int n = snprintf(buf, size, "%sthreads:  %d (%s)\nprecision: %s\n", kern ? kern : "", ctx->threads,
                      ctx->threads_fixed ? "fixed" : "adaptive: fewer while other processes keep CPUs busy",
                      ctx->force_f32 ? "f32"
-                     : ctx->kc.int8 ? "int8 (W8A8 for GGUF block-type weights)"
+                     : ctx->int8_asked ? "int8 (W8A8 for GGUF block-type weights)"
+                     : ctx->kc.int8 ? "default (bf16 dot products; W8A8 for GGUF block-type weights)"
                                     : "default (bf16 dot products where available)");
     free(kern);
     flux_free(own);

@@ -137,8 +137,9 @@ TEST(kernel_dispatch_policy_by_cpu) {
 
 #if FX_X86
 /* The int8 kernel (--precision int8) of the table each CPU gets, for few
- * and many rows: AVX2 without AVX512-VNNI, vpdpbusd with it, AMX-INT8
- * tiles from FX_INT8_AMX_MIN_M rows where AMX is usable. */
+ * and many rows: AVX2 (vpmaddubsw) without any VNNI, ymm vpdpbusd with
+ * AVX-VNNI alone, zmm vpdpbusd with AVX512-VNNI, AMX-INT8 tiles from
+ * FX_INT8_AMX_MIN_M rows where AMX is usable. */
 static void expect_int8(const char *cpu, fx_cpu_facts f, const fx_gemm_int8 *few, const fx_gemm_int8 *many) {
     const fx_kernels *k = fx_kernels_table(fx_dispatch_choose(&f, 0, NULL));
     REQUIRE(k && k->gemm && k->gemm->int8);
@@ -150,7 +151,11 @@ static void expect_int8(const char *cpu, fx_cpu_facts f, const fx_gemm_int8 *few
 
 TEST(kernel_dispatch_int8_by_cpu) {
     const fx_gemm_int8 *avx2 = &fx_gemm_int8_avx2_kernel, *vnni = &fx_gemm_int8_avx512vnni, *amx = &fx_gemm_int8_amx;
+    const fx_gemm_int8 *avxvnni = &fx_gemm_int8_avxvnni;
     expect_int8("Zen 3 (AVX2 only)", zen3(), avx2, avx2);
+    fx_cpu_facts adl = zen3();
+    adl.vendor = FX_VENDOR_INTEL, adl.family = 6, adl.model = 0x97, adl.avxvnni = 1;
+    expect_int8("Alder Lake (AVX-VNNI)", adl, avxvnni, avxvnni);
     expect_int8("Zen 4", zen4(), vnni, vnni);
     fx_cpu_facts f = zen4();
     f.family = 0x1a, f.model = 0x02;
@@ -165,8 +170,22 @@ TEST(kernel_dispatch_int8_by_cpu) {
     expect_int8("Skylake-SP (no VNNI)", f, avx2, avx2);
     f = zen4(), f.xcr0 = 0x7, f.os_avx512 = 0;
     expect_int8("AVX-512, OS without zmm", f, avx2, avx2);
+    f.family = 0x1a, f.model = 0x02, f.avxvnni = 1;
+    expect_int8("Zen 5, OS without zmm", f, avxvnni, avxvnni);
 }
 #endif
+
+/* Quantized weights run int8 in the default mode exactly on the bf16
+ * dot-product tables (simd/dispatch.c fx_kernels_int8_by_default). */
+TEST(kernel_dispatch_int8_by_default) {
+    for (int isa = 0; isa < FX_ISA_COUNT; isa++)
+        for (int f32 = 0; f32 < 2; f32++) {
+            const fx_kernels *k = fx_kernels_get((fx_isa)isa, f32);
+            if (!k) continue;
+            CHECK_MSG(fx_kernels_int8_by_default(k) == fx_kernels_uses_bf16_dot(k), "%s%s: int8 by default %d",
+                      fx_kernels_name(k), f32 ? " (f32)" : "", fx_kernels_int8_by_default(k));
+        }
+}
 
 /* The tables the policy names hold the kernels its comment promises (for
  * the tables this build compiles). */

@@ -1,12 +1,13 @@
 /*
- * test_kernel_int8.c — the W8A8 GEMM (kc->int8 with block-typed weights):
- * every kernel this machine runs (scalar, AVX2, AVX512-VNNI, AMX-INT8,
- * NEON sdot and widening multiplies) equals, bit for bit and for 1–3
- * threads, a plain
- * implementation of the contract in kernels.h; the int8 form of the
- * weights is exact where the format allows and within half a step
- * elsewhere; the result stays close to the f32 product; F32/BF16 weights
- * ignore the mode.
+ * test_kernel_int8.c — the int8 GEMM (kc->int8 with block-typed weights):
+ * every kernel this machine runs (scalar, AVX2, AVX-VNNI, AVX512-VNNI,
+ * AMX-INT8, NEON sdot and widening multiplies) equals, bit for bit, for
+ * 1–3 threads and from the weight's form or its blocks converted per call,
+ * a plain implementation of the contract in kernels.h; the form holds the
+ * codes of the rule (within half a step of the dequantized weights, sums,
+ * zero padding); the result stays close to the f32 product; fx_linear and
+ * fx_linear_int8w run the int8 GEMM and the weight's terms; F32/BF16
+ * weights ignore the mode.
  */
 #include "tests/test.h"
 
@@ -17,28 +18,35 @@
 #include "simd/gemm/gemm.h"
 #include "simd/kernels.h"
 
-/* The contract, plainly: per row codes and scale, per column block int8
- * weights and scales, block dots, fused accumulation, epilogue. */
+/* Codes and scale of n values by the rule (max|v|/127, round to nearest
+ * even, |code| <= 127), plainly. */
+static float plain_codes(const float *v, int64_t n, int8_t *q) {
+    float amax = 0;
+    for (int64_t e = 0; e < n; e++) amax = fabsf(v[e]) > amax ? fabsf(v[e]) : amax;
+    const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+    for (int64_t e = 0; e < n; e++) q[e] = (int8_t)nearbyintf(v[e] * inv);
+    return amax / 127.0f;
+}
+
+/* The contract, plainly: per row of X and of the dequantized W codes and
+ * a scale, an exact integer dot, then ((float)dot · sw) · sx, bias,
+ * epilogue. */
 static void reference(int64_t m, int64_t n, int64_t k, const float *x, const fx_weight *w, const fx_epilogue *e,
                       float *y) {
-    int8_t *qw = malloc((size_t)k), *qx = malloc((size_t)k);
-    float *dw = malloc((size_t)(k / 32) * 4);
+    int8_t *qw = malloc((size_t)(n * k)), *qx = malloc((size_t)k);
+    float *sw = malloc((size_t)n * 4), *row = malloc((size_t)k * 4);
     const int64_t rb = fx_dtype_row_bytes(w->dtype, k);
+    for (int64_t j = 0; j < n; j++) {
+        fx_dequantize_row(w->dtype, (const char *)w->data + j * rb, k, row);
+        sw[j] = plain_codes(row, k, qw + j * k);
+    }
     for (int64_t i = 0; i < m; i++) {
-        const float *xr = x + i * k;
-        float amax = 0;
-        for (int64_t q = 0; q < k; q++) amax = fabsf(xr[q]) > amax ? fabsf(xr[q]) : amax;
-        float inv = amax > 0 ? 127.0f / amax : 0.0f, s = amax / 127.0f;
-        for (int64_t q = 0; q < k; q++) qx[q] = (int8_t)nearbyintf(xr[q] * inv);
+        const float sx = plain_codes(x + i * k, k, qx);
         for (int64_t j = 0; j < n; j++) {
-            fx_weight_to_int8(NULL, w->dtype, (const char *)w->data + j * rb, k, qw, dw);
-            float acc = 0;
-            for (int64_t b = 0; b < k / 32; b++) {
-                int32_t dot = 0;
-                for (int t = 0; t < 32; t++) dot += qx[32 * b + t] * qw[32 * b + t];
-                acc = fmaf((float)dot, dw[b], acc);
-            }
-            float v = acc * s;
+            int32_t dot = 0;
+            for (int64_t q = 0; q < k; q++) dot += qx[q] * qw[j * k + q];
+            float v = (float)dot * sw[j];
+            v = v * sx;
             if (e->bias) v = v + e->bias[j];
             float *c = y + i * n + j;
             if (e->mode == FX_EPI_STORE) *c = v;
@@ -46,7 +54,7 @@ static void reference(int64_t m, int64_t n, int64_t k, const float *x, const fx_
             else *c = fmaf(e->gate[j], v, *c);
         }
     }
-    free(qw), free(qx), free(dw);
+    free(qw), free(qx), free(sw), free(row);
 }
 
 static void *quantized(fx_test_rng *r, fx_dtype t, int64_t n, int64_t k) {
@@ -95,6 +103,11 @@ static int kernels(kern *out) {
 #if FX_X86
     char why[512];
     if (fx_isa_check(FX_ISA_AVX2, why, sizeof why)) n = add_kernel(out, n, &fx_gemm_int8_avx2_kernel, "avx2");
+    if (fx_isa_check(FX_ISA_AVX2, why, sizeof why) && f->avxvnni)
+        n = add_kernel(out, n, &fx_gemm_int8_avxvnni, "avxvnni");
+    else
+        printf("    avxvnni int8 kernel not run natively (%s); the x86 emulation suite runs it\n",
+               f->avxvnni ? why : "no AVX-VNNI");
     if (fx_isa_check(FX_ISA_AVX512, why, sizeof why) && f->avx512vnni)
         n = add_kernel(out, n, &fx_gemm_int8_avx512vnni, "avx512vnni");
     else
@@ -109,13 +122,13 @@ static int kernels(kern *out) {
     n = add_kernel(out, n, &fx_gemm_int8_neon_base, "neon (no sdot)");
 #endif
 #if defined(FX_X86_EMULATED)
-    CHECK_MSG(n == 4, "the emulated CPU runs scalar, avx2, avx512vnni and amx int8 kernels, got %d", n);
+    CHECK_MSG(n == 5, "the emulated CPU runs scalar, avx2, avxvnni, avx512vnni and amx int8 kernels, got %d", n);
 #endif
     return n;
 }
 
 TEST(kernel_int8_kernels_equal_the_contract) {
-    kern ks[3 * FX_ISA_COUNT + 4];
+    kern ks[3 * FX_ISA_COUNT + 5];
     int nk = kernels(ks);
     printf("    kernel_int8_kernels_equal_the_contract:");
     for (int i = 0; i < nk; i++) printf(" %s", ks[i].p->name);
@@ -124,14 +137,14 @@ TEST(kernel_int8_kernels_equal_the_contract) {
     fx_test_rng_seed(&r, 31);
     static const fx_dtype types[] = {FX_DTYPE_Q8_0, FX_DTYPE_Q4_0, FX_DTYPE_Q5_0, FX_DTYPE_IQ4_NL, FX_DTYPE_Q4_K,
                                      FX_DTYPE_Q6_K, FX_DTYPE_Q3_K, FX_DTYPE_Q5_1};
-    /* m, n past every tile size (4x16, 8x32, 32x32 and its 16-row /
-     * 16-column halves); k from one block up */
-    static const int64_t shapes[][3] = {{1, 33, 256}, {5, 19, 512}, {9, 70, 256},  {30, 40, 768},
-                                        {17, 16, 32}, {33, 47, 96}, {16, 32, 160}, {47, 81, 64}};
+    /* m, n past every tile size (4, 6, 8, 16, 24, 32 and the AMX halves);
+     * k from one block up, and past one 64-byte row chunk */
+    static const int64_t shapes[][3] = {{1, 33, 256}, {5, 19, 512}, {9, 70, 256},  {30, 40, 768}, {17, 16, 32},
+                                        {33, 47, 96}, {16, 32, 160}, {47, 81, 64}, {25, 9, 1056}};
     for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++)
         for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
-            if (KT_SMALL && (s == 3 || s == 7)) continue;
-            if (fx_dtype_block(types[ti]) > shapes[s][2]) continue; /* K-quants: 256-blocks */
+            if (KT_SMALL && (s == 3 || s == 7 || s == 8)) continue;
+            if (shapes[s][2] % fx_dtype_block(types[ti])) continue; /* K-quants: 256-blocks */
             const int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
             void *wq = quantized(&r, types[ti], n, k);
             const fx_weight w = {wq, types[ti], n, k, k, NULL};
@@ -139,23 +152,31 @@ TEST(kernel_int8_kernels_equal_the_contract) {
             float *y0 = kt_alloc((size_t)(m * n)), *ref = kt_alloc((size_t)(m * n)), *y = kt_alloc((size_t)(m * n));
             fx_test_fill_uniform(&r, x, (size_t)(m * k), 2.0f);
             x[3] = 0.0f; /* a zero code */
+            if (m > 2) memset(x + k, 0, (size_t)k * 4); /* an all-zero row: scale 0 */
             fx_test_fill_uniform(&r, bias, (size_t)n, 1.0f);
             fx_test_fill_uniform(&r, gate, (size_t)n, 1.0f);
             fx_test_fill_uniform(&r, y0, (size_t)(m * n), 1.0f);
             const fx_epilogue e = {(fx_epilogue_mode)((s + ti) % 3), (s + ti) % 2 ? bias : NULL, gate};
             memcpy(ref, y0, (size_t)(m * n) * 4);
             reference(m, n, k, x, &w, &e, ref);
+            fx_kctx k1 = kt_ctx(kt_scalar(), 1);
+            fx_int8w *form = fx_int8w_new(&k1, &w);
+            kt_ctx_free(&k1);
+            REQUIRE(form != NULL);
             for (int ki = 0; ki < nk; ki++)
-                for (int threads = 1; threads <= 3; threads++) {
-                    fx_kctx kc = kt_ctx(kt_scalar(), threads);
-                    memcpy(y, y0, (size_t)(m * n) * 4);
-                    CHECK(fx_linear_int8(&kc, ks[ki].p, m, x, k, &w, y, n, &e) == 0);
-                    long at = kt_bitdiff(y, ref, (size_t)(m * n), 4);
-                    CHECK_MSG(at < 0, "%s %s m=%lld n=%lld k=%lld threads=%d: y[%ld] %.9g vs %.9g", ks[ki].label,
-                              fx_dtype_name(types[ti]), (long long)m, (long long)n, (long long)k, threads, at,
-                              at < 0 ? 0.0 : y[at], at < 0 ? 0.0 : ref[at]);
-                    kt_ctx_free(&kc);
-                }
+                for (int threads = 1; threads <= 3; threads++)
+                    for (int use_form = 0; use_form < 2; use_form++) {
+                        fx_kctx kc = kt_ctx(kt_scalar(), threads);
+                        memcpy(y, y0, (size_t)(m * n) * 4);
+                        CHECK(fx_linear_int8(&kc, ks[ki].p, m, x, k, &w, use_form ? form : NULL, y, n, &e) == 0);
+                        long at = kt_bitdiff(y, ref, (size_t)(m * n), 4);
+                        CHECK_MSG(at < 0, "%s %s m=%lld n=%lld k=%lld threads=%d %s: y[%ld] %.9g vs %.9g",
+                                  ks[ki].label, fx_dtype_name(types[ti]), (long long)m, (long long)n, (long long)k,
+                                  threads, use_form ? "form" : "blocks", at, at < 0 ? 0.0 : y[at],
+                                  at < 0 ? 0.0 : ref[at]);
+                        kt_ctx_free(&kc);
+                    }
+            fx_int8w_free(form);
             free(wq), free(x), free(bias), free(gate), free(y0), free(ref), free(y);
         }
 }
@@ -167,9 +188,9 @@ TEST(kernel_int8_linear_close_to_f32) {
     kt_isas isas = kt_isas_list("kernel_int8_linear_close_to_f32", 0);
     fx_test_rng r;
     fx_test_rng_seed(&r, 5);
-    const int64_t m = 12, n = 48, k = 1024;
+    const int64_t m = 20, n = 48, k = 1024;
     static const struct { fx_dtype t; double tol; } cases[] = {
-        {FX_DTYPE_Q8_0, 0.01}, {FX_DTYPE_Q4_0, 0.01}, {FX_DTYPE_Q4_K, 0.02}, {FX_DTYPE_Q6_K, 0.02}};
+        {FX_DTYPE_Q8_0, 0.02}, {FX_DTYPE_Q4_0, 0.02}, {FX_DTYPE_Q4_K, 0.02}, {FX_DTYPE_Q6_K, 0.02}};
     for (int i = 0; i < isas.n; i++)
         for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
             void *wq = quantized(&r, cases[c].t, n, k);
@@ -200,32 +221,110 @@ TEST(kernel_int8_linear_close_to_f32) {
         }
 }
 
-/* The int8 form of weights: exact for Q8_0 / Q4_0 / Q5_0 / IQ4_NL, within
- * half a step of the dequantized value for the others. */
+/* fx_linear in int8 mode runs the int8 GEMM for any m (blocks converted
+ * per call); fx_linear_int8w takes the form (the same bits) and adds the
+ * weight's terms as fx_linear does; without the mode it is fx_linear. */
+TEST(kernel_int8_paths) {
+    fx_test_rng r;
+    fx_test_rng_seed(&r, 12);
+    const int64_t n = 40, k = 256, rank = 4;
+    void *wq = quantized(&r, FX_DTYPE_Q8_0, n, k);
+    float *fa = kt_alloc((size_t)(rank * k)), *fb = kt_alloc((size_t)(n * rank));
+    fx_test_fill_uniform(&r, fa, (size_t)(rank * k), 0.1f);
+    fx_test_fill_uniform(&r, fb, (size_t)(n * rank), 0.1f);
+    const fx_delta term = {FX_DELTA_LOWRANK, 0.5f, 0, n, {fa, FX_DTYPE_F32, rank, k, k, NULL},
+                           {fb, FX_DTYPE_F32, n, rank, rank, NULL}, {NULL, FX_DTYPE_F32, 0, 0, 0, NULL}, 0, NULL};
+    const fx_weight w = {wq, FX_DTYPE_Q8_0, n, k, k, NULL}, wt = {wq, FX_DTYPE_Q8_0, n, k, k, &term};
+    fx_kctx kc = kt_ctx(fx_kernels_best(0), 2);
+    fx_int8w *form = fx_int8w_new(&kc, &w);
+    REQUIRE(form != NULL);
+    static const int64_t ms[] = {1, 15, 16, 40};
+    for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++) {
+        const int64_t m = ms[mi];
+        float *x = kt_alloc((size_t)(m * k)), *ya = kt_alloc((size_t)(m * n)), *yb = kt_alloc((size_t)(m * n));
+        fx_test_fill_uniform(&r, x, (size_t)(m * k), 1.0f);
+        kc.int8 = 1;
+        fx_linear(&kc, m, x, k, &w, ya, n, NULL);
+        CHECK(fx_linear_int8(&kc, &fx_gemm_int8_scalar, m, x, k, &w, NULL, yb, n, NULL) == 0);
+        CHECK_MSG(kt_bitdiff(ya, yb, (size_t)(m * n), 4) < 0, "m=%lld: fx_linear in int8 mode is not the int8 GEMM",
+                  (long long)m);
+        fx_linear_int8w(&kc, m, x, k, &w, form, yb, n, NULL);
+        CHECK(kt_bitdiff(ya, yb, (size_t)(m * n), 4) < 0);
+        /* with a term: the form's product, then the term as fx_linear adds it */
+        fx_linear_int8w(&kc, m, x, k, &wt, form, yb, n, NULL);
+        float *t = kt_alloc((size_t)(m * rank));
+        kc.int8 = 0;
+        fx_linear(&kc, m, x, k, &term.a, t, rank, NULL);
+        const fx_weight bs = {fb, FX_DTYPE_F32, n, rank, rank, NULL};
+        float *yt = kt_alloc((size_t)(m * n));
+        fx_linear(&kc, m, t, rank, &bs, yt, n, NULL);
+        double worst = 0;
+        for (int64_t q = 0; q < m * n; q++) {
+            double d = fabs((double)yb[q] - ((double)ya[q] + 0.5 * yt[q]));
+            worst = d > worst ? d : worst;
+        }
+        CHECK_MSG(worst < 1e-5, "m=%lld: the term added %g off", (long long)m, worst);
+        /* without the mode: fx_linear */
+        fx_linear_int8w(&kc, m, x, k, &wt, form, ya, n, NULL);
+        fx_linear(&kc, m, x, k, &wt, yb, n, NULL);
+        CHECK(kt_bitdiff(ya, yb, (size_t)(m * n), 4) < 0);
+        free(x), free(ya), free(yb), free(t), free(yt);
+    }
+    fx_int8w_free(form);
+    kt_ctx_free(&kc);
+    free(wq), free(fa), free(fb);
+}
+
+/* The form: per row the rule's codes of the dequantized row (within half
+ * a step, |code| <= 127, the extreme at ±127), the code sum, zero codes
+ * past k and past n (scale 0). */
 TEST(kernel_int8_weight_form) {
     fx_test_rng r;
     fx_test_rng_seed(&r, 8);
     static const fx_dtype types[] = {FX_DTYPE_Q8_0, FX_DTYPE_Q4_0, FX_DTYPE_Q5_0, FX_DTYPE_IQ4_NL, FX_DTYPE_Q4_1,
                                      FX_DTYPE_Q5_1, FX_DTYPE_Q2_K, FX_DTYPE_Q3_K, FX_DTYPE_Q4_K, FX_DTYPE_Q5_K,
-                                     FX_DTYPE_Q6_K, FX_DTYPE_IQ4_XS, FX_DTYPE_BF16};
-    const int64_t k = 512;
-    int8_t q[512];
-    float d[16], x[512];
+                                     FX_DTYPE_Q6_K, FX_DTYPE_IQ4_XS};
+    const int64_t n = 5, k = 768;
+    float x[768];
+    fx_kctx kc = kt_ctx(fx_kernels_best(0), 2);
     for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
         const fx_dtype t = types[ti];
-        void *wq = quantized(&r, t, 1, k);
-        fx_dequantize_row(t, wq, k, x);
-        fx_weight_to_int8(NULL, t, wq, k, q, d);
-        const int exact = t == FX_DTYPE_Q8_0 || t == FX_DTYPE_Q4_0 || t == FX_DTYPE_Q5_0 || t == FX_DTYPE_IQ4_NL;
-        for (int64_t e = 0; e < k; e++) {
-            float v = (float)q[e] * d[e / 32];
-            if (exact) CHECK_MSG(v == x[e], "%s: element %lld: %g vs %g", fx_dtype_name(t), (long long)e, v, x[e]);
-            else CHECK_MSG(fabsf(v - x[e]) <= 0.5001f * d[e / 32], "%s: element %lld: %g vs %g (step %g)", fx_dtype_name(t),
-                           (long long)e, v, x[e], d[e / 32]);
-            CHECK(q[e] >= -127);
+        void *wq = quantized(&r, t, n, k);
+        memset(wq, 0, (size_t)fx_dtype_row_bytes(t, k)); /* row 0: zeros */
+        const fx_weight w = {wq, t, n, k, k, NULL};
+        fx_int8w *f = fx_int8w_new(&kc, &w);
+        REQUIRE(f != NULL);
+        CHECK(f->ldq == 768 && f->rows == 32 && f->n == n && f->k == k);
+        for (int64_t j = 0; j < f->rows; j++) {
+            const int8_t *q = f->q + j * f->ldq;
+            if (j >= n || j == 0) {
+                int zero = f->scale[j] == 0.0f && f->sum[j] == 0;
+                for (int64_t e = 0; e < f->ldq; e++) zero &= q[e] == 0;
+                CHECK_MSG(zero, "%s: row %lld is not zero", fx_dtype_name(t), (long long)j);
+                continue;
+            }
+            fx_dequantize_row(t, (const char *)wq + fx_dtype_row_bytes(t, j * k), k, x);
+            int32_t sum = 0;
+            int extreme = 0;
+            for (int64_t e = 0; e < k; e++) {
+                const float v = (float)q[e] * f->scale[j];
+                CHECK_MSG(fabsf(v - x[e]) <= 0.5001f * f->scale[j], "%s: element %lld: %g vs %g (step %g)",
+                          fx_dtype_name(t), (long long)e, v, x[e], f->scale[j]);
+                CHECK(q[e] >= -127);
+                extreme |= q[e] == 127 || q[e] == -127;
+                sum += q[e];
+            }
+            CHECK(extreme && sum == f->sum[j]);
         }
+        fx_int8w_free(f);
         free(wq);
     }
+    /* not block-typed: no form */
+    float wf[64] = {0};
+    const fx_weight w32 = {wf, FX_DTYPE_F32, 2, 32, 32, NULL};
+    CHECK(fx_int8w_new(&kc, &w32) == NULL);
+    CHECK(fx_int8w_wanted(FX_DTYPE_Q8_0) && !fx_int8w_wanted(FX_DTYPE_Q4_K) && !fx_int8w_wanted(FX_DTYPE_BF16));
+    kt_ctx_free(&kc);
 }
 
 #if defined(FX_X86_EMULATED)
@@ -243,7 +342,7 @@ TEST(kernel_int8_amx_releases_tiles) {
     fx_test_rng_seed(&r, 77);
     const int64_t m = 40, n = 48, k = 64;
     void *wq = quantized(&r, FX_DTYPE_Q8_0, n, k);
-    const fx_weight w = {wq, FX_DTYPE_Q8_0, n, k, k};
+    const fx_weight w = {wq, FX_DTYPE_Q8_0, n, k, k, NULL};
     float *x = kt_alloc((size_t)(m * k)), *y = kt_alloc((size_t)(m * n));
     fx_test_fill_uniform(&r, x, (size_t)(m * k), 1.0f);
     fx_kctx kc = kt_ctx(amx, 1);
