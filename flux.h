@@ -93,14 +93,20 @@ typedef struct flux_ctx flux_ctx;
 typedef enum flux_precision {
     FLUX_PRECISION_DEFAULT = 0, /* bf16 weights × bf16-rounded activations with
                                    f32 accumulation where the CPU has bf16 dot
-                                   products (AVX512_BF16); f32 math elsewhere */
+                                   products (AVX512_BF16, AMX), and there
+                                   quantized weights as INT8 below; f32 math
+                                   elsewhere (quantized weights expanded)    */
     FLUX_PRECISION_F32 = 1,     /* weights widened to f32, all math in f32:
                                    the mode used for exact comparisons       */
-    FLUX_PRECISION_INT8 = 2     /* W8A8 for quantized (GGUF block-type)
+    FLUX_PRECISION_INT8 = 2,    /* W8A8 for quantized (GGUF block-type)
                                    weights: activations quantized per row to
-                                   int8, int8 dot products, per-block weight
-                                   scales in f32; other weights and attention
-                                   as in the default mode                    */
+                                   int8, weights to int8 with one f32 scale
+                                   per output channel, exact int32 dot
+                                   products; other weights and attention as
+                                   in the default mode                       */
+    FLUX_PRECISION_BF16 = 3     /* the default mode with quantized weights
+                                   expanded (weight-only, as bf16 weights),
+                                   never int8: more exact, slower            */
 } flux_precision;
 
 /* Where the stages run. AUTO: a real GPU through Vulkan when this build has
@@ -129,7 +135,7 @@ typedef struct flux_options {
                                  some busy, re-measured as the work goes
                                  (results are identical for any count) */
     int use_mmap;             /* 1 (default): weights stay mmap'd; 0: read into RAM */
-    flux_precision precision; /* overridden by env FLUX_PRECISION=f32|int8|default */
+    flux_precision precision; /* overridden by env FLUX_PRECISION=f32|int8|bf16|default */
     const char *isa;          /* NULL = the kernels that are fastest on this CPU;
                                  else a level it supports: "scalar", "avx2",
                                  "avx512", "avx512bf16", "amx", "neon" (env

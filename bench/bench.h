@@ -42,6 +42,7 @@ typedef struct fx_bench_env {
                             library picks for this CPU (fx_kernels_best) */
     int force_f32;       /* --precision f32 (or FLUX_PRECISION=f32) */
     int int8;            /* --precision int8 (or FLUX_PRECISION=int8): W8A8 for block-typed weights */
+    int bf16;            /* --precision bf16: the model commands' quantized weights expanded, never int8 */
     int reps;            /* --reps: timed repetitions after one warm-up (default 5) */
     double min_seconds;  /* keep repeating up to reps until this much time (default 0.3) */
     double max_seconds;  /* stop repeating after this much time (default 3, min 2 reps) */

@@ -143,7 +143,10 @@ fx_bench_peak_kind fx_bench_peak_of_int8(const char *name) {
 void fx_bench_flux_options(const fx_bench_env *env, flux_options *o) {
     flux_options_init(o);
     o->threads = env->threads;
-    o->precision = env->force_f32 ? FLUX_PRECISION_F32 : env->int8 ? FLUX_PRECISION_INT8 : FLUX_PRECISION_DEFAULT;
+    o->precision = env->force_f32 ? FLUX_PRECISION_F32
+                   : env->int8    ? FLUX_PRECISION_INT8
+                   : env->bf16    ? FLUX_PRECISION_BF16
+                                  : FLUX_PRECISION_DEFAULT;
     o->isa = env->isa < 0 ? NULL : fx_isa_name((fx_isa)env->isa);
 }
 
@@ -260,7 +263,9 @@ static void usage(FILE *f) {
                "  --isa X         scalar|avx2|avx512|avx512bf16|amx|neon (default: the\n"
                "                  kernels the library picks for this CPU)\n"
                "  --precision f32 force f32 math (as FLUX_PRECISION=f32); int8: W8A8 for GGUF block-type\n"
-               "                  weights (gemm --wtype, the model commands' quantized weights)\n"
+               "                  weights (gemm --wtype, the model commands' quantized weights); bf16: the\n"
+               "                  model commands' quantized weights expanded, never int8 (gemm --wtype rows\n"
+               "                  are weight-only without --precision int8)\n"
                "  --reps N        timed repetitions after a warm-up, best is reported (default 5)\n"
                "  --max-seconds S stop repeating after S seconds (at least 2 runs; default 3)\n"
                "  --json          one JSON object per measurement per line\n"
@@ -292,6 +297,7 @@ int main(int argc, char **argv) {
     const char *prec = getenv("FLUX_PRECISION");
     if (prec && !strcmp(prec, "f32")) env.force_f32 = 1;
     if (prec && !strcmp(prec, "int8")) env.int8 = 1;
+    if (prec && !strcmp(prec, "bf16")) env.bf16 = 1;
 
     /* Common options may appear anywhere; strip them. */
     for (int i = 1; i < argc;) {
@@ -325,6 +331,7 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--precision") && has_val) {
             env.force_f32 = !strcmp(argv[i + 1], "f32");
             env.int8 = !strcmp(argv[i + 1], "int8");
+            env.bf16 = !strcmp(argv[i + 1], "bf16");
             drop_args(&argc, argv, i, 2);
         } else if (!strcmp(a, "--reps") && has_val) {
             env.reps = atoi(argv[i + 1]) > 0 ? atoi(argv[i + 1]) : 1;

@@ -121,8 +121,9 @@ void cli_print_help(FILE *f) {
           "      --precision P      default (bf16 dot products where the CPU has them; there GGUF / --quant\n"
           "                         weights run as int8), f32 (exact math) or int8 (W8A8 for GGUF / --quant\n"
           "                         weights: int8 activations per token, int8 weights per output channel, int32\n"
-          "                         dot products; latents ~7e-3 from the f32 run on Q8_0); env FLUX_PRECISION\n"
-          "                         does the same\n"
+          "                         dot products; latents ~7e-3 from the f32 run on Q8_0) or bf16 (the\n"
+          "                         default with GGUF / --quant weights expanded, never int8: more exact,\n"
+          "                         slower); env FLUX_PRECISION does the same\n"
           "      --isa NAME         force a kernel level: scalar, avx2, avx512, avx512bf16, amx, neon\n"
           "                         (default: the kernels that are fastest on this CPU; env\n"
           "                         FLUX_ISA does the same; a level this CPU lacks is an error)\n"
@@ -412,7 +413,8 @@ static int apply(parse_ctx *pc, cli_args *a, const opt_def *o, const char *spell
         if (!strcmp(val, "f32")) a->precision = FLUX_PRECISION_F32;
         else if (!strcmp(val, "default")) a->precision = FLUX_PRECISION_DEFAULT;
         else if (!strcmp(val, "int8")) a->precision = FLUX_PRECISION_INT8;
-        else return usage_error(pc, "%s: '%s' is not a precision (default, f32 or int8)", spelled, val);
+        else if (!strcmp(val, "bf16")) a->precision = FLUX_PRECISION_BF16;
+        else return usage_error(pc, "%s: '%s' is not a precision (default, f32, int8 or bf16)", spelled, val);
         break;
     case O_ISA: {
         char why[512];

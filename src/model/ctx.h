@@ -47,6 +47,7 @@ struct flux_ctx {
     fx_ctx_progress progress;
     int force_f32;              /* FLUX_PRECISION_F32 */
     int int8_asked;             /* FLUX_PRECISION_INT8 (kc.int8 may also come from the default mode) */
+    int precision_bf16;         /* FLUX_PRECISION_BF16: the default mode, quantized weights never int8 */
     const fx_kernels *kernels;
     fx_scratch *scratch;
     fx_packcache *packs;        /* weights repacked for the AMX tiles (kc.packs) */

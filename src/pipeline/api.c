@@ -66,15 +66,16 @@ static size_t pack_budget(void) {
     return pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 2 : (size_t)4 << 30;
 }
 
-/* FLUX_PRECISION=f32|int8|default overrides opt->precision; another value
+/* FLUX_PRECISION=f32|int8|bf16|default overrides opt->precision; another value
  * is reported in flux_error (the CLI exits on it) and opt->precision runs. */
 static flux_precision choose_precision(const flux_options *opt, fx_err *err) {
     const char *prec = getenv("FLUX_PRECISION");
     if (!prec || !*prec) return opt->precision;
     if (!strcmp(prec, "f32")) return FLUX_PRECISION_F32;
     if (!strcmp(prec, "int8")) return FLUX_PRECISION_INT8;
+    if (!strcmp(prec, "bf16")) return FLUX_PRECISION_BF16;
     if (!strcmp(prec, "default")) return FLUX_PRECISION_DEFAULT;
-    fx_fail(err, FLUX_ERR_INVALID_ARG, "FLUX_PRECISION='%s' is not a precision (f32, int8 or default)",
+    fx_fail(err, FLUX_ERR_INVALID_ARG, "FLUX_PRECISION='%s' is not a precision (f32, int8, bf16 or default)",
             prec);
     return opt->precision;
 }
@@ -98,6 +99,7 @@ flux_ctx *flux_new(const flux_options *opt) {
     const flux_precision precision = choose_precision(&ctx->opt, &ctx->err);
     ctx->force_f32 = precision == FLUX_PRECISION_F32;
     ctx->int8_asked = precision == FLUX_PRECISION_INT8;
+    ctx->precision_bf16 = precision == FLUX_PRECISION_BF16;
     ctx->kernels = choose_kernels(opt ? opt : &ctx->opt, ctx->force_f32, &ctx->err);
     /* quantized weights in the default mode: int8 where the kernels' choice
      * says so (fx_kernels_int8_by_default) */
@@ -170,6 +172,7 @@ size_t flux_cpu_info(const flux_ctx *ctx, char *buf, size_t size) {
                      ctx->force_f32 ? "f32"
                      : ctx->int8_asked ? "int8 (W8A8 for GGUF block-type weights)"
                      : ctx->kc.int8 ? "default (bf16 dot products; W8A8 for GGUF block-type weights)"
+                     : ctx->precision_bf16 ? "bf16 (bf16 dot products where available; GGUF block-type weights expanded)"
                                     : "default (bf16 dot products where available)");
     free(kern);
     flux_free(own);

@@ -141,7 +141,7 @@ TEST(cli_bad_numbers) {
     EXPECT("--batch 65", 2, "--batch: 65 is out of range (1..64)");
     EXPECT("--power --power-alpha 0", 2, "--power-alpha: 0 is out of range");
     EXPECT("--power --power-alpha=-2", 2, "--power-alpha: -2 is out of range");
-    EXPECT("--precision f16", 2, "--precision: 'f16' is not a precision (default, f32 or int8)");
+    EXPECT("--precision f16", 2, "--precision: 'f16' is not a precision (default, f32, int8 or bf16)");
     EXPECT("--isa avx9", 2, "--isa: 'avx9' is not an ISA");
     /* attached short values parse: the error is about -H, not -W256 */
     EXPECT("-W256 -H250", 2, "-H: 250 is not a multiple of 16");
@@ -310,13 +310,14 @@ TEST(cli_batch_output_names) {
 
 /* Every long option the README names exists: it is in `flux --help`, or is
  * one of the few options of other programs the README shows (pkg-config's
- * --libs, gen_model's --preset, flux-bench's --wtype). Catches documentation drift both ways a
+ * --libs, gen_model's --preset, flux-bench's --wtype and record's --write, install_deps.sh's
+ * --test). Catches documentation drift both ways a
  * rename can go wrong. */
 TEST(cli_readme_options_are_real) {
     char *readme = fx_test_read_file(fx_test_path("../README.md"), NULL), *help = NULL;
     REQUIRE_MSG(readme, "cannot read README.md");
     REQUIRE(run_flux("--help", &help) == 0);
-    static const char *other_programs[] = {"--libs", "--preset", "--wtype"};
+    static const char *other_programs[] = {"--libs", "--preset", "--wtype", "--write", "--test"};
     int checked = 0;
     for (const char *p = readme; (p = strstr(p, "--")) != NULL; p += 2) {
         if (p > readme && p[-1] == '-') continue; /* inside "---" table rules */

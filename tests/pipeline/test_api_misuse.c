@@ -117,7 +117,7 @@ TEST(api_bad_environment_values_are_reported) {
     setenv("FLUX_ISA", "scalar", 1);
     setenv("FLUX_PRECISION", "f16", 1);
     ctx = flux_new(NULL);
-    CHECK_MSG(ctx && strstr(flux_error(ctx), "FLUX_PRECISION='f16' is not a precision (f32, int8 or default)"), "%s",
+    CHECK_MSG(ctx && strstr(flux_error(ctx), "FLUX_PRECISION='f16' is not a precision (f32, int8, bf16 or default)"), "%s",
               flux_error(ctx));
     flux_free(ctx);
     setenv("FLUX_PRECISION", "f32", 1); /* good values leave no message */

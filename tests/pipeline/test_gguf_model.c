@@ -346,7 +346,9 @@ TEST(gguf_quant_on_load_equals_quantized_files) {
 /* int8 mode on quantized weights: an image close to the f32 mode's, not
  * the same (the activations are rounded to 8 bits); the default mode gives
  * int8's pixels exactly where the CPU's table runs quantized weights as
- * int8 by default (fx_kernels_int8_by_default), else others. */
+ * int8 by default (fx_kernels_int8_by_default), else others. The bf16
+ * mode never runs int8: the default's pixels where the default does not,
+ * never int8's. */
 TEST(gguf_int8_mode_runs_close_to_default) {
     const char *dir = model();
     REQUIRE(dir);
@@ -355,17 +357,23 @@ TEST(gguf_int8_mode_runs_close_to_default) {
     flux_image *f = generate(dir, tq, teq, NULL, FLUX_PRECISION_F32);
     flux_image *d = generate(dir, tq, teq, NULL, FLUX_PRECISION_DEFAULT);
     flux_image *i = generate(dir, tq, teq, NULL, FLUX_PRECISION_INT8);
-    REQUIRE(f && d && i && f->width == i->width && f->height == i->height);
+    flux_image *b = generate(dir, tq, teq, NULL, FLUX_PRECISION_BF16);
+    REQUIRE(f && d && i && b && f->width == i->width && f->height == i->height);
     CHECK(!fx_test_same_pixels(f, i));
+    CHECK_MSG(!fx_test_same_pixels(b, i), "the bf16 mode gave int8's pixels");
     const char *isa = getenv("FLUX_ISA");
-    if (!isa || !*isa)
-        CHECK_MSG(fx_test_same_pixels(d, i) == fx_kernels_int8_by_default(fx_kernels_best(0)),
-                  "the default mode %s int8's pixels", fx_test_same_pixels(d, i) ? "gave" : "did not give");
+    if (!isa || !*isa) {
+        const int by_default = fx_kernels_int8_by_default(fx_kernels_best(0));
+        CHECK_MSG(fx_test_same_pixels(d, i) == by_default, "the default mode %s int8's pixels",
+                  fx_test_same_pixels(d, i) ? "gave" : "did not give");
+        CHECK_MSG(fx_test_same_pixels(d, b) == !by_default, "the bf16 mode %s the default's pixels",
+                  fx_test_same_pixels(d, b) ? "gave" : "did not give");
+    }
     double sum = 0;
     size_t n = (size_t)f->width * f->height * f->channels;
     for (size_t k = 0; k < n; k++) sum += fabs((double)f->data[k] - i->data[k]);
     CHECK_MSG(sum / n < 8.0, "int8 image differs from the f32 one by %.2f levels on average", sum / n);
-    flux_image_free(f), flux_image_free(d), flux_image_free(i);
+    flux_image_free(f), flux_image_free(d), flux_image_free(i), flux_image_free(b);
 }
 
 /* What users download for small machines: configs, tokenizer, VAE and two
