@@ -47,7 +47,6 @@ struct flux_ctx {
     int force_f32;              /* FLUX_PRECISION_F32 */
     const fx_kernels *kernels;
     fx_scratch *scratch;
-    fx_packcache *packs;        /* weights repacked for the AMX tiles (kc.packs) */
     fx_kctx kc;                 /* kernels + threads + scratch, for fx_* calls */
     fx_ops *ops;                /* the backend the stages run on (src/ops) */
     fx_err backend_err;         /* why the asked-for backend could not open

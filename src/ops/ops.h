@@ -105,8 +105,6 @@ static const fx_view fx_none = {0, 0, 0};
 typedef struct fx_opw {
     fx_weight w;                /* the stored view (the CPU computes from it) */
     struct fx_vk_weight *dev;   /* the device copy (Vulkan), else NULL */
-    int streamed;               /* read once per use (text encoder): the CPU keeps
-                                   no repacked copy in the context's packcache */
 } fx_opw;
 /* Register w (name for errors); the host data must outlive it (the CPU
  * computes from it; a device streams from it what exceeds its budget). */
