@@ -43,6 +43,14 @@
  * Small M (m <= FX_GEMV_MAX_M): a GEMV-style kernel streams W once, no
  * packing (timestep MLP, modulation: bandwidth bound).
  *
+ * Tile drivers: a table may run bf16 and block-typed weights through a
+ * driver of its own instead of these loops (fx_gemm_tiles). The amx
+ * table's computes Yᵀ = W·Xᵀ on AMX tiles with the weight rows loaded in
+ * place as the A operand (a tile row is one 64-byte line either way, so a
+ * packed copy of W buys nothing and costs a second copy of the model) and
+ * X packed once per call as the B operand (gemm_amx.c); conv2d keeps the
+ * packed path (its weights are reordered per layer anyway).
+ *
  * Scratch: fx_linear reserves and uses the context's *shared* scratch
  * buffer (per thread: A panel, B micro-panel, staging). Callers must not pass
  * pointers into kc->scratch as x or y, and must call fx_linear outside
