@@ -199,8 +199,9 @@ static inline __attribute__((always_inline)) void tiles_run(const int two_a, con
     if (q->first) FX_TILES_2X2_ZERO(two_a, two_b);
     else tiles_load_c(two_a, two_b, q->stage);
     const char *a = q->a, *b = q->b;
-    for (int64_t s = 0; s < q->steps; s++, a += 64, b += BSTEP) {
-        tiles_step(two_a, two_b, a, q->as, b);
+    const int64_t as = q->as, steps = q->steps; /* in registers across the tile asm's memory clobbers */
+    for (int64_t s = 0; s < steps; s++, a += 64, b += BSTEP) {
+        tiles_step(two_a, two_b, a, as, b);
         for (int f = 0; f < q->pf_per_step; f++) fx_gemm_prefetch_one(q->pf);
     }
     if (q->a_tail) tiles_step(two_a, two_b, q->a_tail, 64, b);
