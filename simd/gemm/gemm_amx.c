@@ -65,7 +65,10 @@
  *     for m <= 1024; 4608 tokens: 5 times, ~2 GB/s at 2 TF/s).
  *   The C round trip per K block costs 8 tile loads/stores per 32 TDPs.
  *   A micro-experiment on the AMX machine (2 threads, one pass over the
- *   whole K, A from L2) reached 1.86 TF/s on 768×9216×3072.
+ *   whole K, A from L2) reached 1.86 TF/s on 768×9216×3072 with 64-byte
+ *   aligned rows and 1.44 TF/s with rows 8 bytes off a line (safetensors
+ *   data is 8-byte aligned: a tile row then spans two lines); --w-misalign
+ *   measures that here.
  *
  * Numerics: X rounded to bf16, products exact in f32, each output one
  * chain in the tile unit's order: per TDP two f32 partial sums over its 32
