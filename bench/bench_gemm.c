@@ -35,8 +35,9 @@ typedef struct gemm_problem {
     int64_t m, n, k;
     fx_dtype dt;            /* F32/F16/BF16, or a block type (quantized from the same values) */
     fx_epilogue_mode mode;
+    int w_misalign;         /* the weight starts this many bytes past a 64-byte boundary */
     float *x, *y, *bias, *gate;
-    void *w;
+    void *w, *w_alloc;
     fx_kctx kc;
     fx_int8w *form;         /* int8 mode, types that get the form at load: made before the timing */
     const fx_gemm_int8 *k8; /* int8 mode: a kernel forced by --int8-kernel, else NULL (the table's) */
@@ -61,7 +62,9 @@ static int problem_init(gemm_problem *p) {
     const int blocks = fx_dtype_is_block(p->dt);
     p->x = malloc(mk * 4);
     p->y = malloc(mn * 4);
-    p->w = malloc(blocks ? (size_t)fx_dtype_row_bytes(p->dt, p->n * p->k) : nk * dt_size(p->dt));
+    const size_t wbytes = blocks ? (size_t)fx_dtype_row_bytes(p->dt, p->n * p->k) : nk * dt_size(p->dt);
+    p->w_alloc = aligned_alloc(64, (wbytes + 64 + 63) / 64 * 64);
+    p->w = p->w_alloc ? (char *)p->w_alloc + p->w_misalign : NULL;
     p->bias = malloc((size_t)p->n * 4);
     p->gate = malloc((size_t)p->n * 4);
     if (!p->x || !p->y || !p->w || !p->bias || !p->gate) {
@@ -95,7 +98,7 @@ static int problem_init(gemm_problem *p) {
 
 static void problem_free(gemm_problem *p) {
     fx_int8w_free(p->form);
-    free(p->x), free(p->y), free(p->w), free(p->bias), free(p->gate);
+    free(p->x), free(p->y), free(p->w_alloc), free(p->bias), free(p->gate);
 }
 
 /* fx_linear as the model runs it: int8 mode from the form made at load
@@ -224,27 +227,49 @@ static const char *mode_name(fx_epilogue_mode m) {
     return m == FX_EPI_STORE ? "store" : m == FX_EPI_ACCUMULATE ? "acc" : "gated";
 }
 
-/* Block-size overrides for tuning (0 = the table's own). */
+/* Block-size overrides for tuning (0 = the table's own), and where the
+ * weight starts (--w-misalign). */
 typedef struct block_override {
     int kc, mc, nc;
+    int w_misalign;
 } block_override;
 
 /* Copies of the chosen tables with other block sizes (bench memory only). */
 typedef struct tuned_tables {
     fx_gemm_path path;
+    fx_gemm_tiles tiles;
     fx_gemm_kernels gemm;
     fx_kernels k;
 } tuned_tables;
 
-static void apply_override(fx_kctx *kc, fx_dtype dt, const block_override *bo, tuned_tables *tt) {
+/* The table's tile driver, if it runs weights of dtype dt (bf16 and block
+ * types on the amx table), else NULL. */
+static const fx_gemm_tiles *tiles_for(const fx_kctx *kc, fx_dtype dt, int64_t m) {
+    const fx_gemm_kernels *g = kc->k->gemm ? kc->k->gemm : &fx_gemm_scalar;
+    return g->tiles && m > FX_GEMV_MAX_M && (dt == FX_DTYPE_BF16 || fx_dtype_is_block(dt)) ? g->tiles : NULL;
+}
+
+/* The blocks of bo on the tile driver that runs dt, else on dt's path
+ * (element types only: block types expand into the bf16 path's panels). */
+static void apply_override(fx_kctx *kc, fx_dtype dt, int64_t m, const block_override *bo, tuned_tables *tt) {
     if (!bo || (!bo->kc && !bo->mc && !bo->nc)) return;
     const fx_gemm_kernels *g = kc->k->gemm ? kc->k->gemm : &fx_gemm_scalar;
-    tt->path = *g->path[dt];
-    if (bo->kc) tt->path.kc = (bo->kc + 31) / 32 * 32;
-    if (bo->mc) tt->path.mc = (bo->mc + tt->path.mr - 1) / tt->path.mr * tt->path.mr;
-    if (bo->nc) tt->path.nc = (bo->nc + tt->path.nr - 1) / tt->path.nr * tt->path.nr;
     tt->gemm = *g;
-    tt->gemm.path[dt] = &tt->path;
+    if (tiles_for(kc, dt, m)) { /* kc, mc multiples of 32; nc in 32-row weight panels */
+        tt->tiles = *g->tiles;
+        if (bo->kc) tt->tiles.kc = (bo->kc + 31) / 32 * 32;
+        if (bo->mc) tt->tiles.mc = (bo->mc + 31) / 32 * 32;
+        if (bo->nc) tt->tiles.nc = bo->nc;
+        tt->gemm.tiles = &tt->tiles;
+    } else if (!fx_dtype_is_block(dt)) {
+        tt->path = *g->path[dt];
+        if (bo->kc) tt->path.kc = (bo->kc + 31) / 32 * 32;
+        if (bo->mc) tt->path.mc = (bo->mc + tt->path.mr - 1) / tt->path.mr * tt->path.mr;
+        if (bo->nc) tt->path.nc = (bo->nc + tt->path.nr - 1) / tt->path.nr * tt->path.nr;
+        tt->gemm.path[dt] = &tt->path;
+    } else {
+        return;
+    }
     tt->k = *kc->k;
     tt->k.gemm = &tt->gemm;
     kc->k = &tt->k;
@@ -260,12 +285,12 @@ static int g_model_ntypes;
 
 static int bench_one(const fx_bench_env *env, int64_t m, int64_t n, int64_t k, fx_dtype dt, int force_f32,
                      fx_epilogue_mode mode, int yardsticks, const block_override *bo) {
-    gemm_problem p = {.m = m, .n = n, .k = k, .dt = dt, .mode = mode};
+    gemm_problem p = {.m = m, .n = n, .k = k, .dt = dt, .mode = mode, .w_misalign = bo ? bo->w_misalign : 0};
     if (fx_bench_kctx(env, -1, force_f32, &p.kc)) return -1;
     const int blocks = fx_dtype_is_block(dt);
     p.kc.int8 = blocks && env->int8;
     tuned_tables tt;
-    if (!blocks) apply_override(&p.kc, dt, bo, &tt);
+    apply_override(&p.kc, dt, m, bo, &tt);
     if (problem_init(&p)) {
         fx_bench_kctx_free(&p.kc);
         problem_free(&p);
@@ -306,10 +331,13 @@ static int bench_one(const fx_bench_env *env, int64_t m, int64_t n, int64_t k, f
     r.seconds = fx_bench_time(env, run_ours, &p);
     if (dt == FX_DTYPE_BF16) g_bf16_seconds = r.seconds;
     else if (blocks && g_bf16_seconds > 0) fx_bench_extra(&r, "ratio_bf16", g_bf16_seconds / r.seconds);
-    if (bo && !blocks && (bo->kc || bo->mc || bo->nc)) {
-        const fx_gemm_path *pp = p.kc.k->gemm->path[dt];
-        fx_bench_extra(&r, "kc", pp->kc), fx_bench_extra(&r, "mc", pp->mc), fx_bench_extra(&r, "nc", pp->nc);
+    if (bo && (bo->kc || bo->mc || bo->nc) && !p.kc.int8) { /* the blocks in effect */
+        const fx_gemm_tiles *t = tiles_for(&p.kc, dt, m);
+        const fx_gemm_path *pp = p.kc.k->gemm->path[blocks ? FX_DTYPE_BF16 : dt];
+        fx_bench_extra(&r, "kc", t ? t->kc : pp->kc), fx_bench_extra(&r, "mc", t ? t->mc : pp->mc);
+        fx_bench_extra(&r, "nc", t ? t->nc : pp->nc);
     }
+    if (p.w_misalign) fx_bench_extra(&r, "w_misalign", p.w_misalign);
     if (p.kc.int8 && blocks) fx_bench_extra(&r, "int8_form", p.form ? 1 : 0);
     if (m <= 16) /* bandwidth bound: weight bytes per second */
         fx_bench_extra(&r, "weight_gb_s", weight_bytes(&p) / r.seconds * 1e-9);
@@ -404,6 +432,25 @@ static int parse_int8_kernel(const char *s) {
     return -1;
 }
 
+/* A comma-separated list of positive integers ("256" or "128,256,512") into
+ * v (at most max); NULL s gives the one value 0 (the table's own). Returns
+ * the count, or -1. */
+static int parse_list(const char *s, int *v, int max) {
+    if (!s) {
+        v[0] = 0;
+        return 1;
+    }
+    int n = 0;
+    for (const char *p = s; *p;) {
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p || x <= 0 || x > 1 << 20 || n == max || (*end && *end != ',')) return -1;
+        v[n++] = (int)x;
+        p = *end ? end + 1 : end;
+    }
+    return n ? n : -1;
+}
+
 static int gemm_main(int argc, char **argv, const fx_bench_env *env) {
     const char *ks = fx_bench_arg_str(argc, argv, "--int8-kernel", NULL);
     if (ks && parse_int8_kernel(ks)) return -1;
@@ -416,34 +463,54 @@ static int gemm_main(int argc, char **argv, const fx_bench_env *env) {
     int64_t m = fx_bench_arg_int(argc, argv, "--m", 768, &bad);
     int64_t n = fx_bench_arg_int(argc, argv, "--n", 9216, &bad);
     int64_t k = fx_bench_arg_int(argc, argv, "--k", 3072, &bad);
+    const int64_t misalign = fx_bench_arg_int(argc, argv, "--w-misalign", 0, &bad);
     fx_dtype dt;
     const char *ds = fx_bench_arg_str(argc, argv, "--dtype", "bf16");
     const char *es = fx_bench_arg_str(argc, argv, "--epilogue", "store");
     fx_epilogue_mode mode = !strcmp(es, "gated") ? FX_EPI_GATED_ACCUMULATE
                             : !strcmp(es, "acc") ? FX_EPI_ACCUMULATE
                                                  : FX_EPI_STORE;
-    if (bad || m < 1 || n < 1 || k < 1 || parse_dtype(ds, &dt)) {
+    if (bad || m < 1 || n < 1 || k < 1 || parse_dtype(ds, &dt) || misalign < 0 || misalign > 63) {
         fprintf(stderr, "usage: flux-bench gemm --m M --n N --k K --dtype bf16|f32|f16 [--epilogue "
-                        "store|acc|gated] [--kc KC --mc MC --nc NC] [--no-yardsticks] [--wtype q8_0,q4_k,...]\n");
+                        "store|acc|gated] [--kc KC[,KC...] --mc MC[,...] --nc NC[,...]] [--w-misalign BYTES (0-63)] "
+                        "[--no-yardsticks] [--wtype q8_0,q4_k,...]\n");
         return -1;
     }
+    /* the rows to time: the bf16 row and each quantized type with --wtype
+     * (weight-only, or W8A8 with --precision int8), else the one dtype */
+    fx_dtype types[17];
+    int nt = 1;
     const char *ws = fx_bench_arg_str(argc, argv, "--wtype", NULL);
-    if (ws) { /* the bf16 row, then each quantized type (weight-only, or W8A8 with --precision int8) */
-        fx_dtype types[16];
-        const int nt = parse_wtypes(ws, k, types);
-        if (nt < 0) return -1;
-        int rc = bench_one(env, m, n, k, FX_DTYPE_BF16, env->force_f32, mode, 0, NULL);
-        for (int i = 0; i < nt; i++) rc |= bench_one(env, m, n, k, types[i], env->force_f32, mode, 0, NULL);
-        return rc;
+    if (ws) {
+        types[0] = FX_DTYPE_BF16;
+        const int nq = parse_wtypes(ws, k, types + 1);
+        if (nq < 0) return -1;
+        nt += nq;
+    } else {
+        types[0] = dt;
     }
-    block_override bo = {(int)fx_bench_arg_int(argc, argv, "--kc", 0, &bad), (int)fx_bench_arg_int(argc, argv, "--mc", 0, &bad),
-                         (int)fx_bench_arg_int(argc, argv, "--nc", 0, &bad)};
-    if (bad || bo.kc < 0 || bo.mc < 0 || bo.nc < 0) {
-        fprintf(stderr, "flux-bench gemm: --kc/--mc/--nc need positive integers\n");
+    /* --kc/--mc/--nc: one row per combination (for the amx table: the
+     * in-place tile driver's blocks, nc in 32-row weight panels) */
+    enum { MAX_LIST = 16 };
+    int kcs[MAX_LIST], mcs[MAX_LIST], ncs[MAX_LIST];
+    const int nk = parse_list(fx_bench_arg_str(argc, argv, "--kc", NULL), kcs, MAX_LIST);
+    const int nm = parse_list(fx_bench_arg_str(argc, argv, "--mc", NULL), mcs, MAX_LIST);
+    const int nn = parse_list(fx_bench_arg_str(argc, argv, "--nc", NULL), ncs, MAX_LIST);
+    if (nk < 0 || nm < 0 || nn < 0) {
+        fprintf(stderr, "flux-bench gemm: --kc/--mc/--nc need positive integers, comma-separated (at most %d)\n",
+                MAX_LIST);
         return -1;
     }
-    return bench_one(env, m, n, k, dt, env->force_f32, mode, !fx_bench_arg_flag(argc, argv, "--no-yardsticks"),
-                     &bo);
+    int rc = 0, yardsticks = !ws && !fx_bench_arg_flag(argc, argv, "--no-yardsticks");
+    for (int a = 0; a < nk; a++)
+        for (int b = 0; b < nm; b++)
+            for (int c = 0; c < nn; c++) {
+                const block_override bo = {kcs[a], mcs[b], ncs[c], (int)misalign};
+                for (int i = 0; i < nt; i++)
+                    rc |= bench_one(env, m, n, k, types[i], env->force_f32, mode, yardsticks, &bo);
+                yardsticks = 0; /* once: they do not depend on our blocks */
+            }
+    return rc;
 }
 
 /* The model's linear shapes: FLUX.2-klein DiT (M = image+text tokens) and
@@ -485,7 +552,10 @@ FX_BENCH_COMMAND(gemm,
                  "                        [--wtype q8_0,q4_k,... (GGUF block types beside the bf16 row;\n"
                  "                         with --precision int8: W8A8)]\n"
                  "                        [--int8-kernel avx2|avxvnni|avx512vnni|amx|scalar (with --precision int8)]\n"
-                 "                        [--kc KC --mc MC --nc NC (block sizes, for tuning)] [--no-yardsticks]\n"
+                 "                        [--kc KC,... --mc MC,... --nc NC,... (block sizes, for tuning: one row per\n"
+                 "                         combination; --isa amx: the in-place tile driver's, nc in 32-row panels)]\n"
+                 "                        [--w-misalign BYTES (the weight starts BYTES past a 64-byte line)]\n"
+                 "                        [--no-yardsticks]\n"
                  "  gemm --model-shapes [--wtype q8_0,...]   the model's linear shapes (bf16 dot, then f32 math;\n"
                  "                         with --wtype: bf16 and the types, one pass)",
                  gemm_main, gemm_defaults)

@@ -95,22 +95,14 @@ int fx_bench_kctx(const fx_bench_env *env, int isa, int force_f32, fx_kctx *kc) 
         return -1;
     }
     fx_scratch *s = fx_scratch_new(env->threads);
-    fx_packcache *c = fx_packcache_new((size_t)16 << 30);
-    if (!s || !c) {
-        fx_scratch_free(s);
-        fx_packcache_free(c);
-        return -1;
-    }
+    if (!s) return -1;
     fx_kctx_init(kc, k, env->threads, s);
-    kc->packs = c;
     return 0;
 }
 
 void fx_bench_kctx_free(fx_kctx *kc) {
     fx_scratch_free(kc->scratch);
-    fx_packcache_free(kc->packs);
     kc->scratch = NULL;
-    kc->packs = NULL;
 }
 
 const char *fx_bench_isa_label(const fx_kernels *k) {

@@ -103,18 +103,13 @@ typedef struct fx_kernels fx_kernels;
 /* Per-context scratch memory: one buffer per thread plus one shared. */
 typedef struct fx_scratch fx_scratch;
 
-/* Weights repacked once for a kernel path and kept (fx_packcache_*). */
-typedef struct fx_packcache fx_packcache;
-
 /* What a kernel needs to run: the chosen table, thread count, scratch,
- * optionally a cache of repacked weights (NULL: pack per call), and the
- * int8 mode (FLUX_PRECISION_INT8: fx_linear runs block-typed weights as
- * W8A8, see fx_linear; 0 after fx_kctx_init). */
+ * and the int8 mode (FLUX_PRECISION_INT8: fx_linear runs block-typed
+ * weights as W8A8, see fx_linear; 0 after fx_kctx_init). */
 typedef struct fx_kctx {
     const fx_kernels *k;
     int threads;
     fx_scratch *scratch;
-    fx_packcache *packs;
     int int8;
 } fx_kctx;
 
@@ -165,25 +160,8 @@ void *fx_scratch_thread(fx_scratch *s, int tid);
 size_t fx_scratch_bytes(const fx_scratch *s);
 void *fx_scratch_shared(fx_scratch *s);
 
-/* Initialise a kernel context (threads <= 0 = OpenMP default; no packcache). */
+/* Initialise a kernel context (threads <= 0 = OpenMP default). */
 void fx_kctx_init(fx_kctx *kc, const fx_kernels *k, int threads, fx_scratch *s);
-
-/* Packed weights (simd/gemm/packcache.c). Kernel paths whose packing is
- * costly next to their microkernel (the AMX tiles) pack a whole weight
- * once, on its first fx_linear, and read it in place afterwards. Entries
- * are found by the weight's address, shape and dtype, checked against a
- * fingerprint of sampled values; the owner must call fx_packcache_clear
- * when weights it passed are freed or unmapped (their addresses may be
- * reused). At most budget bytes are kept; beyond that fx_linear packs per
- * call. Not thread-safe (like the context that owns it). */
-fx_packcache *fx_packcache_new(size_t budget_bytes);
-void fx_packcache_free(fx_packcache *c);
-void fx_packcache_clear(fx_packcache *c);
-typedef struct fx_packcache_stats {
-    size_t bytes, entries, budget;
-    long hits, packed, over_budget, stale;
-} fx_packcache_stats;
-void fx_packcache_stats_get(const fx_packcache *c, fx_packcache_stats *st);
 
 /* ------------------------------------------------------------------------ */
 /* Linear layers                                                            */

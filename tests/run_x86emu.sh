@@ -11,7 +11,7 @@
 # line with their sum:
 #   kernels   test_main + tests/kernels/test_kernel_*.c + libflux.a, 2 threads
 #   end to end  the golden text-to-image case in default precision (the amx
-#             table: tile GEMMs with packed weights, tile attention, tile
+#             table: tile GEMMs reading the weights in place, tile attention, tile
 #             convs) and batch = single runs, through the emulated flux CLI
 #             and library (X86EMU_PIPELINE=0 skips this stage)
 # Without SIMDe: one skipped test, or one failure under CI=true.

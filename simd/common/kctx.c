@@ -1,6 +1,5 @@
 /*
- * kctx.c — a kernel context: the table, the thread count, the scratch and
- * (set by the owner afterwards) the packed-weight cache.
+ * kctx.c — a kernel context: the table, the thread count and the scratch.
  */
 #include "table.h"
 
@@ -12,6 +11,5 @@ void fx_kctx_init(fx_kctx *kc, const fx_kernels *k, int threads, fx_scratch *s) 
     kc->threads = threads > 0 ? threads : 1;
 #endif
     kc->scratch = s;
-    kc->packs = NULL;
     kc->int8 = 0;
 }

@@ -173,16 +173,12 @@ static void apply_kron(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx
 static void apply_terms(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w, float *y,
                         int64_t ldy, const fx_epilogue *epi) {
     if (m <= 0 || w->n <= 0 || w->k <= 0 || !w->delta) return;
-    /* the factors are packed per call, never kept in the packed-weight
-     * cache: adapters come and go without the cache's owner knowing */
-    fx_kctx k = *kc;
-    k.packs = NULL;
     for (const fx_delta *d = w->delta; d; d = d->next) {
         if (fx_delta_check(d, w->n, w->k, NULL, 0)) continue; /* refused when attached (fx_delta_check) */
         switch (d->kind) {
-        case FX_DELTA_LOWRANK: apply_lowrank(&k, m, x, ldx, d, y, ldy, epi); break;
-        case FX_DELTA_DENSE: apply_dense(&k, m, x, ldx, d, y, ldy, epi); break;
-        case FX_DELTA_KRON: apply_kron(&k, m, x, ldx, d, y, ldy, epi); break;
+        case FX_DELTA_LOWRANK: apply_lowrank(kc, m, x, ldx, d, y, ldy, epi); break;
+        case FX_DELTA_DENSE: apply_dense(kc, m, x, ldx, d, y, ldy, epi); break;
+        case FX_DELTA_KRON: apply_kron(kc, m, x, ldx, d, y, ldy, epi); break;
         }
     }
 }

@@ -31,35 +31,24 @@ static int64_t ceil_div(int64_t v, int64_t a) { return (v + a - 1) / a; }
 /* Block-typed weights: expansion into the element type of a path          */
 /* ------------------------------------------------------------------------ */
 
-/* How a block-typed weight enters the f32 / bf16 machinery: rows of whole
- * blocks are dequantized (bit-identical to fx_dequantize_row) and, for a
- * bf16 target, rounded to bf16 (RNE), into a small per-thread buffer that
- * the path's ordinary F32 / BF16 packing (or GEMV) then reads. */
-typedef struct expander {
-    fx_dequant_fn dequant;
-    void (*to_bf16)(int64_t n, const float *src, uint16_t *dst); /* NULL: f32 target */
-    int64_t block;
-    size_t block_bytes;
-} expander;
-
-static expander expander_for(const fx_kctx *kc, fx_dtype t, fx_dtype target) {
-    expander e = {fx_quant_dequant_fn(kc->k, t), NULL, fx_dtype_block(t), fx_dtype_block_bytes(t)};
+/* How a block-typed weight enters the f32 / bf16 machinery (gemm.h): the
+ * path's ordinary F32 / BF16 packing, a GEMV or a tile driver then reads
+ * the expanded rows. */
+fx_gemm_expander fx_gemm_expander_for(const fx_kctx *kc, fx_dtype t, fx_dtype target) {
+    fx_gemm_expander e = {fx_quant_dequant_fn(kc->k, t), NULL, fx_dtype_block(t), fx_dtype_block_bytes(t)};
     if (target == FX_DTYPE_BF16) e.to_bf16 = fx_row_table(kc)->f32_to_bf16;
     return e;
 }
 
-/* rows × cols elements (cols a multiple of the block) from rows src_rb
- * bytes apart into dst [rows][cols] of the target type; f32 staging for a
- * bf16 target in tmp (cols floats). */
-static void expand_rows(const expander *e, int rows, int64_t cols, const char *src, int64_t src_rb, void *dst,
-                        float *tmp) {
+void fx_gemm_expand_rows(const fx_gemm_expander *e, int rows, int64_t cols, const char *src, int64_t src_rb,
+                         void *dst, int64_t ldd, float *tmp) {
     for (int r = 0; r < rows; r++) {
         const uint8_t *p = (const uint8_t *)src + r * src_rb;
         if (!e->to_bf16) {
-            e->dequant(p, cols / e->block, (float *)dst + r * cols);
+            e->dequant(p, cols / e->block, (float *)dst + r * ldd);
         } else {
             e->dequant(p, cols / e->block, tmp);
-            e->to_bf16(cols, tmp, (uint16_t *)dst + r * cols);
+            e->to_bf16(cols, tmp, (uint16_t *)dst + r * ldd);
         }
     }
 }
@@ -100,7 +89,7 @@ enum { GEMV_ROWS = 4 };
 /* GEMV of a block-typed weight: each thread expands GEMV_ROWS rows of W at a
  * time (target type of `gemv`) into its slice of buf and runs `gemv` on
  * them, its outputs shifted to those rows. */
-static void linear_gemv_blocks(const expander *e, fx_gemv_fn gemv, fx_dtype target, int threads, int64_t m,
+static void linear_gemv_blocks(const fx_gemm_expander *e, fx_gemv_fn gemv, fx_dtype target, int threads, int64_t m,
                                const float *x, int64_t ldx, const uint16_t *xb, const fx_weight *w, float *y,
                                int64_t ldy, const fx_epilogue *epi, char *buf, size_t per_thread) {
     const int64_t n = w->n, k = w->k, rb = fx_dtype_row_bytes(w->dtype, w->ld);
@@ -114,7 +103,7 @@ static void linear_gemv_blocks(const expander *e, fx_gemv_fn gemv, fx_dtype targ
         float *tmp = (float *)(void *)(rows_buf + (size_t)GEMV_ROWS * (size_t)k * 4);
         for (int64_t j = n0; j < n1; j += GEMV_ROWS) {
             const int rows = (int)(n1 - j < GEMV_ROWS ? n1 - j : GEMV_ROWS);
-            expand_rows(e, rows, k, (const char *)w->data + j * rb, rb, rows_buf, tmp);
+            fx_gemm_expand_rows(e, rows, k, (const char *)w->data + j * rb, rb, rows_buf, k, tmp);
             const fx_weight tw = {rows_buf, target, rows, k, k, NULL};
             fx_epilogue te = *epi;
             if (te.bias) te.bias += j;
@@ -138,13 +127,11 @@ typedef struct gemm_plan {
     int64_t ldw;        /* elements */
     fx_dtype wdtype;    /* stored dtype (may be a block type) */
     int64_t w_rb;       /* bytes between weight rows */
-    const expander *ex; /* block-typed weights: expansion before packing */
+    const fx_gemm_expander *ex; /* block-typed weights: expansion before packing */
     size_t e_bytes;     /* per-thread expansion buffer (rows × K block + f32 row) */
     float *y;
     int64_t ldy;
     const fx_epilogue *epi;
-    const char *wpack;  /* the whole weight packed (fx_packcache), or NULL */
-    size_t wpanel;      /* bytes per packed panel of NR outputs */
     int64_t kcb;        /* K block: <= p->kc, balanced over k */
     int64_t ncb;        /* column chunk: p->nc, less when staging */
     int staged;         /* partial sums in a staging buffer */
@@ -216,21 +203,15 @@ static void gemm_thread(const gemm_plan *pl, int tid, int nt) {
                 for (int64_t j = jc; j < jc + cols; j += nr) {
                     const int ncols = (int)(jc + cols - j < nr ? jc + cols - j : nr);
                     const char *bpanel = bbuf;
-                    if (pl->wpack) /* K block pc of the packed panel, read in place */
-                        bpanel = pl->wpack + (size_t)(j / nr) * pl->wpanel +
-                                 (size_t)(pc / p->kpair) * (size_t)(nr * p->kpair * p->elem);
-                    else if (pl->ex) { /* blocks → the path's element type, then its packing */
-                        expand_rows(pl->ex, ncols, kcur, w_at(pl, j, pc), pl->w_rb, ebuf, etmp);
+                    if (pl->ex) { /* blocks → the path's element type, then its packing */
+                        fx_gemm_expand_rows(pl->ex, ncols, kcur, w_at(pl, j, pc), pl->w_rb, ebuf, kcur, etmp);
                         pl->pack_w(p, ncols, kcur, ebuf, kcur, bbuf);
                     } else {
                         pl->pack_w(p, ncols, kcur, w_at(pl, j, pc), pl->ldw, bbuf);
                     }
-                    /* the next micro-panel: next columns, else the next K block
-                     * (packed weights are contiguous: the hardware prefetches) */
+                    /* the next micro-panel: next columns, else the next K block */
                     fx_gemm_prefetch pf = {0};
-                    if (pl->wpack)
-                        pf.row = NULL;
-                    else if (j + nr < jc + cols)
+                    if (j + nr < jc + cols)
                         w_prefetch_init(&pf, pl, j + nr, (int)(jc + cols - j - nr < nr ? jc + cols - j - nr : nr),
                                         pc, kcur, tiles);
                     else if (pc + kcur < pl->k)
@@ -271,21 +252,19 @@ static void gemm_thread(const gemm_plan *pl, int tid, int nt) {
 }
 
 /* Lay out the shared scratch and run; returns -1 if scratch is unavailable. */
-static int linear_blocked(const fx_kctx *kc, const fx_gemm_path *p, const void *wpack, int threads, int64_t m,
+static int linear_blocked(const fx_kctx *kc, const fx_gemm_path *p, int threads, int64_t m,
                           const float *x, int64_t ldx, const fx_weight *w, float *y, int64_t ldy,
                           const fx_epilogue *epi) {
     gemm_plan pl = {0};
-    expander ex;
+    fx_gemm_expander ex;
     pl.p = p;
-    pl.wpack = wpack;
-    pl.wpanel = wpack ? fx_gemm_packed_panel_bytes(p, w->k) : 0;
     pl.m = m, pl.n = w->n, pl.k = w->k;
     pl.x = x, pl.ldx = ldx;
     pl.w = w->data, pl.ldw = w->ld, pl.wdtype = w->dtype;
     pl.w_rb = fx_dtype_row_bytes(w->dtype, w->ld);
     if (fx_dtype_is_block(w->dtype)) { /* expanded to what the path packs */
         const fx_dtype target = p->elem == 2 ? FX_DTYPE_BF16 : FX_DTYPE_F32; /* bf16 pairs or AMX tiles */
-        ex = expander_for(kc, w->dtype, target);
+        ex = fx_gemm_expander_for(kc, w->dtype, target);
         pl.ex = &ex;
         pl.pack_w = p->pack_w[target];
     } else {
@@ -360,7 +339,7 @@ void fx_gemm_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, c
         }
         if (blocks) { /* expanded GEMV_ROWS rows at a time */
             const fx_dtype target = g->gemv_bf16_dot ? FX_DTYPE_BF16 : FX_DTYPE_F32;
-            const expander e = expander_for(kc, w->dtype, target);
+            const fx_gemm_expander e = fx_gemm_expander_for(kc, w->dtype, target);
             if (have)
                 linear_gemv_blocks(&e, g->gemv[target], target, threads, m, x, ldx, xb, w, y, ldy, epi,
                                    (char *)fx_scratch_shared(kc->scratch) + xb_bytes, per_thread);
@@ -375,12 +354,13 @@ void fx_gemm_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, c
         return;
     }
     /* block types take the path of bf16 weights (expanded to its element
-     * type inside the packing step); they are never repacked whole into the
-     * cache, which would undo what quantization saves */
-    const fx_gemm_path *p = g->path[blocks ? FX_DTYPE_BF16 : w->dtype];
-    const void *wpack = p->prepack && !blocks ? fx_packcache_get(kc->packs, p, w, kc->threads > 0 ? kc->threads : 1)
-                                               : NULL;
-    if (linear_blocked(kc, p, wpack, threads, m, x, ldx, w, y, ldy, epi))
+     * type inside the packing step), or the table's tile driver */
+    int failed;
+    if (g->tiles && (blocks || w->dtype == FX_DTYPE_BF16))
+        failed = g->tiles->linear(g->tiles, kc, threads, m, x, ldx, w, y, ldy, epi);
+    else
+        failed = linear_blocked(kc, g->path[blocks ? FX_DTYPE_BF16 : w->dtype], threads, m, x, ldx, w, y, ldy, epi);
+    if (failed)
         /* No scratch memory: the portable GEMV, FX_GEMV_MAX_M rows at a time. */
         for (int64_t i = 0; i < m; i += FX_GEMV_MAX_M)
             linear_gemv(fx_gemv_c, threads, m - i < FX_GEMV_MAX_M ? m - i : FX_GEMV_MAX_M,

@@ -43,6 +43,14 @@
  * Small M (m <= FX_GEMV_MAX_M): a GEMV-style kernel streams W once, no
  * packing (timestep MLP, modulation: bandwidth bound).
  *
+ * Tile drivers: a table may run bf16 and block-typed weights through a
+ * driver of its own instead of these loops (fx_gemm_tiles). The amx
+ * table's computes Yᵀ = W·Xᵀ on AMX tiles with the weight rows loaded in
+ * place as the A operand (a tile row is one 64-byte line either way, so a
+ * packed copy of W buys nothing and costs a second copy of the model) and
+ * X packed once per call as the B operand (gemm_amx.c); conv2d keeps the
+ * packed path (its weights are reordered per layer anyway).
+ *
  * Scratch: fx_linear reserves and uses the context's *shared* scratch
  * buffer (per thread: A panel, B micro-panel, staging). Callers must not pass
  * pointers into kc->scratch as x or y, and must call fx_linear outside
@@ -58,6 +66,7 @@
 #include "simd/common/arch.h"
 #include "simd/common/cpu.h"
 #include "simd/common/table.h"
+#include "simd/quant/quant.h"
 
 /* m at or below this uses the GEMV kernel (no packing). */
 #define FX_GEMV_MAX_M 4
@@ -147,11 +156,43 @@ typedef struct fx_gemm_path {
      * of a GEMM or conv (the AMX tile configuration); NULL: nothing. */
     void (*thread_begin)(void);
     void (*thread_end)(void);
-    /* 1: packing W is costly next to the kernel, so fx_linear keeps the
-     * whole packed weight in the context's fx_packcache when it has one
-     * (pack_w must then write exactly its micro-panels, no slack). */
-    int prepack;
 } fx_gemm_path;
+
+/* ---- tile drivers: bf16 and block-typed weights read where they lie ----
+ * A table may replace the BLIS loops above, for bf16 weights and GGUF block
+ * types at m > FX_GEMV_MAX_M, by a driver of its own (the amx table:
+ * gemm_amx.c computes Yᵀ = W·Xᵀ on the tiles with the weight rows loaded
+ * in place as the A operand, no packed copy of W). Its blocks:
+ *   kc  K block, a multiple of 32 (partial sums between K blocks are kept
+ *       exactly, so it never changes a bit)
+ *   mc  rows of X per block, a multiple of 32
+ *   nc  32-row weight panels per chunk (a thread's unit of A reuse)
+ * linear returns 0, or -1 when scratch memory is unavailable (nothing
+ * written); threads as fx_gemm_linear decided. */
+typedef struct fx_gemm_tiles fx_gemm_tiles;
+struct fx_gemm_tiles {
+    const char *name;
+    int kc, mc, nc;
+    int (*linear)(const fx_gemm_tiles *t, const fx_kctx *kc, int threads, int64_t m, const float *x, int64_t ldx,
+                  const fx_weight *w, float *y, int64_t ldy, const fx_epilogue *epi);
+};
+
+/* ---- block-typed weights expanded to an element type (gemm.c) ----
+ * Rows of whole blocks dequantized (bit-identical to fx_dequantize_row)
+ * and, for a bf16 target, rounded to bf16 (RNE) into a buffer that the
+ * f32 / bf16 machinery then reads as if the weight were stored so. */
+typedef struct fx_gemm_expander {
+    fx_dequant_fn dequant;
+    void (*to_bf16)(int64_t n, const float *src, uint16_t *dst); /* NULL: f32 target */
+    int64_t block;
+    size_t block_bytes;
+} fx_gemm_expander;
+fx_gemm_expander fx_gemm_expander_for(const fx_kctx *kc, fx_dtype t, fx_dtype target);
+/* rows × cols elements (cols a multiple of the block) from rows src_rb
+ * bytes apart into dst (rows ldd elements apart) of the target type; f32
+ * staging for a bf16 target in tmp (cols floats). */
+void fx_gemm_expand_rows(const fx_gemm_expander *e, int rows, int64_t cols, const char *src, int64_t src_rb,
+                         void *dst, int64_t ldd, float *tmp);
 
 
 /* y[i, j] for i < m <= FX_GEMV_MAX_M, j in [n0, n1): one thread's share of
@@ -271,6 +312,9 @@ extern const fx_gemm_int8 fx_gemm_int8_scalar;
 typedef struct fx_gemm_kernels {
     const char *name;
     const fx_gemm_path *path[3]; /* by weight dtype: F32, F16, BF16 */
+    /* bf16 and block-typed weights at m > FX_GEMV_MAX_M: this driver
+     * instead of path[BF16]'s loops (NULL: none) */
+    const fx_gemm_tiles *tiles;
     fx_gemv_fn gemv[3];          /* by weight dtype */
     int gemv_bf16_dot;           /* gemv[BF16] wants xb */
     /* the int8 kernel for a CPU with facts f and a product of m rows
@@ -310,13 +354,6 @@ void fx_gemv_c(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int
 void fx_gemm_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w, float *y,
                     int64_t ldy, const fx_epilogue *epi);
 
-/* Whole weights packed once (packcache.c; prepack paths only): bytes of one
- * packed panel of NR outputs over all k, and the packed w (packed on its
- * first use, in parallel with `threads`), or NULL when there is no cache,
- * the path does not prepack or the budget is spent (then pack per call). */
-size_t fx_gemm_packed_panel_bytes(const fx_gemm_path *p, int64_t k);
-const void *fx_packcache_get(fx_packcache *c, const fx_gemm_path *p, const fx_weight *w, int threads);
-
 /* Describe a table's paths per weight dtype (one line each, "linear:"
  * first); returns bytes needed. */
 size_t fx_gemm_describe(const fx_gemm_kernels *g, char *buf, size_t size);
@@ -336,6 +373,8 @@ const fx_gemm_int8 *fx_gemm_int8_avx2(const fx_cpu_facts *f, int64_t m);
 const fx_gemm_int8 *fx_gemm_int8_avx512(const fx_cpu_facts *f, int64_t m);
 const fx_gemm_int8 *fx_gemm_int8_amx_choose(const fx_cpu_facts *f, int64_t m);
 extern const fx_gemm_kernels fx_gemm_avx2, fx_gemm_avx512, fx_gemm_avx512bf16, fx_gemm_amx;
+/* the amx table's path for bf16 weights (both operands packed: conv2d) */
+extern const fx_gemm_path fx_gemm_amx_packed_path;
 /* shared by the avx512, avx512bf16 and amx tables */
 extern const fx_gemm_path fx_gemm_avx512_f32_path;
 void fx_gemv_avx512_f32(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int64_t ldx,

@@ -187,10 +187,17 @@ size_t fx_gemm_describe(const fx_gemm_kernels *g, char *buf, size_t size) {
     size_t len = 0;
     for (int dt = 0; dt < 3; dt++) {
         const fx_gemm_path *p = g->path[dt];
-        int n = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0,
-                         "%s %-4s weights %s (kc %d mc %d nc %d)%s; m <= %d: gemv\n",
-                         dt == 0 ? "linear:  " : "         ", dtype[dt], p->name, p->kc, p->mc, p->nc,
-                         p->prepack ? ", packed once per weight" : "", FX_GEMV_MAX_M);
+        const char *lead = dt == 0 ? "linear:  " : "         ";
+        int n;
+        if (dt == FX_DTYPE_BF16 && g->tiles) /* a tile driver: also the GGUF block types */
+            n = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0,
+                         "%s %-4s weights %s (kc %d mc %d nc %d panels of 32 rows; also GGUF block types); "
+                         "m <= %d: gemv\n",
+                         lead, dtype[dt], g->tiles->name, g->tiles->kc, g->tiles->mc, g->tiles->nc, FX_GEMV_MAX_M);
+        else
+            n = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0,
+                         "%s %-4s weights %s (kc %d mc %d nc %d); m <= %d: gemv\n", lead, dtype[dt], p->name, p->kc,
+                         p->mc, p->nc, FX_GEMV_MAX_M);
         if (n > 0) len += (size_t)n;
     }
     return len;

@@ -50,7 +50,6 @@ struct flux_ctx {
     int precision_bf16;         /* FLUX_PRECISION_BF16: the default mode, quantized weights never int8 */
     const fx_kernels *kernels;
     fx_scratch *scratch;
-    fx_packcache *packs;        /* weights repacked for the AMX tiles (kc.packs) */
     fx_kctx kc;                 /* kernels + threads + scratch, for fx_* calls */
     fx_ops *ops;                /* the backend the stages run on (src/ops) */
     fx_mem_stats mem;           /* memory by kind, sampled at checkpoints (-v) */

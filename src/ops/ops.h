@@ -107,8 +107,6 @@ static const fx_view fx_none = {0, 0, 0};
 typedef struct fx_opw {
     fx_weight w;                /* the stored view (the CPU computes from it) */
     struct fx_vk_weight *dev;   /* the device copy (Vulkan), else NULL */
-    int streamed;               /* read once per use (text encoder): the CPU keeps
-                                   no repacked copy in the context's packcache */
     struct fx_int8w *i8;        /* the int8 form (fx_ops_weight_int8_form), or NULL */
 } fx_opw;
 /* Register w (name for errors); the host data must outlive it (the CPU

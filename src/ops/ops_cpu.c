@@ -82,10 +82,8 @@ static flux_status linear(fx_ops *ops, int64_t m, fx_view x, const fx_opw *w, fx
                           fx_err *err) {
     (void)err;
     fx_epilogue e = epi ? host_epi(epi) : (fx_epilogue){0};
-    fx_kctx once = *ops->kc;
-    if (w->streamed) once.packs = NULL;
-    if (w->i8) fx_linear_int8w(&once, m, at(x), x.ld, &w->w, w->i8, at(y), y.ld, epi ? &e : NULL);
-    else fx_linear(&once, m, at(x), x.ld, &w->w, at(y), y.ld, epi ? &e : NULL);
+    if (w->i8) fx_linear_int8w(ops->kc, m, at(x), x.ld, &w->w, w->i8, at(y), y.ld, epi ? &e : NULL);
+    else fx_linear(ops->kc, m, at(x), x.ld, &w->w, at(y), y.ld, epi ? &e : NULL);
     return FLUX_OK;
 }
 

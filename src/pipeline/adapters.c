@@ -88,9 +88,7 @@ flux_status flux_lora_load(flux_ctx *ctx, const char *path, float scale) {
     if (!ctx->adapters && !(ctx->adapters = calloc(1, sizeof *ctx->adapters)))
         return fx_fail(&ctx->err, FLUX_ERR_NOMEM, "out of memory");
     adapter *a = &ctx->adapters->a[ctx->adapters->n];
-    fx_kctx kc = ctx->kc; /* the loader's f32 products are temporaries: not for the packed-weight cache */
-    kc.packs = NULL;
-    a->lora = fx_lora_open(path, ctx->model->transformer_w, &kc, ctx->opt.use_mmap, &a->rep, &ctx->err);
+    a->lora = fx_lora_open(path, ctx->model->transformer_w, &ctx->kc, ctx->opt.use_mmap, &a->rep, &ctx->err);
     if (!a->lora) {
         adapter_free(a);
         return ctx->err.code;

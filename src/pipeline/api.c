@@ -59,13 +59,6 @@ static const fx_kernels *choose_kernels(const flux_options *opt, int force_f32, 
     return fx_kernels_get((fx_isa)isa, force_f32);
 }
 
-/* Weights repacked for the tile kernels may take half the RAM (a 4B
- * transformer is 7.75 GB in bf16); past that they are packed per call. */
-static size_t pack_budget(void) {
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    return pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 2 : (size_t)4 << 30;
-}
-
 /* FLUX_PRECISION=f32|int8|bf16|default overrides opt->precision; another value
  * is reported in flux_error (the CLI exits on it) and opt->precision runs. */
 static flux_precision choose_precision(const flux_options *opt, fx_err *err) {
@@ -106,11 +99,9 @@ flux_ctx *flux_new(const flux_options *opt) {
     const int int8 = precision == FLUX_PRECISION_INT8 ||
                      (precision == FLUX_PRECISION_DEFAULT && ctx->kernels && fx_kernels_int8_by_default(ctx->kernels));
     ctx->scratch = fx_scratch_new(ctx->threads);
-    ctx->packs = fx_packcache_new(pack_budget());
-    if (!ctx->kernels || !ctx->scratch || !ctx->packs) goto oom;
+    if (!ctx->kernels || !ctx->scratch) goto oom;
     fx_kctx_init(&ctx->kc, ctx->kernels, ctx->threads, ctx->scratch);
     ctx->kc.int8 = int8;
-    ctx->kc.packs = ctx->packs;
     fx_mem_stats_init(&ctx->mem);
     fx_ops_opts oo = {.want = (int)ctx->opt.backend, .device = ctx->opt.device, .log = &ctx->log, .mem = &ctx->mem,
                       .weight_budget = ctx->opt.device_memory_mb > UINT64_MAX >> 20 ? UINT64_MAX
@@ -133,7 +124,6 @@ flux_ctx *flux_new(const flux_options *opt) {
 oom:
     fx_ops_close(ctx->ops);
     fx_scratch_free(ctx->scratch);
-    fx_packcache_free(ctx->packs);
     free(ctx->cache_dir);
     free(ctx);
     return NULL;
@@ -144,7 +134,6 @@ void flux_free(flux_ctx *ctx) {
     fx_ctx_forget_model(ctx);
     fx_ops_close(ctx->ops);
     fx_scratch_free(ctx->scratch);
-    fx_packcache_free(ctx->packs);
     free(ctx->cache_dir);
     free(ctx);
 }

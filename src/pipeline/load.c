@@ -45,7 +45,6 @@ void fx_ctx_release_model(flux_ctx *ctx) {
     ctx->vae = NULL;
     fx_model_free(ctx->model);
     ctx->model = NULL;
-    fx_packcache_clear(ctx->packs); /* they pointed into the weights just released */
 }
 
 void fx_ctx_forget_model(flux_ctx *ctx) {

@@ -593,12 +593,6 @@ static flux_status generate(flux_ctx *ctx, const flux_params *p, int n_images, f
         if (!st)
             fx_log(&ctx->log, 1, "flux: %d image(s) %dx%d, %d steps: denoising %.2f s, total %.2f s", n_images, g.width,
                    g.height, g.steps, g.t_denoise, fx_now_s() - t0);
-        fx_packcache_stats ps;
-        fx_packcache_stats_get(ctx->packs, &ps);
-        if (ps.entries || ps.over_budget)
-            fx_log(&ctx->log, 1, "flux: weights repacked for the tile kernels: %zu (%.1f MiB of a %.0f MiB budget), "
-                   "%ld reused, %ld packed per call (over budget)", ps.entries, ps.bytes / 1048576.0,
-                   ps.budget / 1048576.0, ps.hits, ps.over_budget);
         log_memory(ctx);
         if (st)
             for (int i = 0; i < n_images; i++) {

@@ -84,7 +84,6 @@ static flux_status load_layer(fx_ops *ops, fx_wset *w, const fx_qwen3_config *c,
         char name[64];
         snprintf(name, sizeof name, "text encoder layer %d %s", n, pname[i]);
         TRY(fx_ops_weight(ops, &proj[i]->w, name, proj[i], err));
-        proj[i]->streamed = 1; /* each weight is read once per prompt: no repacked copies */
     }
     return FLUX_OK;
 }

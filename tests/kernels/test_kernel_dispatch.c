@@ -214,10 +214,13 @@ TEST(kernel_dispatch_table_contents) {
             /* the GEMV (m <= 4) and f32/f16 weights stay on AVX-512 f32 FMA */
             CHECK(!g->gemv_bf16_dot && g->gemv[FX_DTYPE_BF16] == fx_kernels_table(FX_TABLE_AVX512)->gemm->gemv[FX_DTYPE_BF16]);
             CHECK(f32 == fx_kernels_table(FX_TABLE_AVX512)->gemm->path[FX_DTYPE_F32]);
-            CHECK(bf16->prepack && bf16->thread_begin && bf16->thread_end);
+            CHECK(bf16->thread_begin && bf16->thread_end); /* conv2d's tiles */
+            /* linear layers: the in-place tile driver (bf16 and block types) */
+            CHECK(g->tiles && g->tiles->linear && strstr(g->tiles->name, "amx") != NULL);
             break;
         default: break;
         }
+        if (id != FX_TABLE_AMX) CHECK_MSG(!g->tiles, "%s: a tile driver outside the amx table", k->name);
     }
 #if FX_X86
     CHECK(fx_kernels_table(FX_TABLE_AMX) != NULL);

@@ -13,6 +13,9 @@
  */
 #include "kernel_isas.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "simd/gemm/gemm.h"
 
 #if defined(__aarch64__)
@@ -366,88 +369,330 @@ TEST(kernel_gemm_long_k) {
     }
 }
 
-/* y = x·wᵀ on table k (threads, cache or NULL) into a fresh buffer. */
-static float *linear_once(const fx_kernels *k, int threads, fx_packcache *packs, int64_t m, const float *x,
-                          int64_t ldx, const fx_weight *w, const float *bias) {
-    float *y = malloc(sizeof(float) * (size_t)(m * w->n));
-    fx_scratch *s = fx_scratch_new(threads);
-    fx_kctx kc;
-    fx_kctx_init(&kc, k, threads, s);
-    kc.packs = packs;
-    fx_epilogue e = {FX_EPI_STORE, bias, NULL};
-    fx_linear(&kc, m, x, ldx, w, y, w->n, &e);
-    fx_scratch_free(s);
-    return y;
+
+/* ------------------------------------------------------------------------ */
+/* The amx table's tile driver (gemm_amx.c: weights read in place). These  */
+/* run wherever the amx table runs: the x86 emulation suite on any host,   */
+/* natively on an AMX machine.                                              */
+/* ------------------------------------------------------------------------ */
+
+/* The amx table, with the tile driver's blocks replaced (0: keep). */
+typedef struct amx_tuned {
+    fx_gemm_tiles tiles;
+    fx_gemm_kernels gemm;
+    fx_kernels k;
+} amx_tuned;
+
+static const fx_kernels *amx_blocks(amx_tuned *t, int kc, int mc, int nc) {
+    const fx_kernels *a = fx_kernels_get(FX_ISA_AMX, 0);
+    if (!a || !a->gemm || !a->gemm->tiles) return NULL;
+    t->tiles = *a->gemm->tiles;
+    if (kc) t->tiles.kc = kc;
+    if (mc) t->tiles.mc = mc;
+    if (nc) t->tiles.nc = nc;
+    t->gemm = *a->gemm;
+    t->gemm.tiles = &t->tiles;
+    t->k = *a;
+    t->k.gemm = &t->gemm;
+    return &t->k;
 }
 
-static int same_floats(const float *a, const float *b, size_t n) { return !memcmp(a, b, sizeof(float) * n); }
+/* 1 if the amx table runs here, else prints why not. */
+static int amx_here(void) {
+    kt_check_levels();
+    if (fx_kernels_get(FX_ISA_AMX, 0)) return 1;
+    char why[512];
+    fx_isa_check(FX_ISA_AMX, why, sizeof why);
+    printf("    the amx tile driver does not run natively here (%s); the x86 emulation suite runs it\n", why);
+    return 0;
+}
 
-/* The packed-weight cache: packing once and reading in place gives the
- * same bits as packing per call (for every thread count, several K blocks,
- * a column slice, a full budget), finds entries again, repacks a weight whose contents
- * changed at the same address, and empties on clear. Runs on the tables
- * whose bf16 path prepacks (amx); elsewhere nothing uses the cache. */
-TEST(kernel_gemm_packcache) {
-    const int64_t m = BIG(50, 20), n = 100, k = 3100; /* two AMX K blocks */
-    fx_test_rng r;
-    fx_test_rng_seed(&r, 31);
-    float *x = malloc(sizeof(float) * (size_t)(m * k)), *bias = malloc(sizeof(float) * (size_t)n);
+/* Blockings of the tile driver: the table's, tiny ones that cut every
+ * dimension into many blocks (KC = 32: one k step per K block), odd ones,
+ * and one larger than any shape. {kc, mc, nc} */
+static const int amx_blockings[][3] = {{0, 0, 0}, {32, 32, 1}, {64, 64, 2}, {96, 96, 3}, {4096, 4096, 64}};
+enum { AMX_BLOCKINGS = sizeof amx_blockings / sizeof *amx_blockings };
+
+/* bf16 weights, epilogue and bias by seed, strided X / W / Y and a column
+ * slice of W. */
+static gemm_case amx_case(int64_t m, int64_t n, int64_t k, uint64_t seed) {
+    return (gemm_case){m, n, k, FX_DTYPE_BF16, (fx_epilogue_mode)(seed % 3), (int)(seed / 3 % 2),
+                       (int64_t)(seed % 3), (int64_t)(seed % 2), (int64_t)(seed % 5 == 0), (int64_t)(seed % 4)};
+}
+
+/* Against the double reference (tolerances of run_case): rows of X
+ * m = 5 .. 100 (one to four 32-row blocks, <= 16 and > 16 rows in the last),
+ * n tails (1 .. 48: panels of fewer than 32 rows, <= 16 and > 16), K tails
+ * (16, 30, 48, 96: k % 32 != 0 and exact), every epilogue with and without
+ * bias, on the table's blocks and on blocks of one k step. */
+TEST(kernel_gemm_amx_shapes) {
+    if (!amx_here()) return;
+    static const int64_t ms[] = {5, 16, 17, 33, 100};
+    static const int64_t ns[] = {1, 16, 17, 31, 33, 48};
+    static const int64_t ks[] = {16, 30, 32, 48, 96};
+    for (int b = 0; b < 2; b++) {
+        amx_tuned tt;
+        const fx_kernels *kt = amx_blocks(&tt, amx_blockings[b][0], amx_blockings[b][1], amx_blockings[b][2]);
+        REQUIRE(kt != NULL);
+        double worst = 0;
+        int64_t cases = 0, bad = 0;
+        uint64_t seed = 1000;
+        for (size_t a = 0; a < 5; a++)
+            for (size_t c = 0; c < 6; c++)
+                for (size_t q = 0; q < 5; q++)
+                    for (int v = 0; v < 6; v++, seed++) { /* each (mode, bias) with varying strides */
+                        gemm_case gc = amx_case(ms[a], ns[c], ks[q], seed);
+                        gc.mode = (fx_epilogue_mode)(v % 3), gc.bias = v / 3;
+                        bad += run_case(kt, 2, &gc, seed, NULL, &worst) != 0;
+                        cases++;
+                    }
+        printf("    blocks kc %d mc %d nc %d: %lld cases, worst error/tolerance %.3f\n", tt.tiles.kc, tt.tiles.mc,
+               tt.tiles.nc, (long long)cases, worst);
+        CHECK_MSG(bad == 0, "%lld of %lld cases out of tolerance", (long long)bad, (long long)cases);
+    }
+}
+
+/* k = 3072 + 32 on several K blocks (13 of the table's 256, 97 of 32, 2
+ * of 3072, one of 4096; the last 32 k are a K block of their own or not)
+ * and with a K tail (3072 + 40): within tolerance, and every blocking
+ * gives the same bits. */
+TEST(kernel_gemm_amx_long_k) {
+    if (!amx_here()) return;
+    static const int kcs[] = {0, 32, 3072, 4096};
+    static const int64_t kks[] = {3072 + 32, 3072 + 40};
+    for (size_t kk = 0; kk < 2; kk++)
+        for (int mode = 0; mode < 3; mode++) {
+            gemm_case c = {33, 48, kks[kk], FX_DTYPE_BF16, (fx_epilogue_mode)mode, 1, 3, 1, 2, 5};
+            float *ref = NULL;
+            for (size_t b = 0; b < sizeof kcs / sizeof *kcs; b++) {
+                amx_tuned tt;
+                const fx_kernels *kt = amx_blocks(&tt, kcs[b], 0, 0);
+                REQUIRE(kt != NULL);
+                double worst = 0;
+                float *y = NULL;
+                CHECK_MSG(run_case(kt, 2, &c, 40 + mode, &y, &worst) == 0, "k %lld mode %d kc %d: out of tolerance",
+                          (long long)c.k, mode, tt.tiles.kc);
+                if (!ref) ref = y;
+                else {
+                    CHECK_MSG(!memcmp(ref, y, sizeof(float) * (size_t)(c.m * (c.n + c.ypad))),
+                              "k %lld mode %d: kc %d differs from the table's K blocks", (long long)c.k, mode,
+                              tt.tiles.kc);
+                    free(y);
+                }
+            }
+            free(ref);
+        }
+}
+
+/* A block-typed weight [n, k] from random values; *bf16_out: its values
+ * dequantized and rounded to bf16 (RNE), [n][k]. */
+static void *amx_block_weight(fx_dtype t, int64_t n, int64_t k, uint64_t seed, uint16_t **bf16_out) {
+    const int64_t rb = fx_dtype_row_bytes(t, k);
+    uint8_t *q = malloc((size_t)(n * rb));
     uint16_t *wb = malloc(sizeof(uint16_t) * (size_t)(n * k));
+    float *row = malloc(sizeof(float) * (size_t)k);
+    fx_test_rng r;
+    fx_test_rng_seed(&r, seed);
+    for (int64_t j = 0; j < n; j++) {
+        fx_test_fill_uniform(&r, row, (size_t)k, 0.5f);
+        fx_quantize_row(t, row, k, q + j * rb);
+        fx_dequantize_row(t, q + j * rb, k, row);
+        for (int64_t i = 0; i < k; i++) wb[j * k + i] = fx_f32_to_bf16_bits(row[i]);
+    }
+    free(row);
+    *bf16_out = wb;
+    return q;
+}
+
+/* y (op)= x·wᵀ with table kt on `threads` into y (m × ldy, which holds
+ * the values to accumulate into). */
+static void linear_into(const fx_kernels *kt, int threads, int64_t m, const float *x, int64_t ldx, const fx_weight *w,
+                        float *y, int64_t ldy, const fx_epilogue *e) {
+    fx_scratch *s = fx_scratch_new(threads);
+    fx_kctx kc;
+    fx_kctx_init(&kc, kt, threads, s);
+    fx_linear(&kc, m, x, ldx, w, y, ldy, e);
+    fx_scratch_free(s);
+}
+
+/* GGUF block types (q8_0, q4_k, and q4_0, q6_k) through the tile driver:
+ * bit for bit the driver on the same values as a bf16 weight (each panel
+ * expanded once, read as A from there), for n tails, m tails, every
+ * epilogue, thread counts and blockings. */
+TEST(kernel_gemm_amx_block_types) {
+    if (!amx_here()) return;
+    static const struct {
+        fx_dtype t;
+        int64_t m, n, k;
+    } cases[] = {
+        {FX_DTYPE_Q8_0, 5, 17, 96},    {FX_DTYPE_Q8_0, 33, 48, 3104}, {FX_DTYPE_Q8_0, 100, 33, 64},
+        {FX_DTYPE_Q4_K, 17, 33, 256},  {FX_DTYPE_Q4_K, 40, 100, 512}, {FX_DTYPE_Q4_0, 16, 31, 64},
+        {FX_DTYPE_Q6_K, 33, 16, 256},
+    };
+    int64_t checked = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        const int64_t m = cases[c].m, n = cases[c].n, k = cases[c].k;
+        uint16_t *wb;
+        void *wq = amx_block_weight(cases[c].t, n, k, 70 + c, &wb);
+        float *x = kt_alloc((size_t)(m * k)), *y0 = kt_alloc((size_t)(m * n)), *bias = kt_alloc((size_t)n),
+              *gate = kt_alloc((size_t)n), *ya = kt_alloc((size_t)(m * n)), *yb = kt_alloc((size_t)(m * n));
+        fx_test_rng r;
+        fx_test_rng_seed(&r, 90 + c);
+        fx_test_fill_uniform(&r, x, (size_t)(m * k), 1.0f);
+        fx_test_fill_uniform(&r, y0, (size_t)(m * n), 1.0f);
+        fx_test_fill_uniform(&r, bias, (size_t)n, 1.0f);
+        fx_test_fill_uniform(&r, gate, (size_t)n, 1.0f);
+        const fx_weight w = {wq, cases[c].t, n, k, k, NULL}, w16 = {wb, FX_DTYPE_BF16, n, k, k, NULL};
+        for (int mode = 0; mode < 3; mode++) {
+            const fx_epilogue e = {(fx_epilogue_mode)mode, mode != 1 ? bias : NULL, mode == 2 ? gate : NULL};
+            const int b = (int)((c + (size_t)mode) % AMX_BLOCKINGS), threads = 1 + (int)((c + (size_t)mode) % 3);
+            amx_tuned tt;
+            const fx_kernels *kt = amx_blocks(&tt, amx_blockings[b][0], amx_blockings[b][1], amx_blockings[b][2]);
+            REQUIRE(kt != NULL);
+            memcpy(ya, y0, sizeof(float) * (size_t)(m * n));
+            memcpy(yb, y0, sizeof(float) * (size_t)(m * n));
+            linear_into(kt, threads, m, x, k, &w, ya, n, &e);
+            linear_into(kt, threads, m, x, k, &w16, yb, n, &e);
+            long d = kt_bitdiff(ya, yb, (size_t)(m * n), sizeof(float));
+            CHECK_MSG(d < 0, "%s m%lld n%lld k%lld mode %d (kc %d mc %d nc %d, %d threads): y[%ld] %.9g vs bf16 %.9g",
+                      fx_dtype_name(cases[c].t), (long long)m, (long long)n, (long long)k, mode, tt.tiles.kc,
+                      tt.tiles.mc, tt.tiles.nc, threads, d, d >= 0 ? ya[d] : 0.0, d >= 0 ? yb[d] : 0.0);
+            checked++;
+        }
+        free(wq), free(wb), free(x), free(y0), free(bias), free(gate), free(ya), free(yb);
+    }
+    printf("    %lld block-typed products equal their bf16 values' bit for bit\n", (long long)checked);
+}
+
+/* Bitwise the same Y for 1, 2 and 3 threads and every blocking: threads
+ * owning weight panels (wide n) or rows of X (narrow n), K blocks staged
+ * in the accumulating modes, a K tail, an n tail, a block type. */
+TEST(kernel_gemm_amx_invariance) {
+    if (!amx_here()) return;
+    const gemm_case shapes[] = {
+        {100, 200, 1000, FX_DTYPE_BF16, FX_EPI_GATED_ACCUMULATE, 1, 2, 1, 3, 1},
+        {150, 40, 330, FX_DTYPE_BF16, FX_EPI_ACCUMULATE, 0, 0, 0, 0, 3},
+        {37, 230, 512, FX_DTYPE_BF16, FX_EPI_STORE, 1, 0, 0, 0, 0},
+    };
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        CHECK(2.0 * (double)(shapes[s].m * shapes[s].n * shapes[s].k) >= FX_GEMM_SERIAL_FLOPS);
+        float *ref = NULL;
+        const size_t count = (size_t)(shapes[s].m * (shapes[s].n + shapes[s].ypad));
+        for (int b = 0; b < AMX_BLOCKINGS; b++)
+            for (int threads = 1; threads <= 3; threads++) {
+                amx_tuned tt;
+                const fx_kernels *kt = amx_blocks(&tt, amx_blockings[b][0], amx_blockings[b][1], amx_blockings[b][2]);
+                REQUIRE(kt != NULL);
+                double worst = 0;
+                float *y = NULL;
+                CHECK(run_case(kt, threads, &shapes[s], 60 + s, &y, &worst) == 0);
+                if (!ref) {
+                    ref = y;
+                    continue;
+                }
+                CHECK_MSG(!memcmp(y, ref, sizeof(float) * count),
+                          "shape %zu: kc %d mc %d nc %d, %d threads differ from the table's blocks on 1 thread", s,
+                          tt.tiles.kc, tt.tiles.mc, tt.tiles.nc, threads);
+                free(y);
+            }
+        free(ref);
+    }
+    /* a block type (expanded chunks) */
+    const int64_t m = 40, n = 100, k = 320;
+    uint16_t *wb;
+    void *wq = amx_block_weight(FX_DTYPE_Q8_0, n, k, 5, &wb);
+    float *x = kt_alloc((size_t)(m * k)), *ref = kt_alloc((size_t)(m * n)), *y = kt_alloc((size_t)(m * n));
+    fx_test_rng r;
+    fx_test_rng_seed(&r, 6);
     fx_test_fill_uniform(&r, x, (size_t)(m * k), 1.0f);
-    fx_test_fill_uniform(&r, bias, (size_t)n, 1.0f);
-    for (int64_t i = 0; i < n * k; i++) put_random_weight(&r, wb, FX_DTYPE_BF16, i);
-    const fx_weight w = {wb, FX_DTYPE_BF16, n, k, k, NULL};
-    const fx_weight slice = {wb + 3, FX_DTYPE_BF16, 64, 600, k, NULL};
-    int ran = 0;
-    for (int id = 0; id < FX_ISA_COUNT; id++) {
-        const fx_kernels *kt = fx_kernels_get((fx_isa)id, 0);
-        if (!kt || !kt->gemm->path[FX_DTYPE_BF16]->prepack) continue;
-        ran++;
-        fx_packcache *c = fx_packcache_new((size_t)1 << 30);
-        fx_packcache_stats st;
-        float *ref = linear_once(kt, 2, NULL, m, x, k, &w, bias);
-        float *y1 = linear_once(kt, 2, c, m, x, k, &w, bias);
-        float *y2 = linear_once(kt, 1, c, m, x, k, &w, bias);
-        float *y3 = linear_once(kt, 3, c, m, x, k, &w, bias);
-        fx_packcache_stats_get(c, &st);
-        CHECK_MSG(same_floats(ref, y1, (size_t)(m * n)) && same_floats(ref, y2, (size_t)(m * n)) &&
-                      same_floats(ref, y3, (size_t)(m * n)),
-                  "%s: cached packing changes the result", kt->name);
-        CHECK_MSG(st.entries == 1 && st.packed == 1 && st.hits == 2 && st.bytes > 0, "%s: entries %zu packed %ld hits %ld",
-                  kt->name, st.entries, st.packed, st.hits);
-        /* a slice of the same weight is its own entry */
-        float *sr = linear_once(kt, 2, NULL, m, x, k, &slice, bias);
-        float *sc = linear_once(kt, 2, c, m, x, k, &slice, bias);
-        CHECK(same_floats(sr, sc, (size_t)(m * slice.n)));
-        fx_packcache_stats_get(c, &st);
-        CHECK(st.entries == 2 && st.packed == 2);
-        /* the GEMV (m <= 4) reads W as stored: no entry */
-        float *ys = linear_once(kt, 2, c, FX_GEMV_MAX_M, x, k, &w, bias);
-        fx_packcache_stats_get(c, &st);
-        CHECK(st.entries == 2);
-        /* new contents at the same address: found stale, repacked */
-        for (int64_t q = 0; q < k; q++) wb[q] = fx_f32_to_bf16_bits(0.5f);
-        float *nref = linear_once(kt, 2, NULL, m, x, k, &w, bias);
-        float *ny = linear_once(kt, 2, c, m, x, k, &w, bias);
-        fx_packcache_stats_get(c, &st);
-        CHECK_MSG(st.stale == 1 && same_floats(nref, ny, (size_t)(m * n)), "%s: stale %ld", kt->name, st.stale);
-        fx_packcache_clear(c);
-        fx_packcache_stats_get(c, &st);
-        CHECK(st.entries == 0 && st.bytes == 0);
-        /* a budget too small for the weight: packs per call, same bits */
-        fx_packcache *tiny = fx_packcache_new(4096);
-        float *yt = linear_once(kt, 2, tiny, m, x, k, &w, bias);
-        fx_packcache_stats_get(tiny, &st);
-        CHECK(st.over_budget == 1 && st.entries == 0 && same_floats(nref, yt, (size_t)(m * n)));
-        fx_packcache_free(tiny);
-        fx_packcache_free(c);
-        free(ref), free(y1), free(y2), free(y3), free(sr), free(sc), free(ys), free(nref), free(ny), free(yt);
-        for (int64_t i = 0; i < k; i++) put_random_weight(&r, wb, FX_DTYPE_BF16, i);
-    }
-    if (!ran) {
-        char why[512];
-        fx_isa_check(FX_ISA_AMX, why, sizeof why);
-        printf("    no table here packs whole weights (the amx table does; %s)\n", why);
-    }
-    free(x), free(bias), free(wb);
+    const fx_weight w = {wq, FX_DTYPE_Q8_0, n, k, k, NULL};
+    for (int b = 0; b < AMX_BLOCKINGS; b++)
+        for (int threads = 1; threads <= 3; threads++) {
+            amx_tuned tt;
+            const fx_kernels *kt = amx_blocks(&tt, amx_blockings[b][0], amx_blockings[b][1], amx_blockings[b][2]);
+            REQUIRE(kt != NULL);
+            linear_into(kt, threads, m, x, k, &w, b || threads > 1 ? y : ref, n, NULL);
+            if (b || threads > 1)
+                CHECK_MSG(!memcmp(y, ref, sizeof(float) * (size_t)(m * n)), "q8_0: kc %d mc %d nc %d, %d threads differ",
+                          tt.tiles.kc, tt.tiles.mc, tt.tiles.nc, threads);
+        }
+    free(wq), free(wb), free(x), free(ref), free(y);
+}
+
+/* Memory whose `bytes` end exactly where an inaccessible page begins
+ * (at_end) or begin exactly where one ends: any read past (or before) the
+ * bytes faults. Free with guarded_free. */
+typedef struct guarded {
+    char *map;
+    size_t map_bytes;
+    void *p;
+} guarded;
+
+static int guarded_alloc(guarded *g, size_t bytes, int at_end) {
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    const size_t body = (bytes + page - 1) / page * page;
+    g->map_bytes = body + 2 * page;
+    g->map = mmap(NULL, g->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (g->map == MAP_FAILED) return -1;
+    if (mprotect(g->map, page, PROT_NONE) || mprotect(g->map + page + body, page, PROT_NONE)) return -1;
+    g->p = at_end ? g->map + page + body - bytes : g->map + page;
+    return 0;
+}
+static void guarded_free(guarded *g) { munmap(g->map, g->map_bytes); }
+
+/* Nothing reads outside a tensor: weights (and X) whose last row ends
+ * exactly at an inaccessible page, or whose first row starts right after
+ * one; n tails, K tails in the last panel (full or not), a row stride past
+ * k (the last row ends at k, not at ld), and a block type. The results
+ * equal those from ordinary memory. */
+TEST(kernel_gemm_amx_reads_inside) {
+    if (!amx_here()) return;
+    static const struct {
+        fx_dtype t;
+        int64_t m, n, k, ld;
+    } cases[] = {
+        {FX_DTYPE_BF16, 33, 33, 48, 48}, {FX_DTYPE_BF16, 17, 64, 96, 100}, {FX_DTYPE_BF16, 40, 17, 16, 16},
+        {FX_DTYPE_BF16, 5, 40, 3104, 3104}, {FX_DTYPE_BF16, 20, 64, 48, 48},  {FX_DTYPE_BF16, 33, 32, 30, 30},
+        {FX_DTYPE_BF16, 9, 32, 40, 45},     {FX_DTYPE_Q8_0, 33, 33, 96, 96},
+    };
+    const fx_kernels *amx = fx_kernels_get(FX_ISA_AMX, 0);
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+        for (int at_end = 0; at_end < 2; at_end++) {
+            const fx_dtype t = cases[c].t;
+            const int64_t m = cases[c].m, n = cases[c].n, k = cases[c].k, ld = cases[c].ld;
+            const size_t wbytes = (size_t)(fx_dtype_row_bytes(t, (n - 1) * ld) + fx_dtype_row_bytes(t, k));
+            const size_t xbytes = sizeof(float) * (size_t)(m * k);
+            guarded gw, gx;
+            REQUIRE(!guarded_alloc(&gw, wbytes, at_end) && !guarded_alloc(&gx, xbytes, at_end));
+            fx_test_rng r;
+            fx_test_rng_seed(&r, 300 + c);
+            fx_test_fill_uniform(&r, gx.p, (size_t)(m * k), 1.0f);
+            if (t == FX_DTYPE_BF16) {
+                for (int64_t i = 0; i < (int64_t)(wbytes / 2); i++) put_random_weight(&r, gw.p, t, i);
+            } else {
+                uint16_t *wb;
+                void *wq = amx_block_weight(t, n, k, 310 + c, &wb); /* ld == k: rows back to back */
+                memcpy(gw.p, wq, wbytes);
+                free(wq), free(wb);
+            }
+            void *wcopy = malloc(wbytes);
+            float *xcopy = kt_alloc((size_t)(m * k));
+            memcpy(wcopy, gw.p, wbytes);
+            memcpy(xcopy, gx.p, xbytes);
+            float *bias = kt_alloc((size_t)n), *ya = kt_alloc((size_t)(m * n)), *yb = kt_alloc((size_t)(m * n));
+            fx_test_fill_uniform(&r, bias, (size_t)n, 1.0f);
+            const fx_epilogue e = {FX_EPI_STORE, bias, NULL};
+            const fx_weight wg = {gw.p, t, n, k, ld, NULL}, wc = {wcopy, t, n, k, ld, NULL};
+            for (int b = 0; b < 2; b++) { /* the table's blocks; one k step per K block */
+                amx_tuned tt;
+                const fx_kernels *kt = b ? amx_blocks(&tt, 32, 32, 1) : amx;
+                linear_into(kt, 2, m, gx.p, k, &wg, ya, n, &e);
+                linear_into(kt, 2, m, xcopy, k, &wc, yb, n, &e);
+                CHECK_MSG(!memcmp(ya, yb, sizeof(float) * (size_t)(m * n)),
+                          "%s m%lld n%lld k%lld ld%lld: guarded memory gives other results", fx_dtype_name(t),
+                          (long long)m, (long long)n, (long long)k, (long long)ld);
+            }
+            guarded_free(&gw), guarded_free(&gx);
+            free(wcopy), free(xcopy), free(bias), free(ya), free(yb);
+        }
 }
