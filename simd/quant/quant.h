@@ -41,9 +41,14 @@
  * floats); bit-identical to the scalar reference of that type. */
 typedef void (*fx_dequant_fn)(const uint8_t *src, int64_t nb, float *dst);
 
+/* Quantize nb blocks (elements for F32/F16/BF16) of finite values; the
+ * vector ones byte-identical to the scalar reference (quantize.c). */
+typedef void (*fx_quant_fn)(const float *x, int64_t nb, uint8_t *dst);
+
 typedef struct fx_quant_kernels {
     const char *name;
     fx_dequant_fn dequant[FX_DTYPE_COUNT]; /* NULL: the scalar reference */
+    fx_quant_fn quant[FX_DTYPE_COUNT];     /* NULL: the scalar reference */
 } fx_quant_kernels;
 
 /* The scalar reference of each block type (dequant.c); NULL for F32/F16/BF16. */
@@ -87,6 +92,27 @@ static inline void fx_q3k_scales(const uint8_t *s, int8_t out[16]) {
         out[j] = (int8_t)((lo | hi << 4) - 32);
     }
 }
+
+/* The vector quantizers of an ISA (quant_lanes.h in quantize_<isa>.c). */
+#define FX_QUANT_DECLARE(isa)                                                 \
+    void fx_quant_q8_0_##isa(const float *x, int64_t nb, uint8_t *dst);      \
+    void fx_quant_q4_0_##isa(const float *x, int64_t nb, uint8_t *dst);      \
+    void fx_quant_q4_1_##isa(const float *x, int64_t nb, uint8_t *dst);      \
+    void fx_quant_q5_0_##isa(const float *x, int64_t nb, uint8_t *dst);      \
+    void fx_quant_q5_1_##isa(const float *x, int64_t nb, uint8_t *dst);      \
+    void fx_quant_q2_k_##isa(const float *x, int64_t nb, uint8_t *dst);      \
+    void fx_quant_q3_k_##isa(const float *x, int64_t nb, uint8_t *dst);      \
+    void fx_quant_q4_k_##isa(const float *x, int64_t nb, uint8_t *dst);      \
+    void fx_quant_q5_k_##isa(const float *x, int64_t nb, uint8_t *dst);      \
+    void fx_quant_q6_k_##isa(const float *x, int64_t nb, uint8_t *dst);
+
+/* Their table entries. */
+#define FX_QUANT_ENTRIES(isa)                                                                     \
+    [FX_DTYPE_Q8_0] = fx_quant_q8_0_##isa, [FX_DTYPE_Q4_0] = fx_quant_q4_0_##isa,                 \
+    [FX_DTYPE_Q4_1] = fx_quant_q4_1_##isa, [FX_DTYPE_Q5_0] = fx_quant_q5_0_##isa,                 \
+    [FX_DTYPE_Q5_1] = fx_quant_q5_1_##isa, [FX_DTYPE_Q2_K] = fx_quant_q2_k_##isa,                 \
+    [FX_DTYPE_Q3_K] = fx_quant_q3_k_##isa, [FX_DTYPE_Q4_K] = fx_quant_q4_k_##isa,                 \
+    [FX_DTYPE_Q5_K] = fx_quant_q5_k_##isa, [FX_DTYPE_Q6_K] = fx_quant_q6_k_##isa
 
 /* ---- the tables ---- */
 

@@ -134,8 +134,11 @@ void fx_quantize_row(fx_dtype t, const float *src, int64_t n, void *dst) {
 void fx_quantize(const fx_kctx *kc, fx_dtype t, int64_t rows, int64_t cols, const float *src, void *dst) {
     if (rows <= 0 || cols <= 0 || !fx_dtype_can_quantize(t)) return;
     const int64_t row_bytes = fx_dtype_row_bytes(t, cols);
+    const fx_quant_kernels *q = kc && kc->k ? kc->k->quant : NULL;
+    const fx_quant_fn fn = q && q->quant[t] ? q->quant[t] : quantizers[t];
+    const int64_t nb = cols / fx_dtype_block(t);
     const int threads = kc && kc->threads > 1 && rows > 1 ? kc->threads : 1;
     (void)threads; /* unused without OpenMP */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
-    for (int64_t r = 0; r < rows; r++) fx_quantize_row(t, src + r * cols, cols, (uint8_t *)dst + r * row_bytes);
+    for (int64_t r = 0; r < rows; r++) fn(src + r * cols, nb, (uint8_t *)dst + r * row_bytes);
 }
