@@ -38,13 +38,14 @@ static int64_t ceil_div(int64_t v, int64_t a) { return (v + a - 1) / a; }
 typedef struct expander {
     fx_dequant_fn dequant;
     void (*to_bf16)(int64_t n, const float *src, uint16_t *dst); /* NULL: f32 target */
+    fx_dequant_bf16_fn dequant_bf16; /* bf16 target in one pass, when the table has it */
     int64_t block;
     size_t block_bytes;
 } expander;
 
 static expander expander_for(const fx_kctx *kc, fx_dtype t, fx_dtype target) {
-    expander e = {fx_quant_dequant_fn(kc->k, t), NULL, fx_dtype_block(t), fx_dtype_block_bytes(t)};
-    if (target == FX_DTYPE_BF16) e.to_bf16 = fx_row_table(kc)->f32_to_bf16;
+    expander e = {fx_quant_dequant_fn(kc->k, t), NULL, NULL, fx_dtype_block(t), fx_dtype_block_bytes(t)};
+    if (target == FX_DTYPE_BF16) e.to_bf16 = fx_row_table(kc)->f32_to_bf16, e.dequant_bf16 = fx_quant_dequant_bf16_fn(kc->k, t);
     return e;
 }
 
@@ -57,6 +58,8 @@ static void expand_rows(const expander *e, int rows, int64_t cols, const char *s
         const uint8_t *p = (const uint8_t *)src + r * src_rb;
         if (!e->to_bf16) {
             e->dequant(p, cols / e->block, (float *)dst + r * cols);
+        } else if (e->dequant_bf16) {
+            e->dequant_bf16(p, cols / e->block, (uint16_t *)dst + r * cols);
         } else {
             e->dequant(p, cols / e->block, tmp);
             e->to_bf16(cols, tmp, (uint16_t *)dst + r * cols);

@@ -198,6 +198,11 @@ fx_dequant_fn fx_quant_dequant_fn(const fx_kernels *k, fx_dtype t) {
     return q && q->dequant[t] ? q->dequant[t] : fx_dequant_ref[t];
 }
 
+fx_dequant_bf16_fn fx_quant_dequant_bf16_fn(const fx_kernels *k, fx_dtype t) {
+    const fx_quant_kernels *q = k ? k->quant : NULL;
+    return q && (unsigned)t < FX_DTYPE_COUNT ? q->dequant_bf16[t] : NULL;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Entry points                                                             */
 /* ------------------------------------------------------------------------ */

@@ -45,10 +45,15 @@ typedef void (*fx_dequant_fn)(const uint8_t *src, int64_t nb, float *dst);
  * vector ones byte-identical to the scalar reference (quantize.c). */
 typedef void (*fx_quant_fn)(const float *x, int64_t nb, uint8_t *dst);
 
+/* The same into bf16 (round to nearest even, NaN quiet: the row table's
+ * f32 → bf16 of the f32 result). */
+typedef void (*fx_dequant_bf16_fn)(const uint8_t *src, int64_t nb, uint16_t *dst);
+
 typedef struct fx_quant_kernels {
     const char *name;
-    fx_dequant_fn dequant[FX_DTYPE_COUNT]; /* NULL: the scalar reference */
-    fx_quant_fn quant[FX_DTYPE_COUNT];     /* NULL: the scalar reference */
+    fx_dequant_fn dequant[FX_DTYPE_COUNT];           /* NULL: the scalar reference */
+    fx_dequant_bf16_fn dequant_bf16[FX_DTYPE_COUNT]; /* NULL: dequant, then f32 → bf16 */
+    fx_quant_fn quant[FX_DTYPE_COUNT];               /* NULL: the scalar reference */
 } fx_quant_kernels;
 
 /* The scalar reference of each block type (dequant.c); NULL for F32/F16/BF16. */
@@ -56,6 +61,8 @@ extern const fx_dequant_fn fx_dequant_ref[FX_DTYPE_COUNT];
 
 /* The table's dequantizer of a block type (the reference if it has none). */
 fx_dequant_fn fx_quant_dequant_fn(const fx_kernels *k, fx_dtype t);
+/* The table's direct bf16 dequantizer of a block type, or NULL. */
+fx_dequant_bf16_fn fx_quant_dequant_bf16_fn(const fx_kernels *k, fx_dtype t);
 
 /* The 16 values of the IQ4_NL / IQ4_XS non-linear grid. */
 extern const int8_t fx_iq4nl_values[16];
@@ -120,10 +127,11 @@ extern const fx_quant_kernels fx_quant_scalar;
 #define FX_QUANT_TABLE_SCALAR (&fx_quant_scalar)
 #if FX_X86
 extern const fx_quant_kernels fx_quant_avx2;
+extern const fx_quant_kernels fx_quant_avx512;
 #define FX_QUANT_TABLE_AVX2 (&fx_quant_avx2)
-#define FX_QUANT_TABLE_AVX512 (&fx_quant_avx2)
-#define FX_QUANT_TABLE_AVX512BF16 (&fx_quant_avx2)
-#define FX_QUANT_TABLE_AMX (&fx_quant_avx2)
+#define FX_QUANT_TABLE_AVX512 (&fx_quant_avx512)
+#define FX_QUANT_TABLE_AVX512BF16 (&fx_quant_avx512)
+#define FX_QUANT_TABLE_AMX (&fx_quant_avx512)
 #endif
 #if FX_ARM
 extern const fx_quant_kernels fx_quant_neon;

@@ -16,6 +16,7 @@
 #include "quant_input.h"
 #include "simd/gemm/gemm.h"
 #include "simd/kernels.h"
+#include "simd/quant/quant.h"
 
 static const fx_dtype block_types[] = {FX_DTYPE_Q8_0, FX_DTYPE_Q4_0, FX_DTYPE_Q4_1, FX_DTYPE_Q5_0,
                                        FX_DTYPE_Q5_1, FX_DTYPE_Q2_K, FX_DTYPE_Q3_K, FX_DTYPE_Q4_K,
@@ -253,7 +254,8 @@ TEST(kernel_quant_dequant_matches_format_rules) {
     }
 }
 
-/* Every table's dequantizer equals the scalar reference bit for bit. */
+/* Every table's dequantizer equals the scalar reference bit for bit (and
+ * its direct bf16 one the reference rounded to bf16). */
 TEST(kernel_quant_dequant_tables_bitwise) {
     kt_isas isas = kt_isas_list("kernel_quant_dequant_tables_bitwise", 0);
     fx_test_rng r;
@@ -276,6 +278,19 @@ TEST(kernel_quant_dequant_tables_bitwise) {
                           kt_name(isas.k[i]), threads, at, at < 0 ? 0.0 : got[at], at < 0 ? 0.0 : ref[at]);
                 kt_ctx_free(&kc);
             }
+        /* the direct bf16 dequantizers: the f32 reference rounded to nearest even */
+        uint16_t *gb = malloc((size_t)(rows * cols) * 2);
+        for (int i = 0; i < isas.n; i++) {
+            fx_dequant_bf16_fn fb = fx_quant_dequant_bf16_fn(isas.k[i], t);
+            if (!fb) continue;
+            fb(q, nb, gb);
+            long at = -1;
+            for (int64_t e = 0; e < rows * cols && at < 0; e++)
+                if (gb[e] != fx_f32_to_bf16_bits(ref[e])) at = (long)e;
+            CHECK_MSG(at < 0, "%s bf16 on %s: element %ld differs: %04x vs %04x", fx_dtype_name(t), kt_name(isas.k[i]),
+                      at, at < 0 ? 0 : gb[at], at < 0 ? 0 : fx_f32_to_bf16_bits(ref[at]));
+        }
+        free(gb);
         free(q), free(ref), free(got);
     }
 }
