@@ -23,7 +23,7 @@
 #include "src/formats/single_file.h"
 
 #define CHUNK_BYTES ((size_t)64 << 20) /* f32 rows viewed (and read ahead) per step */
-#define TASK_FLOATS ((int64_t)1 << 18)   /* f32 elements one worker converts and encodes at a time */
+#define TASK_FLOATS ((int64_t)1 << 16)   /* f32 elements one worker converts and encodes at a time */
 
 /* ------------------------------------------------------------------------ */
 /* Plans                                                                    */
