@@ -407,10 +407,13 @@ static inline vf roundf_lanes(vf v) {
 }
 
 /* q[32] codes → nibbles (element j low, j + 16 high) at qs; with qh, the
- * 5th bits into the u32 at qh. */
+ * 5th bits into the u32 at qh. As the reference: Q4 codes are or-ed
+ * unmasked (a negative code, which the 32-bit conversion of an overflowed
+ * x·id can give, fills the byte), Q5 codes masked to their nibbles. */
 static inline void put_nibbles(const vi *q, uint8_t *qs, uint8_t *qh) {
     for (int k = 0; k < NV / 2; k++) {
-        vi lo = vi_and(q[k], vi_set1(15)), hi = vi_and(q[k + NV / 2], vi_set1(15));
+        vi lo = q[k], hi = q[k + NV / 2];
+        if (qh) lo = vi_and(lo, vi_set1(15)), hi = vi_and(hi, vi_set1(15));
         vi_store_u8(qs + k * QL, vi_or(lo, vi_slli(hi, 4)));
     }
     if (qh) {
@@ -432,6 +435,14 @@ void QNAME(q8_0)(const float *x, int64_t nb, uint8_t *b) {
     }
 }
 
+/* The reference's (int8_t) of a float: the low byte of the 32-bit
+ * conversion, sign-extended (this decides the code where x·id overflows,
+ * e.g. a block of subnormals whose 1/d is infinite). */
+static inline vi to_int8(vf v) {
+    vi i = vi_cvtt(v);
+    return vi_sub(vi_and(i, vi_set1(0xff)), vi_slli(vi_and(i, vi_set1(0x80)), 1));
+}
+
 /* Q4_0 / Q5_0: d = max / −(2^(bits−1)), codes trunc(x·id + half + 0.5) ≤ top */
 static void quant_sym(const float *x, int64_t nb, uint8_t *b, int five) {
     const size_t bytes = five ? 22 : 18;
@@ -444,7 +455,7 @@ static void quant_sym(const float *x, int64_t nb, uint8_t *b, int five) {
         const float d = block_signed_absmax(v) / div, id = d != 0.0f ? 1.0f / d : 0.0f;
         fx_q_put_f16(b, d);
         for (int k = 0; k < NV; k++)
-            q[k] = vi_min(vi_cvtt(vf_add(vf_mul(v[k], vf_set1(id)), vf_set1(bias))), vi_set1(top));
+            q[k] = vi_min(to_int8(vf_add(vf_mul(v[k], vf_set1(id)), vf_set1(bias))), vi_set1(top));
         if (five) put_nibbles(q, b + 6, b + 2);
         else put_nibbles(q, b + 2, NULL);
     }
@@ -463,8 +474,8 @@ static void quant_asym(const float *x, int64_t nb, uint8_t *b, int five) {
         fx_q_put_f16(b, d);
         fx_q_put_f16(b + 2, mn);
         for (int k = 0; k < NV; k++) {
-            q[k] = vi_cvtt(vf_add(vf_mul(vf_sub(v[k], vf_set1(mn)), vf_set1(id)), vf_set1(0.5f)));
-            if (!five) q[k] = vi_min(q[k], vi_set1(15)); /* Q5_1: no clamp, as ggml */
+            vf t = vf_add(vf_mul(vf_sub(v[k], vf_set1(mn)), vf_set1(id)), vf_set1(0.5f));
+            q[k] = five ? vi_cvtt(t) : vi_min(to_int8(t), vi_set1(15)); /* Q5_1: (uint8_t), no clamp, as ggml */
         }
         if (five) put_nibbles(q, b + 8, b + 4);
         else put_nibbles(q, b + 4, NULL);
