@@ -7,11 +7,8 @@
 
 #include "quant.h"
 
-void fx_quant_ref_q2_k(const float *x, int64_t nb, uint8_t *dst);
-void fx_quant_ref_q3_k(const float *x, int64_t nb, uint8_t *dst);
-void fx_quant_ref_q4_k(const float *x, int64_t nb, uint8_t *dst);
-void fx_quant_ref_q5_k(const float *x, int64_t nb, uint8_t *dst);
-void fx_quant_ref_q6_k(const float *x, int64_t nb, uint8_t *dst);
+/* The K-quants' reference quantizer (t: Q2_K .. Q6_K). */
+void fx_quant_ref_k(fx_dtype t, const float *x, int64_t nb, uint8_t *dst);
 
 /* The K-quants in three steps, so that vector quantizers can replace the
  * search (and the final re-quantization) while sharing the rest:

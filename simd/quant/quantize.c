@@ -115,13 +115,18 @@ static void q_bf16(const float *x, int64_t n, uint8_t *b) {
     }
 }
 
+static void q_q2_k(const float *x, int64_t nb, uint8_t *b) { fx_quant_ref_k(FX_DTYPE_Q2_K, x, nb, b); }
+static void q_q3_k(const float *x, int64_t nb, uint8_t *b) { fx_quant_ref_k(FX_DTYPE_Q3_K, x, nb, b); }
+static void q_q4_k(const float *x, int64_t nb, uint8_t *b) { fx_quant_ref_k(FX_DTYPE_Q4_K, x, nb, b); }
+static void q_q5_k(const float *x, int64_t nb, uint8_t *b) { fx_quant_ref_k(FX_DTYPE_Q5_K, x, nb, b); }
+static void q_q6_k(const float *x, int64_t nb, uint8_t *b) { fx_quant_ref_k(FX_DTYPE_Q6_K, x, nb, b); }
+
 /* By dtype: the reference quantizer of nb blocks (elements for F32/F16/BF16). */
 static const fx_quant_fn quantizers[FX_DTYPE_COUNT] = {
     [FX_DTYPE_F32] = q_f32,   [FX_DTYPE_F16] = q_f16,   [FX_DTYPE_BF16] = q_bf16,
     [FX_DTYPE_Q8_0] = q_q8_0, [FX_DTYPE_Q4_0] = q_q4_0, [FX_DTYPE_Q4_1] = q_q4_1,
-    [FX_DTYPE_Q5_0] = q_q5_0, [FX_DTYPE_Q5_1] = q_q5_1, [FX_DTYPE_Q2_K] = fx_quant_ref_q2_k,
-    [FX_DTYPE_Q3_K] = fx_quant_ref_q3_k, [FX_DTYPE_Q4_K] = fx_quant_ref_q4_k,
-    [FX_DTYPE_Q5_K] = fx_quant_ref_q5_k, [FX_DTYPE_Q6_K] = fx_quant_ref_q6_k,
+    [FX_DTYPE_Q5_0] = q_q5_0, [FX_DTYPE_Q5_1] = q_q5_1, [FX_DTYPE_Q2_K] = q_q2_k,
+    [FX_DTYPE_Q3_K] = q_q3_k, [FX_DTYPE_Q4_K] = q_q4_k, [FX_DTYPE_Q5_K] = q_q5_k, [FX_DTYPE_Q6_K] = q_q6_k,
 };
 
 int fx_dtype_can_quantize(fx_dtype t) { return (unsigned)t < FX_DTYPE_COUNT && quantizers[t] != NULL; }

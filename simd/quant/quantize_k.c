@@ -304,17 +304,6 @@ void fx_q2k_codes(const float scales[16], const float mins[16], uint8_t *y, floa
 
 void fx_q2k_pack(const uint8_t L[256], uint8_t *y) { pack_2bit(L, y + 16); }
 
-void fx_quant_ref_q2_k(const float *x, int64_t nb, uint8_t *y) {
-    uint8_t L[256];
-    float mins[16], scales[16], d[16], dm[16];
-    for (int64_t i = 0; i < nb; i++, x += 256, y += 84) {
-        fx_q2k_search_ref(x, scales, mins, L);
-        fx_q2k_codes(scales, mins, y, d, dm);
-        fx_kquant_requant_ref(x, 16, 16, d, dm, 0, 3, 0, L);
-        fx_q2k_pack(L, y);
-    }
-}
-
 /* ------------------------------------------------------------------------ */
 /* Q3_K: 16 sub-blocks of 16, 3-bit codes (2 bits + hmask), 6-bit scales    */
 /* ------------------------------------------------------------------------ */
@@ -364,19 +353,6 @@ void fx_q3k_pack(const uint8_t L[256], uint8_t *y) {
         low[e] = (uint8_t)v;
     }
     pack_2bit(low, y + 32);
-}
-
-static const float no_mins[16];
-
-void fx_quant_ref_q3_k(const float *x, int64_t nb, uint8_t *y) {
-    uint8_t L[256];
-    float scales[16], d[16];
-    for (int64_t i = 0; i < nb; i++, x += 256, y += 110) {
-        fx_q3k_search_ref(x, scales, L);
-        fx_q3k_codes(scales, y, d);
-        fx_kquant_requant_ref(x, 16, 16, d, no_mins, -4, 3, 4, L);
-        fx_q3k_pack(L, y);
-    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -453,28 +429,6 @@ void fx_q5k_pack(const uint8_t L[256], uint8_t *y) {
         }
 }
 
-void fx_quant_ref_q4_k(const float *x, int64_t nb, uint8_t *y) {
-    uint8_t L[256];
-    float scales[8], mins[8], d[8], dm[8];
-    for (int64_t i = 0; i < nb; i++, x += 256, y += 144) {
-        fx_q45k_search_ref(x, 15, scales, mins, L);
-        fx_q45k_codes(scales, mins, y, d, dm);
-        fx_kquant_requant_ref(x, 8, 32, d, dm, 0, 15, 0, L);
-        fx_q4k_pack(L, y);
-    }
-}
-
-void fx_quant_ref_q5_k(const float *x, int64_t nb, uint8_t *y) {
-    uint8_t L[256];
-    float scales[8], mins[8], d[8], dm[8];
-    for (int64_t i = 0; i < nb; i++, x += 256, y += 176) {
-        fx_q45k_search_ref(x, 31, scales, mins, L);
-        fx_q45k_codes(scales, mins, y, d, dm);
-        fx_kquant_requant_ref(x, 8, 32, d, dm, 0, 31, 0, L);
-        fx_q5k_pack(L, y);
-    }
-}
-
 /* ------------------------------------------------------------------------ */
 /* Q6_K: 16 sub-blocks of 16, 6-bit codes, int8 scales                      */
 /* ------------------------------------------------------------------------ */
@@ -516,13 +470,46 @@ void fx_q6k_pack(const uint8_t L[256], uint8_t *y) {
         }
 }
 
-void fx_quant_ref_q6_k(const float *x, int64_t nb, uint8_t *y) {
+/* ------------------------------------------------------------------------ */
+/* The reference quantizers: the three steps per super-block                */
+/* ------------------------------------------------------------------------ */
+
+static const float no_mins[16];
+
+void fx_quant_ref_k(fx_dtype t, const float *x, int64_t nb, uint8_t *y) {
+    const size_t bytes = fx_dtype_block_bytes(t);
     uint8_t L[256];
-    float scales[16], d[16];
-    for (int64_t i = 0; i < nb; i++, x += 256, y += 210) {
-        fx_q6k_search_ref(x, scales, L);
-        if (!fx_q6k_codes(scales, y, d)) continue;
-        fx_kquant_requant_ref(x, 16, 16, d, no_mins, -32, 31, 32, L);
-        fx_q6k_pack(L, y);
+    float scales[16], mins[16], d[16], dm[16];
+    for (int64_t i = 0; i < nb; i++, x += 256, y += bytes) {
+        switch (t) {
+        case FX_DTYPE_Q2_K:
+            fx_q2k_search_ref(x, scales, mins, L);
+            fx_q2k_codes(scales, mins, y, d, dm);
+            fx_kquant_requant_ref(x, 16, 16, d, dm, 0, 3, 0, L);
+            fx_q2k_pack(L, y);
+            break;
+        case FX_DTYPE_Q3_K:
+            fx_q3k_search_ref(x, scales, L);
+            fx_q3k_codes(scales, y, d);
+            fx_kquant_requant_ref(x, 16, 16, d, no_mins, -4, 3, 4, L);
+            fx_q3k_pack(L, y);
+            break;
+        case FX_DTYPE_Q4_K:
+        case FX_DTYPE_Q5_K: {
+            const int nmax = t == FX_DTYPE_Q4_K ? 15 : 31;
+            fx_q45k_search_ref(x, nmax, scales, mins, L);
+            fx_q45k_codes(scales, mins, y, d, dm);
+            fx_kquant_requant_ref(x, 8, 32, d, dm, 0, nmax, 0, L);
+            if (t == FX_DTYPE_Q4_K) fx_q4k_pack(L, y);
+            else fx_q5k_pack(L, y);
+            break;
+        }
+        default:
+            fx_q6k_search_ref(x, scales, L);
+            if (!fx_q6k_codes(scales, y, d)) break;
+            fx_kquant_requant_ref(x, 16, 16, d, no_mins, -32, 31, 32, L);
+            fx_q6k_pack(L, y);
+            break;
+        }
     }
 }

@@ -369,11 +369,12 @@ TEST(kernel_quant_reference_round_trips) {
 }
 
 /* Blocks produced by ggml's own reference quantizers (quantize_row_*_ref,
- * tools/gen_quant_golden.c) from quant_input.h's inputs: ours must be
- * byte-identical. */
+ * tools/gen_quant_golden.c) from quant_input.h's inputs: ours (the
+ * reference and every table's vector quantizers) must be byte-identical. */
 TEST(kernel_quant_reference_matches_ggml_golden) {
     static const fx_dtype types[] = {FX_DTYPE_Q8_0, FX_DTYPE_Q4_0, FX_DTYPE_Q4_1, FX_DTYPE_Q5_0, FX_DTYPE_Q5_1,
                                      FX_DTYPE_Q2_K, FX_DTYPE_Q3_K, FX_DTYPE_Q4_K, FX_DTYPE_Q5_K, FX_DTYPE_Q6_K};
+    kt_isas isas = kt_isas_list("kernel_quant_reference_matches_ggml_golden", 0);
     float *x = kt_alloc(QI_ROWS * QI_COLS);
     qi_fill(x);
     for (size_t k = 0; k < sizeof types / sizeof *types; k++) {
@@ -390,6 +391,14 @@ TEST(kernel_quant_reference_matches_ggml_golden) {
         for (int i = 0; i < QI_ROWS && len == (size_t)(QI_ROWS * rb); i++)
             CHECK_MSG(!memcmp(ours + i * rb, golden + i * rb, (size_t)rb), "%s: row %d (%s) differs from ggml's blocks",
                       fx_dtype_name(t), i, qi_row_kind(i));
+        for (int k = 0; k < isas.n && len == (size_t)(QI_ROWS * rb); k++) { /* and every table's quantizer */
+            fx_kctx kc = kt_ctx(isas.k[k], 2);
+            fx_quantize(&kc, t, QI_ROWS, QI_COLS, x, ours);
+            for (int i = 0; i < QI_ROWS; i++)
+                CHECK_MSG(!memcmp(ours + i * rb, golden + i * rb, (size_t)rb), "%s on %s: row %d (%s) differs",
+                          fx_dtype_name(t), kt_name(isas.k[k]), i, qi_row_kind(i));
+            kt_ctx_free(&kc);
+        }
         free(ours);
         free(golden);
     }
@@ -469,36 +478,6 @@ TEST(kernel_quant_tables_quantize_bitwise) {
                 kt_ctx_free(&kc);
             }
         free(ref), free(got);
-    }
-    free(x);
-}
-
-/* Every table's quantizers reproduce ggml's golden blocks too. */
-TEST(kernel_quant_tables_match_ggml_golden) {
-    static const fx_dtype types[] = {FX_DTYPE_Q8_0, FX_DTYPE_Q4_0, FX_DTYPE_Q4_1, FX_DTYPE_Q5_0, FX_DTYPE_Q5_1,
-                                     FX_DTYPE_Q2_K, FX_DTYPE_Q3_K, FX_DTYPE_Q4_K, FX_DTYPE_Q5_K, FX_DTYPE_Q6_K};
-    kt_isas isas = kt_isas_list("kernel_quant_tables_match_ggml_golden", 0);
-    float *x = kt_alloc(QI_ROWS * QI_COLS);
-    qi_fill(x);
-    for (size_t k = 0; k < sizeof types / sizeof *types; k++) {
-        const fx_dtype t = types[k];
-        char rel[96];
-        snprintf(rel, sizeof rel, "golden/quant/%s.bin", fx_dtype_name(t));
-        size_t len = 0;
-        unsigned char *golden = (unsigned char *)fx_test_read_file(fx_test_path(rel), &len);
-        const int64_t rb = fx_dtype_row_bytes(t, QI_COLS);
-        REQUIRE_MSG(golden && len == (size_t)(QI_ROWS * rb), "missing or short %s", rel);
-        unsigned char *ours = malloc((size_t)(QI_ROWS * rb));
-        for (int i = 0; i < isas.n; i++) {
-            fx_kctx kc = kt_ctx(isas.k[i], 2);
-            fx_quantize(&kc, t, QI_ROWS, QI_COLS, x, ours);
-            for (int row = 0; row < QI_ROWS; row++)
-                CHECK_MSG(!memcmp(ours + row * rb, golden + row * rb, (size_t)rb), "%s on %s: row %d (%s) differs",
-                          fx_dtype_name(t), kt_name(isas.k[i]), row, qi_row_kind(row));
-            kt_ctx_free(&kc);
-        }
-        free(ours);
-        free(golden);
     }
     free(x);
 }
