@@ -416,7 +416,7 @@ static flux_status produce(fx_wset *src, const fx_qtensor *t, const fx_kctx *kc,
                 return res.write_errno ? put_fail(s, res.write_errno, err)
                                        : non_finite_fail(t, res.bad_value, out_row + res.bad_row, err);
             out_row += n;
-            w = next;
+            if (r + n < rows) w = next;
         }
     }
     return FLUX_OK;
