@@ -47,7 +47,7 @@ static void q_q4_0(const float *x, int64_t nb, uint8_t *b) {
         fx_q_put_f16(b, d);
         for (int j = 0; j < 16; j++) {
             int lo = (int8_t)(x[j] * id + 8.5f), hi = (int8_t)(x[j + 16] * id + 8.5f);
-            b[2 + j] = (uint8_t)((lo < 15 ? lo : 15) | (hi < 15 ? hi : 15) << 4);
+            b[2 + j] = (uint8_t)((unsigned)(lo < 15 ? lo : 15) | (unsigned)(hi < 15 ? hi : 15) << 4);
         }
     }
 }
@@ -61,7 +61,7 @@ static void q_q4_1(const float *x, int64_t nb, uint8_t *b) {
         fx_q_put_f16(b + 2, mn);
         for (int j = 0; j < 16; j++) {
             int lo = (int8_t)((x[j] - mn) * id + 0.5f), hi = (int8_t)((x[j + 16] - mn) * id + 0.5f);
-            b[4 + j] = (uint8_t)((lo < 15 ? lo : 15) | (hi < 15 ? hi : 15) << 4);
+            b[4 + j] = (uint8_t)((unsigned)(lo < 15 ? lo : 15) | (unsigned)(hi < 15 ? hi : 15) << 4);
         }
     }
 }

@@ -290,7 +290,7 @@ void fx_q2k_codes(const float scales[16], const float mins[16], uint8_t *y, floa
     }
     if (max_min > 0) {
         float iscale = 15.0f / max_min;
-        for (int j = 0; j < 16; j++) sc[j] |= (uint8_t)(round_nearest(iscale * mins[j]) << 4);
+        for (int j = 0; j < 16; j++) sc[j] |= (uint8_t)((unsigned)round_nearest(iscale * mins[j]) << 4);
         fx_q_put_f16(y + 82, max_min / 15.0f);
     } else {
         fx_q_put_f16(y + 82, 0.0f);

@@ -438,7 +438,7 @@ static void quant_test_row(fx_test_rng *r, int kind, float *x, int64_t cols) {
         case 8: x[i] = -(0.5f + u); break;                                         /* all negative */
         case 9: x[i] = (i / 16) % 3 == 0 ? 0.0f : (i & 1 ? -0.0f : 0.3f * g); break; /* zero sub-blocks, -0 */
         case 10: x[i] = (float)(i % 32) == 5 ? 2.0f : (i % 32 == 9 ? -2.0f : 0.1f * u); break; /* equal |max| */
-        default: x[i] = g * (float)(1 << (int)(u * 20)) * 0x1p-10f; break;         /* wide range */
+        default: x[i] = ldexpf(g, (int)(u * 20.0f) - 10); break;                   /* wide range */
         }
     }
 }
