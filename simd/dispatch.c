@@ -381,6 +381,6 @@ size_t fx_kernels_describe(const fx_kernels *k, char *buf, size_t size) {
     const fx_gemm_path *cb = g->path[FX_DTYPE_BF16], *cf = g->path[FX_DTYPE_F32];
     fx_append(buf, size, &len, "conv:     implicit GEMM; bf16 weights %s, f32/f16 weights %s\n", cb->name, cf->name);
     fx_append(buf, size, &len, "row ops:  %s\n", k->row ? k->row->name : "scalar (no table)");
-    fx_append(buf, size, &len, "quant:    %s block expansion\n", k->quant ? k->quant->name : "scalar");
+    fx_append(buf, size, &len, "quant:    %s block expansion and quantizers\n", k->quant ? k->quant->name : "scalar");
     return len;
 }

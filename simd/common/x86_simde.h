@@ -110,6 +110,63 @@ FX_EMU simde__m256i fx_emu_mm512_cvtepi32_epi16(simde__m512i a) {
     for (int i = 0; i < 16; i++) r.u16[i] = (uint16_t)v.u32[i];
     return simde__m256i_from_private(r);
 }
+/* vpmovsxbd: 16 int8 sign-extended. */
+FX_EMU simde__m512i fx_emu_mm512_cvtepi8_epi32(simde__m128i a) {
+    simde__m128i_private v = simde__m128i_to_private(a);
+    simde__m512i_private r;
+    for (int i = 0; i < 16; i++) r.i32[i] = v.i8[i];
+    return simde__m512i_from_private(r);
+}
+/* vpmovdb: truncation to the low 8 bits. */
+FX_EMU simde__m128i fx_emu_mm512_cvtepi32_epi8(simde__m512i a) {
+    simde__m512i_private v = simde__m512i_to_private(a);
+    simde__m128i_private r;
+    for (int i = 0; i < 16; i++) r.u8[i] = (uint8_t)v.u32[i];
+    return simde__m128i_from_private(r);
+}
+/* vcvttps2dq: toward zero; NaN and out of range give 0x80000000. */
+FX_EMU simde__m512i fx_emu_mm512_cvttps_epi32(simde__m512 a) {
+    simde__m512_private v = simde__m512_to_private(a);
+    simde__m512i_private r;
+    for (int i = 0; i < 16; i++)
+        r.i32[i] = v.f32[i] > -2147483904.0f && v.f32[i] < 2147483648.0f ? (int32_t)v.f32[i] : INT32_MIN;
+    return simde__m512i_from_private(r);
+}
+FX_EMU simde__mmask16 fx_emu_mm512_cmpneq_epi32_mask(simde__m512i a, simde__m512i b) {
+    simde__m512i_private x = simde__m512i_to_private(a), y = simde__m512i_to_private(b);
+    simde__mmask16 m = 0;
+    for (int i = 0; i < 16; i++) m |= (simde__mmask16)((x.i32[i] != y.i32[i]) << i);
+    return m;
+}
+/* vrndscaleps with scale 0 (imm8 bits 0–1: nearest even, down, up, toward
+ * zero); SIMDe 0.7 mishandles some of these. */
+FX_EMU simde__m512 fx_emu_mm512_roundscale_ps(simde__m512 a, int imm8) {
+    simde__m512_private v = simde__m512_to_private(a);
+    for (int i = 0; i < 16; i++) {
+        float f = v.f32[i];
+        switch (imm8 & 3) {
+        case 0: f = nearbyintf(f); break;
+        case 1: f = floorf(f); break;
+        case 2: f = ceilf(f); break;
+        default: f = truncf(f); break;
+        }
+        v.f32[i] = f;
+    }
+    return simde__m512_from_private(v);
+}
+/* Reductions of finite lanes (max/min are exact in any order). */
+FX_EMU float fx_emu_mm512_reduce_max_ps(simde__m512 a) {
+    simde__m512_private v = simde__m512_to_private(a);
+    float m = v.f32[0];
+    for (int i = 1; i < 16; i++) m = v.f32[i] > m ? v.f32[i] : m;
+    return m;
+}
+FX_EMU float fx_emu_mm512_reduce_min_ps(simde__m512 a) {
+    simde__m512_private v = simde__m512_to_private(a);
+    float m = v.f32[0];
+    for (int i = 1; i < 16; i++) m = v.f32[i] < m ? v.f32[i] : m;
+    return m;
+}
 /* ---- fused multiply-add: one rounding per lane ----------------------------- */
 
 #define FX_EMU_FMA(name, vec, lane, n, fn)                                                         \
@@ -259,6 +316,13 @@ FX_EMU simde__m512 fx_emu_mm512_dpbf16_ps(simde__m512 src, simde__m512bh a, simd
 #undef _mm256_maskz_loadu_epi16
 #undef _mm512_cvtepu16_epi32
 #undef _mm512_cvtepi32_epi16
+#undef _mm512_cvtepi8_epi32
+#undef _mm512_cvtepi32_epi8
+#undef _mm512_cvttps_epi32
+#undef _mm512_cmpneq_epi32_mask
+#undef _mm512_reduce_max_ps
+#undef _mm512_reduce_min_ps
+#undef _mm512_roundscale_ps
 #undef _mm512_cvtps_epi32
 #undef _mm512_cvtepi32_ps
 #undef _mm512_fmadd_ps
@@ -286,6 +350,13 @@ FX_EMU simde__m512 fx_emu_mm512_dpbf16_ps(simde__m512 src, simde__m512bh a, simd
 #define _mm256_maskz_loadu_epi16 fx_emu_mm256_maskz_loadu_epi16
 #define _mm512_cvtepu16_epi32 fx_emu_mm512_cvtepu16_epi32
 #define _mm512_cvtepi32_epi16 fx_emu_mm512_cvtepi32_epi16
+#define _mm512_cvtepi8_epi32 fx_emu_mm512_cvtepi8_epi32
+#define _mm512_cvtepi32_epi8 fx_emu_mm512_cvtepi32_epi8
+#define _mm512_cvttps_epi32 fx_emu_mm512_cvttps_epi32
+#define _mm512_cmpneq_epi32_mask fx_emu_mm512_cmpneq_epi32_mask
+#define _mm512_reduce_max_ps fx_emu_mm512_reduce_max_ps
+#define _mm512_reduce_min_ps fx_emu_mm512_reduce_min_ps
+#define _mm512_roundscale_ps fx_emu_mm512_roundscale_ps
 #define _mm512_cvtps_epi32 fx_emu_mm512_cvtps_epi32
 #define _mm512_cvtepi32_ps fx_emu_mm512_cvtepi32_ps
 #define _mm512_fmadd_ps fx_emu_mm512_fmadd_ps

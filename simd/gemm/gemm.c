@@ -33,10 +33,12 @@ static int64_t ceil_div(int64_t v, int64_t a) { return (v + a - 1) / a; }
 
 /* How a block-typed weight enters the f32 / bf16 machinery (gemm.h): the
  * path's ordinary F32 / BF16 packing, a GEMV or a tile driver then reads
- * the expanded rows. */
+ * the expanded rows (a bf16 target in one pass when the table has a direct
+ * bf16 dequantizer: the same values as dequantize, then round). */
 fx_gemm_expander fx_gemm_expander_for(const fx_kctx *kc, fx_dtype t, fx_dtype target) {
-    fx_gemm_expander e = {fx_quant_dequant_fn(kc->k, t), NULL, fx_dtype_block(t), fx_dtype_block_bytes(t)};
-    if (target == FX_DTYPE_BF16) e.to_bf16 = fx_row_table(kc)->f32_to_bf16;
+    fx_gemm_expander e = {fx_quant_dequant_fn(kc->k, t), NULL, NULL, fx_dtype_block(t), fx_dtype_block_bytes(t)};
+    if (target == FX_DTYPE_BF16)
+        e.to_bf16 = fx_row_table(kc)->f32_to_bf16, e.dequant_bf16 = fx_quant_dequant_bf16_fn(kc->k, t);
     return e;
 }
 
@@ -46,6 +48,8 @@ void fx_gemm_expand_rows(const fx_gemm_expander *e, int rows, int64_t cols, cons
         const uint8_t *p = (const uint8_t *)src + r * src_rb;
         if (!e->to_bf16) {
             e->dequant(p, cols / e->block, (float *)dst + r * ldd);
+        } else if (e->dequant_bf16) {
+            e->dequant_bf16(p, cols / e->block, (uint16_t *)dst + r * ldd);
         } else {
             e->dequant(p, cols / e->block, tmp);
             e->to_bf16(cols, tmp, (uint16_t *)dst + r * ldd);

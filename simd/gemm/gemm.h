@@ -184,6 +184,7 @@ struct fx_gemm_tiles {
 typedef struct fx_gemm_expander {
     fx_dequant_fn dequant;
     void (*to_bf16)(int64_t n, const float *src, uint16_t *dst); /* NULL: f32 target */
+    fx_dequant_bf16_fn dequant_bf16; /* bf16 target in one pass, when the table has it (else NULL) */
     int64_t block;
     size_t block_bytes;
 } fx_gemm_expander;

@@ -198,6 +198,11 @@ fx_dequant_fn fx_quant_dequant_fn(const fx_kernels *k, fx_dtype t) {
     return q && q->dequant[t] ? q->dequant[t] : fx_dequant_ref[t];
 }
 
+fx_dequant_bf16_fn fx_quant_dequant_bf16_fn(const fx_kernels *k, fx_dtype t) {
+    const fx_quant_kernels *q = k ? k->quant : NULL;
+    return q && (unsigned)t < FX_DTYPE_COUNT ? q->dequant_bf16[t] : NULL;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Entry points                                                             */
 /* ------------------------------------------------------------------------ */
@@ -211,6 +216,15 @@ static void widen_row(fx_dtype t, const uint8_t *p, int64_t n, float *dst) {
             dst[i] = t == FX_DTYPE_BF16 ? fx_bf16_bits_to_f32(h) : fx_f16_bits_to_f32(h);
         }
     }
+}
+
+/* widen_row through the table's vector conversion where the halves are
+ * aligned (bf16 → f32 is exact; f16 → f32 too). */
+static void widen(const fx_kctx *kc, fx_dtype t, const uint8_t *p, int64_t n, float *dst) {
+    const struct fx_row_kernels *rk = fx_row_table(kc);
+    if (t == FX_DTYPE_BF16 && !((uintptr_t)p & 1)) rk->bf16_to_f32(n, (const uint16_t *)(const void *)p, dst);
+    else if (t == FX_DTYPE_F16 && !((uintptr_t)p & 1)) rk->f16_to_f32(n, (const uint16_t *)(const void *)p, dst);
+    else widen_row(t, p, n, dst);
 }
 
 void fx_dequantize_row(fx_dtype t, const void *src, int64_t n, float *dst) {
@@ -233,6 +247,6 @@ void fx_dequantize(const fx_kctx *kc, fx_dtype t, int64_t rows, int64_t cols, co
     for (int64_t r = 0; r < rows; r++) {
         const uint8_t *p = (const uint8_t *)src + r * src_row_bytes;
         if (fn) fn(p, nb, dst + r * cols);
-        else widen_row(t, p, cols, dst + r * cols);
+        else widen(kc, t, p, cols, dst + r * cols);
     }
 }

@@ -216,8 +216,11 @@ static void dq_iq4_xs(const uint8_t *b, int64_t nb, float *y) {
     }
 }
 
+FX_QUANT_DECLARE(neon)
+
 const fx_quant_kernels fx_quant_neon = {
     .name = "neon",
+    .quant = {FX_QUANT_ENTRIES(neon)},
     .dequant = {
         [FX_DTYPE_Q8_0] = dq_q8_0, [FX_DTYPE_Q4_0] = dq_q4_0, [FX_DTYPE_Q4_1] = dq_q4_1,
         [FX_DTYPE_Q5_0] = dq_q5_0, [FX_DTYPE_Q5_1] = dq_q5_1, [FX_DTYPE_Q2_K] = dq_q2_k,

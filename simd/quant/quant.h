@@ -41,9 +41,19 @@
  * floats); bit-identical to the scalar reference of that type. */
 typedef void (*fx_dequant_fn)(const uint8_t *src, int64_t nb, float *dst);
 
+/* Quantize nb blocks (elements for F32/F16/BF16) of finite values; the
+ * vector ones byte-identical to the scalar reference (quantize.c). */
+typedef void (*fx_quant_fn)(const float *x, int64_t nb, uint8_t *dst);
+
+/* The same into bf16 (round to nearest even, NaN quiet: the row table's
+ * f32 → bf16 of the f32 result). */
+typedef void (*fx_dequant_bf16_fn)(const uint8_t *src, int64_t nb, uint16_t *dst);
+
 typedef struct fx_quant_kernels {
     const char *name;
-    fx_dequant_fn dequant[FX_DTYPE_COUNT]; /* NULL: the scalar reference */
+    fx_dequant_fn dequant[FX_DTYPE_COUNT];           /* NULL: the scalar reference */
+    fx_dequant_bf16_fn dequant_bf16[FX_DTYPE_COUNT]; /* NULL: dequant, then f32 → bf16 */
+    fx_quant_fn quant[FX_DTYPE_COUNT];               /* NULL: the scalar reference */
 } fx_quant_kernels;
 
 /* The scalar reference of each block type (dequant.c); NULL for F32/F16/BF16. */
@@ -51,6 +61,8 @@ extern const fx_dequant_fn fx_dequant_ref[FX_DTYPE_COUNT];
 
 /* The table's dequantizer of a block type (the reference if it has none). */
 fx_dequant_fn fx_quant_dequant_fn(const fx_kernels *k, fx_dtype t);
+/* The table's direct bf16 dequantizer of a block type, or NULL. */
+fx_dequant_bf16_fn fx_quant_dequant_bf16_fn(const fx_kernels *k, fx_dtype t);
 
 /* The 16 values of the IQ4_NL / IQ4_XS non-linear grid. */
 extern const int8_t fx_iq4nl_values[16];
@@ -88,16 +100,38 @@ static inline void fx_q3k_scales(const uint8_t *s, int8_t out[16]) {
     }
 }
 
+/* The vector quantizers of an ISA (quant_lanes.h in quantize_<isa>.c). */
+#define FX_QUANT_DECLARE(isa)                                                 \
+    void fx_quant_q8_0_##isa(const float *x, int64_t nb, uint8_t *dst);      \
+    void fx_quant_q4_0_##isa(const float *x, int64_t nb, uint8_t *dst);      \
+    void fx_quant_q4_1_##isa(const float *x, int64_t nb, uint8_t *dst);      \
+    void fx_quant_q5_0_##isa(const float *x, int64_t nb, uint8_t *dst);      \
+    void fx_quant_q5_1_##isa(const float *x, int64_t nb, uint8_t *dst);      \
+    void fx_quant_q2_k_##isa(const float *x, int64_t nb, uint8_t *dst);      \
+    void fx_quant_q3_k_##isa(const float *x, int64_t nb, uint8_t *dst);      \
+    void fx_quant_q4_k_##isa(const float *x, int64_t nb, uint8_t *dst);      \
+    void fx_quant_q5_k_##isa(const float *x, int64_t nb, uint8_t *dst);      \
+    void fx_quant_q6_k_##isa(const float *x, int64_t nb, uint8_t *dst);
+
+/* Their table entries. */
+#define FX_QUANT_ENTRIES(isa)                                                                     \
+    [FX_DTYPE_Q8_0] = fx_quant_q8_0_##isa, [FX_DTYPE_Q4_0] = fx_quant_q4_0_##isa,                 \
+    [FX_DTYPE_Q4_1] = fx_quant_q4_1_##isa, [FX_DTYPE_Q5_0] = fx_quant_q5_0_##isa,                 \
+    [FX_DTYPE_Q5_1] = fx_quant_q5_1_##isa, [FX_DTYPE_Q2_K] = fx_quant_q2_k_##isa,                 \
+    [FX_DTYPE_Q3_K] = fx_quant_q3_k_##isa, [FX_DTYPE_Q4_K] = fx_quant_q4_k_##isa,                 \
+    [FX_DTYPE_Q5_K] = fx_quant_q5_k_##isa, [FX_DTYPE_Q6_K] = fx_quant_q6_k_##isa
+
 /* ---- the tables ---- */
 
 extern const fx_quant_kernels fx_quant_scalar;
 #define FX_QUANT_TABLE_SCALAR (&fx_quant_scalar)
 #if FX_X86
 extern const fx_quant_kernels fx_quant_avx2;
+extern const fx_quant_kernels fx_quant_avx512;
 #define FX_QUANT_TABLE_AVX2 (&fx_quant_avx2)
-#define FX_QUANT_TABLE_AVX512 (&fx_quant_avx2)
-#define FX_QUANT_TABLE_AVX512BF16 (&fx_quant_avx2)
-#define FX_QUANT_TABLE_AMX (&fx_quant_avx2)
+#define FX_QUANT_TABLE_AVX512 (&fx_quant_avx512)
+#define FX_QUANT_TABLE_AVX512BF16 (&fx_quant_avx512)
+#define FX_QUANT_TABLE_AMX (&fx_quant_avx512)
 #endif
 #if FX_ARM
 extern const fx_quant_kernels fx_quant_neon;

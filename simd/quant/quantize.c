@@ -47,7 +47,7 @@ static void q_q4_0(const float *x, int64_t nb, uint8_t *b) {
         fx_q_put_f16(b, d);
         for (int j = 0; j < 16; j++) {
             int lo = (int8_t)(x[j] * id + 8.5f), hi = (int8_t)(x[j + 16] * id + 8.5f);
-            b[2 + j] = (uint8_t)((lo < 15 ? lo : 15) | (hi < 15 ? hi : 15) << 4);
+            b[2 + j] = (uint8_t)((unsigned)(lo < 15 ? lo : 15) | (unsigned)(hi < 15 ? hi : 15) << 4);
         }
     }
 }
@@ -61,7 +61,7 @@ static void q_q4_1(const float *x, int64_t nb, uint8_t *b) {
         fx_q_put_f16(b + 2, mn);
         for (int j = 0; j < 16; j++) {
             int lo = (int8_t)((x[j] - mn) * id + 0.5f), hi = (int8_t)((x[j + 16] - mn) * id + 0.5f);
-            b[4 + j] = (uint8_t)((lo < 15 ? lo : 15) | (hi < 15 ? hi : 15) << 4);
+            b[4 + j] = (uint8_t)((unsigned)(lo < 15 ? lo : 15) | (unsigned)(hi < 15 ? hi : 15) << 4);
         }
     }
 }
@@ -115,13 +115,18 @@ static void q_bf16(const float *x, int64_t n, uint8_t *b) {
     }
 }
 
+static void q_q2_k(const float *x, int64_t nb, uint8_t *b) { fx_quant_ref_k(FX_DTYPE_Q2_K, x, nb, b); }
+static void q_q3_k(const float *x, int64_t nb, uint8_t *b) { fx_quant_ref_k(FX_DTYPE_Q3_K, x, nb, b); }
+static void q_q4_k(const float *x, int64_t nb, uint8_t *b) { fx_quant_ref_k(FX_DTYPE_Q4_K, x, nb, b); }
+static void q_q5_k(const float *x, int64_t nb, uint8_t *b) { fx_quant_ref_k(FX_DTYPE_Q5_K, x, nb, b); }
+static void q_q6_k(const float *x, int64_t nb, uint8_t *b) { fx_quant_ref_k(FX_DTYPE_Q6_K, x, nb, b); }
+
 /* By dtype: the reference quantizer of nb blocks (elements for F32/F16/BF16). */
 static const fx_quant_fn quantizers[FX_DTYPE_COUNT] = {
     [FX_DTYPE_F32] = q_f32,   [FX_DTYPE_F16] = q_f16,   [FX_DTYPE_BF16] = q_bf16,
     [FX_DTYPE_Q8_0] = q_q8_0, [FX_DTYPE_Q4_0] = q_q4_0, [FX_DTYPE_Q4_1] = q_q4_1,
-    [FX_DTYPE_Q5_0] = q_q5_0, [FX_DTYPE_Q5_1] = q_q5_1, [FX_DTYPE_Q2_K] = fx_quant_ref_q2_k,
-    [FX_DTYPE_Q3_K] = fx_quant_ref_q3_k, [FX_DTYPE_Q4_K] = fx_quant_ref_q4_k,
-    [FX_DTYPE_Q5_K] = fx_quant_ref_q5_k, [FX_DTYPE_Q6_K] = fx_quant_ref_q6_k,
+    [FX_DTYPE_Q5_0] = q_q5_0, [FX_DTYPE_Q5_1] = q_q5_1, [FX_DTYPE_Q2_K] = q_q2_k,
+    [FX_DTYPE_Q3_K] = q_q3_k, [FX_DTYPE_Q4_K] = q_q4_k, [FX_DTYPE_Q5_K] = q_q5_k, [FX_DTYPE_Q6_K] = q_q6_k,
 };
 
 int fx_dtype_can_quantize(fx_dtype t) { return (unsigned)t < FX_DTYPE_COUNT && quantizers[t] != NULL; }
@@ -134,8 +139,11 @@ void fx_quantize_row(fx_dtype t, const float *src, int64_t n, void *dst) {
 void fx_quantize(const fx_kctx *kc, fx_dtype t, int64_t rows, int64_t cols, const float *src, void *dst) {
     if (rows <= 0 || cols <= 0 || !fx_dtype_can_quantize(t)) return;
     const int64_t row_bytes = fx_dtype_row_bytes(t, cols);
+    const fx_quant_kernels *q = kc && kc->k ? kc->k->quant : NULL;
+    const fx_quant_fn fn = q && q->quant[t] ? q->quant[t] : quantizers[t];
+    const int64_t nb = cols / fx_dtype_block(t);
     const int threads = kc && kc->threads > 1 && rows > 1 ? kc->threads : 1;
     (void)threads; /* unused without OpenMP */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
-    for (int64_t r = 0; r < rows; r++) fx_quantize_row(t, src + r * cols, cols, (uint8_t *)dst + r * row_bytes);
+    for (int64_t r = 0; r < rows; r++) fn(src + r * cols, nb, (uint8_t *)dst + r * row_bytes);
 }

@@ -245,114 +245,125 @@ static void pack_2bit(const uint8_t *L, uint8_t *qs) {
         }
 }
 
+/* The final codes: sub-block j (n elements) of a super-block, when its
+ * decoded scale d[j] is not 0, gets L = clamp(round((x + dm[j]) / d[j]), lo,
+ * hi) + off (types without mins pass dm = 0: x + 0 rounds to the same
+ * code); the other sub-blocks keep the search's codes. */
+void fx_kquant_requant_ref(const float *x, int nsub, int n, const float *d, const float *dm, int lo, int hi, int off,
+                           uint8_t *L) {
+    for (int j = 0; j < nsub; j++) {
+        if (d[j] == 0) continue;
+        for (int l = 0; l < n; l++) {
+            float v = x[n * j + l] + dm[j];
+            L[n * j + l] = (uint8_t)(clampi(round_nearest(v / d[j]), lo, hi) + off);
+        }
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* Q2_K: 16 sub-blocks of 16, 2-bit codes, 4-bit scales and mins            */
 /* ------------------------------------------------------------------------ */
 
-void fx_quant_ref_q2_k(const float *x, int64_t nb, uint8_t *y) {
-    uint8_t L[256], laux[16];
-    float w[16], mins[16], scales[16];
-    for (int64_t i = 0; i < nb; i++, x += 256, y += 84) {
-        uint8_t *sc = y, *qs = y + 16;
-        float max_scale = 0, max_min = 0;
-        for (int j = 0; j < 16; j++) {
-            for (int l = 0; l < 16; l++) w[l] = fabsf(x[16 * j + l]);
-            scales[j] = fit_scale_min(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], laux, -0.5f, 0.1f, 15, 1);
-            if (scales[j] > max_scale) max_scale = scales[j];
-            if (mins[j] > max_min) max_min = mins[j];
-        }
-        if (max_scale > 0) {
-            float iscale = 15.0f / max_scale;
-            for (int j = 0; j < 16; j++) sc[j] = (uint8_t)round_nearest(iscale * scales[j]);
-            fx_q_put_f16(y + 80, max_scale / 15.0f);
-        } else {
-            for (int j = 0; j < 16; j++) sc[j] = 0;
-            fx_q_put_f16(y + 80, 0.0f);
-        }
-        if (max_min > 0) {
-            float iscale = 15.0f / max_min;
-            for (int j = 0; j < 16; j++) sc[j] |= (uint8_t)(round_nearest(iscale * mins[j]) << 4);
-            fx_q_put_f16(y + 82, max_min / 15.0f);
-        } else {
-            fx_q_put_f16(y + 82, 0.0f);
-        }
-        const float d_all = fx_q_f16(y + 80), dmin_all = fx_q_f16(y + 82);
-        for (int j = 0; j < 16; j++) {
-            const float d = d_all * (float)(sc[j] & 15);
-            if (d == 0) continue; /* keep the search's codes */
-            const float dm = dmin_all * (float)(sc[j] >> 4);
-            for (int l = 0; l < 16; l++) {
-                float v = x[16 * j + l] + dm;
-                L[16 * j + l] = (uint8_t)clampi(round_nearest(v / d), 0, 3);
-            }
-        }
-        pack_2bit(L, qs);
+void fx_q2k_search_ref(const float *x, float scales[16], float mins[16], uint8_t L[256]) {
+    uint8_t laux[16];
+    float w[16];
+    for (int j = 0; j < 16; j++) {
+        for (int l = 0; l < 16; l++) w[l] = fabsf(x[16 * j + l]);
+        scales[j] = fit_scale_min(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], laux, -0.5f, 0.1f, 15, 1);
     }
 }
+
+void fx_q2k_codes(const float scales[16], const float mins[16], uint8_t *y, float d[16], float dm[16]) {
+    uint8_t *sc = y;
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < 16; j++) {
+        if (scales[j] > max_scale) max_scale = scales[j];
+        if (mins[j] > max_min) max_min = mins[j];
+    }
+    if (max_scale > 0) {
+        float iscale = 15.0f / max_scale;
+        for (int j = 0; j < 16; j++) sc[j] = (uint8_t)round_nearest(iscale * scales[j]);
+        fx_q_put_f16(y + 80, max_scale / 15.0f);
+    } else {
+        for (int j = 0; j < 16; j++) sc[j] = 0;
+        fx_q_put_f16(y + 80, 0.0f);
+    }
+    if (max_min > 0) {
+        float iscale = 15.0f / max_min;
+        for (int j = 0; j < 16; j++) sc[j] |= (uint8_t)((unsigned)round_nearest(iscale * mins[j]) << 4);
+        fx_q_put_f16(y + 82, max_min / 15.0f);
+    } else {
+        fx_q_put_f16(y + 82, 0.0f);
+    }
+    const float d_all = fx_q_f16(y + 80), dmin_all = fx_q_f16(y + 82);
+    for (int j = 0; j < 16; j++) {
+        d[j] = d_all * (float)(sc[j] & 15);
+        dm[j] = dmin_all * (float)(sc[j] >> 4);
+    }
+}
+
+void fx_q2k_pack(const uint8_t L[256], uint8_t *y) { pack_2bit(L, y + 16); }
 
 /* ------------------------------------------------------------------------ */
 /* Q3_K: 16 sub-blocks of 16, 3-bit codes (2 bits + hmask), 6-bit scales    */
 /* ------------------------------------------------------------------------ */
 
-void fx_quant_ref_q3_k(const float *x, int64_t nb, uint8_t *y) {
-    int8_t L[256];
-    float scales[16];
-    for (int64_t i = 0; i < nb; i++, x += 256, y += 110) {
-        uint8_t *hmask = y, *qs = y + 32, *sc = y + 96;
-        float max_scale = 0, amax = 0;
-        for (int j = 0; j < 16; j++) {
-            scales[j] = fit_scale_q3(16, 4, x + 16 * j, L + 16 * j);
-            float a = fabsf(scales[j]);
-            if (a > amax) amax = a, max_scale = scales[j];
-        }
-        memset(sc, 0, 12);
-        if (max_scale != 0) {
-            float iscale = -32.0f / max_scale;
-            for (int j = 0; j < 16; j++) {
-                int8_t l = (int8_t)round_nearest(iscale * scales[j]);
-                l = (int8_t)(clampi(l, -32, 31) + 32);
-                if (j < 8) sc[j] = (uint8_t)(l & 15);
-                else sc[j - 8] |= (uint8_t)((l & 15) << 4);
-                l = (int8_t)(l >> 4);
-                sc[j % 4 + 8] |= (uint8_t)(l << (2 * (j / 4)));
-            }
-            fx_q_put_f16(y + 108, 1 / iscale);
-        } else {
-            fx_q_put_f16(y + 108, 0.0f);
-        }
-        int8_t s6[16];
-        fx_q3k_scales(sc, s6);
-        const float d_all = fx_q_f16(y + 108);
-        for (int j = 0; j < 16; j++) {
-            const float d = d_all * (float)s6[j];
-            if (d == 0) continue;
-            for (int l = 0; l < 16; l++)
-                L[16 * j + l] = (int8_t)(clampi(round_nearest(x[16 * j + l] / d), -4, 3) + 4);
-        }
-        /* code >= 4: its hmask bit set (bit ⌊e/32⌋ of hmask[e mod 32]), 2 low bits kept */
-        uint8_t low[256];
-        memset(hmask, 0, 32);
-        for (int e = 0; e < 256; e++) {
-            int v = L[e];
-            if (v > 3) {
-                hmask[e % 32] |= (uint8_t)(1u << (e / 32));
-                v -= 4;
-            }
-            low[e] = (uint8_t)v;
-        }
-        pack_2bit(low, qs);
+void fx_q3k_search_ref(const float *x, float scales[16], uint8_t L[256]) {
+    for (int j = 0; j < 16; j++) scales[j] = fit_scale_q3(16, 4, x + 16 * j, (int8_t *)L + 16 * j);
+}
+
+void fx_q3k_codes(const float scales[16], uint8_t *y, float d[16]) {
+    uint8_t *sc = y + 96;
+    float max_scale = 0, amax = 0;
+    for (int j = 0; j < 16; j++) {
+        float a = fabsf(scales[j]);
+        if (a > amax) amax = a, max_scale = scales[j];
     }
+    memset(sc, 0, 12);
+    if (max_scale != 0) {
+        float iscale = -32.0f / max_scale;
+        for (int j = 0; j < 16; j++) {
+            int8_t l = (int8_t)round_nearest(iscale * scales[j]);
+            l = (int8_t)(clampi(l, -32, 31) + 32);
+            if (j < 8) sc[j] = (uint8_t)(l & 15);
+            else sc[j - 8] |= (uint8_t)((l & 15) << 4);
+            l = (int8_t)(l >> 4);
+            sc[j % 4 + 8] |= (uint8_t)(l << (2 * (j / 4)));
+        }
+        fx_q_put_f16(y + 108, 1 / iscale);
+    } else {
+        fx_q_put_f16(y + 108, 0.0f);
+    }
+    int8_t s6[16];
+    fx_q3k_scales(sc, s6);
+    const float d_all = fx_q_f16(y + 108);
+    for (int j = 0; j < 16; j++) d[j] = d_all * (float)s6[j];
+}
+
+void fx_q3k_pack(const uint8_t L[256], uint8_t *y) {
+    /* code >= 4: its hmask bit set (bit ⌊e/32⌋ of hmask[e mod 32]), 2 low bits kept */
+    uint8_t low[256], *hmask = y;
+    memset(hmask, 0, 32);
+    for (int e = 0; e < 256; e++) {
+        int v = L[e];
+        if (v > 3) {
+            hmask[e % 32] |= (uint8_t)(1u << (e / 32));
+            v -= 4;
+        }
+        low[e] = (uint8_t)v;
+    }
+    pack_2bit(low, y + 32);
 }
 
 /* ------------------------------------------------------------------------ */
 /* Q4_K / Q5_K: 8 sub-blocks of 32, 6-bit scales and mins                   */
 /* ------------------------------------------------------------------------ */
 
-/* The common part: codes L[256] in [0, nmax]; y gets d, dmin and scales. */
-static void quant_q45_k(const float *x, uint8_t *y, uint8_t L[256], int nmax, float rmin, int nstep) {
+void fx_q45k_search_ref(const float *x, int nmax, float scales[8], float mins[8], uint8_t L[256]) {
     uint8_t laux[32];
-    float w[32], mins[8], scales[8];
-    float max_scale = 0, max_min = 0;
+    float w[32];
+    const float rmin = nmax == 15 ? -1.0f : -0.5f;
+    const int nstep = nmax == 15 ? 20 : 15;
     for (int j = 0; j < 8; j++) {
         const float *xs = x + 32 * j;
         float sum_x2 = 0;
@@ -363,6 +374,12 @@ static void quant_q45_k(const float *x, uint8_t *y, uint8_t L[256], int nmax, fl
         float av_x = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; l++) w[l] = av_x + fabsf(xs[l]);
         scales[j] = fit_scale_min(32, nmax, xs, w, L + 32 * j, &mins[j], laux, rmin, 0.1f, nstep, 0);
+    }
+}
+
+void fx_q45k_codes(const float scales[8], const float mins[8], uint8_t *y, float d[8], float dm[8]) {
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < 8; j++) {
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
     }
@@ -389,81 +406,110 @@ static void quant_q45_k(const float *x, uint8_t *y, uint8_t L[256], int nmax, fl
     for (int j = 0; j < 8; j++) {
         uint8_t sc, mn;
         fx_q_scale_min_k4(j, s, &sc, &mn);
-        const float d = d_all * (float)sc;
-        if (d == 0) continue;
-        const float dm = dmin_all * (float)mn;
+        d[j] = d_all * (float)sc;
+        dm[j] = dmin_all * (float)mn;
+    }
+}
+
+void fx_q4k_pack(const uint8_t L[256], uint8_t *y) {
+    uint8_t *qs = y + 16; /* sub-blocks 2c (low nibbles) and 2c + 1 (high) share 32 bytes */
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++) qs[32 * c + l] = (uint8_t)(L[64 * c + l] | L[64 * c + 32 + l] << 4);
+}
+
+void fx_q5k_pack(const uint8_t L[256], uint8_t *y) {
+    uint8_t *qh = y + 16, *qs = y + 48;
+    memset(qh, 0, 32);
+    for (int c = 0; c < 4; c++)
         for (int l = 0; l < 32; l++) {
-            float v = x[32 * j + l] + dm;
-            L[32 * j + l] = (uint8_t)clampi(round_nearest(v / d), 0, nmax);
+            int lo = L[64 * c + l], hi = L[64 * c + 32 + l];
+            if (lo > 15) lo -= 16, qh[l] |= (uint8_t)(1u << (2 * c));
+            if (hi > 15) hi -= 16, qh[l] |= (uint8_t)(2u << (2 * c));
+            qs[32 * c + l] = (uint8_t)(lo | hi << 4);
         }
-    }
-}
-
-void fx_quant_ref_q4_k(const float *x, int64_t nb, uint8_t *y) {
-    uint8_t L[256];
-    for (int64_t i = 0; i < nb; i++, x += 256, y += 144) {
-        quant_q45_k(x, y, L, 15, -1.0f, 20);
-        uint8_t *qs = y + 16; /* sub-blocks 2c (low nibbles) and 2c + 1 (high) share 32 bytes */
-        for (int c = 0; c < 4; c++)
-            for (int l = 0; l < 32; l++) qs[32 * c + l] = (uint8_t)(L[64 * c + l] | L[64 * c + 32 + l] << 4);
-    }
-}
-
-void fx_quant_ref_q5_k(const float *x, int64_t nb, uint8_t *y) {
-    uint8_t L[256];
-    for (int64_t i = 0; i < nb; i++, x += 256, y += 176) {
-        quant_q45_k(x, y, L, 31, -0.5f, 15);
-        uint8_t *qh = y + 16, *qs = y + 48;
-        memset(qh, 0, 32);
-        for (int c = 0; c < 4; c++)
-            for (int l = 0; l < 32; l++) {
-                int lo = L[64 * c + l], hi = L[64 * c + 32 + l];
-                if (lo > 15) lo -= 16, qh[l] |= (uint8_t)(1u << (2 * c));
-                if (hi > 15) hi -= 16, qh[l] |= (uint8_t)(2u << (2 * c));
-                qs[32 * c + l] = (uint8_t)(lo | hi << 4);
-            }
-    }
 }
 
 /* ------------------------------------------------------------------------ */
 /* Q6_K: 16 sub-blocks of 16, 6-bit codes, int8 scales                      */
 /* ------------------------------------------------------------------------ */
 
-void fx_quant_ref_q6_k(const float *x, int64_t nb, uint8_t *y) {
-    int8_t L[256];
-    float scales[16];
-    for (int64_t i = 0; i < nb; i++, x += 256, y += 210) {
-        uint8_t *ql = y, *qh = y + 128;
-        int8_t *sc = (int8_t *)(y + 192);
-        float max_scale = 0, max_abs_scale = 0;
-        for (int j = 0; j < 16; j++) {
-            scales[j] = fit_scale_sym(16, 32, x + 16 * j, L + 16 * j);
-            float a = fabsf(scales[j]);
-            if (a > max_abs_scale) max_abs_scale = a, max_scale = scales[j];
+void fx_q6k_search_ref(const float *x, float scales[16], uint8_t L[256]) {
+    for (int j = 0; j < 16; j++) scales[j] = fit_scale_sym(16, 32, x + 16 * j, (int8_t *)L + 16 * j);
+}
+
+int fx_q6k_codes(const float scales[16], uint8_t *y, float d[16]) {
+    int8_t *sc = (int8_t *)(y + 192);
+    float max_scale = 0, max_abs_scale = 0;
+    for (int j = 0; j < 16; j++) {
+        float a = fabsf(scales[j]);
+        if (a > max_abs_scale) max_abs_scale = a, max_scale = scales[j];
+    }
+    if (max_abs_scale < GROUP_EPS) {
+        memset(y, 0, 210);
+        return 0;
+    }
+    float iscale = -128.0f / max_scale;
+    fx_q_put_f16(y + 208, 1 / iscale);
+    for (int j = 0; j < 16; j++) {
+        int v = round_nearest(iscale * scales[j]);
+        sc[j] = (int8_t)(v < 127 ? v : 127);
+    }
+    const float d_all = fx_q_f16(y + 208);
+    for (int j = 0; j < 16; j++) d[j] = d_all * (float)sc[j];
+    return 1;
+}
+
+void fx_q6k_pack(const uint8_t L[256], uint8_t *y) {
+    uint8_t *ql = y, *qh = y + 128;
+    for (int h = 0; h < 2; h++)
+        for (int l = 0; l < 32; l++) {
+            const uint8_t *e = L + 128 * h + l;
+            ql[64 * h + l] = (uint8_t)((e[0] & 15) | (e[64] & 15) << 4);
+            ql[64 * h + 32 + l] = (uint8_t)((e[32] & 15) | (e[96] & 15) << 4);
+            qh[32 * h + l] = (uint8_t)((e[0] >> 4) | (e[32] >> 4) << 2 | (e[64] >> 4) << 4 | (e[96] >> 4) << 6);
         }
-        if (max_abs_scale < GROUP_EPS) {
-            memset(y, 0, 210);
-            continue;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The reference quantizers: the three steps per super-block                */
+/* ------------------------------------------------------------------------ */
+
+static const float no_mins[16];
+
+void fx_quant_ref_k(fx_dtype t, const float *x, int64_t nb, uint8_t *y) {
+    const size_t bytes = fx_dtype_block_bytes(t);
+    uint8_t L[256];
+    float scales[16], mins[16], d[16], dm[16];
+    for (int64_t i = 0; i < nb; i++, x += 256, y += bytes) {
+        switch (t) {
+        case FX_DTYPE_Q2_K:
+            fx_q2k_search_ref(x, scales, mins, L);
+            fx_q2k_codes(scales, mins, y, d, dm);
+            fx_kquant_requant_ref(x, 16, 16, d, dm, 0, 3, 0, L);
+            fx_q2k_pack(L, y);
+            break;
+        case FX_DTYPE_Q3_K:
+            fx_q3k_search_ref(x, scales, L);
+            fx_q3k_codes(scales, y, d);
+            fx_kquant_requant_ref(x, 16, 16, d, no_mins, -4, 3, 4, L);
+            fx_q3k_pack(L, y);
+            break;
+        case FX_DTYPE_Q4_K:
+        case FX_DTYPE_Q5_K: {
+            const int nmax = t == FX_DTYPE_Q4_K ? 15 : 31;
+            fx_q45k_search_ref(x, nmax, scales, mins, L);
+            fx_q45k_codes(scales, mins, y, d, dm);
+            fx_kquant_requant_ref(x, 8, 32, d, dm, 0, nmax, 0, L);
+            if (t == FX_DTYPE_Q4_K) fx_q4k_pack(L, y);
+            else fx_q5k_pack(L, y);
+            break;
         }
-        float iscale = -128.0f / max_scale;
-        fx_q_put_f16(y + 208, 1 / iscale);
-        for (int j = 0; j < 16; j++) {
-            int v = round_nearest(iscale * scales[j]);
-            sc[j] = (int8_t)(v < 127 ? v : 127);
+        default:
+            fx_q6k_search_ref(x, scales, L);
+            if (!fx_q6k_codes(scales, y, d)) break;
+            fx_kquant_requant_ref(x, 16, 16, d, no_mins, -32, 31, 32, L);
+            fx_q6k_pack(L, y);
+            break;
         }
-        const float d_all = fx_q_f16(y + 208);
-        for (int j = 0; j < 16; j++) {
-            const float d = d_all * (float)sc[j];
-            if (d == 0) continue;
-            for (int l = 0; l < 16; l++)
-                L[16 * j + l] = (int8_t)(clampi(round_nearest(x[16 * j + l] / d), -32, 31) + 32);
-        }
-        for (int h = 0; h < 2; h++)
-            for (int l = 0; l < 32; l++) {
-                const int8_t *e = L + 128 * h + l;
-                ql[64 * h + l] = (uint8_t)((e[0] & 15) | (e[64] & 15) << 4);
-                ql[64 * h + 32 + l] = (uint8_t)((e[32] & 15) | (e[96] & 15) << 4);
-                qh[32 * h + l] = (uint8_t)((e[0] >> 4) | (e[32] >> 4) << 2 | (e[64] >> 4) << 4 | (e[96] >> 4) << 6);
-            }
     }
 }

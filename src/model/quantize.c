@@ -5,10 +5,16 @@
  */
 #include "quantize.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "src/base/atomic_file.h"
 #include "src/formats/gguf.h"
@@ -16,7 +22,8 @@
 #include "src/formats/qwen3_file.h"
 #include "src/formats/single_file.h"
 
-#define CHUNK_BYTES ((size_t)32 << 20) /* f32 rows converted per step */
+#define CHUNK_BYTES ((size_t)64 << 20) /* f32 rows viewed (and read ahead) per step */
+#define TASK_FLOATS ((int64_t)1 << 16)   /* f32 elements one worker converts and encodes at a time */
 
 /* ------------------------------------------------------------------------ */
 /* Plans                                                                    */
@@ -264,45 +271,127 @@ static fx_gguf_writer *make_writer(const struct fx_model *m, const fx_qplan *p, 
 /* Tensor bytes                                                             */
 /* ------------------------------------------------------------------------ */
 
-/* Where produced bytes go: a file, or memory at `dst`. */
+/* Where produced bytes go: a file (pwrite at their offset, so the workers
+ * write their own rows side by side), or memory at `mem`. */
 typedef struct sink {
-    FILE *f;
-    unsigned char *dst;
+    int fd;             /* -1: memory */
+    unsigned char *mem; /* the image; offsets count from its start */
+    const char *path;
 } sink;
 
-static flux_status emit(sink *s, const void *bytes, size_t n, const char *path, fx_err *err) {
-    if (s->f) {
-        if (fwrite(bytes, 1, n, s->f) != n) return fx_fail(err, FLUX_ERR_IO, "cannot write %s", path);
-    } else {
-        memcpy(s->dst, bytes, n);
-        s->dst += n;
+/* 0, or the errno of a failed write. */
+static int put_at(const sink *s, uint64_t off, const void *bytes, size_t n) {
+    if (s->fd < 0) {
+        memcpy(s->mem + off, bytes, n);
+        return 0;
     }
-    return FLUX_OK;
+    const unsigned char *p = bytes;
+    while (n) {
+        ssize_t k = pwrite(s->fd, p, n, (off_t)off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return k < 0 ? errno : EIO;
+        p += k, n -= (size_t)k, off += (uint64_t)k;
+    }
+    return 0;
 }
 
-static flux_status check_finite(const fx_qtensor *t, const float *x, int64_t n, int64_t row0, int64_t cols,
-                                fx_err *err) {
-    for (int64_t i = 0; i < n; i++)
-        if (!isfinite(x[i]))
-            return fx_fail(err, FLUX_ERR_MODEL, "tensor '%s' (row %lld) holds %s: cannot quantize it", t->name,
-                           (long long)(row0 + (cols ? i / cols : i)), isnan(x[i]) ? "NaN" : "an infinity");
-    return FLUX_OK;
+static flux_status put_fail(const sink *s, int e, fx_err *err) {
+    return fx_fail(err, FLUX_ERR_IO, "cannot write %s: %s", s->path, strerror(e));
 }
 
-/* All bytes of plan tensor t into s (quantized chunk by chunk). buf: room
- * for CHUNK_BYTES of f32 plus their encoding. */
-static flux_status produce(fx_wset *src, const fx_qtensor *t, const fx_kctx *kc, sink *s, float *fbuf, void *qbuf,
-                           const char *path, fx_err *err) {
+/* Index of the first non-finite of x[0..n), or -1 (a branch-free pass
+ * over the exponent bits, vectorized, then the search). */
+static int64_t first_non_finite(const float *x, int64_t n) {
+    const uint32_t *u = (const uint32_t *)(const void *)x;
+    uint32_t any = 0;
+#pragma omp simd reduction(| : any)
+    for (int64_t i = 0; i < n; i++) any |= (u[i] & 0x7f800000u) == 0x7f800000u;
+    for (int64_t i = 0; any && i < n; i++)
+        if (!isfinite(x[i])) return i;
+    return -1;
+}
+
+static flux_status non_finite_fail(const fx_qtensor *t, float v, int64_t row, fx_err *err) {
+    return fx_fail(err, FLUX_ERR_MODEL, "tensor '%s' (row %lld) holds %s: cannot quantize it", t->name,
+                   (long long)row, isnan(v) ? "NaN" : "an infinity");
+}
+
+/* Per-worker room for TASK_FLOATS (or one row, if longer) of f32 and their
+ * encoding (every encoding is at most 4 bytes per element). */
+typedef struct workspace {
+    float *f;
+    unsigned char *q;
+    int64_t floats; /* capacity of each */
+    int threads;
+} workspace;
+
+/* What the workers of one chunk found: the first failing row (to report
+ * the same error at any thread count) and why. */
+typedef struct chunk_result {
+    int64_t bad_row; /* INT64_MAX: none */
+    float bad_value; /* the non-finite value, when write_errno is 0 */
+    int write_errno;
+} chunk_result;
+
+/* Rows [0, n) of source view w (cols wide) → blocks of type t written at
+ * `off` (+ row · row_bytes), in tasks of whole rows spread over the workers;
+ * each task converts, checks and encodes its rows in its worker's buffers,
+ * so the bytes do not depend on the thread count. */
+static void quantize_chunk(const fx_weight *w, int64_t n, int64_t cols, fx_dtype t, const fx_kctx *kc,
+                           const workspace *ws, const sink *s, uint64_t off, chunk_result *res) {
+    const int64_t row_bytes = fx_dtype_row_bytes(t, cols), src_rb = fx_dtype_row_bytes(w->dtype, cols);
+    const int64_t task_rows = ws->floats / cols, tasks = (n + task_rows - 1) / task_rows;
+    const fx_kctx one = {.k = kc->k, .threads = 1};
+    const int threads = ws->threads < tasks ? ws->threads : (int)tasks;
+    res->bad_row = INT64_MAX, res->write_errno = 0;
+    (void)threads; /* unused without OpenMP */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
+    for (int64_t k = 0; k < tasks; k++) {
+        int id = 0;
+#ifdef _OPENMP
+        id = omp_get_thread_num();
+#endif
+        const int64_t r0 = k * task_rows, rows = n - r0 < task_rows ? n - r0 : task_rows;
+        float *f = ws->f + (size_t)id * (size_t)ws->floats;
+        unsigned char *q = ws->q + (size_t)id * (size_t)ws->floats * 4;
+        fx_dequantize(&one, w->dtype, rows, cols, (const char *)w->data + r0 * src_rb, src_rb, f);
+        int64_t bad = first_non_finite(f, rows * cols);
+        if (bad >= 0) {
+#pragma omp critical(fx_quantize_chunk_result)
+            if (r0 + bad / cols < res->bad_row) res->bad_row = r0 + bad / cols, res->bad_value = f[bad], res->write_errno = 0;
+            continue;
+        }
+        int e = 0;
+        if (s->fd < 0) {
+            fx_quantize(&one, t, rows, cols, f, s->mem + off + (uint64_t)(r0 * row_bytes));
+        } else {
+            fx_quantize(&one, t, rows, cols, f, q);
+            e = put_at(s, off + (uint64_t)(r0 * row_bytes), q, (size_t)(rows * row_bytes));
+        }
+        if (e) {
+#pragma omp critical(fx_quantize_chunk_result)
+            if (r0 < res->bad_row) res->bad_row = r0, res->write_errno = e;
+        }
+    }
+}
+
+/* All bytes of plan tensor t at offset `off` of s, chunk by chunk (each
+ * chunk a view of at most CHUNK_BYTES of f32; the next one is read ahead
+ * while this one is encoded). */
+static flux_status produce(fx_wset *src, const fx_qtensor *t, const fx_kctx *kc, const workspace *ws, const sink *s,
+                           uint64_t off, fx_err *err) {
     if (t->ndim == 1) {
         float *v = NULL;
         int64_t n = 0;
         TRY(fx_wset_f32(src, t->seg[0].src, &FX_SHAPE(t->shape[0]), &v, &n, err));
-        flux_status st = check_finite(t, v, n, 0, 0, err);
-        if (!st) st = emit(s, v, (size_t)n * 4, path, err); /* F32, little-endian host */
+        int64_t bad = first_non_finite(v, n);
+        flux_status st = bad >= 0 ? non_finite_fail(t, v[bad], bad, err) : FLUX_OK;
+        int e = st ? 0 : put_at(s, off, v, (size_t)n * 4); /* F32, little-endian host */
+        if (e) st = put_fail(s, e, err);
         free(v);
         return st;
     }
-    const int64_t cols = t->shape[1];
+    const int64_t cols = t->shape[1], row_bytes = fx_dtype_row_bytes(t->dtype, cols);
     const int64_t chunk = (int64_t)(CHUNK_BYTES / ((size_t)cols * 4)) > 0 ? (int64_t)(CHUNK_BYTES / ((size_t)cols * 4)) : 1;
     int64_t out_row = 0;
     for (int g = 0; g < t->n_seg; g++) {
@@ -310,16 +399,24 @@ static flux_status produce(fx_wset *src, const fx_qtensor *t, const fx_kctx *kc,
         if (!st || st->shape.ndim != 2 || st->shape.d[1] != cols)
             return fx_fail(err, FLUX_ERR_MODEL, "%s: tensor '%s' missing or not [*, %lld]", fx_wset_display(src),
                            t->seg[g].src, (long long)cols);
-        for (int64_t r = 0; r < t->seg[g].rows; r += chunk) {
-            const int64_t n = t->seg[g].rows - r < chunk ? t->seg[g].rows - r : chunk;
-            fx_weight w;
-            TRY(fx_wset_linear_rows(src, t->seg[g].src, st->shape.d[0], cols, t->seg[g].row0 + r, n, &w, err));
-            fx_dequantize(kc, w.dtype, n, cols, w.data, fx_dtype_row_bytes(w.dtype, cols), fbuf);
+        const int64_t rows = t->seg[g].rows, row0 = t->seg[g].row0, all = st->shape.d[0];
+        fx_weight w, next;
+        TRY(fx_wset_linear_rows(src, t->seg[g].src, all, cols, row0, rows < chunk ? rows : chunk, &w, err));
+        for (int64_t r = 0; r < rows; r += chunk) {
+            const int64_t n = rows - r < chunk ? rows - r : chunk;
+            if (r + n < rows) { /* read ahead */
+                const int64_t nn = rows - r - n < chunk ? rows - r - n : chunk;
+                TRY(fx_wset_linear_rows(src, t->seg[g].src, all, cols, row0 + r + n, nn, &next, err));
+                fx_wset_weight_willneed(src, &next);
+            }
+            chunk_result res;
+            quantize_chunk(&w, n, cols, t->dtype, kc, ws, s, off + (uint64_t)(out_row * row_bytes), &res);
             fx_wset_weight_dontneed(src, &w); /* read once: keep the process small */
-            TRY(check_finite(t, fbuf, n * cols, out_row, cols, err));
-            fx_quantize(kc, t->dtype, n, cols, fbuf, qbuf);
-            TRY(emit(s, qbuf, (size_t)fx_dtype_row_bytes(t->dtype, n * cols), path, err));
+            if (res.bad_row != INT64_MAX)
+                return res.write_errno ? put_fail(s, res.write_errno, err)
+                                       : non_finite_fail(t, res.bad_value, out_row + res.bad_row, err);
             out_row += n;
+            if (r + n < rows) w = next;
         }
     }
     return FLUX_OK;
@@ -327,30 +424,35 @@ static flux_status produce(fx_wset *src, const fx_qtensor *t, const fx_kctx *kc,
 
 static const unsigned char zeros[FX_GGUF_DEFAULT_ALIGNMENT];
 
-/* Every tensor into s, padded as laid out; progress per tensor. */
-static flux_status produce_all(fx_wset *src, const fx_qplan *p, const fx_gguf_writer *w, const fx_kctx *kc, sink *s,
-                               const char *path, fx_qprogress progress, void *user, fx_err *err) {
-    float *fbuf = malloc(CHUNK_BYTES + 64);
-    void *qbuf = malloc(CHUNK_BYTES + 64); /* every encoding is at most 4 bytes per element */
-    flux_status st = fbuf && qbuf ? FLUX_OK : fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
+/* Every tensor into s at its laid-out offset, the padding zeroed; progress
+ * per tensor. */
+static flux_status produce_all(fx_wset *src, const fx_qplan *p, const fx_gguf_writer *w, const fx_kctx *kc,
+                               const sink *s, fx_qprogress progress, void *user, fx_err *err) {
+    workspace ws = {NULL, NULL, TASK_FLOATS, kc && kc->threads > 1 ? kc->threads : 1};
+    for (size_t i = 0; i < p->n; i++)
+        if (p->t[i].ndim == 2 && p->t[i].shape[1] > ws.floats) ws.floats = p->t[i].shape[1];
+    ws.f = malloc((size_t)ws.threads * (size_t)ws.floats * 4);
+    ws.q = s->fd < 0 ? NULL : malloc((size_t)ws.threads * (size_t)ws.floats * 4);
+    flux_status st = ws.f && (ws.q || s->fd < 0) ? FLUX_OK : fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
     uint64_t done = 0, pos = fx_gguf_writer_header_size(w);
     for (size_t i = 0; !st && i < p->n; i++) {
         if (progress && progress(user, i, p->n, done, p->bytes)) {
             st = fx_fail(err, FLUX_ERR_CANCELLED, "quantization cancelled");
             break;
         }
-        st = produce(src, &p->t[i], kc, s, fbuf, qbuf, path, err);
+        st = produce(src, &p->t[i], kc, &ws, s, pos, err);
         if (st) break;
         uint64_t nb = fx_gguf_writer_nbytes(w, (int)i);
         done += nb;
         pos += nb;
         uint64_t next = i + 1 < p->n ? fx_gguf_writer_offset(w, (int)i + 1) : fx_gguf_writer_file_size(w);
-        st = emit(s, zeros, (size_t)(next - pos), path, err);
+        int e = put_at(s, pos, zeros, (size_t)(next - pos));
+        if (e) st = put_fail(s, e, err);
         pos = next;
     }
     if (!st && progress) progress(user, p->n, p->n, done, p->bytes);
-    free(fbuf);
-    free(qbuf);
+    free(ws.f);
+    free(ws.q);
     return st;
 }
 
@@ -364,9 +466,11 @@ flux_status fx_quantize_to_file(const struct fx_model *m, fx_wset *src, const fx
     flux_status st = hdr ? fx_atomic_open(&af, path, err) : fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
     if (!st) {
         fx_gguf_writer_header(w, hdr);
-        sink s = {af.f, NULL};
-        st = emit(&s, hdr, hs, path, err);
-        if (!st) st = produce_all(src, p, w, kc, &s, path, progress, user, err);
+        /* everything through the descriptor: the FILE stays empty, its
+         * flush at commit writes nothing */
+        sink s = {fileno(af.f), NULL, path};
+        int e = fflush(af.f) ? errno : put_at(&s, 0, hdr, hs);
+        st = e ? put_fail(&s, e, err) : produce_all(src, p, w, kc, &s, progress, user, err);
         if (!st) st = fx_atomic_commit(&af, err);
         else fx_atomic_abort(&af);
     }
@@ -388,8 +492,8 @@ flux_status fx_quantize_to_memory(const struct fx_model *m, fx_wset *src, const 
                                    p->component == FX_COMPONENT_TRANSFORMER ? "transformer" : "text encoder");
     if (!st) {
         fx_gguf_writer_header(w, buf);
-        sink s = {NULL, (unsigned char *)buf + fx_gguf_writer_header_size(w)};
-        st = produce_all(src, p, w, kc, &s, "memory", NULL, NULL, err);
+        sink s = {-1, buf, "memory"};
+        st = produce_all(src, p, w, kc, &s, NULL, NULL, err);
     }
     fx_gguf_writer_free(w);
     if (st) {

@@ -16,6 +16,7 @@
 #include "quant_input.h"
 #include "simd/gemm/gemm.h"
 #include "simd/kernels.h"
+#include "simd/quant/quant.h"
 
 static const fx_dtype block_types[] = {FX_DTYPE_Q8_0, FX_DTYPE_Q4_0, FX_DTYPE_Q4_1, FX_DTYPE_Q5_0,
                                        FX_DTYPE_Q5_1, FX_DTYPE_Q2_K, FX_DTYPE_Q3_K, FX_DTYPE_Q4_K,
@@ -253,7 +254,8 @@ TEST(kernel_quant_dequant_matches_format_rules) {
     }
 }
 
-/* Every table's dequantizer equals the scalar reference bit for bit. */
+/* Every table's dequantizer equals the scalar reference bit for bit (and
+ * its direct bf16 one the reference rounded to bf16). */
 TEST(kernel_quant_dequant_tables_bitwise) {
     kt_isas isas = kt_isas_list("kernel_quant_dequant_tables_bitwise", 0);
     fx_test_rng r;
@@ -276,6 +278,19 @@ TEST(kernel_quant_dequant_tables_bitwise) {
                           kt_name(isas.k[i]), threads, at, at < 0 ? 0.0 : got[at], at < 0 ? 0.0 : ref[at]);
                 kt_ctx_free(&kc);
             }
+        /* the direct bf16 dequantizers: the f32 reference rounded to nearest even */
+        uint16_t *gb = malloc((size_t)(rows * cols) * 2);
+        for (int i = 0; i < isas.n; i++) {
+            fx_dequant_bf16_fn fb = fx_quant_dequant_bf16_fn(isas.k[i], t);
+            if (!fb) continue;
+            fb(q, nb, gb);
+            long at = -1;
+            for (int64_t e = 0; e < rows * cols && at < 0; e++)
+                if (gb[e] != fx_f32_to_bf16_bits(ref[e])) at = (long)e;
+            CHECK_MSG(at < 0, "%s bf16 on %s: element %ld differs: %04x vs %04x", fx_dtype_name(t), kt_name(isas.k[i]),
+                      at, at < 0 ? 0 : gb[at], at < 0 ? 0 : fx_f32_to_bf16_bits(ref[at]));
+        }
+        free(gb);
         free(q), free(ref), free(got);
     }
 }
@@ -354,11 +369,12 @@ TEST(kernel_quant_reference_round_trips) {
 }
 
 /* Blocks produced by ggml's own reference quantizers (quantize_row_*_ref,
- * tools/gen_quant_golden.c) from quant_input.h's inputs: ours must be
- * byte-identical. */
+ * tools/gen_quant_golden.c) from quant_input.h's inputs: ours (the
+ * reference and every table's vector quantizers) must be byte-identical. */
 TEST(kernel_quant_reference_matches_ggml_golden) {
     static const fx_dtype types[] = {FX_DTYPE_Q8_0, FX_DTYPE_Q4_0, FX_DTYPE_Q4_1, FX_DTYPE_Q5_0, FX_DTYPE_Q5_1,
                                      FX_DTYPE_Q2_K, FX_DTYPE_Q3_K, FX_DTYPE_Q4_K, FX_DTYPE_Q5_K, FX_DTYPE_Q6_K};
+    kt_isas isas = kt_isas_list("kernel_quant_reference_matches_ggml_golden", 0);
     float *x = kt_alloc(QI_ROWS * QI_COLS);
     qi_fill(x);
     for (size_t k = 0; k < sizeof types / sizeof *types; k++) {
@@ -375,6 +391,14 @@ TEST(kernel_quant_reference_matches_ggml_golden) {
         for (int i = 0; i < QI_ROWS && len == (size_t)(QI_ROWS * rb); i++)
             CHECK_MSG(!memcmp(ours + i * rb, golden + i * rb, (size_t)rb), "%s: row %d (%s) differs from ggml's blocks",
                       fx_dtype_name(t), i, qi_row_kind(i));
+        for (int k = 0; k < isas.n && len == (size_t)(QI_ROWS * rb); k++) { /* and every table's quantizer */
+            fx_kctx kc = kt_ctx(isas.k[k], 2);
+            fx_quantize(&kc, t, QI_ROWS, QI_COLS, x, ours);
+            for (int i = 0; i < QI_ROWS; i++)
+                CHECK_MSG(!memcmp(ours + i * rb, golden + i * rb, (size_t)rb), "%s on %s: row %d (%s) differs",
+                          fx_dtype_name(t), kt_name(isas.k[k]), i, qi_row_kind(i));
+            kt_ctx_free(&kc);
+        }
         free(ours);
         free(golden);
     }
@@ -395,6 +419,67 @@ TEST(kernel_quant_parallel_quantize_equals_rows) {
     CHECK(!memcmp(a, b, (size_t)(rows * rb)));
     kt_ctx_free(&kc);
     free(x), free(a), free(b);
+}
+
+/* Rows of kind `kind` (cols values) for the vector-quantizer comparison:
+ * the shapes that take the searches' rarely used branches. */
+static void quant_test_row(fx_test_rng *r, int kind, float *x, int64_t cols) {
+    for (int64_t i = 0; i < cols; i++) {
+        float g = fx_test_rng_normal(r), u = (float)fx_test_rng_uniform(r);
+        switch (kind) {
+        case 0: x[i] = 0.02f * g; break;                                           /* weights */
+        case 1: x[i] = 0.0f; break;                                                /* zeros */
+        case 2: x[i] = (i % 3 ? 1.0f : -1.0f) * 0x1p-140f * (float)(i % 7); break; /* subnormals */
+        case 3: x[i] = 1e-20f * g; break;                                          /* tiny */
+        case 4: x[i] = 1e30f * g; break;                                           /* huge (x² overflows) */
+        case 5: x[i] = (float)((int)(u * 9.0f) - 4) * 0.5f; break;                  /* ties */
+        case 6: x[i] = 0.01f * g + (i == 77 ? 30.0f : 0.0f); break;                 /* one outlier */
+        case 7: x[i] = 1.0f + 0.001f * u; break;                                   /* all positive, narrow */
+        case 8: x[i] = -(0.5f + u); break;                                         /* all negative */
+        case 9: x[i] = (i / 16) % 3 == 0 ? 0.0f : (i & 1 ? -0.0f : 0.3f * g); break; /* zero sub-blocks, -0 */
+        case 10: x[i] = (float)(i % 32) == 5 ? 2.0f : (i % 32 == 9 ? -2.0f : 0.1f * u); break; /* equal |max| */
+        default: x[i] = ldexpf(g, (int)(u * 20.0f) - 10); break;                   /* wide range */
+        }
+    }
+}
+
+/* Every table's quantizers (fx_quantize) equal the scalar reference byte
+ * for byte on rows of every kind, at 1–3 threads, including a row of an
+ * odd number of super-blocks (the AVX-512 K-quant searches pair them). */
+TEST(kernel_quant_tables_quantize_bitwise) {
+    static const fx_dtype types[] = {FX_DTYPE_Q8_0, FX_DTYPE_Q4_0, FX_DTYPE_Q4_1, FX_DTYPE_Q5_0, FX_DTYPE_Q5_1,
+                                     FX_DTYPE_Q2_K, FX_DTYPE_Q3_K, FX_DTYPE_Q4_K, FX_DTYPE_Q5_K, FX_DTYPE_Q6_K};
+    kt_isas isas = kt_isas_list("kernel_quant_tables_quantize_bitwise", 0);
+    fx_test_rng r;
+    fx_test_rng_seed(&r, 17);
+    const int kinds = 12, per_kind = KT_SMALL ? 2 : 6;
+    const int64_t cols = 768, rows = (int64_t)kinds * per_kind; /* 3 super-blocks a row */
+    float *x = kt_alloc((size_t)(rows * cols));
+    for (int64_t i = 0; i < rows; i++) quant_test_row(&r, (int)(i / per_kind), x + i * cols, cols);
+    for (size_t k = 0; k < sizeof types / sizeof *types; k++) {
+        const fx_dtype t = types[k];
+        const int64_t rb = fx_dtype_row_bytes(t, cols);
+        uint8_t *ref = malloc((size_t)(rows * rb)), *got = malloc((size_t)(rows * rb));
+        for (int64_t i = 0; i < rows; i++) fx_quantize_row(t, x + i * cols, cols, ref + i * rb);
+        for (int i = 0; i < isas.n; i++)
+            for (int threads = 1; threads <= 3; threads += 2) {
+                fx_kctx kc = kt_ctx(isas.k[i], threads);
+                memset(got, 0xA5, (size_t)(rows * rb));
+                fx_quantize(&kc, t, rows, cols, x, got);
+                for (int64_t row = 0; row < rows; row++) {
+                    int64_t at = -1;
+                    for (int64_t b = 0; b < rb && at < 0; b++)
+                        if (got[row * rb + b] != ref[row * rb + b]) at = b;
+                    CHECK_MSG(at < 0, "%s on %s (%d threads): row %lld (kind %lld) differs at byte %lld",
+                              fx_dtype_name(t), kt_name(isas.k[i]), threads, (long long)row,
+                              (long long)(row / per_kind), (long long)at);
+                    if (at >= 0) break;
+                }
+                kt_ctx_free(&kc);
+            }
+        free(ref), free(got);
+    }
+    free(x);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -261,6 +261,42 @@ TEST(gguf_quantize_writes_peer_files_with_reference_blocks) {
     fx_wset_close(src);
 }
 
+/* The written file does not depend on the thread count or the ISA: the
+ * workers encode and write whole rows at their offsets, and the vector
+ * quantizers equal the scalar reference (FLUX_ISA=scalar). */
+TEST(gguf_quantize_file_same_at_any_thread_count_and_isa) {
+    const char *dir = model();
+    REQUIRE(dir);
+    static const char *const types[] = {"q4_k", "q8_0", "q6_k"};
+    for (size_t k = 0; k < sizeof types / sizeof *types; k++) {
+        unsigned char *first = NULL;
+        size_t first_len = 0;
+        static const char *const runs[] = {"-t 1", "-t 2", "-t 3", "-t 2 --no-mmap"};
+        for (int r = 0; r < 5; r++) {
+            char path[PATH_MAX], cmd[3 * PATH_MAX], *out = NULL;
+            snprintf(path, sizeof path, "%s/threads-%s-%d.gguf", fx_test_tmpdir(), types[k], r);
+            snprintf(cmd, sizeof cmd, "%s'%s' quantize -q %s -d '%s' --type %s --component transformer -o '%s'",
+                     r == 4 ? "FLUX_ISA=scalar " : "", fx_test_flux_bin(), r == 4 ? "-t 2" : runs[r], dir, types[k],
+                     path);
+            int rc = fx_test_run(cmd, &out);
+            CHECK_MSG(rc == 0, "%s: %s", cmd, out ? out : "");
+            free(out);
+            size_t len = 0;
+            unsigned char *bytes = (unsigned char *)fx_test_read_file(path, &len);
+            REQUIRE_MSG(bytes, "cannot read %s", path);
+            if (!first) {
+                first = bytes, first_len = len;
+            } else {
+                CHECK_MSG(len == first_len && !memcmp(bytes, first, len), "%s: '%s' differs from the -t 1 file",
+                          types[k], cmd);
+                free(bytes);
+            }
+            remove(path);
+        }
+        free(first);
+    }
+}
+
 /* The GGUF run and the run from the dequantized weights as F32
  * safetensors: bit-identical in f32 mode (the block expansion inside the
  * GEMM packing is exact). */
