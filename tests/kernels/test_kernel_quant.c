@@ -391,12 +391,12 @@ TEST(kernel_quant_reference_matches_ggml_golden) {
         for (int i = 0; i < QI_ROWS && len == (size_t)(QI_ROWS * rb); i++)
             CHECK_MSG(!memcmp(ours + i * rb, golden + i * rb, (size_t)rb), "%s: row %d (%s) differs from ggml's blocks",
                       fx_dtype_name(t), i, qi_row_kind(i));
-        for (int k = 0; k < isas.n && len == (size_t)(QI_ROWS * rb); k++) { /* and every table's quantizer */
-            fx_kctx kc = kt_ctx(isas.k[k], 2);
+        for (int j = 0; j < isas.n && len == (size_t)(QI_ROWS * rb); j++) { /* and every table's quantizer */
+            fx_kctx kc = kt_ctx(isas.k[j], 2);
             fx_quantize(&kc, t, QI_ROWS, QI_COLS, x, ours);
             for (int i = 0; i < QI_ROWS; i++)
                 CHECK_MSG(!memcmp(ours + i * rb, golden + i * rb, (size_t)rb), "%s on %s: row %d (%s) differs",
-                          fx_dtype_name(t), kt_name(isas.k[k]), i, qi_row_kind(i));
+                          fx_dtype_name(t), kt_name(isas.k[j]), i, qi_row_kind(i));
             kt_ctx_free(&kc);
         }
         free(ours);
