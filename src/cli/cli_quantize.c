@@ -20,9 +20,19 @@
 
 static volatile sig_atomic_t g_interrupted;
 
+/* Ctrl-C: the first cancels at the next progress report (the partial file
+ * is removed as the library unwinds: within a chunk of rows); later ones
+ * meanwhile are only acknowledged, since dying then would leave the
+ * temporary file behind (Ctrl-\ still quits at once). Async-signal-safe
+ * calls only. */
 static void on_sigint(int sig) {
-    g_interrupted = 1;
-    signal(sig, SIG_DFL);
+    (void)sig;
+    if (g_interrupted == 1) {
+        static const char msg[] = "\nflux: stopping: the partial file is being removed\n";
+        ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+        (void)w;
+    }
+    if (g_interrupted < 2) g_interrupted++;
 }
 
 static const char *const types[] = {"q8_0", "q6_k", "q5_k", "q5_1", "q5_0", "q4_k", "q4_1", "q4_0", "q3_k", "q2_k"};
@@ -182,7 +192,7 @@ int cli_quantize_main(int argc, char **argv) {
     if (rc) return rc;
     if (a.help) {
         help(stdout);
-        return CLI_EXIT_OK;
+        return cli_check_stdout(CLI_EXIT_OK); /* --help > /dev/full is a failure */
     }
     flux_options opt;
     flux_options_init(&opt);

@@ -9,7 +9,9 @@
 #include "src/model/model.h"
 #include "src/model/quantize.h"
 
-void flux_quantize_options_init(flux_quantize_options *o) { memset(o, 0, sizeof *o); }
+void flux_quantize_options_init(flux_quantize_options *o) {
+    if (o) memset(o, 0, sizeof *o);
+}
 
 typedef struct progress_bridge {
     const flux_quantize_options *o;

@@ -19,7 +19,10 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "src/formats/gguf.h"
 #include "src/formats/qwen3_file.h"
@@ -551,4 +554,88 @@ TEST(gguf_quantize_cli_errors) {
     snprintf(cmd, sizeof cmd, "%s/o.gguf", tmp);
     CHECK(!fx_test_file_exists(cmd));
     CHECK_EQ_INT(fx_test_dir_entries(tmp), 2); /* model, broken.safetensors: no temporary left */
+}
+
+/* Leftovers of the 2026-11-28 audit around `flux quantize`:
+ *  - Ctrl-C twice: the first cancels, the second (while the partial file is
+ *    being removed) used to kill the process and leave the hidden temporary
+ *    file behind; now it is acknowledged, the run ends 130, nothing stays;
+ *  - a write that fails for lack of room names the reason (a 256 KiB tmpfs
+ *    as root, else a file-size limit), and leaves nothing;
+ *  - `--help > /dev/full` exits 1 (the text was lost);
+ *  - flux_quantize_options_init(NULL) does nothing, as flux.h promises. */
+TEST(gguf_quantize_interrupted_twice_leaves_nothing) {
+    /* a transformer large enough (~100 MB) for the signals to land mid-run */
+    const char *dir = fx_gen_model_in_tmpdir("big", "--preset tiny --heads 8 --head-dim 128 --axes 32,32,32,32 "
+                                                    "--double 2 --single 6");
+    REQUIRE(dir);
+    char out_dir[PATH_MAX], out[PATH_MAX + 16];
+    snprintf(out_dir, sizeof out_dir, "%s/out", fx_test_tmpdir());
+    REQUIRE(mkdir(out_dir, 0755) == 0);
+    snprintf(out, sizeof out, "%s/t.gguf", out_dir);
+    int err_pipe[2];
+    REQUIRE(pipe(err_pipe) == 0);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        signal(SIGINT, SIG_DFL); /* a background runner may have left it ignored */
+        dup2(err_pipe[1], STDERR_FILENO);
+        close(err_pipe[0]);
+        execl(fx_test_flux_bin(), fx_test_flux_bin(), "quantize", "-v", "-d", dir, "--type", "q4_k", "--component",
+              "transformer", "-o", out, (char *)NULL);
+        _exit(127);
+    }
+    close(err_pipe[1]);
+    char log[8192];
+    size_t len = 0;
+    int signalled = 0;
+    while (!strstr(log, "quantizing:")) { /* the first progress line */
+        ssize_t k = read(err_pipe[0], log + len, sizeof log - 1 - len);
+        if (k <= 0) break;
+        len += (size_t)k;
+        log[len] = '\0';
+    }
+    /* then Ctrl-C every millisecond until it ends: the later ones land
+     * while the first unwinds */
+    int status = 0;
+    signalled = strstr(log, "quantizing:") != NULL;
+    for (int i = 0; signalled && i < 10000 && waitpid(pid, &status, WNOHANG) == 0; i++) {
+        kill(pid, SIGINT);
+        usleep(1000);
+    }
+    if (!signalled) waitpid(pid, &status, 0);
+    for (ssize_t k; (k = read(err_pipe[0], log + len, sizeof log - 1 - len)) > 0;) len += (size_t)k, log[len] = '\0';
+    close(err_pipe[0]);
+    REQUIRE_MSG(signalled, "no progress line: %s", log);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 130, "status %d: %s", status, log);
+    CHECK_MSG(strstr(log, "interrupted; nothing was written"), "%s", log);
+    CHECK_MSG(fx_test_dir_entries(out_dir) == 0, "%d files left in the output folder: %s",
+              fx_test_dir_entries(out_dir), log);
+}
+
+TEST(gguf_quantize_reports_why_a_write_fails) {
+    const char *dir = model();
+    REQUIRE(dir);
+    const char *bin = fx_test_flux_bin(), *tmp = fx_test_tmpdir();
+    char small[PATH_MAX], cmd[4 * PATH_MAX], *out = NULL;
+    snprintf(small, sizeof small, "%s/small", tmp);
+    REQUIRE(mkdir(small, 0755) == 0);
+    char mnt[PATH_MAX + 64];
+    snprintf(mnt, sizeof mnt, "mount -t tmpfs -o size=256k tmpfs '%s' 2>/dev/null", small);
+    const int tmpfs = geteuid() == 0 && fx_test_run(mnt, NULL) == 0;
+    snprintf(cmd, sizeof cmd, "%s'%s' quantize -q -d '%s' --type q8_0 --component transformer -o '%s/t.gguf'",
+             tmpfs ? "" : "ulimit -f 256 && ", bin, dir, small);
+    int rc = fx_test_run(cmd, &out);
+    CHECK_MSG(rc == 1 && out &&
+                  (strstr(out, tmpfs ? "No space left on device" : "File too large")),
+              "%s: exit %d: %s", tmpfs ? "tmpfs" : "ulimit -f", rc, out ? out : "");
+    free(out);
+    CHECK_MSG(fx_test_dir_entries(small) == 0, "%d files left", fx_test_dir_entries(small));
+    if (tmpfs) {
+        snprintf(mnt, sizeof mnt, "umount '%s'", small);
+        fx_test_run(mnt, NULL);
+    }
+    snprintf(cmd, sizeof cmd, "'%s' quantize --help > /dev/full", bin);
+    CHECK_EQ_INT(fx_test_run(cmd, NULL), 1);
+    flux_quantize_options_init(NULL); /* no crash */
 }
