@@ -110,6 +110,16 @@ static inline float *fx_attn_o_row(const fx_attn_plan *p, const fx_attn_task *k,
     return p->a.o + pos * p->a.ldo + (int64_t)h * p->a.d;
 }
 
+/* Rows of Q read, and rows of O written, FX_ATTN_PF_ROWS ahead are
+ * prefetched: they are usually a page apart (no hardware prefetch). */
+enum { FX_ATTN_PF_ROWS = 4 };
+static inline void fx_attn_prefetch_row(const void *row, int bytes, int for_write) {
+    for (int e = 0; e < bytes; e += 64) {
+        if (for_write) __builtin_prefetch((const char *)row + e, 1, 3);
+        else __builtin_prefetch((const char *)row + e, 0, 3);
+    }
+}
+
 /* How the task's rows see key tile kb. */
 typedef enum fx_attn_vis {
     FX_ATTN_SKIP = 0,    /* no row sees any key: skip the tile            */

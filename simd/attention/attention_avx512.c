@@ -21,10 +21,10 @@
 static void pack_q(const fx_attn_plan *p, const fx_attn_task *k, const fx_attn_bufs *b) {
     const int R = b->R, d = b->d, dp = b->dp;
     const __m512 qs = _mm512_set1_ps(p->qscale);
-    for (int r = 0; r < k->rows && r < PF_ROWS; r++) prefetch_row(fx_attn_q_row(p, k, r), 4 * d, 0);
+    for (int r = 0; r < k->rows && r < FX_ATTN_PF_ROWS; r++) fx_attn_prefetch_row(fx_attn_q_row(p, k, r), 4 * d, 0);
     for (int r = 0; r < R; r++) {
         float *tr = b->o + (size_t)r * dp;
-        if (r + PF_ROWS < k->rows) prefetch_row(fx_attn_q_row(p, k, r + PF_ROWS), 4 * d, 0);
+        if (r + FX_ATTN_PF_ROWS < k->rows) fx_attn_prefetch_row(fx_attn_q_row(p, k, r + FX_ATTN_PF_ROWS), 4 * d, 0);
         if (r < k->rows) {
             const float *q = fx_attn_q_row(p, k, r);
             for (int e = 0; e < dp; e += 16)

@@ -24,9 +24,8 @@
 #include "simd/common/vec_exp2.h"
 
 /* QT rows per task (preferred), KT keys per tile, score tile MK keys × 48
- * rows, P·V tile MR rows, rows padded to ROW_ALIGN, PF_ROWS rows of Q
- * prefetched ahead. */
-enum { QT = 96, KT = 64, MK = 8, MR = 6, ROW_ALIGN = 48, PF_ROWS = 4 };
+ * rows, P·V tile MR rows, rows padded to ROW_ALIGN. */
+enum { QT = 96, KT = 64, MK = 8, MR = 6, ROW_ALIGN = 48 };
 
 static inline size_t up64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
 
@@ -62,14 +61,6 @@ static inline void transpose16(const uint32_t *src, size_t lds, uint32_t *dst, s
         t[12 + c] = _mm512_shuffle_i32x4(v1, v3, 0xdd);
     }
     for (int y = 0; y < ny; y++) _mm512_store_si512(dst + y * ldd, t[y]);
-}
-
-/* Fetch the lines of a row ahead of use (rows are usually a page apart). */
-static inline void prefetch_row(const void *row, int bytes, int for_write) {
-    for (int e = 0; e < bytes; e += 64) {
-        if (for_write) __builtin_prefetch((const char *)row + e, 1, 3);
-        else __builtin_prefetch((const char *)row + e, 0, 3);
-    }
 }
 
 /* s [KT][R]: rows jb..jb+MK, lanes rb..rb+47 = the score accumulators c. */

@@ -37,10 +37,10 @@ static inline __m512i row_bf16(const float *src, int n, __m512 scale) {
 static void pack_q_pairs(const fx_attn_plan *p, const fx_attn_task *k, int R, int d, uint32_t *tmp, int ld,
                          uint32_t *qp, int pairs) {
     const __m512 qs = _mm512_set1_ps(p->qscale);
-    for (int r = 0; r < k->rows && r < PF_ROWS; r++) prefetch_row(fx_attn_q_row(p, k, r), 4 * d, 0);
+    for (int r = 0; r < k->rows && r < FX_ATTN_PF_ROWS; r++) fx_attn_prefetch_row(fx_attn_q_row(p, k, r), 4 * d, 0);
     for (int r = 0; r < R; r++) {
         uint32_t *tr = tmp + (size_t)r * (size_t)ld;
-        if (r + PF_ROWS < k->rows) prefetch_row(fx_attn_q_row(p, k, r + PF_ROWS), 4 * d, 0);
+        if (r + FX_ATTN_PF_ROWS < k->rows) fx_attn_prefetch_row(fx_attn_q_row(p, k, r + FX_ATTN_PF_ROWS), 4 * d, 0);
         const float *q = r < k->rows ? fx_attn_q_row(p, k, r) : NULL;
         for (int i = 0; i < pairs; i += 16)
             _mm512_storeu_si512(tr + i, q ? row_bf16(q + 2 * i, d - 2 * i, qs) : _mm512_setzero_si512());

@@ -19,16 +19,6 @@
 
 #include <string.h>
 
-/* Rows of Q / O fetched ahead (rows are usually a page apart). */
-enum { PF_ROWS = 4 };
-
-static void prefetch_row(const void *row, size_t bytes, int for_write) {
-    for (size_t e = 0; e < bytes; e += 64) {
-        if (for_write) __builtin_prefetch((const char *)row + e, 1, 3);
-        else __builtin_prefetch((const char *)row + e, 0, 3);
-    }
-}
-
 fx_attn_layout fx_attn_f32_layout(const fx_attn_plan *p) {
     const size_t R = (size_t)p->rows_pad, d = (size_t)p->a.d, dp = (d + 15) & ~(size_t)15;
     fx_attn_layout l = {
@@ -62,13 +52,13 @@ void fx_attn_f32_pack_q(const fx_attn_plan *p, const fx_attn_task *k, const fx_a
     const int R = b->R, d = b->d;
     const float qs = p->qscale;
     float *qp = b->qp;
-    for (int r = 0; r < k->rows && r < PF_ROWS; r++) prefetch_row(fx_attn_q_row(p, k, r), 4 * (size_t)d, 0);
+    for (int r = 0; r < k->rows && r < FX_ATTN_PF_ROWS; r++) fx_attn_prefetch_row(fx_attn_q_row(p, k, r), 4 * d, 0);
     for (int r0 = 0; r0 < R; r0 += 8) {
         const float *q[8];
         const int n = R - r0 < 8 ? R - r0 : 8;
         for (int i = 0; i < n; i++) {
             const int r = r0 + i;
-            if (r + PF_ROWS < k->rows) prefetch_row(fx_attn_q_row(p, k, r + PF_ROWS), 4 * (size_t)d, 0);
+            if (r + FX_ATTN_PF_ROWS < k->rows) fx_attn_prefetch_row(fx_attn_q_row(p, k, r + FX_ATTN_PF_ROWS), 4 * d, 0);
             q[i] = r < k->rows ? fx_attn_q_row(p, k, r) : NULL;
         }
         for (int dd = 0; dd < d; dd++) {
@@ -82,7 +72,7 @@ void fx_attn_f32_store(const fx_attn_plan *p, const fx_attn_task *k, const fx_at
     const int d = b->d;
     for (int r = 0; r < k->rows; r++) {
         float *out = fx_attn_o_row(p, k, r);
-        if (r + PF_ROWS < k->rows) prefetch_row(fx_attn_o_row(p, k, r + PF_ROWS), 4 * (size_t)d, 1);
+        if (r + FX_ATTN_PF_ROWS < k->rows) fx_attn_prefetch_row(fx_attn_o_row(p, k, r + FX_ATTN_PF_ROWS), 4 * d, 1);
         const float lr = any ? b->l[r] : 0.0f;
         if (!(lr > 0.0f)) { /* the row saw no key */
             memset(out, 0, sizeof(float) * (size_t)d);

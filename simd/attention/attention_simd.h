@@ -55,17 +55,12 @@ static void softmax_tile(const fx_attn_bufs *b) {
 }
 
 /* out[row] = O[row] / l[row] for the task's rows (O [R][Dp]); zeros for rows
- * that saw no key. Output rows are usually a page apart: the lines of the
- * row FX_ATTN_PF_ROWS ahead are fetched for writing meanwhile. */
-enum { FX_ATTN_PF_ROWS = 4 };
+ * that saw no key. */
 static inline void store_rows(const fx_attn_plan *p, const fx_attn_task *k, const fx_attn_bufs *b, int any) {
     const int d = b->d;
     for (int r = 0; r < k->rows; r++) {
         float *out = fx_attn_o_row(p, k, r);
-        if (r + FX_ATTN_PF_ROWS < k->rows) {
-            const char *ahead = (const char *)fx_attn_o_row(p, k, r + FX_ATTN_PF_ROWS);
-            for (int e = 0; e < 4 * d; e += 64) __builtin_prefetch(ahead + e, 1, 3);
-        }
+        if (r + FX_ATTN_PF_ROWS < k->rows) fx_attn_prefetch_row(fx_attn_o_row(p, k, r + FX_ATTN_PF_ROWS), 4 * d, 1);
         const float lr = any ? b->l[r] : 0.0f;
         if (!(lr > 0.0f)) {
             memset(out, 0, sizeof(float) * (size_t)d);
