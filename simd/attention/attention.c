@@ -1,7 +1,9 @@
 /*
- * attention.c — fx_attention: argument checks, the task plan, scratch and
- * the parallel loop over tasks (kv head × query block). The per-ISA files
- * (attention_<isa>.c) compute one task each; see attention.h.
+ * attention.c — fx_attention, the one driver of every ISA: argument
+ * checks, the task plan, scratch, the parallel K/V packing and loop over
+ * tasks (kv head × query block), and the task itself: the walk over the
+ * key tiles that calls the table's hooks (attention.h). The per-ISA files
+ * (attention_<isa>.c) hold only packing and tile microkernels.
  */
 #include "attention.h"
 
@@ -59,6 +61,63 @@ static flux_status check_args(const fx_attn_args *a, fx_err *err) {
     return FLUX_OK;
 }
 
+static size_t up64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
+
+/* The next scratch piece of `bytes` at *off, 64-byte aligned (NULL when
+ * base is NULL: only measuring). */
+static void *piece(void *base, size_t *off, size_t bytes) {
+    void *at = base && bytes ? (char *)base + *off : NULL;
+    *off += up64(bytes);
+    return at;
+}
+
+/* One task's scratch: qp, pp (the table's sizes), s [kt][R], o [R·Dp],
+ * m, l, alpha [R] (base may be NULL to measure); returns bytes used. */
+static size_t carve(const fx_attn_plan *p, void *base, fx_attn_bufs *b) {
+    const size_t R = (size_t)p->rows_pad, d = (size_t)p->a.d, dp = (d + 15) & ~(size_t)15;
+    size_t off = 0;
+    b->R = (int)R;
+    b->d = (int)d;
+    b->dp = (int)dp;
+    b->kt = p->kt;
+    b->qp = piece(base, &off, p->lay.q_bytes);
+    b->pp = piece(base, &off, p->lay.p_bytes);
+    b->s = piece(base, &off, sizeof(float) * (size_t)p->kt * R);
+    b->o = piece(base, &off, sizeof(float) * R * dp);
+    b->m = piece(base, &off, sizeof(float) * R);
+    b->l = piece(base, &off, sizeof(float) * R);
+    b->alpha = piece(base, &off, sizeof(float) * R);
+    b->kp = b->vp = NULL;
+    return off;
+}
+
+/* Task t: its rows against every key tile they can see, in order. */
+static void run_task(const struct fx_attn_kernels *t, const fx_attn_plan *p, int64_t ti, void *scratch) {
+    const fx_attn_task k = fx_attn_task_of(p, ti);
+    fx_attn_bufs b;
+    carve(p, scratch, &b);
+    const char *kv = p->kv + (size_t)(k.g - p->kv_g0) * p->kv_head_bytes;
+    t->pack_q(p, &k, &b);
+    for (int r = 0; r < b.R; r++) {
+        b.m[r] = -INFINITY;
+        b.l[r] = 0.0f;
+    }
+    int first = 1;
+    for (int64_t kb = 0; kb < p->nkt; kb++) {
+        const fx_attn_vis vis = fx_attn_tile_vis(p, &k, kb);
+        if (vis == FX_ATTN_DONE) break;
+        if (vis == FX_ATTN_SKIP) continue;
+        b.kp = kv + (size_t)kb * p->lay.k_tile_bytes;
+        b.vp = kv + p->v_offset + (size_t)kb * p->lay.v_tile_bytes;
+        t->scores(&b);
+        if (vis == FX_ATTN_PARTIAL) fx_attn_mask_tile(p, &k, kb, b.s, b.R);
+        t->softmax(&b);
+        t->pv(&b, first);
+        first = 0;
+    }
+    t->store(p, &k, &b, !first);
+}
+
 /* Every output row is zero (no keys at all). */
 static void zero_output(const fx_attn_args *a) {
     for (int64_t i = 0; i < a->sq; i++)
@@ -93,14 +152,14 @@ flux_status fx_attention(const fx_kctx *kc, const fx_attn_args *a, fx_err *err) 
 
     /* Shared scratch: the per-key-tile visibility (from key_mask and sk),
      * then the packed K/V of one phase of kv heads. */
-    const size_t vis_bytes = ((size_t)p.nkt + 63) & ~(size_t)63;
-    int heads_per_phase = a->hkv;
-    if (t->pack_kv) {
-        p.kv_head_bytes = t->kv_head_bytes(&p);
-        size_t fit = KV_BUDGET_BYTES / p.kv_head_bytes;
-        heads_per_phase = fit < 1 ? 1 : fit < (size_t)a->hkv ? (int)fit : a->hkv;
-    }
-    const size_t per_thread = t->scratch_bytes(&p);
+    const size_t vis_bytes = up64((size_t)p.nkt);
+    p.lay = t->layout(&p);
+    p.v_offset = up64((size_t)p.nkt * p.lay.k_tile_bytes);
+    p.kv_head_bytes = p.v_offset + up64((size_t)p.nkt * p.lay.v_tile_bytes);
+    const size_t fit = KV_BUDGET_BYTES / p.kv_head_bytes;
+    const int heads_per_phase = fit < 1 ? 1 : fit < (size_t)a->hkv ? (int)fit : a->hkv;
+    fx_attn_bufs measure;
+    const size_t per_thread = carve(&p, NULL, &measure);
     const size_t shared = vis_bytes + (size_t)heads_per_phase * p.kv_head_bytes;
     if (fx_scratch_reserve(kc->scratch, per_thread, shared) != 0)
         return fx_fail(err, FLUX_ERR_NOMEM,
@@ -132,24 +191,26 @@ flux_status fx_attention(const fx_kctx *kc, const fx_attn_args *a, fx_err *err) 
 #endif
     {
         void *mine = fx_scratch_thread(scratch, fx_thread_id());
+        if (t->thread_begin) t->thread_begin();
         for (int g0 = 0; g0 < a->hkv; g0 += heads_per_phase) {
             const int g1 = g0 + heads_per_phase < a->hkv ? g0 + heads_per_phase : a->hkv;
-            if (t->pack_kv) {
 #ifdef _OPENMP
 #pragma omp single
 #endif
-                p.kv_g0 = g0; /* implicit barrier: every thread sees it */
-                const int64_t items = (int64_t)(g1 - g0) * chunks_per_head;
+            p.kv_g0 = g0; /* implicit barrier: every thread sees it */
+            const int64_t items = (int64_t)(g1 - g0) * chunks_per_head;
 #ifdef _OPENMP
 #pragma omp for schedule(static)
 #endif
-                for (int64_t it = 0; it < items; it++) {
-                    const int g = g0 + (int)(it / chunks_per_head);
-                    const int64_t kb0 = it % chunks_per_head * pack_chunk;
-                    const int64_t kb1 = kb0 + pack_chunk < p.nkt ? kb0 + pack_chunk : p.nkt;
-                    t->pack_kv(&p, g, kb0, kb1,
-                               p.kv + (size_t)(g - g0) * p.kv_head_bytes);
-                }
+            for (int64_t it = 0; it < items; it++) {
+                const int g = g0 + (int)(it / chunks_per_head);
+                const int64_t kb0 = it % chunks_per_head * pack_chunk;
+                const int64_t kb1 = kb0 + pack_chunk < p.nkt ? kb0 + pack_chunk : p.nkt;
+                char *head = p.kv + (size_t)(g - g0) * p.kv_head_bytes;
+                for (int64_t kb = kb0; kb < kb1; kb++)
+                    if (p.key_tiles[kb] != FX_ATTN_KEYS_NONE) /* else never read */
+                        t->pack_kv(&p, g, kb, head + (size_t)kb * p.lay.k_tile_bytes,
+                                   head + p.v_offset + (size_t)kb * p.lay.v_tile_bytes);
             }
             /* Dynamic scheduling balances causal tasks; each task is
              * computed by one thread in a fixed key order, so results do
@@ -158,8 +219,9 @@ flux_status fx_attention(const fx_kctx *kc, const fx_attn_args *a, fx_err *err) 
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
-            for (int64_t ti = t0; ti < t1; ti++) t->run_task(&p, ti, mine);
+            for (int64_t ti = t0; ti < t1; ti++) run_task(t, &p, ti, mine);
         }
+        if (t->thread_end) t->thread_end();
     }
     return FLUX_OK;
 }

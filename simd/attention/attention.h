@@ -1,31 +1,46 @@
 /*
- * attention.h — per-ISA tables of the attention kernel family (simd-internal).
+ * attention.h — the attention kernel family (simd-internal): one driver,
+ * per-ISA hooks (the BLIS pattern of simd/gemm: the loops written once in
+ * attention.c, the packing and microkernels named by each ISA's table).
  *
  * The family defines one const table per ISA it implements and publishes
  * each through a macro FX_ATTN_TABLE_<ISA> (pointer to the table) that
  * dispatch.c wires into the kernel tables; an undefined macro means "not
  * implemented for this ISA" and the scalar table is used instead.
  *
- * Work decomposition (shared by every ISA, driven by attention.c):
+ * Work decomposition (attention.c, the same for every ISA):
  *  - A task is one kv head g and a block of consecutive query positions.
  *    Its "rows" are the (query head, position) pairs of the GQA group that
  *    shares g: row r ↔ position p0 + r / group, head g·group + r % group.
  *    So one packed K/V tile serves all the query heads that read it.
- *  - A task walks the key tiles [j0, j0 + kt) in increasing order (a fixed
- *    order: results do not depend on the thread count) keeping, per row, a
- *    running max m, a running sum l and an accumulator O[rows, d] that is
- *    rescaled by 2^(m_old − m_new) whenever the max grows (online softmax).
+ *  - K and V are packed once per call (not once per task) by the table's
+ *    pack_kv into a shared buffer, one key tile at a time in the table's
+ *    tile layout: the kv heads are processed in phases of as many heads as
+ *    fit a memory budget; in each phase all threads first pack those
+ *    heads, then compute their tasks. Rows of the activations are usually
+ *    4 KiB-multiples apart (one page and the same L1 sets per row), so
+ *    reading them once per call instead of once per query block saves TLB
+ *    walks and cache conflicts.
+ *  - A task (run_task) carves its thread's scratch (fx_attn_bufs), packs
+ *    the Q of its rows (pack_q), sets the running max m = −inf and sum
+ *    l = 0, and walks the key tiles in increasing order (a fixed order:
+ *    results do not depend on the thread count). Per tile it can see:
+ *      scores   S [kt][R] = K_tile · Qᵀ (rows of the task along a row of S)
+ *      mask     fx_attn_mask_tile, only on partly visible tiles (−inf)
+ *      softmax  the online update: m_new = max(m, max S), α = 2^(m − m_new),
+ *               p = 2^(s − m_new) (into S, or the table's P layout),
+ *               l = α·l + Σp
+ *      pv       O = α·O + P·V_tile (O: R·Dp floats, the table's layout)
+ *    and at the end store writes out = O / l (zero rows where l = 0).
+ *    Tiles no row can see (causal, all keys padded) are skipped.
  *  - Scores are kept in the log2 domain: Q is multiplied by scale·log2(e)
  *    when packed, so p = 2^(s − m).
- *  - Tiles no row can see (causal, all keys padded) are skipped; tiles only
- *    partly visible go through fx_attn_mask_tile, which writes −inf.
- *  - Tables with pack_kv get K and V packed once per call (not once per
- *    task) into a shared buffer in their own tile layout: the kv heads are
- *    processed in phases of as many heads as fit a memory budget; in each
- *    phase all threads first pack those heads, then compute their tasks.
- *    Rows of the activations are usually 4 KiB-multiples apart (one page
- *    and the same L1 sets per row), so reading them once per call instead
- *    of once per query block saves TLB walks and cache conflicts.
+ *
+ * Tables: scalar (the reference, libm exp2f), avx2, neon, avx512 (f32 FMA
+ * products, sharing the f32 layout and packing of attention_f32.c), and
+ * the bf16-product avx512bf16 (vdpbf16ps) and amx (tiles). The SIMD
+ * tables' online softmax is written once over the vec_*.h vocabulary
+ * (attention_simd.h).
  */
 #ifndef FX_ATTN_H
 #define FX_ATTN_H
@@ -35,6 +50,14 @@
 
 /* Visibility of a key tile, from the key mask and the end of the keys. */
 enum { FX_ATTN_KEYS_NONE = 0, FX_ATTN_KEYS_ALL = 1, FX_ATTN_KEYS_SOME = 2 };
+
+/* Bytes of a table's packed pieces (64-byte multiples not required). */
+typedef struct fx_attn_layout {
+    size_t q_bytes;      /* qp: Q of one task (R rows)                     */
+    size_t p_bytes;      /* pp: P of one key tile; 0 = P overwrites S      */
+    size_t k_tile_bytes; /* one key tile of packed K                       */
+    size_t v_tile_bytes; /* one key tile of packed V                       */
+} fx_attn_layout;
 
 /* Everything a task needs, computed once per call by attention.c. */
 typedef struct fx_attn_plan {
@@ -49,33 +72,13 @@ typedef struct fx_attn_plan {
     int64_t nkt;            /* key tiles: ceil(sk / kt)                   */
     const uint8_t *key_tiles; /* [nkt] FX_ATTN_KEYS_* per key tile        */
     float qscale;           /* scale · log2(e), applied to Q when packed  */
+    fx_attn_layout lay;     /* the table's packed sizes for this call     */
     /* Packed K/V of kv heads [kv_g0, kv_g0 + heads in phase), each
-     * kv_head_bytes long (tables with pack_kv only). */
+     * kv_head_bytes long; V starts v_offset bytes into a head. */
     char *kv;
-    size_t kv_head_bytes;
+    size_t kv_head_bytes, v_offset;
     int kv_g0;
 } fx_attn_plan;
-
-/* The packed K/V block of kv head g (in the current phase). */
-static inline const void *fx_attn_kv_head(const fx_attn_plan *p, int g) {
-    return p->kv + (size_t)(g - p->kv_g0) * p->kv_head_bytes;
-}
-
-struct fx_attn_kernels {
-    const char *name;  /* "avx512 f32 fma", ... (for --cpu-info)         */
-    int qt;            /* preferred rows per task                        */
-    int row_align;     /* rows are padded to a multiple of this          */
-    int kt;            /* keys per tile                                  */
-    /* Per-thread scratch bytes one task needs. */
-    size_t (*scratch_bytes)(const fx_attn_plan *p);
-    /* Optional (NULL = the task reads K/V itself): bytes of one kv head's
-     * packed K/V (a multiple of 64), and packing of its key tiles
-     * [kb0, kb1) into dst = that head's block. */
-    size_t (*kv_head_bytes)(const fx_attn_plan *p);
-    void (*pack_kv)(const fx_attn_plan *p, int g, int64_t kb0, int64_t kb1, void *dst);
-    /* Compute task t completely (all its rows, all key tiles). */
-    void (*run_task)(const fx_attn_plan *p, int64_t t, void *scratch);
-};
 
 /* The rows of task t. */
 typedef struct fx_attn_task {
@@ -107,6 +110,16 @@ static inline float *fx_attn_o_row(const fx_attn_plan *p, const fx_attn_task *k,
     return p->a.o + pos * p->a.ldo + (int64_t)h * p->a.d;
 }
 
+/* Rows of Q read, and rows of O written, FX_ATTN_PF_ROWS ahead are
+ * prefetched: they are usually a page apart (no hardware prefetch). */
+enum { FX_ATTN_PF_ROWS = 4 };
+static inline void fx_attn_prefetch_row(const void *row, int bytes, int for_write) {
+    for (int e = 0; e < bytes; e += 64) {
+        if (for_write) __builtin_prefetch((const char *)row + e, 1, 3);
+        else __builtin_prefetch((const char *)row + e, 0, 3);
+    }
+}
+
 /* How the task's rows see key tile kb. */
 typedef enum fx_attn_vis {
     FX_ATTN_SKIP = 0,    /* no row sees any key: skip the tile            */
@@ -136,6 +149,59 @@ static inline fx_attn_vis fx_attn_tile_vis(const fx_attn_plan *p, const fx_attn_
  * s: [kt][lds] log2-domain scores, row r of the task in column r. */
 void fx_attn_mask_tile(const fx_attn_plan *p, const fx_attn_task *k, int64_t kb, float *s,
                        int lds);
+
+/* A task's scratch (one 64-byte aligned piece each, carved by attention.c)
+ * and the current key tile. R = rows_pad, Dp = d rounded up to 16. */
+typedef struct fx_attn_bufs {
+    void *qp;             /* Q of the task's rows · qscale, the table's layout */
+    void *pp;             /* P of the tile, the table's layout (NULL: P overwrites S) */
+    float *s;             /* [kt][R] scores (log2 domain), then p          */
+    float *o;             /* running unnormalised output, R·Dp floats, the
+                             table's layout; free until the first tile
+                             (pack_q may stage Q there)                    */
+    float *m, *l, *alpha; /* [R] running max, running sum, rescale factor  */
+    const void *kp, *vp;  /* the current key tile of packed K and of V     */
+    int R, d, dp, kt;
+} fx_attn_bufs;
+
+/* One ISA's attention: its geometry, packing and tile microkernels; the
+ * driver (attention.c) owns every loop. */
+struct fx_attn_kernels {
+    const char *name;  /* "avx512 f32 fma", ... (for --cpu-info)         */
+    int qt;            /* preferred rows per task                        */
+    int row_align;     /* rows are padded to a multiple of this          */
+    int kt;            /* keys per tile                                  */
+    fx_attn_layout (*layout)(const fx_attn_plan *p);
+    /* Key tile kb of kv head g → k (k_tile_bytes) and v (v_tile_bytes),
+     * zeros for keys past sk. Tiles no row can see are never packed. */
+    void (*pack_kv)(const fx_attn_plan *p, int g, int64_t kb, void *k, void *v);
+    /* Q of the task's rows times qscale into b->qp (zero for rows >= rows). */
+    void (*pack_q)(const fx_attn_plan *p, const fx_attn_task *k, const fx_attn_bufs *b);
+    /* b->s [kt][R] = K tile · Qᵀ. */
+    void (*scores)(const fx_attn_bufs *b);
+    /* The online softmax of the tile: m, alpha, l, and P (in s or pp). */
+    void (*softmax)(const fx_attn_bufs *b);
+    /* O = α·O + P·V_tile; on the first tile O = P·V_tile (O holds nothing). */
+    void (*pv)(const fx_attn_bufs *b, int first);
+    /* out[row] = O[row] / l[row] for the task's rows; zeros for rows that
+     * saw no key (any == 0: no tile visited, or l == 0). */
+    void (*store)(const fx_attn_plan *p, const fx_attn_task *k, const fx_attn_bufs *b, int any);
+    /* Run by every thread before its first and after its last task (the
+     * AMX tile configuration); NULL: nothing. */
+    void (*thread_begin)(void);
+    void (*thread_end)(void);
+};
+
+/* The f32 layout (attention_f32.c) of the tables whose products read f32
+ * Q, K and V (scalar, avx2, neon, avx512):
+ *   qp [d][R]      Q · qscale transposed (row r of the task in column r)
+ *   K tile [kt][d] rows of keys;  V tile [kt][Dp] (zeros past d)
+ *   O [R][Dp]      row r of the task at o + r·Dp
+ * P overwrites S. */
+fx_attn_layout fx_attn_f32_layout(const fx_attn_plan *p);
+void fx_attn_f32_pack_kv(const fx_attn_plan *p, int g, int64_t kb, void *k, void *v);
+void fx_attn_f32_pack_q(const fx_attn_plan *p, const fx_attn_task *k, const fx_attn_bufs *b);
+void fx_attn_f32_store(const fx_attn_plan *p, const fx_attn_task *k, const fx_attn_bufs *b, int any);
 
 /* Tables. The scalar table always exists and is the fallback. */
 extern const struct fx_attn_kernels fx_attn_scalar;

@@ -1,9 +1,8 @@
 /*
- * attention_amx.c — the attention task with both products on AMX tiles
- * (the amx table). The task walk (rows of the task in R = 48·n rows, key
- * tiles of KT = 64) and the online softmax in AVX-512 are
- * attention_avx512_common.h, shared with the AVX-512 variants; bf16
- * packing is attention_bf16.h. Here:
+ * attention_amx.c — the attention hooks with both products on AMX tiles
+ * (the amx table). The driver is attention.c (rows of a task in R = 48·n
+ * rows, key tiles of KT = 64), the online softmax in AVX-512 is
+ * attention_simd.h (as avx512bf16), bf16 packing attention_bf16.h. Here:
  *
  *   Sᵀ [KT][R] = K_tile · Qᵀ     A = K rows [key][dpad] bf16 (16 keys ×
  *                                 32 dims per tile), B = Q as pairs of
@@ -23,107 +22,88 @@
  * Computing Sᵀ and Oᵀ rather than S and O keeps every operand in the
  * layout the other step produces: no transposes per key tile.
  *
- * K and V are packed once per call and kv head (attention.c: pack_kv):
- * K [nkt·KT][dpad] bf16 (dpad = d rounded up to 32, zero dims past d and
- * zero keys past sk), then per key tile Vᵀ [Dp][KT] bf16 (zero rows past d).
+ * K and V are packed once per call, key tile by key tile (pack_kv):
+ * K [KT][dpad] bf16 (dpad = d rounded up to 32, zero dims past d and
+ * zero keys past sk) and Vᵀ [Dp][KT] bf16 (zero rows past d).
  * Edges: rows come in blocks of 16 (R is a multiple of 48: the last
  * block of 16 uses 2×1 tiles), dims in blocks of 16 (Dp), keys in 64s.
  *
  * Numerics as the avx512bf16 variant (Q·scale·log2 e, K, P, V in bf16;
- * f32 sums), in the tile unit's summation order. Each task loads the tile
- * configuration first and releases it last.
+ * f32 sums), in the tile unit's summation order. Each thread loads the
+ * tile configuration before its first task and releases it after its
+ * last (thread_begin / thread_end).
  *
  * Per-task scratch: qp [dpad/2][R] pairs, pp [KT/2][R] pairs, then the
- * common s [KT][R], o (here Oᵀ [Dp][R]), m, l, alpha [R].
+ * driver's s [KT][R], o (here Oᵀ [Dp][R]), m, l, alpha [R].
  */
 #include <stdint.h>
 
-typedef struct tile_bufs {
-    uint32_t *qp, *pp;
-    float *s, *o, *m, *l, *alpha;
-    const uint16_t *kp; /* the current tile: K rows [KT][dpad] */
-    const uint16_t *vt; /*                   Vᵀ [dp][KT] */
-    int R, d, dp, dpad;
-} tile_bufs;
-
-#define FX_ATTN_VARIANT_OWNS_OUTPUT 1
 #include "attention_avx512_common.h"
 #include "attention_bf16.h"
+#include "attention_simd.h"
 #include "simd/common/amx.h"
 
+static int dpad_of(int d) { return (d + 31) & ~31; }
 
-static size_t dpad_of(int d) { return ((size_t)d + 31) & ~(size_t)31; }
-
-static void carve_packed(tile_bufs *b, void *base, size_t *off) {
-    b->dpad = (int)dpad_of(b->d);
-    b->qp = piece(base, off, 4 * (size_t)(b->dpad / 2) * (size_t)b->R);
-    b->pp = piece(base, off, 4 * (size_t)(KT / 2) * (size_t)b->R);
+static fx_attn_layout amx_layout(const fx_attn_plan *p) {
+    const size_t R = (size_t)p->rows_pad, d = (size_t)p->a.d, dp = (d + 15) & ~(size_t)15;
+    const size_t dpad = (size_t)dpad_of(p->a.d);
+    fx_attn_layout l = {
+        .q_bytes = 4 * (dpad / 2) * R,
+        .p_bytes = 4 * (size_t)(KT / 2) * R,
+        .k_tile_bytes = 2 * (size_t)KT * dpad,
+        .v_tile_bytes = 2 * dp * (size_t)KT,
+    };
+    return l;
 }
 
 /* Q rows as pairs of dims, zero up to dpad/2 pairs; o (free until the
  * first key tile, R·Dp floats >= R·dpad/2 pairs) holds the rows first. */
-static void pack_q(const fx_attn_plan *p, const fx_attn_task *k, const tile_bufs *b) {
-    pack_q_pairs(p, k, b->R, b->d, (uint32_t *)b->o, b->dpad / 2, b->qp, b->dpad / 2);
+static void amx_pack_q(const fx_attn_plan *p, const fx_attn_task *k, const fx_attn_bufs *b) {
+    const int dpad = dpad_of(b->d);
+    pack_q_pairs(p, k, b->R, b->d, (uint32_t *)b->o, dpad / 2, b->qp, dpad / 2);
 }
 
-/* ---- K and V, once per kv head ------------------------------------------- */
-
-static size_t k_bytes(const fx_attn_plan *p) { return up64((size_t)p->nkt * KT * dpad_of(p->a.d) * 2); }
-
-static size_t amx_kv_head_bytes(const fx_attn_plan *p) {
-    const size_t dp = ((size_t)p->a.d + 15) & ~(size_t)15;
-    return k_bytes(p) + up64((size_t)p->nkt * dp * KT * 2);
-}
-
-/* Key tiles [kb0, kb1) of kv head g → K rows (bf16, dpad wide) and Vᵀ. */
-static void amx_pack_kv(const fx_attn_plan *p, int g, int64_t kb0, int64_t kb1, void *dst) {
-    const int d = p->a.d, dp = (d + 15) & ~15, dpad = (int)dpad_of(d);
-    uint16_t *kbase = dst;
-    uint32_t *vbase = (uint32_t *)((char *)dst + k_bytes(p));
+/* Key tile kb of kv head g → K rows (bf16, dpad wide) and Vᵀ [Dp][KT]. */
+static void amx_pack_kv(const fx_attn_plan *p, int g, int64_t kb, void *kdst, void *vdst) {
+    const int d = p->a.d, dp = (d + 15) & ~15, dpad = dpad_of(d);
     const __m512 one = _mm512_set1_ps(1.0f);
     _Alignas(64) uint32_t blk[16 * 16];
-    for (int64_t kb = kb0; kb < kb1; kb++) {
-        if (p->key_tiles[kb] == FX_ATTN_KEYS_NONE) continue; /* never read */
-        for (int64_t j = kb * KT; j < (kb + 1) * KT; j++) {
-            uint16_t *kd = kbase + (size_t)j * dpad;
-            const float *kr = j < p->a.sk ? p->a.k + j * p->a.ldk + (int64_t)g * d : NULL;
-            for (int e = 0; e < dpad; e += 32)
-                _mm512_storeu_si512(kd + e, kr ? row_bf16(kr + e, d - e, one) : _mm512_setzero_si512());
-        }
-        /* Vᵀ of the tile: 16 key pairs × 16 dims at a time as pairs of keys
-         * per dim, transposed to rows of dims */
-        uint32_t *vt = vbase + (size_t)kb * dp * (KT / 2);
-        for (int c = 0; c < dp; c += 16)
-            for (int t0 = 0; t0 < KT / 2; t0 += 16) {
-                for (int i = 0; i < 16; i++) {
-                    const int64_t j = kb * KT + 2 * (t0 + i);
-                    const __mmask16 mk = lanes(d - c);
-                    const __m512 v0 = j < p->a.sk
-                                          ? _mm512_maskz_loadu_ps(mk, p->a.v + j * p->a.ldv + (int64_t)g * d + c)
-                                          : _mm512_setzero_ps();
-                    const __m512 v1 = j + 1 < p->a.sk
-                                          ? _mm512_maskz_loadu_ps(mk, p->a.v + (j + 1) * p->a.ldv + (int64_t)g * d + c)
-                                          : _mm512_setzero_ps();
-                    _mm512_store_si512(blk + 16 * i, pair_bf16(v0, v1));
-                }
-                transpose16(blk, 16, vt + (size_t)c * (KT / 2) + t0, KT / 2, 16);
-            }
+    for (int jj = 0; jj < KT; jj++) {
+        const int64_t j = kb * KT + jj;
+        uint16_t *kd = (uint16_t *)kdst + (size_t)jj * dpad;
+        const float *kr = j < p->a.sk ? p->a.k + j * p->a.ldk + (int64_t)g * d : NULL;
+        for (int e = 0; e < dpad; e += 32)
+            _mm512_storeu_si512(kd + e, kr ? row_bf16(kr + e, d - e, one) : _mm512_setzero_si512());
     }
-}
-
-static void set_tile(tile_bufs *b, const fx_attn_plan *p, const void *kv, int64_t kb) {
-    b->kp = (const uint16_t *)kv + (size_t)kb * KT * (size_t)b->dpad;
-    b->vt = (const uint16_t *)((const char *)kv + k_bytes(p)) + (size_t)kb * (size_t)b->dp * KT;
+    /* Vᵀ of the tile: 16 key pairs × 16 dims at a time as pairs of keys
+     * per dim, transposed to rows of dims */
+    uint32_t *vt = vdst;
+    for (int c = 0; c < dp; c += 16)
+        for (int t0 = 0; t0 < KT / 2; t0 += 16) {
+            for (int i = 0; i < 16; i++) {
+                const int64_t j = kb * KT + 2 * (t0 + i);
+                const __mmask16 mk = lanes(d - c);
+                const __m512 v0 = j < p->a.sk
+                                      ? _mm512_maskz_loadu_ps(mk, p->a.v + j * p->a.ldv + (int64_t)g * d + c)
+                                      : _mm512_setzero_ps();
+                const __m512 v1 = j + 1 < p->a.sk
+                                      ? _mm512_maskz_loadu_ps(mk, p->a.v + (j + 1) * p->a.ldv + (int64_t)g * d + c)
+                                      : _mm512_setzero_ps();
+                _mm512_store_si512(blk + 16 * i, pair_bf16(v0, v1));
+            }
+            transpose16(blk, 16, vt + (size_t)c * (KT / 2) + t0, KT / 2, 16);
+        }
 }
 
 /* ---- Sᵀ = K · Qᵀ ------------------------------------------------------------ */
 
 /* Keys jb..jb+31 × rows rb..rb+15 (and rb+16..rb+31 when two_r). */
-static inline __attribute__((always_inline)) void score_block(const int two_r, const tile_bufs *b, int jb, int rb) {
-    const int R = b->R, steps = b->dpad / 32;
-    const char *ka = (const char *)(b->kp + (size_t)jb * b->dpad);
-    const char *qb = (const char *)(b->qp + rb);
-    const int64_t lda = (int64_t)b->dpad * 2, ldb = (int64_t)R * 4;
+static inline __attribute__((always_inline)) void score_block(const int two_r, const fx_attn_bufs *b, int jb, int rb) {
+    const int R = b->R, dpad = dpad_of(b->d), steps = dpad / 32;
+    const char *ka = (const char *)((const uint16_t *)b->kp + (size_t)jb * dpad);
+    const char *qb = (const char *)((const uint32_t *)b->qp + rb);
+    const int64_t lda = (int64_t)dpad * 2, ldb = (int64_t)R * 4;
     FX_TILE_ZERO(FX_TMM_C00);
     FX_TILE_ZERO(FX_TMM_C10);
     if (two_r) {
@@ -151,7 +131,7 @@ static inline __attribute__((always_inline)) void score_block(const int two_r, c
     }
 }
 
-static void scores(const tile_bufs *b) {
+static void scores(const fx_attn_bufs *b) {
     for (int jb = 0; jb < KT; jb += 32)
         for (int rb = 0; rb < b->R; rb += 32) {
             if (rb + 16 < b->R) score_block(1, b, jb, rb);
@@ -159,22 +139,18 @@ static void scores(const tile_bufs *b) {
         }
 }
 
-/* ---- P and Oᵀ += Vᵀ · P -------------------------------------------------------- */
-
-static inline void store_probs(const tile_bufs *b, int jp, int rb, __m512 p0, __m512 p1) {
-    _mm512_store_si512(b->pp + (size_t)jp * b->R + rb, pair_bf16(p0, p1));
-}
+/* ---- Oᵀ = α·Oᵀ + Vᵀ · P -------------------------------------------------------- */
 
 /* Dims db..db+15 (db+16..db+31 when two_d) × rows rb..rb+15 (rb+16..
  * when two_r): Oᵀ (already scaled by α, or zero on the first tile) plus
  * Vᵀ · P over the tile's KT keys. */
-static inline __attribute__((always_inline)) void pv_block(const int two_d, const int two_r, const tile_bufs *b,
+static inline __attribute__((always_inline)) void pv_block(const int two_d, const int two_r, const fx_attn_bufs *b,
                                                            int db, int rb, int first) {
     const int R = b->R;
     const int64_t ldo = (int64_t)R * 4, ldv = KT * 2;
     float *o = b->o + (size_t)db * R + rb;
-    const char *va = (const char *)(b->vt + (size_t)db * KT);
-    const char *pb = (const char *)(b->pp + rb);
+    const char *va = (const char *)((const uint16_t *)b->vp + (size_t)db * KT);
+    const char *pb = (const char *)((const uint32_t *)b->pp + rb);
     if (first) {
         FX_TILE_ZERO(FX_TMM_C00);
         if (two_r) FX_TILE_ZERO(FX_TMM_C01);
@@ -202,7 +178,7 @@ static inline __attribute__((always_inline)) void pv_block(const int two_d, cons
     if (two_d && two_r) FX_TILE_STORE(FX_TMM_C11, o + 16 * R + 16, ldo);
 }
 
-static void pv_tile(const tile_bufs *b, int first) {
+static void pv_tile(const fx_attn_bufs *b, int first) {
     const int R = b->R, dp = b->dp;
     if (!first) /* Oᵀ[dim][row] *= α[row]: rows lie in the lanes */
         for (int dd = 0; dd < dp; dd++)
@@ -221,7 +197,7 @@ static void pv_tile(const tile_bufs *b, int first) {
 }
 
 /* out[row] = Oᵀ[·][row] / l[row], 16 rows × 16 dims at a time. */
-static void store_output(const fx_attn_plan *p, const fx_attn_task *k, const tile_bufs *b, int any) {
+static void store_output(const fx_attn_plan *p, const fx_attn_task *k, const fx_attn_bufs *b, int any) {
     const int R = b->R, d = b->d;
     _Alignas(64) uint32_t blk[16 * 16];
     for (int r0 = 0; r0 < k->rows; r0 += 16) {
@@ -243,20 +219,18 @@ static void store_output(const fx_attn_plan *p, const fx_attn_task *k, const til
     }
 }
 
-/* One task, with the tile configuration loaded around it. */
-static void amx_run_task(const fx_attn_plan *p, int64_t t, void *scratch) {
-    fx_amx_tiles_begin();
-    avx512_run_task(p, t, scratch);
-    fx_amx_tiles_end();
-}
-
 const struct fx_attn_kernels fx_attn_amx = {
     .name = "amx bf16 tiles (bf16 Q, K, P, V; f32 sums; softmax in avx512)",
     .qt = QT,
     .row_align = ROW_ALIGN,
     .kt = KT,
-    .scratch_bytes = avx512_scratch_bytes,
-    .kv_head_bytes = amx_kv_head_bytes,
+    .layout = amx_layout,
     .pack_kv = amx_pack_kv,
-    .run_task = amx_run_task,
+    .pack_q = amx_pack_q,
+    .scores = scores,
+    .softmax = softmax_tile,
+    .pv = pv_tile,
+    .store = store_output,
+    .thread_begin = fx_amx_tiles_begin,
+    .thread_end = fx_amx_tiles_end,
 };

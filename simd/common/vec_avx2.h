@@ -35,6 +35,20 @@ static inline fxv v_ldexp(fxv p, fxv n) {
     return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
 }
 
+/* The 2^n step of v_exp2 (vec_exp2.h), x clamped at FX_EXP2_MIN: y·2^n
+ * for integral n in [−127, 0], 2^n built in the exponent field (n = −127
+ * gives a zero field: the result is +0, not a subnormal). */
+#define FX_EXP2_MIN -127.0f
+static inline fxv v_exp2_scale(fxv y, fxv n) {
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+/* −inf lanes → +0; every other lane (NaN too) kept. */
+static inline fxv v_ninf_to_zero(fxv v) {
+    return _mm256_andnot_ps(_mm256_cmp_ps(v, _mm256_set1_ps(-__builtin_inff()), _CMP_EQ_OQ), v);
+}
+
 /* Horizontal reductions, a fixed tree: 8 → 4 → 2 → 1 (halves added). */
 static inline float v_hsum(fxv v) {
     __m128 b = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

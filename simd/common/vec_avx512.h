@@ -35,6 +35,17 @@ static inline fxv v_ldexp(fxv p, fxv n) {
     return _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
 }
 
+/* The 2^n step of v_exp2 (vec_exp2.h), x clamped at FX_EXP2_MIN: y·2^n
+ * by scalef, one rounding (subnormal results down to 2^−149, then +0). */
+#define FX_EXP2_MIN -200.0f
+static inline fxv v_exp2_scale(fxv y, fxv n) { return _mm512_scalef_ps(y, n); }
+
+/* −inf lanes → +0; every other lane (NaN too) kept. */
+static inline fxv v_ninf_to_zero(fxv v) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_set1_ps(-__builtin_inff()), _CMP_EQ_OQ), v,
+                                _mm512_setzero_ps());
+}
+
 /* Horizontal reductions, a fixed tree: 16 → 8 → 4 → 2 → 1 (halves added). */
 static inline float v_hsum(fxv v) {
     __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));

@@ -34,6 +34,20 @@ static inline fxv v_ldexp(fxv p, fxv n) {
     return vmulq_f32(vmulq_f32(p, s1), s2);
 }
 
+/* The 2^n step of v_exp2 (vec_exp2.h), x clamped at FX_EXP2_MIN: y·2^n
+ * for integral n in [−127, 0], 2^n built in the exponent field (n = −127
+ * gives a zero field: the result is +0, not a subnormal). */
+#define FX_EXP2_MIN -127.0f
+static inline fxv v_exp2_scale(fxv y, fxv n) {
+    const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
+    return vmulq_f32(y, vreinterpretq_f32_s32(e));
+}
+
+/* −inf lanes → +0; every other lane (NaN too) kept. */
+static inline fxv v_ninf_to_zero(fxv v) {
+    return vbslq_f32(vceqq_f32(v, vdupq_n_f32(-__builtin_inff())), vdupq_n_f32(0.0f), v);
+}
+
 /* Horizontal reductions, a fixed tree: 4 → 2 → 1 (halves added). */
 static inline float v_hsum(fxv v) {
     float32x2_t a = vadd_f32(vget_low_f32(v), vget_high_f32(v));

@@ -186,7 +186,7 @@ static void kernel_6x16(int64_t ks, const void *a_, const void *b_, const fx_gem
 }
 
 /* ------------------------------------------------------------------------ */
-/* GEMV (m <= 4): W streamed once, 4 rows at a time                         */
+/* GEMV (m <= 4): the microkernel of gemm_gemv.h's loops                    */
 /* ------------------------------------------------------------------------ */
 
 /* Horizontal sum of 8 lanes, fixed order. */
@@ -228,44 +228,11 @@ static inline __attribute__((always_inline)) void gemv_tile(const int M, const i
         }
 }
 
-static inline __attribute__((always_inline)) void gemv_m(const int M, fx_dtype dt, int64_t n0, int64_t n1,
-                                                         int64_t k, const float *x, int64_t ldx,
-                                                         const fx_weight *w, float *y, int64_t ldy,
-                                                         const fx_epilogue *epi) {
-    int64_t j = n0;
-    for (; j + 4 <= n1; j += 4) gemv_tile(M, 4, dt, j, k, x, ldx, w, y, ldy, epi);
-    for (; j < n1; j++) gemv_tile(M, 1, dt, j, k, x, ldx, w, y, ldy, epi);
-}
+#include "gemm_gemv.h"
 
-static inline __attribute__((always_inline)) void gemv_any(fx_dtype dt, int64_t m, int64_t n0, int64_t n1,
-                                                           int64_t k, const float *x, int64_t ldx,
-                                                           const fx_weight *w, float *y, int64_t ldy,
-                                                           const fx_epilogue *epi) {
-    switch (m) {
-    case 1: gemv_m(1, dt, n0, n1, k, x, ldx, w, y, ldy, epi); break;
-    case 2: gemv_m(2, dt, n0, n1, k, x, ldx, w, y, ldy, epi); break;
-    case 3: gemv_m(3, dt, n0, n1, k, x, ldx, w, y, ldy, epi); break;
-    default:
-        for (int64_t i = 0; i < m; i += 4)
-            gemv_m(4, dt, n0, n1, k, x + i * ldx, ldx, w, y + i * ldy, ldy, epi);
-    }
-}
-
-static void gemv_f32(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int64_t ldx,
-                     const uint16_t *xb, const fx_weight *w, float *y, int64_t ldy, const fx_epilogue *epi) {
-    (void)xb;
-    gemv_any(FX_DTYPE_F32, m, n0, n1, k, x, ldx, w, y, ldy, epi);
-}
-static void gemv_f16(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int64_t ldx,
-                     const uint16_t *xb, const fx_weight *w, float *y, int64_t ldy, const fx_epilogue *epi) {
-    (void)xb;
-    gemv_any(FX_DTYPE_F16, m, n0, n1, k, x, ldx, w, y, ldy, epi);
-}
-static void gemv_bf16(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int64_t ldx,
-                      const uint16_t *xb, const fx_weight *w, float *y, int64_t ldy, const fx_epilogue *epi) {
-    (void)xb;
-    gemv_any(FX_DTYPE_BF16, m, n0, n1, k, x, ldx, w, y, ldy, epi);
-}
+static FX_GEMV_ENTRY(gemv_f32, FX_DTYPE_F32)
+static FX_GEMV_ENTRY(gemv_f16, FX_DTYPE_F16)
+static FX_GEMV_ENTRY(gemv_bf16, FX_DTYPE_BF16)
 
 /* ------------------------------------------------------------------------ */
 /* The avx2 table                                                           */

@@ -123,13 +123,15 @@ DEFINE_KERNEL(kernel_rows8, ROWS8)
 DEFINE_KERNEL(kernel_rows4, ROWS4)
 
 /* ------------------------------------------------------------------------ */
-/* GEMV (m <= 4) with vdpbf16ps: xb is X in bf16, rows round_up(k, 32) apart */
+/* GEMV (m <= 4) with vdpbf16ps, the microkernel of gemm_gemv.h's loops:    */
+/* xb is X in bf16, rows round_up(k, 32) apart                              */
 /* ------------------------------------------------------------------------ */
 
-static inline __attribute__((always_inline)) void gemv_tile(const int M, const int R, int64_t j, int64_t k,
-                                                            const uint16_t *xb, const fx_weight *w, float *y,
-                                                            int64_t ldy, const fx_epilogue *epi) {
-    const int64_t ldxb = (k + 31) / 32 * 32;
+static inline __attribute__((always_inline)) void gemv_tile(const int M, const int R, fx_dtype dt, int64_t j,
+                                                            int64_t k, const uint16_t *xb, int64_t ldxb,
+                                                            const fx_weight *w, float *y, int64_t ldy,
+                                                            const fx_epilogue *epi) {
+    (void)dt; /* bf16 weights only */
     const uint16_t *wd = w->data;
     __m512 acc[4][4];
 #pragma GCC unroll 4
@@ -154,25 +156,13 @@ static inline __attribute__((always_inline)) void gemv_tile(const int M, const i
         for (int r = 0; r < R; r++) fx_gemm_epi_scalar(epi, j + r, _mm512_reduce_add_ps(acc[i][r]), y + i * ldy + j + r);
 }
 
-static inline __attribute__((always_inline)) void gemv_m(const int M, int64_t n0, int64_t n1, int64_t k,
-                                                         const uint16_t *xb, const fx_weight *w, float *y,
-                                                         int64_t ldy, const fx_epilogue *epi) {
-    int64_t j = n0;
-    for (; j + 4 <= n1; j += 4) gemv_tile(M, 4, j, k, xb, w, y, ldy, epi);
-    for (; j < n1; j++) gemv_tile(M, 1, j, k, xb, w, y, ldy, epi);
-}
+#define FX_GEMV_X uint16_t
+#include "gemm_gemv.h"
 
 static void gemv_bf16_dot(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int64_t ldx,
                           const uint16_t *xb, const fx_weight *w, float *y, int64_t ldy, const fx_epilogue *epi) {
     (void)x, (void)ldx;
-    const int64_t ldxb = (k + 31) / 32 * 32;
-    switch (m) {
-    case 1: gemv_m(1, n0, n1, k, xb, w, y, ldy, epi); break;
-    case 2: gemv_m(2, n0, n1, k, xb, w, y, ldy, epi); break;
-    case 3: gemv_m(3, n0, n1, k, xb, w, y, ldy, epi); break;
-    default:
-        for (int64_t i = 0; i < m; i += 4) gemv_m(4, n0, n1, k, xb + i * ldxb, w, y + i * ldy, ldy, epi);
-    }
+    gemv_rows(FX_DTYPE_BF16, m, n0, n1, k, xb, (k + 31) / 32 * 32, w, y, ldy, epi);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -45,8 +45,9 @@ typedef struct attn_case {
     int pad;      /* extra elements in every ld */
 } attn_case;
 
-/* Shapes: S ∈ {1, 7, 17, 33, 255}, Sq ≠ Sk, D ∈ {2, 48, 50, 64, 128, 512},
- * GQA groups 1, 2, 3, 4, causal with offsets, padding masks, strided rows. */
+/* Shapes: S ∈ {1, 7, 17, 33, 255, ...}, Sq ≠ Sk, D ∈ {2, 32, 48, 50, 64, 80,
+ * 96, 128, 256, 512, 1030}, GQA groups 1, 2, 3, 4, 8, causal with offsets,
+ * padding masks, strided rows. */
 static const attn_case cases[] = {
     {1, 1, 1, 1, 64, 0, 0, 0, 0},
     {7, 7, 2, 2, 64, 1, 0, 0, 3},
@@ -67,6 +68,12 @@ static const attn_case cases[] = {
     {5, 2048, 6, 6, 512, 1, 2043, 2, 0}, /* packed K/V > 16 MiB: several phases */
     {600, 700, 1, 1, 128, 0, 0, 0, 0},   /* many key tiles and rescales */
     {10, 70, 2, 1, 1030, 1, 60, 1, 3},   /* a large head dim, not a multiple of 16 */
+    /* head dims 32, 80, 96, 256 with odd lengths, GQA groups 3 and 8 */
+    {31, 45, 2, 2, 32, 0, 0, 0, 1},
+    {50, 77, 6, 2, 32, 1, 27, 2, 0},
+    {19, 19, 4, 4, 80, 1, 0, 0, 0},
+    {61, 61, 3, 3, 96, 1, 0, 1, 2},
+    {45, 130, 8, 1, 256, 0, 0, 2, 0},
 };
 
 /* Under qemu (aarch64) the emulator is ~1000x slower: tiny shapes only. */
