@@ -209,8 +209,13 @@ BENCH_CPP  += -DFX_BENCH_ONEDNN
 BENCH_LIBS += -ldnnl
 endif
 $(BENCH_OBJ): CPPFLAGS += $(BENCH_CPP)
-# the performance record names the commit it measured
-$(OBJ)/bench/bench_record.o: CPPFLAGS += -DFX_BENCH_COMMIT='"$(shell git describe --always --dirty 2>/dev/null || echo unknown)"'
+# the performance record names the commit it measured (recompiled when it moves)
+COMMIT := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+$(OBJ)/bench/bench_record.o: CPPFLAGS += -DFX_BENCH_COMMIT='"$(COMMIT)"'
+$(OBJ)/bench/bench_record.o: $(BUILD)/commit
+$(BUILD)/commit: FORCE
+	@mkdir -p $(dir $@)
+	@echo "$(COMMIT)" | cmp -s - $@ || echo "$(COMMIT)" > $@
 
 $(BENCH_BIN): $(BENCH_OBJ) $(LIB_A) $(BUILD)/bench-flags
 	@mkdir -p $(dir $@)
