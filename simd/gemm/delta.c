@@ -1,8 +1,8 @@
 /*
  * delta.c — the additive terms of a linear layer (fx_delta, kernels.h):
- * LoRA / LyCORIS adapters applied at run time after fx_linear's main
- * product, never merged into the weight (which may be mmap'd, shared or
- * quantized).
+ * LoRA / LyCORIS adapters applied at run time after the main product
+ * (fx_linear, linear.c calls fx_delta_apply), never merged into the weight
+ * (which may be mmap'd, shared or quantized).
  *
  * Every form ends in one gated accumulate into the term's output columns,
  * with the gate g [rows] = s (store and accumulate layers: the main
@@ -169,9 +169,8 @@ static void apply_kron(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx
     }
 }
 
-/* w's terms after its product (fx_linear). */
-static void apply_terms(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w, float *y,
-                        int64_t ldy, const fx_epilogue *epi) {
+void fx_delta_apply(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w, float *y,
+                    int64_t ldy, const fx_epilogue *epi) {
     if (m <= 0 || w->n <= 0 || w->k <= 0 || !w->delta) return;
     for (const fx_delta *d = w->delta; d; d = d->next) {
         if (fx_delta_check(d, w->n, w->k, NULL, 0)) continue; /* refused when attached (fx_delta_check) */
@@ -181,22 +180,4 @@ static void apply_terms(const fx_kctx *kc, int64_t m, const float *x, int64_t ld
         case FX_DELTA_KRON: apply_kron(kc, m, x, ldx, d, y, ldy, epi); break;
         }
     }
-}
-
-void fx_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w, float *y, int64_t ldy,
-               const fx_epilogue *epi) {
-    static const fx_epilogue store = {FX_EPI_STORE, NULL, NULL};
-    if (!epi) epi = &store;
-    fx_gemm_linear(kc, m, x, ldx, w, y, ldy, epi);
-    apply_terms(kc, m, x, ldx, w, y, ldy, epi);
-}
-
-void fx_linear_int8w(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w,
-                     const struct fx_int8w *f, float *y, int64_t ldy, const fx_epilogue *epi) {
-    static const fx_epilogue store = {FX_EPI_STORE, NULL, NULL};
-    if (!epi) epi = &store;
-    /* without scratch memory (or the mode), the blocks: their pages come
-     * back from the file */
-    if (!f || !kc->int8 || fx_linear_int8(kc, NULL, m, x, ldx, w, f, y, ldy, epi)) fx_gemm_linear(kc, m, x, ldx, w, y, ldy, epi);
-    apply_terms(kc, m, x, ldx, w, y, ldy, epi);
 }

@@ -1,6 +1,6 @@
 /*
  * gemm.c — fx_gemm_linear, the product of fx_linear: the BLIS-style driver
- * shared by every ISA (fx_linear itself, in delta.c, adds the layer's terms).
+ * shared by every ISA (fx_linear itself, in linear.c, adds the layer's terms).
  *
  *   Y[m, n] (op)= X[m, k] · W[n, k]ᵀ (+ bias)
  *

@@ -1,8 +1,9 @@
 /*
  * gemm.h — per-ISA tables of the gemm kernel family (simd-internal).
  *
- * fx_linear (gemm.c) computes Y[m, n] (op)= X[m, k] · W[n, k]ᵀ the BLIS
- * way: loops around a register-tiled microkernel. Each thread owns a block
+ * fx_gemm_linear (gemm.c, the product of fx_linear) computes
+ * Y[m, n] (op)= X[m, k] · W[n, k]ᵀ the BLIS way: loops around a
+ * register-tiled microkernel. Each thread owns a block
  * of the output (a range of whole NR column panels, or of whole MR rows
  * when n is narrow) and runs, with nothing shared and no barriers:
  *
@@ -351,8 +352,13 @@ void fx_gemv_c(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int
                const fx_epilogue *epi);
 
 /* fx_linear without w's additive terms (w->delta ignored): the product
- * (gemm.c). fx_linear (delta.c) is this, then the terms. */
+ * (gemm.c). fx_linear (linear.c) is this, then fx_delta_apply. */
 void fx_gemm_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w, float *y,
+                    int64_t ldy, const fx_epilogue *epi);
+/* w's additive terms after its product (delta.c): each term of w->delta
+ * that passes fx_delta_check adds into y [m, w->n] with epi (not NULL);
+ * nothing without terms. */
+void fx_delta_apply(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w, float *y,
                     int64_t ldy, const fx_epilogue *epi);
 
 /* Describe a table's paths per weight dtype (one line each, "linear:"

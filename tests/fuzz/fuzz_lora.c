@@ -55,6 +55,13 @@ void fx_gemm_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, c
         }
 }
 
+/* linear.c also holds the int8-form entry, which adapters never reach. */
+int fx_linear_int8(const fx_kctx *kc, const fx_gemm_int8 *p, int64_t m, const float *x, int64_t ldx,
+                   const fx_weight *w, const struct fx_int8w *f, float *y, int64_t ldy, const fx_epilogue *epi) {
+    (void)kc, (void)p, (void)m, (void)x, (void)ldx, (void)w, (void)f, (void)y, (void)ldy, (void)epi;
+    abort();
+}
+
 static fx_wset *model(void) {
     static fx_wset *m;
     if (!m) {
