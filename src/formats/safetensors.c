@@ -34,63 +34,12 @@
 /* Dtypes and shapes                                                        */
 /* ------------------------------------------------------------------------ */
 
-static const struct {
-    const char *name;
-    size_t size;
-} dtype_info[FX_ST_DTYPE_COUNT] = {
-    [FX_ST_BOOL] = {"BOOL", 1},       [FX_ST_U8] = {"U8", 1},
-    [FX_ST_I8] = {"I8", 1},           [FX_ST_I16] = {"I16", 2},
-    [FX_ST_U16] = {"U16", 2},         [FX_ST_F16] = {"F16", 2},
-    [FX_ST_BF16] = {"BF16", 2},       [FX_ST_I32] = {"I32", 4},
-    [FX_ST_U32] = {"U32", 4},         [FX_ST_F32] = {"F32", 4},
-    [FX_ST_F64] = {"F64", 8},         [FX_ST_I64] = {"I64", 8},
-    [FX_ST_U64] = {"U64", 8},         [FX_ST_F8_E4M3] = {"F8_E4M3", 1},
-    [FX_ST_F8_E5M2] = {"F8_E5M2", 1}, [FX_ST_F8_E8M0] = {"F8_E8M0", 1},
-    [FX_ST_C64] = {"C64", 8},
-};
-
-/* block types: FX_ST_Q8_0 + i is FX_DTYPE_Q8_0 + i */
-static int is_block(fx_st_dtype t) { return t >= FX_ST_Q8_0 && t < FX_ST_DTYPE_COUNT; }
-static fx_dtype block_dtype(fx_st_dtype t) { return (fx_dtype)(FX_DTYPE_Q8_0 + (t - FX_ST_Q8_0)); }
-
-const char *fx_st_dtype_name(fx_st_dtype t) {
-    if (is_block(t)) return fx_dtype_name(block_dtype(t));
-    return (unsigned)t < FX_ST_SAFETENSORS_COUNT ? dtype_info[t].name : "?";
-}
-
-size_t fx_st_dtype_size(fx_st_dtype t) {
-    return (unsigned)t < FX_ST_SAFETENSORS_COUNT ? dtype_info[t].size : 0;
-}
-
-int64_t fx_st_row_bytes(fx_st_dtype t, int64_t n) {
-    if (is_block(t)) return fx_dtype_row_bytes(block_dtype(t), n);
-    int64_t r;
-    if (n < 0 || __builtin_mul_overflow(n, (int64_t)fx_st_dtype_size(t), &r)) return -1;
-    return r;
-}
-
-int fx_st_weight_dtype(fx_st_dtype t) {
-    switch (t) {
-    case FX_ST_F32: return FX_DTYPE_F32;
-    case FX_ST_F16: return FX_DTYPE_F16;
-    case FX_ST_BF16: return FX_DTYPE_BF16;
-    default: return is_block(t) ? (int)block_dtype(t) : -1;
-    }
-}
-
-fx_st_dtype fx_st_dtype_of_weight(fx_dtype t) {
-    switch (t) {
-    case FX_DTYPE_F32: return FX_ST_F32;
-    case FX_DTYPE_F16: return FX_ST_F16;
-    case FX_DTYPE_BF16: return FX_ST_BF16;
-    default: return (fx_st_dtype)(FX_ST_Q8_0 + (t - FX_DTYPE_Q8_0));
-    }
-}
-
-static int parse_dtype(const char *s, fx_st_dtype *out) {
-    for (int t = 0; t < FX_ST_SAFETENSORS_COUNT; t++)
-        if (!strcmp(s, dtype_info[t].name)) { *out = (fx_st_dtype)t; return 0; }
-    return -1;
+/* A dtype name of the safetensors list (the weight types and the plain ones). */
+static int parse_dtype(const char *s, fx_dtype *out) {
+    int t = fx_dtype_parse(s);
+    if (t < 0 || !fx_dtype_in_safetensors((fx_dtype)t) || strcmp(s, fx_dtype_name((fx_dtype)t))) return -1;
+    *out = (fx_dtype)t;
+    return 0;
 }
 
 char *fx_shape_str(const fx_shape *s, char *buf, size_t size) {
@@ -319,11 +268,11 @@ static flux_status parse_entry(fx_st_file *f, const char *name, size_t name_len,
     }
     /* byte size without overflow (a shape containing 0 has 0 bytes) */
     char sbuf[160];
-    int64_t nbytes = (int64_t)fx_st_dtype_size(t->dtype);
+    int64_t nbytes = (int64_t)fx_dtype_size(t->dtype);
     for (size_t i = 0; i < nd && !has_zero; i++)
         if (__builtin_mul_overflow(nbytes, t->shape.d[i], &nbytes))
             return bad(err, f, name, "shape %s × %s overflows the byte size",
-                       fx_shape_str(&t->shape, sbuf, sizeof sbuf), fx_st_dtype_name(t->dtype));
+                       fx_shape_str(&t->shape, sbuf, sizeof sbuf), fx_dtype_name(t->dtype));
     if (has_zero) nbytes = 0;
 
     const fx_json *off = fx_json_get(v, "data_offsets");
@@ -339,7 +288,7 @@ static flux_status parse_entry(fx_st_file *f, const char *name, size_t name_len,
                    (long long)b, (long long)e, (unsigned long long)data_size);
     if (e - b != nbytes)
         return bad(err, f, name, "shape %s × %s = %lld bytes, but data_offsets [%lld, %lld] span %lld bytes",
-                   fx_shape_str(&t->shape, sbuf, sizeof sbuf), fx_st_dtype_name(t->dtype),
+                   fx_shape_str(&t->shape, sbuf, sizeof sbuf), fx_dtype_name(t->dtype),
                    (long long)nbytes, (long long)b, (long long)e, (long long)(e - b));
     t->offset = b;
     t->nbytes = nbytes;
@@ -427,12 +376,7 @@ static flux_status parse_gguf(fx_st_file *f, const void *img, fx_err *err) {
         fx_tensor *t = &f->tensors[i];
         t->name = gt->name;
         t->file = f;
-        if (gt->weight) t->dtype = fx_st_dtype_of_weight(gt->dtype);
-        else t->dtype = gt->ggml_type == FX_GGML_I8    ? FX_ST_I8
-                        : gt->ggml_type == FX_GGML_I16 ? FX_ST_I16
-                        : gt->ggml_type == FX_GGML_I32 ? FX_ST_I32
-                        : gt->ggml_type == FX_GGML_I64 ? FX_ST_I64
-                                                       : FX_ST_F64;
+        t->dtype = gt->dtype;
         t->shape.ndim = gt->n_dims;
         for (int d = 0; d < gt->n_dims; d++) t->shape.d[d] = gt->ne[gt->n_dims - 1 - d];
         t->offset = (int64_t)gt->offset;
@@ -675,21 +619,21 @@ void fx_st_close(fx_st_file *f) {
 /* Conversions                                                              */
 /* ------------------------------------------------------------------------ */
 
-void fx_st_convert_f32(const void *src, fx_st_dtype t, int64_t n, float *dst) {
+void fx_st_convert_f32(const void *src, fx_dtype t, int64_t n, float *dst) {
     const unsigned char *p = src;
     switch (t) {
-    case FX_ST_F32:
+    case FX_DTYPE_F32:
         memcpy(dst, p, (size_t)n * 4);
         break;
-    case FX_ST_BF16:
+    case FX_DTYPE_BF16:
         for (int64_t i = 0; i < n; i++) dst[i] = fx_bf16_bits_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
         break;
-    case FX_ST_F16:
+    case FX_DTYPE_F16:
         for (int64_t i = 0; i < n; i++) dst[i] = fx_f16_bits_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
         break;
     default:
-        if (is_block(t)) {
-            fx_dequantize_row(block_dtype(t), src, n, dst);
+        if (fx_dtype_is_weight(t)) {
+            fx_dequantize_row(t, src, n, dst);
             break;
         }
         for (int64_t i = 0; i < n; i++) dst[i] = 0.0f; /* callers check the dtype first */
@@ -1001,22 +945,29 @@ const fx_tensor *fx_wset_find(const fx_wset *s, const char *name) {
     return i < 0 ? NULL : s->tensors[i];
 }
 
+/* " (from rows a..b of 'src')" for a view tensor, "" for others. */
+static const char *view_origin(const fx_wset *s, const fx_tensor *t, char *buf, size_t size) {
+    const view_tensor *v = as_view_tensor(s, t);
+    buf[0] = '\0';
+    for (int i = 0; v && i < v->n; i++) {
+        size_t len = strlen(buf);
+        snprintf(buf + len, size - len, "%s rows %lld..%lld of '%.200s'", i ? " and" : " (from",
+                 (long long)v->row0[i], (long long)(v->row0[i] + v->rows[i]), v->src[i]->name);
+    }
+    if (v && strlen(buf) + 1 < size) strcat(buf, ")");
+    return buf;
+}
+
 flux_status fx_wset_get(const fx_wset *s, const char *name, const fx_shape *expect, const fx_tensor **out,
                         fx_err *err) {
     const fx_tensor *t = fx_wset_find(s, name);
     if (out) *out = t;
     if (!t) return fx_fail(err, FLUX_ERR_MODEL, "%s: tensor '%.200s' not found", s->display, name);
     if (expect && !fx_shape_eq(&t->shape, expect)) {
-        char a[160], b[160], origin[600] = "";
-        const view_tensor *v = as_view_tensor(s, t);
-        for (int i = 0; v && i < v->n; i++) {
-            size_t len = strlen(origin);
-            snprintf(origin + len, sizeof origin - len, "%s rows %lld..%lld of '%.200s'", i ? " and" : " (from",
-                     (long long)v->row0[i], (long long)(v->row0[i] + v->rows[i]), v->src[i]->name);
-        }
-        if (v) strcat(origin, ")");
+        char a[160], b[160], origin[600];
         return fx_fail(err, FLUX_ERR_MODEL, "%s: tensor '%.200s'%s has shape %s, expected %s", t->file->display,
-                       name, origin, fx_shape_str(&t->shape, a, sizeof a), fx_shape_str(expect, b, sizeof b));
+                       name, view_origin(s, t, origin, sizeof origin), fx_shape_str(&t->shape, a, sizeof a),
+                       fx_shape_str(expect, b, sizeof b));
     }
     return FLUX_OK;
 }
@@ -1025,10 +976,16 @@ flux_status fx_wset_check_weight(const fx_wset *s, const char *name, const fx_sh
     const fx_tensor *t;
     flux_status st = fx_wset_get(s, name, expect, &t, err);
     if (st) return st;
-    if (fx_st_weight_dtype(t->dtype) < 0)
-        return fx_fail(err, FLUX_ERR_MODEL,
-                       "%s: tensor '%.200s' has dtype %s; weights must be F32, F16, BF16 or a GGUF block type",
-                       t->file->display, name, fx_st_dtype_name(t->dtype));
+    if (!fx_dtype_is_weight(t->dtype)) {
+        /* a block type without kernels is a valid file flux.c cannot run; a
+         * plain type (I64, ...) is no weight at all */
+        char origin[600], names[200];
+        int block = fx_dtype_is_block(t->dtype);
+        return fx_fail(err, block ? FLUX_ERR_UNSUPPORTED : FLUX_ERR_MODEL,
+                       "%s: tensor '%.200s'%s has dtype %s%s; weights must be %s", t->file->display, name,
+                       view_origin(s, t, origin, sizeof origin), fx_dtype_name(t->dtype),
+                       block ? ", which flux.c cannot decode" : "", fx_dtype_weight_names(names, sizeof names));
+    }
     return FLUX_OK;
 }
 
@@ -1055,7 +1012,7 @@ static flux_status matrix_view(fx_wset *s, const char *name, const fx_shape *exp
     flux_status st = weight_tensor(s, name, expect, &t, err);
     if (st) return st;
     const void *data = fx_tensor_data(t);
-    size_t es = is_block(t->dtype) ? 1 : fx_st_dtype_size(t->dtype); /* blocks are read bytewise */
+    size_t es = fx_dtype_is_block(t->dtype) ? 1 : fx_dtype_size(t->dtype); /* blocks are read bytewise */
     if ((uintptr_t)data % es) { /* rare: keep kernels' loads aligned to the element */
         void *copy = NULL;
         void **grown = realloc(s->copies, (s->n_copies + 1) * sizeof *grown);
@@ -1068,7 +1025,7 @@ static flux_status matrix_view(fx_wset *s, const char *name, const fx_shape *exp
         s->copies[s->n_copies++] = copy;
         data = copy;
     }
-    *out = (fx_weight){data, (fx_dtype)fx_st_weight_dtype(t->dtype), rows, cols, cols, NULL};
+    *out = (fx_weight){data, t->dtype, rows, cols, cols, NULL};
     return FLUX_OK;
 }
 
@@ -1134,7 +1091,7 @@ static flux_status read_stacked(const view_tensor *v, float *dst, fx_err *err) {
             return fx_fail(err, FLUX_ERR_STATE, "%s: data of tensor '%.200s' is not loaded", src->file->display,
                            src->name);
         int64_t row_elems = src->shape.d[0] ? fx_shape_numel(&src->shape) / src->shape.d[0] : 0;
-        fx_st_convert_f32((const char *)fx_tensor_data(src) + fx_st_row_bytes(src->dtype, v->row0[i] * row_elems),
+        fx_st_convert_f32((const char *)fx_tensor_data(src) + fx_dtype_row_bytes(src->dtype, v->row0[i] * row_elems),
                           src->dtype, v->rows[i] * row_elems, dst);
         dst += v->rows[i] * row_elems;
     }
@@ -1194,7 +1151,7 @@ flux_status fx_wset_linear_rows(fx_wset *s, const char *name, int64_t rows, int6
             const fx_tensor *src = v->src[i];
             st = matrix_view(s->base, src->name, &src->shape, src->shape.d[0], cols, out, err);
             if (st) return st;
-            out->data = (const char *)out->data + fx_st_row_bytes(src->dtype, (v->row0[i] + row0 - start) * cols);
+            out->data = (const char *)out->data + fx_dtype_row_bytes(src->dtype, (v->row0[i] + row0 - start) * cols);
             out->n = n;
             return FLUX_OK;
         }
@@ -1203,7 +1160,7 @@ flux_status fx_wset_linear_rows(fx_wset *s, const char *name, int64_t rows, int6
     }
     flux_status st = fx_wset_linear(s, name, rows, cols, out, err);
     if (st) return st;
-    out->data = (const char *)out->data + fx_st_row_bytes(fx_wset_find(s, name)->dtype, row0 * cols);
+    out->data = (const char *)out->data + fx_dtype_row_bytes(fx_wset_find(s, name)->dtype, row0 * cols);
     out->n = n;
     return FLUX_OK;
 }

@@ -46,27 +46,9 @@
 #define FX_ST_MAX_DIMS 8
 #define FX_ST_MAX_HEADER (100u * 1000u * 1000u) /* 100 MB, as the reference library */
 
-/* Every dtype of the safetensors format, then the ggml block types a GGUF
- * file (gguf.h) may hold; GGUF's plain types map onto the first group. */
-typedef enum fx_st_dtype {
-    FX_ST_BOOL = 0, FX_ST_U8, FX_ST_I8, FX_ST_I16, FX_ST_U16, FX_ST_F16, FX_ST_BF16,
-    FX_ST_I32, FX_ST_U32, FX_ST_F32, FX_ST_F64, FX_ST_I64, FX_ST_U64,
-    FX_ST_F8_E4M3, FX_ST_F8_E5M2, FX_ST_F8_E8M0, FX_ST_C64,
-    FX_ST_SAFETENSORS_COUNT, /* dtypes a safetensors header may name */
-    FX_ST_Q8_0 = FX_ST_SAFETENSORS_COUNT, FX_ST_Q4_0, FX_ST_Q4_1, FX_ST_Q5_0, FX_ST_Q5_1,
-    FX_ST_Q2_K, FX_ST_Q3_K, FX_ST_Q4_K, FX_ST_Q5_K, FX_ST_Q6_K, FX_ST_IQ4_NL, FX_ST_IQ4_XS,
-    FX_ST_DTYPE_COUNT
-} fx_st_dtype;
-
-const char *fx_st_dtype_name(fx_st_dtype t);  /* "BF16", "Q4_K", ... */
-size_t fx_st_dtype_size(fx_st_dtype t);       /* bytes per element; 0 for block types */
-/* Bytes of n consecutive elements (n a multiple of the block); -1 if not. */
-int64_t fx_st_row_bytes(fx_st_dtype t, int64_t n);
-/* The weight dtype (F32/F16/BF16 or a block type) of a tensor dtype; -1 if
- * unusable. */
-int fx_st_weight_dtype(fx_st_dtype t);
-/* The tensor dtype of a weight dtype. */
-fx_st_dtype fx_st_dtype_of_weight(fx_dtype t);
+/* Tensor dtypes are fx_dtype (simd/dtype.h: one list of every type with
+ * its size, name and ggml id); fx_dtype_is_weight tells the ones weight
+ * getters accept. */
 
 /* An expected or actual shape. FX_SHAPE(3072, 128) builds one inline;
  * FX_SHAPE0 is the scalar shape []. */
@@ -90,7 +72,7 @@ typedef struct fx_st_file fx_st_file;
 /* One tensor of an opened file. */
 typedef struct fx_tensor {
     const char *name;          /* owned by the file */
-    fx_st_dtype dtype;
+    fx_dtype dtype;
     fx_shape shape;
     int64_t offset;            /* into the data section */
     int64_t nbytes;
@@ -302,6 +284,6 @@ const fx_wset *fx_wset_view_base(const fx_wset *s);
  * unaligned memory (F16 NaNs come out quiet with their payload, as F16C
  * hardware and fx_f16_bits_to_f32 give them; BF16 is bits << 16; block
  * types as fx_dequantize_row, n a multiple of the block). */
-void fx_st_convert_f32(const void *src, fx_st_dtype t, int64_t n, float *dst);
+void fx_st_convert_f32(const void *src, fx_dtype t, int64_t n, float *dst);
 
 #endif

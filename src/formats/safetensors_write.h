@@ -15,7 +15,7 @@
 
 typedef struct fx_st_out {
     const char *name;
-    fx_st_dtype dtype;
+    fx_dtype dtype;
     fx_shape shape;
     const void *data;     /* numel(shape) × element size bytes */
 } fx_st_out;
