@@ -51,7 +51,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "src/formats/safetensors.h"
+#include "src/formats/weight_set.h"
 #include "src/formats/safetensors_write.h"
 
 static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));

@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/formats/safetensors.h"
+#include "src/formats/weight_set.h"
 
 #define MAX_OUT 4096
 #define MAX_PARTS 3

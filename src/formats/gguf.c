@@ -3,6 +3,7 @@
  * the file image, the key/value section, the tensor table and its checks.
  */
 #include "gguf.h"
+#include "name_table.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -229,12 +230,6 @@ static int cmp_offset(const void *a, const void *b) {
     return x->nbytes < y->nbytes ? -1 : x->nbytes > y->nbytes;
 }
 
-static uint64_t fnv1a(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 /* Index of the first item whose name (a char * at the start of each
  * elem-byte item) equals an earlier one's, or -1 (a hash set of indices). */
 static long first_duplicate(const void *base, size_t elem, size_t n, int *nomem) {
@@ -248,7 +243,7 @@ static long first_duplicate(const void *base, size_t elem, size_t n, int *nomem)
     long dup = -1;
     for (size_t i = 0; i < n && dup < 0; i++) {
         const char *name = *(char *const *)(const void *)((const char *)base + i * elem);
-        for (size_t h = fnv1a(name) & (cap - 1);; h = (h + 1) & (cap - 1)) {
+        for (size_t h = fx_fnv1a(name) & (cap - 1);; h = (h + 1) & (cap - 1)) {
             if (!slot[h]) {
                 slot[h] = i + 1;
                 break;

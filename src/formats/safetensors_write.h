@@ -11,7 +11,7 @@
 #ifndef FX_SAFETENSORS_WRITE_H
 #define FX_SAFETENSORS_WRITE_H
 
-#include "safetensors.h"
+#include "tensor_file.h"
 
 typedef struct fx_st_out {
     const char *name;

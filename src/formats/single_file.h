@@ -33,7 +33,7 @@
 #define FX_SINGLE_FILE_H
 
 #include "src/base/log.h"
-#include "safetensors.h"
+#include "weight_set.h"
 
 #define FX_COMFYUI_PREFIX "model.diffusion_model."
 

@@ -25,7 +25,7 @@
 
 #include "config.h"
 #include "ctx.h"
-#include "src/formats/safetensors.h"
+#include "src/formats/weight_set.h"
 
 struct fx_model {
     char *dir;   /* the folder given to flux_load */

@@ -14,7 +14,7 @@
 
 #include "src/formats/gguf.h"
 #include "src/formats/gguf_write.h"
-#include "src/formats/safetensors.h"
+#include "src/formats/weight_set.h"
 
 /* ggml.h's type ids, written out here so the dtype table is checked against them. */
 enum { GGML_F32 = 0, GGML_F16 = 1, GGML_Q8_0 = 8, GGML_Q4_K = 12, GGML_IQ2_XXS = 16, GGML_I64 = 27, GGML_BF16 = 30 };

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/formats/safetensors.h"
+#include "src/formats/weight_set.h"
 
 /* A safetensors image: 8-byte little-endian header length, header, data. */
 static unsigned char *build(const char *header, const void *data, size_t dlen, size_t *len) {

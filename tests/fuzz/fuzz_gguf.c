@@ -18,7 +18,7 @@
 
 #include "src/formats/gguf.h"
 #include "src/formats/qwen3_file.h"
-#include "src/formats/safetensors.h"
+#include "src/formats/weight_set.h"
 #include "tests/fuzz/fuzz_memfd.h"
 #include "src/formats/single_file.h"
 

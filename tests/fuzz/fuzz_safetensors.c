@@ -14,7 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "src/formats/safetensors.h"
+#include "src/formats/weight_set.h"
 #include "tests/fuzz/fuzz_memfd.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
