@@ -26,7 +26,7 @@
  *     ignored; any other name is an error naming it.
  *   - diffusers names in one file: used as they are.
  * Row splits are row ranges of the fused tensor and the swap is two ranges
- * (safetensors.h views), so the checkpoint stays mmap'd and untouched. The
+ * (weight_set.h views), so the checkpoint stays mmap'd and untouched. The
  * shapes are then checked by fx_check_dit_weights like a folder's.
  */
 #ifndef FX_SINGLE_FILE_H

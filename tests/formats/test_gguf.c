@@ -1,6 +1,6 @@
 /*
  * test_gguf.c — the GGUF reader (gguf.h) and GGUF files behind the weight
- * sets (safetensors.h): a file built field by field here is read back
+ * sets (weight_set.h): a file built field by field here is read back
  * exactly (key/values, shapes reversed to PyTorch order, dtypes, data,
  * version 2 and 3); the writer's files read back; and every malformed
  * header of the format reference's check list fails with FLUX_ERR_FORMAT

@@ -4,7 +4,7 @@
  * written from (tools/make_single_file, an independent diffusers → BFL
  * implementation): the same tensors by name, shape, dtype and bytes, the
  * spec's row facts checked on the raw file, bit-identical transformer
- * velocities, and the weight-set views underneath (safetensors.h).
+ * velocities, and the weight-set views underneath (weight_set.h).
  */
 #include "tests/test.h"
 
@@ -171,7 +171,7 @@ TEST(single_file_bfl_name_table) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* Views (safetensors.h)                                                    */
+/* Views (weight_set.h)                                                     */
 /* ------------------------------------------------------------------------ */
 
 /* A small file: "a" F32 [4, 3] = 0..11, "b" BF16 [2, 3], "c" F32 [2, 3] = 100.. */
