@@ -75,8 +75,11 @@ long fx_wset_index(const fx_wset *s, const char *name);
 flux_status fx_wset_get(const fx_wset *s, const char *name, const fx_shape *expect,
                         const fx_tensor **out, fx_err *err);
 
-/* Same check, plus the dtype must be a weight dtype (F32, F16, BF16, or a
- * block type). */
+/* Same check, plus the dtype must be a weight dtype (fx_dtype_is_weight:
+ * F32, F16, BF16 or a block type with kernels): a block type without
+ * kernels (IQ2_XXS, MXFP4, ...) is FLUX_ERR_UNSUPPORTED, a plain type (I64,
+ * ...) FLUX_ERR_MODEL, each "<file>: tensor '<name>' (from ... of '<source
+ * tensor>', in views) has dtype <T>...". All weight getters below check this. */
 flux_status fx_wset_check_weight(const fx_wset *s, const char *name, const fx_shape *expect,
                                  fx_err *err);
 
