@@ -578,7 +578,7 @@ TEST(kernel_quant_linear_row_view) {
 /* simd/dtype.h's table: names and ggml ids map back to their type; a
  * weight block type has a reference dequantizer and nothing else does;
  * rows are whole blocks; a few sizes against ggml's block structs. */
-TEST(dtype_table_is_consistent) {
+TEST(kernel_dtype_table_is_consistent) {
     int weights = 0;
     for (int i = 0; i < FX_DTYPE_COUNT; i++) {
         const fx_dtype t = (fx_dtype)i;
