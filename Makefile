@@ -69,7 +69,8 @@ OPT      ?= -O2
 WARN     := -Wall -Wextra -Wshadow -Wpointer-arith -Wvla -Wstrict-prototypes \
             -Wno-unused-parameter
 CPPFLAGS += -D_GNU_SOURCE -I.
-CFLAGS   += -std=c11 $(OPT) -g -fPIC $(WARN) -MMD -MP
+# Hidden by default: libflux.so exports only what flux.h marks FLUX_API.
+CFLAGS   += -std=c11 $(OPT) -g -fPIC -fvisibility=hidden $(WARN) -MMD -MP
 LDLIBS   += -lpng -lm -lpthread
 
 ifeq ($(OPENMP),1)
@@ -172,10 +173,17 @@ all: $(FLUX_BIN) $(LIB_A) $(LIB_SO)   ## the CLI and both libraries
 
 lib: $(LIB_A) $(LIB_SO)                ## libflux.a and libflux.so only
 
-$(OBJ)/%.o: %.c
+$(OBJ)/%.o: %.c $(BUILD)/cflags
 	@mkdir -p $(dir $@)
 	@$(if $(filter 0,$(V)),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(ISAFLAGS) -c $< -o $@
+
+# Everything recompiles when the compiler flags change (a build tree made
+# before -fvisibility=hidden would otherwise keep exporting internals).
+CFLAGS_STAMP := $(CC) $(CPPFLAGS) $(CFLAGS)
+$(BUILD)/cflags: FORCE
+	@mkdir -p $(dir $@)
+	@echo "$(CFLAGS_STAMP)" | cmp -s - $@ || echo "$(CFLAGS_STAMP)" > $@
 
 $(LIB_A): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
