@@ -263,7 +263,7 @@ test-native: all $(TEST_BIN) $(BENCH_BIN) tools fixtures   ## only the native te
 	    $(TEST_BIN) $(TESTS)
 
 FUZZ_PNG_SRC := src/base/file_read.c src/image/image.c src/image/image_file.c src/image/image_png.c src/image/image_ppm.c \
-                src/base/atomic_file.c src/base/error.c
+                src/base/atomic_file.c src/base/signal_policy.c src/base/error.c
 
 # ---- fuzzing: libFuzzer targets tests/fuzz/fuzz_*.c (clang), each run for
 # FUZZ_SECONDS; new inputs go to build/fuzz/corpus-<target>, seeds are read
@@ -272,13 +272,13 @@ FUZZ_PNG_SRC := src/base/file_read.c src/image/image.c src/image/image_file.c sr
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_DIR     := build/fuzz
-FUZZ_SRC_DEFAULT := src/base/file_read.c src/base/json.c src/formats/safetensors.c src/formats/map_guard.c src/model/config.c \
+FUZZ_SRC_DEFAULT := src/base/file_read.c src/base/json.c src/formats/safetensors.c src/formats/map_guard.c src/base/signal_policy.c src/model/config.c \
                     src/base/error.c src/base/log.c src/formats/gguf.c simd/quant/dtypes.c simd/quant/dequant.c \
                     simd/rowops/rowops_scalar.c simd/convert/convert.c simd/rope/rope.c
 FUZZ_SRC_gguf = $(FUZZ_SRC_DEFAULT) src/formats/qwen3_file.c src/formats/single_file.c
 FUZZ_SRC_png  = $(FUZZ_PNG_SRC)
 FUZZ_LIBS_png = -lpng
-FUZZ_SRC_npy  = src/base/file_read.c src/base/npy.c src/base/atomic_file.c src/base/error.c
+FUZZ_SRC_npy  = src/base/file_read.c src/base/npy.c src/base/atomic_file.c src/base/signal_policy.c src/base/error.c
 FUZZ_SRC_tokenizer = src/base/file_read.c src/text/tokenizer.c src/text/unicode.c src/text/unicode_tables.c src/base/json.c src/base/error.c
 FUZZ_SRC_lora = $(FUZZ_SRC_DEFAULT) src/formats/single_file.c src/formats/lora.c src/formats/lora_keys.c simd/gemm/delta.c \
                 simd/gemm/linear.c \

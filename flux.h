@@ -4,10 +4,12 @@
  *
  * Everything lives in a flux_ctx: loaded weights (mmap'd, bf16 as shipped),
  * kernel dispatch, thread count, scratch memory, caches and the last error.
- * The library has no global mutable state and never calls exit(); every call
- * that can fail returns a flux_status and leaves a message retrievable with
- * flux_error(ctx). One context must not be used by two threads at the same
- * time; independent contexts may run concurrently.
+ * The library never calls exit(); every call that can fail returns a
+ * flux_status and leaves a message retrievable with flux_error(ctx). One
+ * context must not be used by two threads at the same time; independent
+ * contexts may run concurrently. The few things that are per process
+ * (signal handlers, facts about the CPU) are listed under "Process-wide
+ * state" at the end of this header, with how to turn the handlers off.
  *
  * NULL arguments never crash: a function returning flux_status returns
  * FLUX_ERR_INVALID_ARG for a NULL context, parameter struct, path, text or
@@ -226,7 +228,7 @@ FLUX_API void flux_load_options_init(flux_load_options *lo);
  * that call with FLUX_ERR_IO naming the file (the read would otherwise be
  * a SIGBUS: a handler is installed for SIGBUS during those calls and the
  * previous one restored after; faults outside the mapped weights go to the
- * previous handler). */
+ * previous handler; FLUX_SIGNALS_MAPPED_FAULTS, at the end, turns it off). */
 FLUX_API flux_status flux_load(flux_ctx *ctx, const char *model_dir,
                                const flux_load_options *lo);
 
@@ -502,6 +504,65 @@ FLUX_API flux_status flux_list_devices(flux_ctx *ctx, flux_device_info *out, int
 
 /* What runs the stages of this context: "cpu" or "vulkan: <device>". */
 FLUX_API const char *flux_backend_name(const flux_ctx *ctx);
+
+/* ------------------------------------------------------------------------ */
+/* Process-wide state                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* Signal dispositions belong to the process, so the handlers flux may
+ * install are chosen per process, by these bits:
+ *
+ * FLUX_SIGNALS_TEMP_FILES   SIGINT, SIGTERM, SIGHUP, only while a file
+ *     flux writes atomically is open (images, .npy dumps, the embedding
+ *     cache, quantized GGUF and safetensors files) and only for signals
+ *     still at their default action: the handler removes the temporary
+ *     files and re-raises the signal, so the process dies as it would
+ *     have, without leftovers. Off by default: an application's SIGINT
+ *     stays its own. The flux CLI turns it on.
+ * FLUX_SIGNALS_FILE_SIZE    SIGXFSZ set to "ignore" while such a file is
+ *     open, if it is at its default: a file-size limit (ulimit -f) fails
+ *     the write with FLUX_ERR_IO ("File too large") instead of killing the
+ *     process. On by default.
+ * FLUX_SIGNALS_MAPPED_FAULTS  SIGBUS, during flux_generate,
+ *     flux_generate_batch and flux_encode_text (set on entry, the previous
+ *     disposition restored when the last such call returns): a weight file
+ *     cut short under the mapping fails the call with FLUX_ERR_IO naming
+ *     the file (flux_load); faults elsewhere go to the previous handler.
+ *     Off: such a file kills the process with SIGBUS. On by default.
+ * FLUX_SIGNALS_CPU_PROBE    SIGILL and SIGSEGV, during the one-off
+ *     self-test of the AMX tile kernels (the first flux_new or
+ *     flux_cpu_info of the process, on a CPU that reports AMX; one small
+ *     GEMM, the previous handlers restored right after): a CPU or
+ *     hypervisor that reports AMX but faults on it gets AMX turned off.
+ *     Off: the self-test runs unguarded (such a machine then dies of the
+ *     fault; options.isa or FLUX_ISA below "amx" avoids AMX altogether).
+ *     On by default.
+ *
+ * flux_set_signals(which) sets the bits for calls that start afterwards
+ * (call it before the first flux_new to govern the CPU probe) and returns
+ * the previous set. A handler flux installed is removed only if it is
+ * still the disposition; one the application installs meanwhile is left
+ * alone.
+ *
+ * Other process-wide state, none of it settable: the CPU's features and
+ * the AMX self-test result (computed once, read-only after); on Linux
+ * with AMX, the tile-state permission requested from the kernel once
+ * (arch_prctl, irreversible for the process); the OpenMP runtime's thread
+ * pool (flux never changes its settings; each context passes its thread
+ * count per parallel region); the tables of open temporary files and
+ * guarded mappings the handlers above read; and the environment variables
+ * read at flux_new (FLUX_ISA, FLUX_PRECISION, OMP_NUM_THREADS) and for the
+ * embedding cache (XDG_CACHE_HOME, HOME, FLUX_CACHE_MAX_MB). */
+#define FLUX_SIGNALS_TEMP_FILES 1u
+#define FLUX_SIGNALS_MAPPED_FAULTS 2u
+#define FLUX_SIGNALS_CPU_PROBE 4u
+#define FLUX_SIGNALS_FILE_SIZE 8u
+#define FLUX_SIGNALS_DEFAULT (FLUX_SIGNALS_FILE_SIZE | FLUX_SIGNALS_MAPPED_FAULTS | FLUX_SIGNALS_CPU_PROBE)
+#define FLUX_SIGNALS_ALL (FLUX_SIGNALS_TEMP_FILES | FLUX_SIGNALS_DEFAULT)
+
+/* Choose the handlers above (bits outside FLUX_SIGNALS_ALL are ignored);
+ * returns the previous set. Safe to call from any thread at any time. */
+FLUX_API unsigned flux_set_signals(unsigned which);
 
 #ifdef __cplusplus
 }

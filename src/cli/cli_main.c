@@ -345,6 +345,9 @@ static int list_devices(flux_ctx *ctx) {
 /* ------------------------------------------------------------ main */
 
 int main(int argc, char **argv) {
+    /* A program owns its signals: Ctrl-C, SIGTERM and SIGHUP during a
+     * write also remove the temporary file (flux.h, "Process-wide state") */
+    flux_set_signals(FLUX_SIGNALS_ALL);
     if (argc > 1 && !strcmp(argv[1], "quantize")) return cli_quantize_main(argc - 1, argv + 1);
     /* static: its 64 KiB of --lora paths stay off the stack, so a small
      * stack limit (ulimit -s 64) still runs the program */
