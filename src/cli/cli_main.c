@@ -22,10 +22,7 @@
 #include "cli_quantize.h"
 #include "cli_repl.h"
 #include "cli_show.h"
-#include "src/base/clock.h"
-#include "src/base/json.h"
-#include "src/base/npy.h"
-#include "src/pipeline/ref_image.h"
+#include "cli_internal.h"
 
 /* Set by the SIGINT handler; the progress callback turns it into a
  * cancellation so no output file is written. */

@@ -68,6 +68,16 @@ static const char *shared_lib(void) {
     return path;
 }
 
+/* The compiler the library was built with ("flux.c 0.1.0 (cc 12 ...)"). */
+static void build_cc(char *cc, size_t size) {
+    const char *info = strchr(flux_build_info(), '(');
+    snprintf(cc, size, "cc");
+    if (info) {
+        size_t len = strcspn(info + 1, " )");
+        if (len > 0 && len < size) snprintf(cc, size, "%.*s", (int)len, info + 1);
+    }
+}
+
 TEST(libflux_so_exports_only_flux_h) {
     char *h = fx_test_read_file(fx_test_path("../flux.h"), NULL);
     REQUIRE(h);
@@ -112,10 +122,9 @@ TEST(libflux_so_links_a_flux_h_program) {
         "    return !ok;\n"
         "}\n";
     REQUIRE(fx_test_write_file(src, program, sizeof program - 1) == 0);
-    const char *info = flux_build_info();
-    char cc[64] = "cc";
-    if (strchr(info, '(')) sscanf(strchr(info, '(') + 1, "%63s", cc); /* "flux.c 0.1.0 (cc 12 ...)" */
-    const char *san = strstr(info, "sanitize=1") ? "-fsanitize=address,undefined" : "";
+    char cc[64];
+    build_cc(cc, sizeof cc);
+    const char *san = strstr(flux_build_info(), "sanitize=1") ? "-fsanitize=address,undefined" : "";
     char libdir[4096];
     snprintf(libdir, sizeof libdir, "%s", shared_lib());
     dirname(libdir);
@@ -127,4 +136,37 @@ TEST(libflux_so_links_a_flux_h_program) {
     const int rc = fx_test_run(cmd, &out);
     CHECK_MSG(rc == 0 && out && strstr(out, "FLUX_ERR_IO ok"), "exit %d: %s\n%s", rc, cmd, out ? out : "");
     free(out);
+}
+
+/* The CLI's objects use flux_* functions and, of the internals, only those
+ * src/cli/cli_internal.h names (compiled here, so any build variant checks
+ * the same sources). */
+TEST(cli_uses_flux_h_and_the_listed_internals) {
+    char *listed_text = fx_test_read_file(fx_test_path("../src/cli/cli_internal.h"), NULL);
+    REQUIRE(listed_text);
+    names listed = {0};
+    collect_prefixed(&listed, listed_text, "fx_");
+    free(listed_text);
+    CHECK_MSG(listed.n >= 10, "cli_internal.h names %d fx_ functions", listed.n);
+    char cc[64];
+    build_cc(cc, sizeof cc);
+    char cmd[8192], *out = NULL;
+    snprintf(cmd, sizeof cmd,
+             "cd '%s/..' && for f in src/cli/*.c; do o='%s'/$(basename $f .c).o; "
+             "%s -std=c11 -D_GNU_SOURCE -I. -c $f -o $o || exit 1; nm -u $o | awk -v f=$f '{print f, $NF}'; done",
+             fx_test_path(""), fx_test_tmpdir(), cc);
+    REQUIRE_MSG(fx_test_run(cmd, &out) == 0 && out, "%s: %s", cmd, out ? out : "");
+    int files = 0, unlisted = 0;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        char *sym = strchr(line, ' ');
+        if (!sym) continue;
+        *sym++ = '\0';
+        if (strstr(sym, "flux_") == sym) files++;
+        if (strstr(sym, "fx_") == sym && !names_has(&listed, sym) && unlisted++ < 10)
+            fx_test_fail(__FILE__, __LINE__, "%s uses %s, which src/cli/cli_internal.h does not list", line, sym);
+    }
+    CHECK_MSG(files > 20, "only %d flux_ references found in the CLI's objects", files);
+    CHECK_EQ_INT(unlisted, 0);
+    free(out);
+    names_free(&listed);
 }
