@@ -534,9 +534,9 @@ FLUX_API const char *flux_backend_name(const flux_ctx *ctx);
  *     flux_cpu_info of the process, on a CPU that reports AMX; one small
  *     GEMM, the previous handlers restored right after): a CPU or
  *     hypervisor that reports AMX but faults on it gets AMX turned off.
- *     Off: the self-test runs unguarded (such a machine then dies of the
- *     fault; options.isa or FLUX_ISA below "amx" avoids AMX altogether).
- *     On by default.
+ *     Off: the self-test runs unguarded (its results are still checked,
+ *     but a machine whose tiles fault then dies of the fault). On by
+ *     default.
  *
  * flux_set_signals(which) sets the bits for calls that start afterwards
  * (call it before the first flux_new to govern the CPU probe) and returns
