@@ -49,13 +49,22 @@ static void collect_prefixed(names *s, const char *text, const char *prefix) {
     }
 }
 
-/* The function names flux.h declares with FLUX_API. */
-static void flux_h_api(names *s, char *h) {
-    for (char *p = h; (p = strstr(p, "\nFLUX_API ")); p++) {
-        char *paren = strchr(p, '(');
-        char *name = paren;
-        while (name > p && ident_char(name[-1])) name--;
-        if (paren) names_add(s, name, (size_t)(paren - name));
+/* The function names flux.h declares with FLUX_API; a declaration without
+ * it (a line starting with a type and naming flux_...( ) is a failure: it
+ * would be missing from libflux.so. */
+static void flux_h_api(names *s, const char *h) {
+    for (const char *line = h; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        const char *end = strchr(line, '\n') ? strchr(line, '\n') : line + strlen(line);
+        const char *paren = memchr(line, '(', (size_t)(end - line));
+        const int api = !strncmp(line, "FLUX_API ", 9);
+        if (!paren || (!api && (!(*line >= 'a' && *line <= 'z') || !strncmp(line, "typedef", 7)))) continue;
+        const char *name = paren;
+        while (name > line && ident_char(name[-1])) name--;
+        if (strncmp(name, "flux_", 5)) continue;
+        if (!api)
+            fx_test_fail(__FILE__, __LINE__, "flux.h declares %.*s without FLUX_API", (int)(paren - name), name);
+        else
+            names_add(s, name, (size_t)(paren - name));
     }
 }
 
