@@ -39,8 +39,8 @@ typedef struct fx_buf fx_buf;   /* f32 storage on the backend */
 typedef struct fx_ops_opts {
     const char *backend;        /* a backend's name ("vulkan", "cpu"); NULL or "auto": the first of
                                    the list that opens unasked (Vulkan: a GPU, never a CPU device) */
-    int device;                 /* Vulkan device index, -1 = choose */
-    int validation;             /* Vulkan validation layer (tests) */
+    int device;                 /* device index of a backend with devices (Vulkan), -1 = choose */
+    int validation;             /* the device's validation layer (Vulkan; tests) */
     uint64_t max_binding_bytes; /* 0 = device limit (tests force windows) */
     uint64_t weight_budget;     /* device bytes for weights; 0 = 85% of the device's memory;
                                    weights beyond it are uploaded at each use */
