@@ -353,7 +353,7 @@ static int dit_main(int argc, char **argv, const fx_bench_env *env) {
     r.seconds = t;
     r.flops = fx_dit_run_flops(run);
     r.peak = fx_bench_peak_of(ctx->kernels, 1);
-    if (fx_ops_kind(ctx->ops) == FX_BACKEND_KIND_VULKAN) { /* f32 math on the device */
+    if (!strcmp(fx_ops_backend(ctx->ops), "vulkan")) { /* f32 math on the device */
         r.isa = "vulkan";
         r.dtype = "bf16w-f32";
         r.peak = strstr(fx_ops_name(ctx->ops), "(CPU)") ? FX_PEAK_FMA_F32 : FX_PEAK_KINDS;

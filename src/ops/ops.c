@@ -1,8 +1,8 @@
 /*
- * ops.c — choosing the backend and forwarding every operation to it
- * (ops_internal.h). Storage bounds are checked here, once for both
- * backends, so a wrong view is an error naming the buffer, not a stray
- * write on either side.
+ * ops.c — choosing the backend from the list and forwarding every
+ * operation to it (ops_internal.h). Storage bounds are checked here, once
+ * for every backend, so a wrong view is an error naming the buffer, not a
+ * stray write on any side.
  */
 #include "ops_internal.h"
 
@@ -10,56 +10,111 @@
 #include <stdlib.h>
 #include <string.h>
 
-flux_status fx_ops_open(const fx_ops_opts *o, const fx_kctx *kc, fx_ops **out, fx_err *err) {
-    *out = NULL;
+/* The backends, in the order --backend auto tries them: a device first,
+ * the CPU (which always opens) last. A new backend adds its line here. */
+static const fx_backend *const backends[] = {
+    &fx_backend_vulkan,
+    &fx_backend_cpu,
+};
+enum { NBACKENDS = sizeof backends / sizeof backends[0] };
+
+struct fx_ops {
+    const fx_backend *be;
+    void *ctx;                  /* the backend's, from be->open */
+    const fx_kctx *kc;
+};
+
+static const fx_backend *backend_named(const char *name) {
+    for (int i = 0; i < NBACKENDS; i++)
+        if (!strcmp(backends[i]->name, name)) return backends[i];
+    return NULL;
+}
+
+static flux_status opened(const fx_backend *be, void *ctx, const fx_kctx *kc, fx_ops **out, fx_err *err) {
     fx_ops *ops = calloc(1, sizeof *ops);
-    if (!ops) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (backend)");
-    ops->kc = kc;
-    ops->mem = o->mem;
-    ops->impl = &fx_ops_cpu_impl;
-    ops->kind = FX_BACKEND_KIND_CPU;
-    snprintf(ops->name, sizeof ops->name, "cpu");
-    if (o->want != 1) {
-        fx_err verr = {0};
-        flux_status st = fx_ops_vulkan_open(o, o->want == 2, ops, &verr);
-        if (st != FLUX_OK) {
-            if (o->want == 2) {
-                free(ops);
-                return fx_fail(err, st, "--backend vulkan: %s", verr.msg);
-            }
-            fx_log(o->log, 1, "flux: backend auto: running on the CPU (%s)", verr.msg);
-            *out = ops;
-            return FLUX_OK;
-        }
+    if (!ops) {
+        be->close(ctx);
+        return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (backend)");
     }
-    fx_log(o->log, 1, "flux: backend %s", ops->name);
+    ops->be = be, ops->ctx = ctx, ops->kc = kc;
     *out = ops;
     return FLUX_OK;
 }
 
+flux_status fx_ops_open(const fx_ops_opts *o, const fx_kctx *kc, fx_ops **out, fx_err *err) {
+    *out = NULL;
+    const char *want = o->backend && *o->backend ? o->backend : "auto";
+    void *ctx = NULL;
+    if (strcmp(want, "auto")) {
+        const fx_backend *be = backend_named(want);
+        if (!be) {
+            char names[128] = "auto";
+            for (int i = 0; i < NBACKENDS; i++)
+                snprintf(names + strlen(names), sizeof names - strlen(names), ", %s", backends[i]->name);
+            return fx_fail(err, FLUX_ERR_INVALID_ARG, "--backend %s: not a backend (%s)", want, names);
+        }
+        fx_err berr = {0};
+        flux_status st = be->open(o, kc, 0, &ctx, &berr);
+        if (st) return fx_fail(err, st, "--backend %s: %s", want, berr.msg);
+        fx_log(o->log, 1, "flux: backend %s", be->describe(ctx));
+        return opened(be, ctx, kc, out, err);
+    }
+    char skipped[2 * FX_ERR_MSG_MAX] = ""; /* why the backends before the one chosen did not open */
+    flux_status st = FLUX_ERR_UNSUPPORTED;
+    for (int i = 0; i < NBACKENDS; i++) {
+        fx_err berr = {0};
+        st = backends[i]->open(o, kc, 1, &ctx, &berr);
+        if (st == FLUX_OK) {
+            if (skipped[0]) fx_log(o->log, 1, "flux: backend auto: running on %s (%s)", backends[i]->title, skipped);
+            else fx_log(o->log, 1, "flux: backend %s", backends[i]->describe(ctx));
+            return opened(backends[i], ctx, kc, out, err);
+        }
+        snprintf(skipped + strlen(skipped), sizeof skipped - strlen(skipped), "%s%s", skipped[0] ? "; " : "",
+                 berr.msg);
+    }
+    return fx_fail(err, st, "no backend opened: %s", skipped);
+}
+
 void fx_ops_close(fx_ops *ops) {
     if (!ops) return;
-    if (ops->impl->close) ops->impl->close(ops);
+    ops->be->close(ops->ctx);
     free(ops);
 }
 
-fx_backend_kind fx_ops_kind(const fx_ops *ops) { return ops->kind; }
-int fx_ops_on_host(const fx_ops *ops) { return ops->kind == FX_BACKEND_KIND_CPU; }
-const char *fx_ops_name(const fx_ops *ops) { return ops->name; }
+const char *fx_ops_backend(const fx_ops *ops) { return ops->be->name; }
+int fx_ops_on_host(const fx_ops *ops) { return ops->be->host_memory; }
+const char *fx_ops_name(const fx_ops *ops) { return ops->be->describe(ops->ctx); }
 const fx_kctx *fx_ops_kctx(const fx_ops *ops) { return ops->kc; }
 
 void fx_ops_inject_device_lost(fx_ops *ops) {
-    if (ops->impl->inject_lost) ops->impl->inject_lost(ops);
+    if (ops->be->inject_device_lost) ops->be->inject_device_lost(ops->ctx);
 }
 
 int fx_ops_device_errors(const fx_ops *ops, const char **first) {
     if (first) *first = "";
-    return ops->impl->device_errors ? ops->impl->device_errors(ops, first) : 0;
+    return ops->be->device_errors ? ops->be->device_errors(ops->ctx, first) : 0;
 }
 
+/* The devices of every backend that lists some, in the list's order (count:
+ * all of them, out: the first max); an error only when none could list
+ * (the last reason). */
 flux_status fx_ops_list_devices(fx_device_desc *out, int max, int *count, fx_err *err) {
     *count = 0;
-    return fx_ops_vulkan_list(out, max, count, err);
+    int listed = 0, filled = 0;
+    flux_status st = FLUX_ERR_UNSUPPORTED;
+    fx_err last = {0};
+    for (int i = 0; i < NBACKENDS; i++) {
+        if (!backends[i]->list_devices) continue;
+        int n = 0;
+        fx_err_clear(&last);
+        st = backends[i]->list_devices(out + filled, max - filled, &n, &last);
+        if (st) continue;
+        listed = 1;
+        *count += n;
+        filled += n < max - filled ? n : max - filled;
+    }
+    if (listed) return FLUX_OK;
+    return fx_fail(err, st, "%s", last.msg[0] ? last.msg : "no backend lists devices");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -73,7 +128,7 @@ flux_status fx_buf_new(fx_ops *ops, int64_t floats, const char *what, fx_buf **o
     if (!b) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (%s)", what);
     b->n = floats;
     snprintf(b->what, sizeof b->what, "%s", what ? what : "a buffer");
-    flux_status st = ops->impl->buf_alloc(ops, b, err);
+    flux_status st = ops->be->buf_alloc(ops->ctx, b, err);
     if (st) {
         free(b);
         return st;
@@ -84,7 +139,7 @@ flux_status fx_buf_new(fx_ops *ops, int64_t floats, const char *what, fx_buf **o
 
 void fx_buf_free(fx_ops *ops, fx_buf *b) {
     if (!b) return;
-    ops->impl->buf_release(ops, b);
+    ops->be->buf_free(ops->ctx, b);
     free(b);
 }
 
@@ -116,57 +171,49 @@ static flux_status check_view(const char *op, const char *name, fx_view t, int64
 
 flux_status fx_buf_write(fx_ops *ops, fx_buf *b, int64_t off, const float *src, int64_t n, fx_err *err) {
     TRY(check_span(b, off, n, "write", err));
-    return ops->impl->write(ops, b, off, src, n, err);
+    return ops->be->write(ops->ctx, b, off, src, n, err);
 }
 
 flux_status fx_buf_read(fx_ops *ops, const fx_buf *b, int64_t off, float *dst, int64_t n, fx_err *err) {
     TRY(check_span(b, off, n, "read", err));
-    return ops->impl->read(ops, b, off, dst, n, err);
+    return ops->be->read(ops->ctx, b, off, dst, n, err);
 }
 
 flux_status fx_op_copy(fx_ops *ops, int64_t rows, int64_t cols, fx_view src, fx_view dst, fx_err *err) {
     TRY(check_view("copy", "source", src, rows, cols, 0, err));
     TRY(check_view("copy", "destination", dst, rows, cols, 0, err));
     if (rows <= 0 || cols <= 0) return FLUX_OK;
-    return ops->impl->copy(ops, rows, cols, src, dst, err);
+    return ops->be->copy(ops->ctx, rows, cols, src, dst, err);
 }
 
-flux_status fx_ops_sync(fx_ops *ops, fx_err *err) { return ops->impl->sync(ops, err); }
+flux_status fx_ops_sync(fx_ops *ops, fx_err *err) { return ops->be->sync(ops->ctx, err); }
 
 flux_status fx_ops_weight(fx_ops *ops, const fx_weight *w, const char *name, fx_opw *out, fx_err *err) {
     out->w = *w;
-    out->dev = NULL;
-    out->i8 = NULL;
-    return ops->impl->weight(ops, NULL, out, name, err);
+    out->state = NULL;
+    return ops->be->weight_prepare(ops->ctx, NULL, out, name, err);
 }
 
 flux_status fx_ops_conv_weight(fx_ops *ops, const fx_conv2d_geom *g, const fx_weight *w, const char *name,
                                fx_opw *out, fx_err *err) {
     out->w = *w;
-    out->dev = NULL;
-    out->i8 = NULL;
-    return ops->impl->weight(ops, g, out, name, err);
+    out->state = NULL;
+    return ops->be->weight_prepare(ops->ctx, g, out, name, err);
 }
 
 void fx_ops_weight_free(fx_ops *ops, fx_opw *w) {
-    if (w && w->i8) {
-        fx_mem_add(ops->mem, FX_MEM_WEIGHT_FORMS, -(int64_t)w->i8->bytes);
-        fx_int8w_free(w->i8), w->i8 = NULL;
-    }
-    if (w && w->dev) ops->impl->weight_free(ops, w);
+    if (!ops || !w) return;
+    ops->be->weight_release(ops->ctx, w);
+    w->state = NULL;
 }
 
 int fx_ops_weight_int8_form(fx_ops *ops, fx_opw *w) {
-    if (w->i8) return 1;
-    if (ops->kind != FX_BACKEND_KIND_CPU || !ops->kc->int8 || !fx_int8w_wanted(w->w.dtype)) return 0;
-    w->i8 = fx_int8w_new(ops->kc, &w->w);
-    if (w->i8) fx_mem_add(ops->mem, FX_MEM_WEIGHT_FORMS, (int64_t)w->i8->bytes);
-    return w->i8 != NULL;
+    return ops->be->weight_int8_form ? ops->be->weight_int8_form(ops->ctx, w) : 0;
 }
 
 void fx_ops_weight_set_terms(fx_ops *ops, fx_opw *w, const fx_delta *terms) {
     w->w.delta = terms;
-    if (ops->impl->terms_changed) ops->impl->terms_changed(ops, w);
+    if (ops->be->weight_terms) ops->be->weight_terms(ops->ctx, w);
 }
 
 flux_status fx_ops_vector(fx_ops *ops, const float *host, int64_t n, const char *name, fx_buf **out, fx_err *err) {
@@ -191,12 +238,14 @@ flux_status fx_ops_mask(fx_ops *ops, const uint8_t *mask, int64_t n, fx_buf **ou
 
 flux_status fx_ops_rope(fx_ops *ops, const fx_rope_table *t, fx_oprope *out, fx_err *err) {
     out->t = *t;
-    out->dev = NULL;
-    return ops->impl->rope(ops, out, err);
+    out->state = NULL;
+    return ops->be->rope_prepare(ops->ctx, out, err);
 }
 
 void fx_ops_rope_free(fx_ops *ops, fx_oprope *r) {
-    if (r && r->dev) ops->impl->rope_free(ops, r);
+    if (!ops || !r) return;
+    ops->be->rope_release(ops->ctx, r);
+    r->state = NULL;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -215,7 +264,7 @@ flux_status fx_op_linear(fx_ops *ops, int64_t m, fx_view x, const fx_opw *w, fx_
     TRY(check_view("linear", "y", y, m, w->w.n, 0, err));
     TRY(check_epi("linear", epi, w->w.n, err));
     if (m <= 0) return FLUX_OK;
-    return ops->impl->linear(ops, m, x, w, y, epi, err);
+    return ops->be->linear(ops->ctx, m, x, w, y, epi, err);
 }
 
 flux_status fx_op_attention(fx_ops *ops, const fx_op_attn *a, fx_err *err) {
@@ -226,7 +275,7 @@ flux_status fx_op_attention(fx_ops *ops, const fx_op_attn *a, fx_err *err) {
     if (a->key_mask && a->key_mask->n * 4 < a->sk)
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "attention: key mask of %lld bytes for %lld keys",
                        (long long)a->key_mask->n * 4, (long long)a->sk);
-    return ops->impl->attention(ops, a, err);
+    return ops->be->attention(ops->ctx, a, err);
 }
 
 flux_status fx_op_qk_norm_rope(fx_ops *ops, fx_view x, int64_t rows, int heads, int head_dim, fx_view norm_w,
@@ -236,7 +285,7 @@ flux_status fx_op_qk_norm_rope(fx_ops *ops, fx_view x, int64_t rows, int heads, 
     if (rope && (rope_row0 < 0 || rope_row0 + rows > rope->t.seq))
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "qk_norm_rope: rows [%lld, %lld) outside the RoPE table (%lld rows)",
                        (long long)rope_row0, (long long)(rope_row0 + rows), (long long)rope->t.seq);
-    return ops->impl->qk_norm_rope(ops, x, rows, heads, head_dim, norm_w, eps, rope, rope_row0, err);
+    return ops->be->qk_norm_rope(ops->ctx, x, rows, heads, head_dim, norm_w, eps, rope, rope_row0, err);
 }
 
 flux_status fx_op_rmsnorm(fx_ops *ops, int64_t rows, int64_t cols, fx_view x, fx_view w, float eps, fx_view y,
@@ -244,7 +293,7 @@ flux_status fx_op_rmsnorm(fx_ops *ops, int64_t rows, int64_t cols, fx_view x, fx
     TRY(check_view("rmsnorm", "x", x, rows, cols, 0, err));
     TRY(check_view("rmsnorm", "y", y, rows, cols, 0, err));
     TRY(check_view("rmsnorm", "weight", w, 1, cols, 1, err));
-    return ops->impl->rmsnorm(ops, rows, cols, x, w, eps, y, err);
+    return ops->be->rmsnorm(ops->ctx, rows, cols, x, w, eps, y, err);
 }
 
 flux_status fx_op_layernorm_modulate(fx_ops *ops, int64_t rows, int64_t cols, fx_view x, fx_view shift,
@@ -253,12 +302,12 @@ flux_status fx_op_layernorm_modulate(fx_ops *ops, int64_t rows, int64_t cols, fx
     TRY(check_view("layernorm_modulate", "y", y, rows, cols, 0, err));
     TRY(check_view("layernorm_modulate", "shift", shift, 1, cols, 0, err));
     TRY(check_view("layernorm_modulate", "scale", scale, 1, cols, 0, err));
-    return ops->impl->layernorm_modulate(ops, rows, cols, x, shift, scale, eps, y, err);
+    return ops->be->layernorm_modulate(ops->ctx, rows, cols, x, shift, scale, eps, y, err);
 }
 
 flux_status fx_op_silu(fx_ops *ops, int64_t n, fx_view x, fx_err *err) {
     TRY(check_view("silu", "x", x, 1, n, 0, err));
-    return ops->impl->silu(ops, n, x, err);
+    return ops->be->silu(ops->ctx, n, x, err);
 }
 
 flux_status fx_op_swiglu(fx_ops *ops, int64_t rows, int64_t cols, fx_view gate, fx_view up, fx_view out,
@@ -266,7 +315,7 @@ flux_status fx_op_swiglu(fx_ops *ops, int64_t rows, int64_t cols, fx_view gate, 
     TRY(check_view("swiglu", "gate", gate, rows, cols, 0, err));
     TRY(check_view("swiglu", "up", up, rows, cols, 0, err));
     TRY(check_view("swiglu", "out", out, rows, cols, 0, err));
-    return ops->impl->swiglu(ops, rows, cols, gate, up, out, err);
+    return ops->be->swiglu(ops->ctx, rows, cols, gate, up, out, err);
 }
 
 flux_status fx_op_gated_add(fx_ops *ops, int64_t rows, int64_t cols, fx_view y, fx_view gate, fx_view x,
@@ -274,7 +323,7 @@ flux_status fx_op_gated_add(fx_ops *ops, int64_t rows, int64_t cols, fx_view y, 
     TRY(check_view("gated_add", "y", y, rows, cols, 0, err));
     TRY(check_view("gated_add", "x", x, rows, cols, 0, err));
     TRY(check_view("gated_add", "gate", gate, 1, cols, 1, err));
-    return ops->impl->gated_add(ops, rows, cols, y, gate, x, err);
+    return ops->be->gated_add(ops->ctx, rows, cols, y, gate, x, err);
 }
 
 flux_status fx_op_groupnorm(fx_ops *ops, int64_t pixels, int channels, int groups, fx_view x, fx_view gamma,
@@ -285,7 +334,7 @@ flux_status fx_op_groupnorm(fx_ops *ops, int64_t pixels, int channels, int group
     TRY(check_view("groupnorm", "beta", beta, 1, channels, 1, err));
     if (groups <= 0 || channels % groups)
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "groupnorm: %d channels in %d groups", channels, groups);
-    return ops->impl->groupnorm(ops, pixels, channels, groups, x, gamma, beta, eps, fuse_silu, y, err);
+    return ops->be->groupnorm(ops->ctx, pixels, channels, groups, x, gamma, beta, eps, fuse_silu, y, err);
 }
 
 flux_status fx_op_conv2d(fx_ops *ops, const fx_conv2d_geom *g, fx_view x, const fx_opw *w, const fx_op_epi *epi,
@@ -295,5 +344,5 @@ flux_status fx_op_conv2d(fx_ops *ops, const fx_conv2d_geom *g, fx_view x, const 
     TRY(check_view("conv2d", "x", x, 1, (int64_t)g->h * g->w * g->cin, 0, err));
     TRY(check_view("conv2d", "y", y, 1, (int64_t)ho * wo * g->cout, 0, err));
     TRY(check_epi("conv2d", epi, g->cout, err));
-    return ops->impl->conv2d(ops, g, x, w, epi, y, err);
+    return ops->be->conv2d(ops->ctx, g, x, w, epi, y, err);
 }

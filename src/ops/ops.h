@@ -4,17 +4,22 @@
  * device buffers for Vulkan).
  *
  * Model code (src/text, src/dit, src/vae) calls only these fx_op_* functions
- * and never learns which backend runs them: the CPU backend forwards to
- * simd/kernels.h, the Vulkan backend (src/vulkan, VULKAN=1) records
- * dispatches. Without VULKAN=1, ops_novk.c says "built without Vulkan".
+ * and never learns which backend runs them. A backend is a table of
+ * functions and a context of its own (ops_internal.h: struct fx_backend),
+ * chosen by name from a list in priority order (ops.c): the Vulkan
+ * backend (ops_vulkan.c + src/vulkan, VULKAN=1; without it ops_novk.c says
+ * "built without Vulkan") records dispatches, the CPU backend (ops_cpu.c)
+ * forwards to simd/kernels.h. Buffers, weights and RoPE tables carry the
+ * backend's state as an opaque pointer only that backend reads and frees.
  *
  * Execution model
  *  - Tensors are f32 row-major (fx_view = buffer + offset + leading
  *    dimension, as kernels.h). fx_buf_write / fx_buf_read are the only ways
  *    in and out; on Vulkan every op is recorded and runs at the next read,
  *    write or fx_ops_sync (one submit per batch, barriers only on hazards).
- *  - Weights are registered once (fx_ops_weight): the CPU backend keeps the
- *    stored view, Vulkan uploads it once as stored (bf16 as packed pairs).
+ *  - Weights are registered once (fx_ops_weight): the CPU backend computes
+ *    from the stored view (or its int8 form), Vulkan uploads it once as
+ *    stored (bf16 as packed pairs).
  *  - Every op returns a flux_status with the message in err (the CPU ops
  *    only fail on bad arguments; Vulkan also on device loss / memory).
  */
@@ -31,12 +36,11 @@
 typedef struct fx_ops fx_ops;   /* one backend instance, owned by the context */
 typedef struct fx_buf fx_buf;   /* f32 storage on the backend */
 
-typedef enum fx_backend_kind { FX_BACKEND_KIND_CPU = 0, FX_BACKEND_KIND_VULKAN } fx_backend_kind;
-
 typedef struct fx_ops_opts {
-    int want;                   /* 0 auto (a GPU, never a CPU device), 1 cpu, 2 vulkan (flux_backend) */
-    int device;                 /* Vulkan device index, -1 = choose */
-    int validation;             /* Vulkan validation layer (tests) */
+    const char *backend;        /* a backend's name ("vulkan", "cpu"); NULL or "auto": the first of
+                                   the list that opens unasked (Vulkan: a GPU, never a CPU device) */
+    int device;                 /* device index of a backend with devices (Vulkan), -1 = choose */
+    int validation;             /* the device's validation layer (Vulkan; tests) */
     uint64_t max_binding_bytes; /* 0 = device limit (tests force windows) */
     uint64_t weight_budget;     /* device bytes for weights; 0 = 85% of the device's memory;
                                    weights beyond it are uploaded at each use */
@@ -46,11 +50,13 @@ typedef struct fx_ops_opts {
 
 /* The backend o asks for, with kernels kc (kept by pointer; the CPU ops run
  * on it, and so does anything the device path leaves on the host). auto
- * falls back to the CPU with one -v line; vulkan without a device is
- * FLUX_ERR_UNSUPPORTED with the reason. */
+ * falls back to the next backend of the list with one -v line; vulkan
+ * without a device is FLUX_ERR_UNSUPPORTED with the reason, an unknown name
+ * FLUX_ERR_INVALID_ARG. */
 flux_status fx_ops_open(const fx_ops_opts *o, const fx_kctx *kc, fx_ops **out, fx_err *err);
 void fx_ops_close(fx_ops *ops);
-fx_backend_kind fx_ops_kind(const fx_ops *ops);
+/* The backend's name in the list ("cpu", "vulkan"). */
+const char *fx_ops_backend(const fx_ops *ops);
 /* 1 when buffers are host memory (the CPU backend): stages may then stream
  * through host-side engines of their own (the VAE's strips). */
 int fx_ops_on_host(const fx_ops *ops);
@@ -64,7 +70,8 @@ void fx_ops_inject_device_lost(fx_ops *ops);
 /* The kernels of the CPU side (host-only work next to the device). */
 const fx_kctx *fx_ops_kctx(const fx_ops *ops);
 
-/* Vulkan devices (FLUX_ERR_UNSUPPORTED: built without Vulkan, no loader). */
+/* The devices of the backends that have them (Vulkan; FLUX_ERR_UNSUPPORTED:
+ * built without Vulkan, no loader). */
 typedef struct fx_device_desc {
     int index, usable;
     char name[256], type[32], driver[256], why_not[160];
@@ -105,9 +112,9 @@ static const fx_view fx_none = {0, 0, 0};
 
 /* A linear weight [n, k] (or a conv weight) on the backend. */
 typedef struct fx_opw {
-    fx_weight w;                /* the stored view (the CPU computes from it) */
-    struct fx_vk_weight *dev;   /* the device copy (Vulkan), else NULL */
-    struct fx_int8w *i8;        /* the int8 form (fx_ops_weight_int8_form), or NULL */
+    fx_weight w;                /* the stored view (adapter terms in w.delta) */
+    void *state;                /* the backend's own form of it (a device copy, an int8
+                                   form), owned and read by that backend only */
 } fx_opw;
 /* Register w (name for errors); the host data must outlive it (the CPU
  * computes from it; a device streams from it what exceeds its budget). */
@@ -121,9 +128,9 @@ void fx_ops_weight_free(fx_ops *ops, fx_opw *w);
  * wants one (fx_int8w_wanted); linear then computes from the form and
  * never reads w's blocks again, so the caller may release their mapped
  * pages (a fallback that needs them reads them back from the file).
- * Returns 1 when w has the form; 0 when not (another backend, the mode
- * off, the type, or no memory: w runs from its blocks as before). Freed by
- * fx_ops_weight_free. */
+ * Returns 1 when w has the form; 0 when not (a backend without int8 forms,
+ * the mode off, the type, or no memory: w runs from its blocks as before).
+ * Freed by fx_ops_weight_free. */
 int fx_ops_weight_int8_form(fx_ops *ops, fx_opw *w);
 /* Set w's adapter terms (w->w.delta, kernels.h fx_delta; NULL = none). A
  * backend that keeps the terms' factors (Vulkan: resident on the device)
@@ -140,7 +147,7 @@ flux_status fx_ops_mask(fx_ops *ops, const uint8_t *mask, int64_t n, fx_buf **ou
 /* A RoPE table on the backend. */
 typedef struct fx_oprope {
     fx_rope_table t;            /* the host table (not owned) */
-    struct fx_vk_rope *dev;
+    void *state;                /* the backend's copy (Vulkan), owned by that backend */
 } fx_oprope;
 flux_status fx_ops_rope(fx_ops *ops, const fx_rope_table *t, fx_oprope *out, fx_err *err);
 void fx_ops_rope_free(fx_ops *ops, fx_oprope *r);

@@ -73,6 +73,16 @@ static flux_precision choose_precision(const flux_options *opt, fx_err *err) {
     return opt->precision;
 }
 
+/* The name of the backend list (src/ops) that opt->backend chooses. */
+static const char *backend_name(flux_backend b) {
+    switch (b) {
+    case FLUX_BACKEND_CPU: return "cpu";
+    case FLUX_BACKEND_VULKAN: return "vulkan";
+    case FLUX_BACKEND_AUTO: break;
+    }
+    return "auto";
+}
+
 flux_ctx *flux_new(const flux_options *opt) {
     flux_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return NULL;
@@ -103,12 +113,12 @@ flux_ctx *flux_new(const flux_options *opt) {
     fx_kctx_init(&ctx->kc, ctx->kernels, ctx->threads, ctx->scratch);
     ctx->kc.int8 = int8;
     fx_mem_stats_init(&ctx->mem);
-    fx_ops_opts oo = {.want = (int)ctx->opt.backend, .device = ctx->opt.device, .log = &ctx->log, .mem = &ctx->mem,
+    fx_ops_opts oo = {.backend = backend_name(ctx->opt.backend), .device = ctx->opt.device, .log = &ctx->log, .mem = &ctx->mem,
                       .weight_budget = ctx->opt.device_memory_mb > UINT64_MAX >> 20 ? UINT64_MAX
                                                                                      : ctx->opt.device_memory_mb << 20};
     if (getenv("FLUX_VK_VALIDATION") && !strcmp(getenv("FLUX_VK_VALIDATION"), "1")) oo.validation = 1;
     if (fx_ops_open(&oo, &ctx->kc, &ctx->ops, &ctx->backend_err) != FLUX_OK) {
-        oo.want = FLUX_BACKEND_CPU; /* the context still answers --cpu-info; loads fail with backend_err */
+        oo.backend = "cpu"; /* the context still answers --cpu-info; loads fail with backend_err */
         oo.log = NULL;
         if (fx_ops_open(&oo, &ctx->kc, &ctx->ops, &ctx->err) != FLUX_OK) goto oom;
         ctx->err = ctx->backend_err;

@@ -93,7 +93,7 @@ static flux_status weight_of(vw_cache *c, const fx_weight *w, const fx_conv2d_ge
                              fx_err *err) {
     vw_entry *e = find(c, w, err);
     if (!e) return FLUX_ERR_NOMEM;
-    if (e->key == w && (e->w.dev || e->w.w.data)) {
+    if (e->key == w && e->w.w.data) { /* registered */
         *out = &e->w;
         return FLUX_OK;
     }

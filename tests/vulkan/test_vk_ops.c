@@ -27,13 +27,13 @@ static int open_pair(pair *p, uint64_t max_binding) {
     memset(p, 0, sizeof *p);
     vkt_kctx(&p->kc);
     fx_err err = {0};
-    fx_ops_opts co = {.want = 1, .device = -1};
+    fx_ops_opts co = {.backend = "cpu", .device = -1};
     if (fx_ops_open(&co, &p->kc, &p->cpu, &err) != FLUX_OK) {
         fx_test_fail(__FILE__, __LINE__, "CPU backend: %s", err.msg);
         return 0;
     }
     const char *dev = getenv("FLUX_VK_DEVICE");
-    fx_ops_opts vo = {.want = 2, .device = dev && *dev ? atoi(dev) : -1, .validation = 1,
+    fx_ops_opts vo = {.backend = "vulkan", .device = dev && *dev ? atoi(dev) : -1, .validation = 1,
                       .max_binding_bytes = max_binding};
     if (fx_ops_open(&vo, &p->kc, &p->dev, &err) != FLUX_OK) {
         char reason[FX_ERR_MSG_MAX + 32];
@@ -41,7 +41,7 @@ static int open_pair(pair *p, uint64_t max_binding) {
         fx_test_skip(reason);
         return 0;
     }
-    CHECK(fx_ops_kind(p->dev) == FX_BACKEND_KIND_VULKAN);
+    CHECK(!strcmp(fx_ops_backend(p->dev), "vulkan"));
     return 1;
 }
 

@@ -135,7 +135,7 @@ int vkt_device_ready(void) {
     vkt_kctx(&kc);
     fx_ops *ops = NULL;
     fx_err err = {0};
-    fx_ops_opts o = {.want = 2, .device = -1, .validation = 1};
+    fx_ops_opts o = {.backend = "vulkan", .device = -1, .validation = 1};
     flux_status st = fx_ops_open(&o, &kc, &ops, &err);
     if (st != FLUX_OK && strstr(err.msg, "validation requested") && !fx_test_in_ci()) {
         printf("    note: %s; running without validation\n", err.msg);
