@@ -1,15 +1,15 @@
 /*
  * vae.c — the VAE face (vae.h): the context's VAE built from the model's
  * weights (vae_weights.c), its settings and statistics, and each decode or
- * encode as one run of the streaming engine (vae_stream.c) through the
- * networks (vae_decoder.c, vae_encoder.c) when the backend's tensors are
- * host memory, else on whole tensors through the backend (vae_whole.c).
+ * encode as one run of the network (vae_net.c) on an executor: the
+ * strip-streaming one (vae_stream.h) when the backend's tensors are host
+ * memory, else the whole-tensor one over the backend (vae_whole.c).
  */
 #include "vae.h"
 
 #include "src/base/clock.h"
 #include "src/model/model.h"
-#include "vae_nets.h"
+#include "vae_stream.h"
 #include "vae_whole.h"
 
 #include <stdlib.h>
@@ -22,13 +22,13 @@ struct fx_vae {
     fx_vae_storage storage;
     int strip_pixels;
     int whole;                   /* 1: whole tensors even on the CPU backend (tests) */
-    vw_cache *dev;               /* layers on the backend (whole-tensor runs) */
+    vae_whole_cache *dev;               /* layers on the backend (whole-tensor runs) */
     fx_vae_stats stats;
 };
 
 void fx_vae_free(fx_vae *v) {
     if (!v) return;
-    vw_cache_free(v->dev);
+    vae_whole_cache_free(v->dev);
     vae_model_free(&v->m);
     free(v);
 }
@@ -60,7 +60,7 @@ void fx_vae_set_whole_tensors(fx_vae *v, int on) { v->whole = on; }
 /* The whole-tensor plan: on backends whose tensors are not host memory, or when asked. */
 static int run_whole(flux_ctx *ctx, fx_vae *v, fx_err *err) {
     if (!v->whole && fx_ops_on_host(ctx->ops)) return 0;
-    if (!v->dev && !(v->dev = vw_cache_new(ctx->ops))) {
+    if (!v->dev && !(v->dev = vae_whole_cache_new(ctx->ops))) {
         fx_fail(err, FLUX_ERR_NOMEM, "out of memory (VAE layers)");
         return -1;
     }
@@ -88,25 +88,30 @@ double fx_vae_encode_flops(const fx_vae *v, int height, int width) {
 /* Runs                                                                     */
 /* ------------------------------------------------------------------------ */
 
-static void run_begin(vs_run *r, flux_ctx *ctx, const fx_vae *v) {
+/* The network's view of a run: model, input, output, observer. */
+static vae_exec exec_of(const fx_vae *v, int encoder, const float *in, int h, int w, float *out) {
+    vae_exec ex = {.m = &v->m, .encoder = encoder, .in = in, .in_h = h, .in_w = w, .out = out,
+                   .observer = v->observer, .observer_user = v->observer_user};
+    return ex;
+}
+
+static void run_begin(vae_stream *r, flux_ctx *ctx, const fx_vae *v, const vae_exec *ex) {
     memset(r, 0, sizeof *r);
+    r->ex = *ex;
     r->ctx = ctx;
     r->err = &ctx->err;
     r->kc = &ctx->kc;
-    r->m = &v->m;
     r->force_f32 = ctx->force_f32;
     r->storage = v->storage;
-    r->observer = v->observer;
-    r->observer_user = v->observer_user;
     r->groups = v->m.c.norm_num_groups;
     r->eps = v->m.c.norm_eps;
-    r->strip_pixels = v->strip_pixels > 0 ? v->strip_pixels : VS_STRIP_PIXELS;
+    r->strip_pixels = v->strip_pixels > 0 ? v->strip_pixels : VAE_STRIP_PIXELS;
 }
 
-static flux_status run_end(vs_run *r, fx_vae *v, flux_status st, double t0, double flops) {
+static flux_status run_end(vae_stream *r, fx_vae *v, flux_status st, double t0, double flops) {
     v->stats.arena_bytes = r->arena_bytes;
-    vs_arena_free(r);
-    vs_run_release(r);
+    vae_arena_free(r);
+    vae_stream_release(r);
     v->stats.peak_bytes = r->peak_bytes;
     v->stats.seconds = fx_now_s() - t0;
     v->stats.flops = flops;
@@ -128,12 +133,13 @@ flux_status fx_vae_decode(flux_ctx *ctx, fx_vae *v, const float *z, int h8, int 
         return fx_fail(&ctx->err, FLUX_ERR_INVALID_ARG, "fx_vae_decode: latent size %dx%d out of range", h8, w8);
     int whole = run_whole(ctx, v, &ctx->err);
     if (whole < 0) return ctx->err.code;
-    if (whole) return vw_decode(ctx, v->dev, &v->m, v->observer, v->observer_user, z, h8, w8, image);
-    vs_run r;
-    run_begin(&r, ctx, v);
+    const vae_exec ex = exec_of(v, 0, z, h8, w8, image);
+    if (whole) return vae_whole_run_net(ctx, v->dev, &ex);
+    vae_stream r;
+    run_begin(&r, ctx, v, &ex);
     double t0 = fx_now_s();
-    flux_status st = vs_run_init(&r);
-    if (!st) st = vd_decode(&r, z, h8, w8, image);
+    flux_status st = vae_stream_init(&r);
+    if (!st) st = vae_stream_run(&r);
     return run_end(&r, v, st, t0, fx_vae_decode_flops(v, h8, w8));
 }
 
@@ -147,11 +153,12 @@ flux_status fx_vae_encode(flux_ctx *ctx, fx_vae *v, const float *image, int heig
                        width, f, VAE_MAX_SIDE);
     int whole = run_whole(ctx, v, &ctx->err);
     if (whole < 0) return ctx->err.code;
-    if (whole) return vw_encode(ctx, v->dev, &v->m, v->observer, v->observer_user, image, height, width, mean);
-    vs_run r;
-    run_begin(&r, ctx, v);
+    const vae_exec ex = exec_of(v, 1, image, height, width, mean);
+    if (whole) return vae_whole_run_net(ctx, v->dev, &ex);
+    vae_stream r;
+    run_begin(&r, ctx, v, &ex);
     double t0 = fx_now_s();
-    flux_status st = vs_run_init(&r);
-    if (!st) st = ve_encode(&r, image, height, width, mean);
+    flux_status st = vae_stream_init(&r);
+    if (!st) st = vae_stream_run(&r);
     return run_end(&r, v, st, t0, fx_vae_encode_flops(v, height, width));
 }

@@ -2,10 +2,11 @@
  * vae.h — the AutoencoderKLFlux2 decoder and encoder (BFL flux2 autoencoder.py; diffusers autoencoder_kl_flux2.py).
  *
  * The VAE face (vae.c) over its weights (vae_weights.h), the networks
- * (vae_nets.h), their blocks (vae_blocks.h) and the strip-streaming engine
- * (vae_stream.h). Interfaces use the channel-major
+ * written once (vae_net.h) and the two executors that run them
+ * (vae_exec.h: strip streaming on the host, vae_stream.h; whole tensors
+ * through the backend seam, vae_whole.h). Interfaces use the channel-major
  * layouts of the reference (and of the golden files); inside, the VAE runs
- * channels-last ([pixels, channels]) through fx_conv2d / fx_groupnorm.
+ * channels-last ([pixels, channels]).
  */
 #ifndef FX_VAE_H
 #define FX_VAE_H

@@ -1,7 +1,7 @@
 /*
  * vae_stream.c — strip streaming for the VAE: stored tensors (f32 / bf16,
  * row slots), GroupNorm statistics accumulated while a tensor is produced,
- * and vs_run_conv, one conv layer run strip by strip:
+ * and vae_stream_conv, one conv layer run strip by strip:
  *
  *   for each strip of output rows [r0, r1):
  *     load the input rows it reads (f32), side output (1×1 shortcut) from
@@ -12,7 +12,7 @@
  *
  * The load and write phases are one parallel region each: rows are split
  * over the threads, each running the row kernels on one thread with its own
- * kernel context (vs_run.kc1). Statistics are summed per row and the rows
+ * kernel context (vae_stream.kc1). Statistics are summed per row and the rows
  * added in order, so every result is the same for any thread count (and,
  * but for the last bits of those sums, for any strip height).
  * Before a write, the rows it covers are checked against the input rows
@@ -32,7 +32,7 @@
 #endif
 #include <time.h>
 
-/* Strips of VS_STRIP_PIXELS output pixels give both threads enough GEMM
+/* Strips of VAE_STRIP_PIXELS output pixels give both threads enough GEMM
  * blocks; the input window stays within this many bytes. */
 #define STRIP_INPUT_BYTES ((size_t)12 << 20)
 #define MIN_STRIP_ROWS 8
@@ -41,39 +41,39 @@
 /* Scratch accounting                                                       */
 /* ------------------------------------------------------------------------ */
 
-void vs_account(vs_run *r, ptrdiff_t delta) {
+void vae_account(vae_stream *r, ptrdiff_t delta) {
     r->live_bytes = (size_t)((ptrdiff_t)r->live_bytes + delta);
     if (r->live_bytes > r->peak_bytes) r->peak_bytes = r->live_bytes;
     if (r->ctx) fx_mem_add(&r->ctx->mem, FX_MEM_VAE_ARENA, (int64_t)delta);
 }
 
-float *vs_buf(vs_run *r, int i, size_t bytes) {
+float *vae_buf(vae_stream *r, int i, size_t bytes) {
     if (bytes > r->buf_bytes[i]) {
         size_t b = (bytes + 63) & ~(size_t)63;
         float *p = aligned_alloc(64, b);
         if (!p) return NULL;
         free(r->buf[i]);
-        vs_account(r, (ptrdiff_t)b - (ptrdiff_t)r->buf_bytes[i]);
+        vae_account(r, (ptrdiff_t)b - (ptrdiff_t)r->buf_bytes[i]);
         r->buf[i] = p;
         r->buf_bytes[i] = b;
     }
     return r->buf[i];
 }
 
-static void *packed_buf(vs_run *r, size_t bytes) {
+static void *packed_buf(vae_stream *r, size_t bytes) {
     if (bytes > r->packed_bytes) {
         size_t b = (bytes + 63) & ~(size_t)63;
         void *p = aligned_alloc(64, b);
         if (!p) return NULL;
         free(r->packed);
-        vs_account(r, (ptrdiff_t)b - (ptrdiff_t)r->packed_bytes);
+        vae_account(r, (ptrdiff_t)b - (ptrdiff_t)r->packed_bytes);
         r->packed = p;
         r->packed_bytes = b;
     }
     return r->packed;
 }
 
-flux_status vs_run_init(vs_run *r) {
+flux_status vae_stream_init(vae_stream *r) {
     r->threads = r->kc->threads > 0 ? r->kc->threads : 1;
     r->kc1 = calloc((size_t)r->threads, sizeof *r->kc1);
     r->stats = calloc(2, sizeof *r->stats);
@@ -86,18 +86,18 @@ flux_status vs_run_init(vs_run *r) {
     return FLUX_OK;
 }
 
-flux_status vs_checkpoint(vs_run *r, int sub, int subtotal) {
+flux_status vae_stream_checkpoint(vae_stream *r, int sub, int subtotal) {
     return r->ctx ? fx_ctx_checkpoint(r->ctx, sub, subtotal) : FLUX_OK;
 }
 
-void vs_run_release(vs_run *r) {
+void vae_stream_release(vae_stream *r) {
     if (r->kc1)
         for (int t = 0; t < r->threads; t++) fx_scratch_free(r->kc1[t].scratch);
     free(r->kc1);
     r->kc1 = NULL;
     free(r->stats);
     r->stats = NULL;
-    for (int i = 0; i < VS_NBUF; i++) free(r->buf[i]), r->buf[i] = NULL, r->buf_bytes[i] = 0;
+    for (int i = 0; i < VAE_NBUF; i++) free(r->buf[i]), r->buf[i] = NULL, r->buf_bytes[i] = 0;
     free(r->packed), r->packed = NULL, r->packed_bytes = 0;
 }
 
@@ -105,12 +105,12 @@ void vs_run_release(vs_run *r) {
 /* Stored tensors                                                           */
 /* ------------------------------------------------------------------------ */
 
-static size_t es_of(const vs_tensor *t) { return t->dtype == FX_DTYPE_BF16 ? 2 : 4; }
+static size_t es_of(const vae_tensor *t) { return t->dtype == FX_DTYPE_BF16 ? 2 : 4; }
 
-static char *row_ptr(const vs_tensor *t, int y) { return (char *)t->data + (size_t)y * (size_t)t->pitch * es_of(t); }
+static char *row_ptr(const vae_tensor *t, int y) { return (char *)t->data + (size_t)y * (size_t)t->pitch * es_of(t); }
 
 /* One row of t as dense f32 [w, c] / the reverse, single-threaded (kc1). */
-static void load_row(const fx_kctx *kc1, const vs_tensor *t, int y, float *dst) {
+static void load_row(const fx_kctx *kc1, const vae_tensor *t, int y, float *dst) {
     const int64_t n = (int64_t)t->w * t->c;
     if (t->planar) { /* [c, h, w] f32 */
         const float *s = (const float *)t->data + (int64_t)y * t->w;
@@ -124,7 +124,7 @@ static void load_row(const fx_kctx *kc1, const vs_tensor *t, int y, float *dst) 
     }
 }
 
-static void store_row(const fx_kctx *kc1, const vs_tensor *t, int y, const float *src) {
+static void store_row(const fx_kctx *kc1, const vae_tensor *t, int y, const float *src) {
     const int64_t n = (int64_t)t->w * t->c;
     if (t->planar) {
         float *d = (float *)t->data + (int64_t)y * t->w;
@@ -148,11 +148,11 @@ static int tid(void) {
 }
 
 /* Threads for work over `rows` rows of `n` elements each. */
-static int row_threads(const vs_run *r, int rows, int64_t n) {
+static int row_threads(const vae_stream *r, int rows, int64_t n) {
     return rows > 1 && (int64_t)rows * n >= 16384 ? (r->threads < rows ? r->threads : rows) : 1;
 }
 
-void vs_load_rows(vs_run *r, const vs_tensor *t, int y0, int y1, float *dst) {
+void vae_load_rows(vae_stream *r, const vae_tensor *t, int y0, int y1, float *dst) {
     const int64_t n = (int64_t)t->w * t->c;
     const int nt = row_threads(r, y1 - y0, n);
     (void)nt; /* unused without OpenMP */
@@ -160,7 +160,7 @@ void vs_load_rows(vs_run *r, const vs_tensor *t, int y0, int y1, float *dst) {
     for (int y = y0; y < y1; y++) load_row(&r->kc1[tid()], t, y, dst + (int64_t)(y - y0) * n);
 }
 
-void vs_store_rows(vs_run *r, const vs_tensor *t, int y0, int y1, const float *src) {
+void vae_store_rows(vae_stream *r, const vae_tensor *t, int y0, int y1, const float *src) {
     const int64_t n = (int64_t)t->w * t->c;
     const int nt = row_threads(r, y1 - y0, n);
     (void)nt;
@@ -170,7 +170,7 @@ void vs_store_rows(vs_run *r, const vs_tensor *t, int y0, int y1, const float *s
 
 /* Input rows [y0, y1) of src into dst, normalised (GroupNorm + SiLU) when
  * gn is set: one pass per row. */
-static void load_rows_gn(vs_run *r, const vs_tensor *t, int y0, int y1, const vs_stats *gn, const vae_norm *norm,
+static void load_rows_gn(vae_stream *r, const vae_tensor *t, int y0, int y1, const vae_stats *gn, const vae_norm *norm,
                          int load, float *dst) {
     const int64_t n = (int64_t)t->w * t->c;
     const int nt = row_threads(r, y1 - y0, n);
@@ -188,7 +188,7 @@ static int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a +
 
 /* Whether any byte of rows [a0, a1) of a meets rows [b0, b1) of b (row
  * slots: each row is w·c elements at the start of its pitch). */
-static int rows_overlap(const vs_tensor *a, int a0, int a1, const vs_tensor *b, int b0, int b1) {
+static int rows_overlap(const vae_tensor *a, int a0, int a1, const vae_tensor *b, int b0, int b1) {
     if (a->planar || b->planar || a0 >= a1 || b0 >= b1) return 0;
     const int64_t bp = b->pitch * (int64_t)es_of(b), blen = (int64_t)b->w * b->c * (int64_t)es_of(b);
     const int64_t alen = (int64_t)a->w * a->c * (int64_t)es_of(a);
@@ -207,19 +207,19 @@ static int rows_overlap(const vs_tensor *a, int a0, int a1, const vs_tensor *b, 
 /* GroupNorm statistics                                                     */
 /* ------------------------------------------------------------------------ */
 
-void vs_stats_init(vs_stats *s, int channels, int groups) {
+void vae_stats_init(vae_stats *s, int channels, int groups) {
     memset(s->acc, 0, sizeof(double) * 2 * (size_t)groups);
     s->pixels = 0;
     s->channels = channels;
     s->groups = groups;
 }
 
-void vs_stats_add(vs_run *r, vs_stats *s, int64_t pixels, const float *x) {
+void vae_stats_add(vae_stream *r, vae_stats *s, int64_t pixels, const float *x) {
     fx_groupnorm_sums(r->kc, pixels, s->channels, s->groups, x, s->acc);
     s->pixels += pixels;
 }
 
-void vs_stats_finish(vs_run *r, vs_stats *s) {
+void vae_stats_finish(vae_stream *r, vae_stats *s) {
     fx_groupnorm_finish(s->pixels, s->channels, s->groups, s->acc, r->eps, s->mean, s->rstd);
 }
 
@@ -227,21 +227,21 @@ void vs_stats_finish(vs_run *r, vs_stats *s) {
 /* Strip-streamed convolution                                               */
 /* ------------------------------------------------------------------------ */
 
-static fx_conv2d_geom geom_of(const vs_conv *op) {
+static fx_conv2d_geom geom_of(const vae_sconv *op) {
     fx_conv2d_geom g = {op->src->h, op->src->w, op->conv->cin, op->conv->cout, op->conv->k, op->conv->k,
                         op->stride > 0 ? op->stride : 1, op->pad_top, op->pad_left, op->pad_bottom,
                         op->pad_right, op->upsample};
     return g;
 }
 
-int vs_conv_strip_rows(const fx_conv2d_geom *g, int strip_pixels) {
+int vae_conv_strip_rows(const fx_conv2d_geom *g, int strip_pixels) {
     int ho, wo;
     fx_conv2d_out_size(g, &ho, &wo);
     if (ho <= 0 || wo <= 0) return 1;
     /* at least MIN_STRIP_ROWS rows, so the halo rows a strip loads twice stay
      * a small fraction (unless a tiny strip was asked for) */
     int s = strip_pixels / wo;
-    if (s < MIN_STRIP_ROWS && strip_pixels >= VS_STRIP_PIXELS) s = MIN_STRIP_ROWS;
+    if (s < MIN_STRIP_ROWS && strip_pixels >= VAE_STRIP_PIXELS) s = MIN_STRIP_ROWS;
     if (s < 1) s = 1;
     for (; s > 1; s--) { /* input window within the budget */
         int in0, in1;
@@ -258,9 +258,9 @@ typedef struct strip {
 /* Write strip rows (residual, statistics, storage) from out / side_out:
  * one pass per row; the statistics are summed per row, then added in row
  * order (independent of the thread count). */
-static flux_status flush(vs_run *r, const vs_conv *op, strip s, float *out, float *side_out, int next_in0) {
+static flux_status flush(vae_stream *r, const vae_sconv *op, strip s, float *out, float *side_out, int next_in0) {
     const int rows = s.r1 - s.r0;
-    const vs_tensor *d = &op->dst;
+    const vae_tensor *d = &op->dst;
     const int64_t n = (int64_t)d->w * d->c;
     /* nothing later strips read may be overwritten */
     if (rows_overlap(d, s.r0, s.r1, op->src, next_in0, op->src->h) ||
@@ -268,10 +268,10 @@ static flux_status flush(vs_run *r, const vs_conv *op, strip s, float *out, floa
         return fx_fail(r->err, FLUX_ERR_INTERNAL,
                        "vae: the storage plan would overwrite rows a later strip reads (rows %d..%d)", s.r0,
                        s.r1 - 1);
-    vs_stats *st = op->dst_stats;
+    vae_stats *st = op->dst_stats;
     const int G = st ? st->groups : 0;
-    double *acc = st ? (double *)(void *)vs_buf(r, 5, sizeof(double) * 2 * (size_t)G * (size_t)rows) : NULL;
-    float *tmp = op->residual ? vs_buf(r, 6, sizeof(float) * (size_t)n * (size_t)r->threads) : NULL;
+    double *acc = st ? (double *)(void *)vae_buf(r, 5, sizeof(double) * 2 * (size_t)G * (size_t)rows) : NULL;
+    float *tmp = op->residual ? vae_buf(r, 6, sizeof(float) * (size_t)n * (size_t)r->threads) : NULL;
     if ((st && !acc) || (op->residual && !tmp)) return fx_fail(r->err, FLUX_ERR_NOMEM, "out of memory (VAE strip)");
     const int nt = row_threads(r, rows, n);
     (void)nt;
@@ -301,7 +301,7 @@ static flux_status flush(vs_run *r, const vs_conv *op, strip s, float *out, floa
     return FLUX_OK;
 }
 
-flux_status vs_run_conv(vs_run *r, const vs_conv *op) {
+flux_status vae_stream_conv(vae_stream *r, const vae_sconv *op) {
     fx_err *err = r->err;
     const fx_conv2d_geom g = geom_of(op);
     int ho, wo;
@@ -320,7 +320,7 @@ flux_status vs_run_conv(vs_run *r, const vs_conv *op) {
         return fx_fail(err, FLUX_ERR_INTERNAL, "vae: cannot pack a %dx%d conv weight", g.cout, g.cin);
     r->pack_seconds += fx_now_s() - tp;
 
-    const int srows = vs_conv_strip_rows(&g, r->strip_pixels);
+    const int srows = vae_conv_strip_rows(&g, r->strip_pixels);
     const int nstrips = (ho + srows - 1) / srows;
     const int64_t out_floats = (int64_t)srows * wo * g.cout;
     const int64_t side_floats = op->side ? (int64_t)srows * wo * op->side->cout : 0;
@@ -331,9 +331,9 @@ flux_status vs_run_conv(vs_run *r, const vs_conv *op) {
         strip s = {k * srows, (k + 1) * srows < ho ? (k + 1) * srows : ho};
         int in0, in1;
         fx_conv2d_input_rows(&g, s.r0, s.r1, &in0, &in1);
-        float *in = vs_buf(r, 0, sizeof(float) * (size_t)(in1 - in0 > 0 ? in1 - in0 : 1) * g.w * g.cin);
-        float *out = vs_buf(r, 1 + k % 2, sizeof(float) * (size_t)out_floats);
-        float *side_out = op->side ? vs_buf(r, 3 + k % 2, sizeof(float) * (size_t)side_floats) : NULL;
+        float *in = vae_buf(r, 0, sizeof(float) * (size_t)(in1 - in0 > 0 ? in1 - in0 : 1) * g.w * g.cin);
+        float *out = vae_buf(r, 1 + k % 2, sizeof(float) * (size_t)out_floats);
+        float *side_out = op->side ? vae_buf(r, 3 + k % 2, sizeof(float) * (size_t)side_floats) : NULL;
         if (!in || !out || (op->side && !side_out)) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (VAE strip)");
         double tl = fx_now_s();
         if (op->side) { /* 1×1 on the raw rows r0..r1 (stride 1: inside the window), then normalise */
@@ -371,11 +371,11 @@ flux_status vs_run_conv(vs_run *r, const vs_conv *op) {
     return FLUX_OK;
 }
 
-int64_t vs_stream_gap(const fx_conv2d_geom *g, int strip_pixels, int64_t pitch_src, int64_t pitch_dst,
+int64_t vae_stream_gap(const fx_conv2d_geom *g, int strip_pixels, int64_t pitch_src, int64_t pitch_dst,
                       int64_t dst_row_bytes) {
     int ho, wo;
     fx_conv2d_out_size(g, &ho, &wo);
-    const int s = vs_conv_strip_rows(g, strip_pixels);
+    const int s = vae_conv_strip_rows(g, strip_pixels);
     int64_t gap = INT64_MIN;
     for (int r0 = 0; r0 < ho; r0 += s) {
         int r1 = r0 + s < ho ? r0 + s : ho;
@@ -389,17 +389,17 @@ int64_t vs_stream_gap(const fx_conv2d_geom *g, int strip_pixels, int64_t pitch_s
     return gap;
 }
 
-void vs_plan_level(vs_plan *p, int i, const vae_resnet *first, fx_dtype dtype, int h, int w) {
-    vs_level *l = &p->lv[i];
+void vae_plan_level(vae_plan *p, int i, const vae_resnet *first, fx_dtype dtype, int h, int w) {
+    vae_region *l = &p->lv[i];
     const int ch = first->cin > 2 * first->cout ? first->cin : 2 * first->cout;
     l->dtype = dtype;
     l->h = h, l->w = w;
     l->pitch = (int64_t)ch * w;
-    p->bytes[i] = vs_round64((size_t)h * (size_t)l->pitch * (dtype == FX_DTYPE_BF16 ? 2 : 4));
+    p->bytes[i] = vae_round64((size_t)h * (size_t)l->pitch * (dtype == FX_DTYPE_BF16 ? 2 : 4));
 }
 
-vs_tensor vs_level_part(const vs_level *l, int c0, int c) {
-    vs_tensor t = {0};
+vae_tensor vae_region_part(const vae_region *l, int c0, int c) {
+    vae_tensor t = {0};
     size_t es = l->dtype == FX_DTYPE_BF16 ? 2 : 4;
     t.data = l->base + (size_t)c0 * (size_t)l->w * es;
     t.dtype = l->dtype;
@@ -412,7 +412,7 @@ vs_tensor vs_level_part(const vs_level *l, int c0, int c) {
 /* Arena, storage, observer                                                 */
 /* ------------------------------------------------------------------------ */
 
-flux_status vs_arena_alloc(vs_run *r, size_t bytes) {
+flux_status vae_arena_alloc(vae_stream *r, size_t bytes) {
     bytes = (bytes + 4095) & ~(size_t)4095;
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
@@ -420,16 +420,16 @@ flux_status vs_arena_alloc(vs_run *r, size_t bytes) {
     madvise(p, bytes, MADV_HUGEPAGE);
     r->arena = p;
     r->arena_bytes = bytes;
-    vs_account(r, (ptrdiff_t)bytes);
+    vae_account(r, (ptrdiff_t)bytes);
     return FLUX_OK;
 }
 
-void vs_arena_free(vs_run *r) {
-    if (r->arena) munmap(r->arena, r->arena_bytes), vs_account(r, -(ptrdiff_t)r->arena_bytes);
+void vae_arena_free(vae_stream *r) {
+    if (r->arena) munmap(r->arena, r->arena_bytes), vae_account(r, -(ptrdiff_t)r->arena_bytes);
     r->arena = NULL;
 }
 
-fx_dtype vs_storage_dtype(const vs_run *r, int scale) {
+fx_dtype vae_storage_dtype(const vae_stream *r, int scale) {
     switch (r->storage) {
     case FX_VAE_STORAGE_F32: return FX_DTYPE_F32;
     case FX_VAE_STORAGE_BF16: return FX_DTYPE_BF16;
@@ -437,21 +437,21 @@ fx_dtype vs_storage_dtype(const vs_run *r, int scale) {
     }
 }
 
-void vs_observe(vs_run *r, const char *name, const vs_tensor *t, const vs_stats *gn, const vae_norm *norm) {
-    if (!r->observer) return;
+void vae_stream_observe(vae_stream *r, const char *name, const vae_tensor *t, const vae_stats *gn, const vae_norm *norm) {
+    if (!r->ex.observer) return;
     const int64_t hw = (int64_t)t->h * t->w;
     float *chw = malloc(sizeof(float) * (size_t)(hw * t->c));
     float *row = malloc(sizeof(float) * (size_t)t->w * (size_t)t->c);
     if (chw && row) {
         for (int y = 0; y < t->h; y++) {
-            vs_load_rows(r, t, y, y + 1, row);
+            vae_load_rows(r, t, y, y + 1, row);
             if (gn) /* the GroupNorm output itself (no SiLU) */
                 fx_groupnorm_apply(r->kc, t->w, t->c, gn->groups, row, gn->mean, gn->rstd, norm->gamma, norm->beta,
                                    0, row);
             for (int x = 0; x < t->w; x++)
                 for (int c = 0; c < t->c; c++) chw[c * hw + (int64_t)y * t->w + x] = row[(int64_t)x * t->c + c];
         }
-        r->observer(r->observer_user, name, chw, t->c, t->h, t->w);
+        r->ex.observer(r->ex.observer_user, name, chw, t->c, t->h, t->w);
     }
     free(chw);
     free(row);

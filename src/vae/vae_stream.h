@@ -13,26 +13,25 @@
  * conv loads its input rows. Nearest ×2 upsampling and the asymmetric
  * downsample padding are folded into the conv's gather.
  *
- * Storage (the plans of vae_decoder.c / vae_encoder.c): all stored tensors of one level (resolution) live in
+ * Storage (the plans of vae_stream_exec.c): all stored tensors of one level (resolution) live in
  * a "level region" of the activation arena, row r of every tensor in row
  * slot r of the region: [x part | h part]. In place where safe:
  *   - pass 2 writes out over x (the skip is pointwise),
  *   - a resnet with a 1×1 shortcut writes s = shortcut(u) and h of row r
- *     into the slot of input row r, one strip late (vs_conv.delay), once the
+ *     into the slot of input row r, one strip late (vae_sconv.delay), once the
  *     next strip has read its halo rows,
  *   - the decoder's upsample writes the next (larger) level at one end of the
  *     arena while the previous level is read from the other end; the encoder's
  *     downsample compacts the next level in place.
  * Level regions at full and half resolution are stored in bf16 in the
  * default precision mode, everything else (and everything with
- * FLUX_PRECISION=f32) in f32 (vs_storage_dtype).
+ * FLUX_PRECISION=f32) in f32 (vae_storage_dtype).
  */
 #ifndef FX_VAE_STREAM_H
 #define FX_VAE_STREAM_H
 
 #include "src/model/ctx.h"
-#include "vae_options.h"
-#include "vae_weights.h"
+#include "vae_exec.h"
 
 /* ------------------------------------------------------------------------ */
 /* Tensors and the arena                                                    */
@@ -41,133 +40,142 @@
 /* A stored tensor [h, w, c]: element (y, x, ch) at data + es·(y·pitch + x·c + ch)
  * (channels-last, rows `pitch` elements apart), or planar [c, h, w] f32
  * (the model's channel-major inputs and outputs). */
-typedef struct vs_tensor {
+typedef struct vae_tensor {
     void *data;
     fx_dtype dtype;      /* FX_DTYPE_F32 or FX_DTYPE_BF16 */
     int h, w, c;
     int64_t pitch;
     int planar;
-} vs_tensor;
+} vae_tensor;
 
 /* GroupNorm statistics of a tensor being produced, then its normalisation. */
-typedef struct vs_stats {
+typedef struct vae_stats {
     double acc[2 * VAE_MAX_GROUPS]; /* [groups][Σx, Σx²] */
     int64_t pixels;
     int channels, groups;
     float mean[VAE_MAX_GROUPS], rstd[VAE_MAX_GROUPS];
-} vs_stats;
+} vae_stats;
 
-/* One decode or encode: kernels, activation memory, scratch buffers. */
-typedef struct vs_run {
+/* One level region: rows h of `pitch` elements in `dtype` at base. */
+typedef struct vae_region {
+    char *base;
+    fx_dtype dtype;
+    int h, w;
+    int64_t pitch;
+} vae_region;
+
+/* The arena of one encode or decode: a region per level (offsets, bytes)
+ * and the mid attention's q, k, v. */
+typedef struct vae_plan {
+    vae_region lv[FX_VAE_MAX_LEVELS];
+    size_t off[FX_VAE_MAX_LEVELS], bytes[FX_VAE_MAX_LEVELS];
+    size_t qkv_off, qkv_bytes, arena;
+} vae_plan;
+
+/* One decode or encode on the host: the executor of the network
+ * (vae_exec.h), kernels, activation memory, scratch buffers. */
+typedef struct vae_stream {
+    vae_exec ex;             /* first: the network's view of the run */
+    vae_plan plan;           /* the arena's level regions */
+    int level;               /* the level the network is at */
+    vae_tensor edge;         /* VAE_EDGE: the latent (decoder input) or the moments (encoder output) */
+    float *edge_buf;         /* its storage (2 tensors: a 1×1 layer writes the other half) */
+    size_t edge_bytes;
     flux_ctx *ctx;           /* for checkpoints between stages (NULL: none) */
     fx_err *err;
     const fx_kctx *kc;
-    const vae_model *m;
     int force_f32;           /* FLUX_PRECISION=f32: the AUTO storage is f32 */
     fx_vae_storage storage;
-    fx_vae_observer observer;
-    void *observer_user;
     int groups;
     float eps;
     int strip_pixels;        /* output pixels per strip */
     char *arena;             /* level regions (see the plan) */
     size_t arena_bytes;
-#define VS_NBUF 7
-    float *buf[VS_NBUF];     /* strip buffers: input, output ×2, side output ×2,
+#define VAE_NBUF 7
+    float *buf[VAE_NBUF];     /* strip buffers: input, output ×2, side output ×2,
                                 row statistics, residual rows (per thread) */
-    size_t buf_bytes[VS_NBUF];
+    size_t buf_bytes[VAE_NBUF];
     int threads;
     fx_kctx *kc1;            /* [threads]: the kernels on one thread, each with
                                 its own scratch (row kernels inside a parallel
                                 region over rows) */
     void *packed;            /* the current layer's packed conv weight */
     size_t packed_bytes;
-    vs_stats *stats;         /* [2]: the running tensor's statistics and a
+    vae_stats *stats;         /* [2]: the running tensor's statistics and a
                                 resnet's inner ones (12 KiB each, kept off
                                 the stack for callers on small stacks) */
     size_t peak_bytes, live_bytes; /* malloc'd activation memory, for the stats */
     double conv_seconds, conv_flops, pack_seconds, load_seconds, store_seconds;
-} vs_run;
+} vae_stream;
 
 /* A strip-streamed convolution (vae_stream.c). */
-typedef struct vs_conv {
-    const vs_tensor *src;
-    const vs_stats *gn;          /* normalise the input (GN + SiLU) with these stats, or NULL */
+typedef struct vae_sconv {
+    const vae_tensor *src;
+    const vae_stats *gn;          /* normalise the input (GN + SiLU) with these stats, or NULL */
     const vae_norm *norm;        /*   and this affine */
     const vae_conv *conv;
     int stride, pad_top, pad_left, pad_bottom, pad_right, upsample;
-    vs_tensor dst;
-    vs_stats *dst_stats;         /* statistics of dst (NULL: none) */
+    vae_tensor dst;
+    vae_stats *dst_stats;         /* statistics of dst (NULL: none) */
     int residual;                /* dst = conv + dst (pointwise, in place) */
     const vae_conv *side;        /* 1×1 of the raw input rows (shortcut), or NULL */
-    vs_tensor side_dst;
+    vae_tensor side_dst;
     int delay;                   /* write a strip once the next has read its rows */
-} vs_conv;
+} vae_sconv;
 
-flux_status vs_run_conv(vs_run *r, const vs_conv *op);
+flux_status vae_stream_conv(vae_stream *r, const vae_sconv *op);
 /* Output rows per strip of a conv: a function of the geometry and the
  * target pixels per strip only. */
-#define VS_STRIP_PIXELS 4096
-int vs_conv_strip_rows(const fx_conv2d_geom *g, int strip_pixels);
+#define VAE_STRIP_PIXELS 4096
+int vae_conv_strip_rows(const fx_conv2d_geom *g, int strip_pixels);
 /* For a conv streamed with delay 1 from src (rows pitch_src bytes apart)
  * into dst (rows pitch_dst bytes apart, the first dst_row_bytes of each row
  * written): max over strips k of (end of dst rows of strip k) − (start of
  * the src rows strip k + 2 reads), both relative to their tensor's start.
  * dst may share memory with src when that is <= the offset of dst above src. */
-int64_t vs_stream_gap(const fx_conv2d_geom *g, int strip_pixels, int64_t pitch_src, int64_t pitch_dst,
+int64_t vae_stream_gap(const fx_conv2d_geom *g, int strip_pixels, int64_t pitch_src, int64_t pitch_dst,
                       int64_t dst_row_bytes);
 
-/* One level region: rows h of `pitch` elements in `dtype` at base. */
-typedef struct vs_level {
-    char *base;
-    fx_dtype dtype;
-    int h, w;
-    int64_t pitch;
-} vs_level;
 /* The tensor [h, w, c] whose row y is stored at element c0·w of row slot y
  * (a row slot holds [x part: w·cx | h part: w·ch]). */
-vs_tensor vs_level_part(const vs_level *l, int c0, int c);
+vae_tensor vae_region_part(const vae_region *l, int c0, int c);
 
-/* The arena of one encode or decode: a region per level (offsets, bytes)
- * and the mid attention's q, k, v. */
-typedef struct vs_plan {
-    vs_level lv[FX_VAE_MAX_LEVELS];
-    size_t off[FX_VAE_MAX_LEVELS], bytes[FX_VAE_MAX_LEVELS];
-    size_t qkv_off, qkv_bytes, arena;
-} vs_plan;
 /* Level i: h × w pixels in dtype, a row slot wide enough for the first
  * resnet's input and its two-part output (max(cin, 2·cout) channels);
  * sets p->lv[i] (not its base) and p->bytes[i] (64-byte multiple). */
-void vs_plan_level(vs_plan *p, int i, const vae_resnet *first, fx_dtype dtype, int h, int w);
-static inline size_t vs_round64(size_t v) { return (v + 63) & ~(size_t)63; }
+void vae_plan_level(vae_plan *p, int i, const vae_resnet *first, fx_dtype dtype, int h, int w);
+static inline size_t vae_round64(size_t v) { return (v + 63) & ~(size_t)63; }
 
 /* Map an arena of `bytes` (huge pages advised); accounted. */
-flux_status vs_arena_alloc(vs_run *r, size_t bytes);
-void vs_arena_free(vs_run *r);
+flux_status vae_arena_alloc(vae_stream *r, size_t bytes);
+void vae_arena_free(vae_stream *r);
 /* Storage dtype of a level region at 1/scale of the image resolution. */
-fx_dtype vs_storage_dtype(const vs_run *r, int scale);
+fx_dtype vae_storage_dtype(const vae_stream *r, int scale);
 
-void vs_account(vs_run *r, ptrdiff_t delta);
+void vae_account(vae_stream *r, ptrdiff_t delta);
 /* Per-thread kernel contexts (call once r->ctx, r->kc are set); release
  * frees them and every buffer. */
-flux_status vs_run_init(vs_run *r);
+flux_status vae_stream_init(vae_stream *r);
+/* Plan the arena for r->ex (decoder or encoder) and run the network
+ * (vae_net.h) through this executor. */
+flux_status vae_stream_run(vae_stream *r);
 /* A context checkpoint (ctx.h) after stage `sub` of `subtotal` of a
  * network: the mid block, each level's blocks, the output (L + 2). */
-flux_status vs_checkpoint(vs_run *r, int sub, int subtotal);
-void vs_run_release(vs_run *r);
+flux_status vae_stream_checkpoint(vae_stream *r, int sub, int subtotal);
+void vae_stream_release(vae_stream *r);
 
 /* Give the observer (if any) a planar f32 copy of t (GroupNorm applied when gn). */
-void vs_observe(vs_run *r, const char *name, const vs_tensor *t, const vs_stats *gn_only, const vae_norm *norm);
+void vae_stream_observe(vae_stream *r, const char *name, const vae_tensor *t, const vae_stats *gn_only, const vae_norm *norm);
 
 /* Scratch buffers of the run (grown on demand, accounted in peak_bytes). */
-float *vs_buf(vs_run *r, int i, size_t bytes);
+float *vae_buf(vae_stream *r, int i, size_t bytes);
 
 /* Rows [y0, y1) of t as dense f32 [rows, w, c]; store the reverse. */
-void vs_load_rows(vs_run *r, const vs_tensor *t, int y0, int y1, float *dst);
-void vs_store_rows(vs_run *r, const vs_tensor *t, int y0, int y1, const float *src);
+void vae_load_rows(vae_stream *r, const vae_tensor *t, int y0, int y1, float *dst);
+void vae_store_rows(vae_stream *r, const vae_tensor *t, int y0, int y1, const float *src);
 
-void vs_stats_init(vs_stats *s, int channels, int groups);
-void vs_stats_add(vs_run *r, vs_stats *s, int64_t pixels, const float *x);
-void vs_stats_finish(vs_run *r, vs_stats *s);
+void vae_stats_init(vae_stats *s, int channels, int groups);
+void vae_stats_add(vae_stream *r, vae_stats *s, int64_t pixels, const float *x);
+void vae_stats_finish(vae_stream *r, vae_stats *s);
 
 #endif
