@@ -248,6 +248,13 @@ TEST(lora_pipeline_formats_match_merged) {
         {"loha", "--format loha --rank 4 --seed 21 --amp 0.2", 1.0f},          /* as a rank-16 product */
         {"loha-dense", "--format loha --rank 12 --seed 23 --amp 0.2", 0.7f},   /* ΔW built: 144·(in+out) > in·out */
         {"diff", "--format diff --seed 22 --amp 0.2", 0.5f},
+        /* DoRA: ai-toolkit / PEFT .magnitude [out] and LyCORIS .dora_scale [out, 1] */
+        {"dora-diffusers", "--format diffusers --rank 4 --seed 24 --dora out", 1.0f},
+        {"dora-bfl", "--format bfl --rank 4 --seed 25 --dora out --dtype f32", 0.6f},
+        {"dora-kohya", "--format kohya --rank 4 --seed 26 --dora out", 1.0f},
+        {"dora-lokr", "--format lokr --rank 4 --seed 27 --dora out", 1.0f},
+        {"dora-loha", "--format loha --rank 4 --seed 28 --amp 0.2 --dora out", 1.0f},
+        {"dora-diff", "--format diff --seed 29 --amp 0.2 --dora out --dtype f16", -0.5f},
     };
     const job plain_job = {.model = model()};
     result plain = run(&plain_job, "plain");
