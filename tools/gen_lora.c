@@ -286,12 +286,28 @@ typedef struct merged {
 
 static merged *g_merged;
 
+/* The values of model tensor i, read on first use (a DoRA adapter without
+ * --merge reads one module's tensors at a time: a 4B model as doubles
+ * would not fit). */
+static double *merged_w(size_t i) {
+    if (!g_merged[i].w) {
+        int64_t n;
+        float *f;
+        fx_err err = {0};
+        if (fx_wset_f32(g_model, g_merged[i].t->name, NULL, &f, &n, &err)) die("%s", err.msg);
+        g_merged[i].w = xcalloc((size_t)n, sizeof(double));
+        for (int64_t k = 0; k < n; k++) g_merged[i].w[k] = f[k];
+        free(f);
+    }
+    return g_merged[i].w;
+}
+
 static void merge(const module *m, const double *dw, double s) {
     for (int p = 0; p < m->n_parts; p++) {
         const part *pt = &m->parts[p];
         merged *mt = NULL;
         for (size_t i = 0; i < fx_wset_count(g_model); i++)
-            if (!strcmp(g_merged[i].t->name, pt->tensor)) mt = &g_merged[i];
+            if (!strcmp(g_merged[i].t->name, pt->tensor)) mt = &g_merged[i], merged_w(i);
         if (!mt) die("internal: tensor %s not found", pt->tensor);
         for (int64_t r = 0; r < pt->rows; r++)
             for (int64_t c = 0; c < m->in; c++)
@@ -305,7 +321,7 @@ static double *module_row(const module *m, int64_t i) {
         const part *pt = &m->parts[p];
         if (i < pt->src_row0 || i >= pt->src_row0 + pt->rows) continue;
         for (size_t t = 0; t < fx_wset_count(g_model); t++)
-            if (!strcmp(g_merged[t].t->name, pt->tensor)) return g_merged[t].w + (pt->dst_row0 + i - pt->src_row0) * m->in;
+            if (!strcmp(g_merged[t].t->name, pt->tensor)) return merged_w(t) + (pt->dst_row0 + i - pt->src_row0) * m->in;
     }
     die("internal: row %lld of %s has no tensor", (long long)i, m->name);
 }
@@ -355,7 +371,8 @@ static void write_merged(const char *model_dir, const char *out) {
     for (size_t i = 0; i < n; i++) {
         const int64_t numel = fx_shape_numel(&g_merged[i].t->shape);
         float *f = xcalloc((size_t)numel, sizeof *f);
-        for (int64_t k = 0; k < numel; k++) f[k] = (float)g_merged[i].w[k];
+        const double *w = merged_w(i);
+        for (int64_t k = 0; k < numel; k++) f[k] = (float)w[k];
         t[i] = (fx_st_out){g_merged[i].t->name, FX_ST_F32, g_merged[i].t->shape, f};
     }
     snprintf(path, sizeof path, "%s/transformer/diffusion_pytorch_model.safetensors", out);
@@ -426,16 +443,7 @@ int main(int argc, char **argv) {
 
     if (merge_dir || dora) { /* DoRA magnitudes are made from W */
         g_merged = xcalloc(fx_wset_count(g_model), sizeof *g_merged);
-        for (size_t i = 0; i < fx_wset_count(g_model); i++) {
-            const fx_tensor *t = fx_wset_tensor_at(g_model, i);
-            g_merged[i].t = t;
-            int64_t n;
-            float *f;
-            if (fx_wset_f32(g_model, t->name, NULL, &f, &n, &err)) die("%s", err.msg);
-            g_merged[i].w = xcalloc((size_t)n, sizeof(double));
-            for (int64_t k = 0; k < n; k++) g_merged[i].w[k] = f[k];
-            free(f);
-        }
+        for (size_t i = 0; i < fx_wset_count(g_model); i++) g_merged[i].t = fx_wset_tensor_at(g_model, i);
     }
 
     char meta_json[1024] = "";
@@ -556,6 +564,8 @@ int main(int argc, char **argv) {
             merge(m, dw, strength * scale);
         }
         free(dw);
+        if (dora && !merge_dir) /* only this module's tensors were needed */
+            for (size_t i = 0; i < fx_wset_count(g_model); i++) free(g_merged[i].w), g_merged[i].w = NULL;
     }
     if (diffusers)
         snprintf(meta_json, sizeof meta_json,
