@@ -262,7 +262,9 @@ FLUX_API flux_status flux_get_model_info(const flux_ctx *ctx, flux_model_info *i
  * full deltas (.diff). Module names are matched against the model's own
  * tensors, whichever naming the model and the file use (a BFL fused-qkv
  * LoRA on diffusers weights, split q/k/v LoRAs on a BFL single file).
- * DoRA and other schemes are refused with an error naming the key.
+ * DoRA (ai-toolkit/PEFT .magnitude, LyCORIS .dora_scale) is applied exactly
+ * (README, LoRA adapters); OFT and other schemes, and key suffixes of no
+ * known scheme, are refused with an error naming the key.
  *
  * Adapters are applied at run time, y = W·x + Σ scale·(α/r)·B·(A·x), as
  * extra terms of the linear layers: the weights (mmap'd, any precision)
@@ -282,7 +284,7 @@ typedef struct flux_lora_info {
                              A1111 tag name; ':' '<' '>' replaced by '_') */
     float scale;          /* the strength */
     int modules;          /* transformer modules it changes */
-    const char *kinds;    /* "LoRA", "LoKr", "LoHa", "diff", or several joined by '+' */
+    const char *kinds;    /* "LoRA", "LoKr", "LoHa", "diff", "DoRA", or several joined by '+' */
     const char *naming;   /* key naming found: "diffusers", "BFL", "flattened (kohya/LyCORIS)" */
     int ignored_keys;     /* keys matching no module, and text-encoder keys */
     const char *warning;  /* "" or one line about the ignored keys (count, first few) */

@@ -242,7 +242,19 @@ void fx_linear_int8w(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, 
  * Factors are weights of any dtype (f32/f16/bf16, with a NULL delta); the
  * terms of a chain are applied in order. Results are bit-identical for any
  * thread count; s = 0 terms must not be attached (a layer without terms is
- * the plain layer, bit for bit). */
+ * the plain layer, bit for bit).
+ *
+ * A term may also rescale its rows (DoRA, W'_j = m_j·(W_j + ΔW_j)/‖W_j + ΔW_j‖
+ * per output row j, made by the caller from fx_delta_row_norms):
+ *   w_gate [rows]     the layer's own product on column row0 + j is
+ *                     multiplied by w_gate[j] (before the layer's bias, gate
+ *                     and accumulation: W_j becomes w_gate[j]·W_j)
+ *   row_scale [rows]  the term adds s·row_scale[j]·(X·ΔWᵀ)[:, j]
+ * so the layer computes W'_j = w_gate[j]·W_j + s·row_scale[j]·ΔW_j. Either
+ * may be NULL (1). Columns with a w_gate carry no other term of the chain
+ * (fx_delta_chain_check): two rescalings of one row do not compose. Cost:
+ * nothing beyond the term on accumulate layers (the gate joins the
+ * epilogue's), one pass over those columns of Y on store layers. */
 typedef enum fx_delta_kind { FX_DELTA_LOWRANK = 0, FX_DELTA_DENSE, FX_DELTA_KRON } fx_delta_kind;
 
 typedef struct fx_delta {
@@ -252,6 +264,8 @@ typedef struct fx_delta {
     fx_weight a, b;              /* factors (see above) */
     fx_weight c;                 /* KRON with a factored W2: its left factor; else data NULL */
     int64_t kron_skip;           /* KRON: rows of W1 ⊗ W2 (from b's first row) before this term's */
+    const float *w_gate;         /* [rows] DoRA: factor of the layer's own rows, or NULL */
+    const float *row_scale;      /* [rows] DoRA: factor of the term's rows, or NULL */
     const struct fx_delta *next; /* the next term, or NULL */
 } fx_delta;
 
@@ -263,6 +277,20 @@ fx_delta fx_delta_rows(const fx_delta *d, int64_t src0, int64_t rows, int64_t ds
  * rank agreement, row range, finite nonzero scale), else -1 with the reason
  * in why. */
 int fx_delta_check(const fx_delta *d, int64_t n, int64_t k, char *why, size_t why_size);
+
+/* 0 when no column with a w_gate is covered by another term of the chain
+ * starting at d, else -1 and *a, *b = the two terms (0-based positions). */
+int fx_delta_chain_check(const fx_delta *d, int *a, int *b);
+
+/* The 2-norms over the k inputs of the rows of W + s·ΔW that a term covers:
+ * norms[j] = ‖W[row0 + j, :] + s·ΔW[j, :]‖ for j < d->rows, with W = w
+ * (any dtype: rows dequantized one at a time, fx_dequantize_row, never the
+ * whole weight) and ΔW = d's rows (LOWRANK products through the GEMM in
+ * f32; DENSE and KRON entries directly); sums of squares in double. For
+ * DoRA's magnitude normalisation at attach time (cost 2·rows·k·r flops for
+ * a LOWRANK term, one read of W's rows). Bit-identical for any thread
+ * count. Returns 0, or -1 when out of memory. */
+int fx_delta_row_norms(const fx_kctx *kc, const fx_weight *w, const fx_delta *d, double s, double *norms);
 
 /* ------------------------------------------------------------------------ */
 /* Attention                                                                */

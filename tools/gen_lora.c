@@ -6,7 +6,8 @@
  *
  *   gen_lora -d MODEL_DIR -o OUT.safetensors [--format F] [--rank R]
  *            [--alpha A] [--dtype bf16|f16|f32] [--seed S] [--amp X]
- *            [--modules all|blocks] [--max-modules N] [--merge DIR [--strength S]]
+ *            [--modules all|blocks] [--max-modules N] [--dora out|in|none]
+ *            [--merge DIR [--strength S]]
  *
  * Formats (shared/docs gguf-lora.md B.3, B.5):
  *   diffusers   transformer.<diffusers module>.lora_A/lora_B.weight; alpha in
@@ -24,6 +25,13 @@
  *               .alpha written but not used (scale 1, the ComfyUI rule)
  *   loha        diffusion_model.<BFL module>.hada_w1_a/_b, hada_w2_a/_b + .alpha (α/R)
  *   diff        diffusion_model.<BFL module>.diff (ΔW itself, scale 1)
+ * --dora out|in|none adds DoRA magnitudes m (random, about the length of
+ * each row of W + scale·ΔW): ".magnitude" [out] (ai-toolkit; PEFT keeps
+ * the same vector as .lora_magnitude_vector) on the diffusers and bfl*
+ * formats, ".dora_scale" [out, 1] (LyCORIS, wd_on_out=True) on the others;
+ * "in" writes LyCORIS' per-input form [1, in] (not merged: flux.c refuses
+ * it). The merge then makes, per output row i (with λ = --strength),
+ *   W_i + λ·(g_i·(W_i + scale·ΔW_i) − W_i),  g_i = m_i / ‖W_i + scale·ΔW_i‖.
  * BFL modules are built here from a table of BFL names (as diffusers convert_flux2_to_diffusers.py maps them),
  * independently of the engine's mapping: a fused qkv ΔW [3d, in] adds its
  * row thirds to to_q, to_k, to_v (add_*_proj for txt); linear1 is
@@ -112,16 +120,17 @@ static factor *push(const char *name) {
     return f;
 }
 
-/* A new factor [rows, cols] of normal values × sd, rounded to g_dtype. */
-static const double *new_factor(const char *name, int64_t rows, int64_t cols, double sd) {
+/* A new tensor of the given shape holding v (NULL: normal values × sd),
+ * rounded to g_dtype; returns the rounded values. */
+static const double *new_tensor(const char *name, fx_shape shape, const double *v, double sd) {
     factor *f = push(name);
-    f->shape = FX_SHAPE(rows, cols);
+    f->shape = shape;
     f->dtype = g_dtype;
-    const int64_t n = rows * cols;
+    const int64_t n = fx_shape_numel(&shape);
     f->data = xcalloc((size_t)n, fx_dtype_size(g_dtype));
     f->v = xcalloc((size_t)n, sizeof(double));
     for (int64_t i = 0; i < n; i++) {
-        float x = (float)(normal() * sd);
+        float x = (float)(v ? v[i] : normal() * sd);
         if (g_dtype == FX_DTYPE_F32) ((float *)f->data)[i] = x;
         else if (g_dtype == FX_DTYPE_BF16) ((uint16_t *)f->data)[i] = fx_f32_to_bf16_bits(x);
         else ((uint16_t *)f->data)[i] = fx_f32_to_f16_bits(x);
@@ -129,6 +138,11 @@ static const double *new_factor(const char *name, int64_t rows, int64_t cols, do
         f->v[i] = x;
     }
     return f->v;
+}
+
+/* A new factor [rows, cols] of normal values × sd, rounded to g_dtype. */
+static const double *new_factor(const char *name, int64_t rows, int64_t cols, double sd) {
+    return new_tensor(name, FX_SHAPE(rows, cols), NULL, sd);
 }
 
 static void new_alpha(const char *name, double alpha) {
@@ -272,16 +286,64 @@ typedef struct merged {
 
 static merged *g_merged;
 
+/* The values of model tensor i, read on first use (a DoRA adapter without
+ * --merge reads one module's tensors at a time: a 4B model as doubles
+ * would not fit). */
+static double *merged_w(size_t i) {
+    if (!g_merged[i].w) {
+        int64_t n;
+        float *f;
+        fx_err err = {0};
+        if (fx_wset_f32(g_model, g_merged[i].t->name, NULL, &f, &n, &err)) die("%s", err.msg);
+        g_merged[i].w = xcalloc((size_t)n, sizeof(double));
+        for (int64_t k = 0; k < n; k++) g_merged[i].w[k] = f[k];
+        free(f);
+    }
+    return g_merged[i].w;
+}
+
 static void merge(const module *m, const double *dw, double s) {
     for (int p = 0; p < m->n_parts; p++) {
         const part *pt = &m->parts[p];
         merged *mt = NULL;
         for (size_t i = 0; i < fx_wset_count(g_model); i++)
-            if (!strcmp(g_merged[i].t->name, pt->tensor)) mt = &g_merged[i];
+            if (!strcmp(g_merged[i].t->name, pt->tensor)) mt = &g_merged[i], merged_w(i);
         if (!mt) die("internal: tensor %s not found", pt->tensor);
         for (int64_t r = 0; r < pt->rows; r++)
             for (int64_t c = 0; c < m->in; c++)
                 mt->w[(pt->dst_row0 + r) * m->in + c] += s * dw[(pt->src_row0 + r) * m->in + c];
+    }
+}
+
+/* The merged row of module row i (its part's tensor row). */
+static double *module_row(const module *m, int64_t i) {
+    for (int p = 0; p < m->n_parts; p++) {
+        const part *pt = &m->parts[p];
+        if (i < pt->src_row0 || i >= pt->src_row0 + pt->rows) continue;
+        for (size_t t = 0; t < fx_wset_count(g_model); t++)
+            if (!strcmp(g_merged[t].t->name, pt->tensor)) return merged_w(t) + (pt->dst_row0 + i - pt->src_row0) * m->in;
+    }
+    die("internal: row %lld of %s has no tensor", (long long)i, m->name);
+}
+
+/* ‖W_i + s·ΔW_i‖ of module row i. */
+static double row_norm(const module *m, const double *dw, double s, int64_t i) {
+    const double *w = module_row(m, i);
+    double sum = 0;
+    for (int64_t c = 0; c < m->in; c++) {
+        const double v = w[c] + s * dw[i * m->in + c];
+        sum += v * v;
+    }
+    return sqrt(sum);
+}
+
+/* DoRA, per row i: W_i ← W_i + λ·(g_i·(W_i + s·ΔW_i) − W_i), g_i = m_i / ‖W_i + s·ΔW_i‖
+ * (λ = 1: m·(W + sΔW)/‖W + sΔW‖, PEFT / ai-toolkit / LyCORIS). */
+static void merge_dora(const module *m, const double *dw, double s, double strength, const double *mag) {
+    for (int64_t i = 0; i < m->out; i++) {
+        const double g = mag[i] / row_norm(m, dw, s, i);
+        double *w = module_row(m, i);
+        for (int64_t c = 0; c < m->in; c++) w[c] += strength * (g * (w[c] + s * dw[i * m->in + c]) - w[c]);
     }
 }
 
@@ -309,7 +371,8 @@ static void write_merged(const char *model_dir, const char *out) {
     for (size_t i = 0; i < n; i++) {
         const int64_t numel = fx_shape_numel(&g_merged[i].t->shape);
         float *f = xcalloc((size_t)numel, sizeof *f);
-        for (int64_t k = 0; k < numel; k++) f[k] = (float)g_merged[i].w[k];
+        const double *w = merged_w(i);
+        for (int64_t k = 0; k < numel; k++) f[k] = (float)w[k];
         t[i] = (fx_st_out){g_merged[i].t->name, FX_DTYPE_F32, g_merged[i].t->shape, f};
     }
     snprintf(path, sizeof path, "%s/transformer/diffusion_pytorch_model.safetensors", out);
@@ -330,7 +393,7 @@ static void flatten(const char *in, char *out, size_t size) {
 int main(int argc, char **argv) {
     const char *dir = NULL, *out = NULL, *format = "bfl", *merge_dir = NULL, *modules = "all";
     int64_t rank = 4;
-    int max_modules = 0;
+    int max_modules = 0, dora = 0;
     double alpha = -1, amp = 0.3, strength = 1.0;
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
@@ -347,6 +410,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--strength")) strength = atof(v);
         else if (!strcmp(a, "--modules")) modules = v;
         else if (!strcmp(a, "--max-modules")) max_modules = atoi(v);
+        else if (!strcmp(a, "--dora")) {
+            if (!strcmp(v, "out")) dora = 1;
+            else if (!strcmp(v, "in")) dora = 2;
+            else if (strcmp(v, "none")) die("--dora: '%s' is not none, out or in", v);
+        }
         else if (!strcmp(a, "--dtype")) {
             if (!strcmp(v, "bf16")) g_dtype = FX_DTYPE_BF16;
             else if (!strcmp(v, "f16")) g_dtype = FX_DTYPE_F16;
@@ -373,18 +441,9 @@ int main(int argc, char **argv) {
     else build_bfl(blocks_only);
     if (max_modules > 0 && g_nmod > max_modules) g_nmod = max_modules;
 
-    if (merge_dir) {
+    if (merge_dir || dora) { /* DoRA magnitudes are made from W */
         g_merged = xcalloc(fx_wset_count(g_model), sizeof *g_merged);
-        for (size_t i = 0; i < fx_wset_count(g_model); i++) {
-            const fx_tensor *t = fx_wset_tensor_at(g_model, i);
-            g_merged[i].t = t;
-            int64_t n;
-            float *f;
-            if (fx_wset_f32(g_model, t->name, NULL, &f, &n, &err)) die("%s", err.msg);
-            g_merged[i].w = xcalloc((size_t)n, sizeof(double));
-            for (int64_t k = 0; k < n; k++) g_merged[i].w[k] = f[k];
-            free(f);
-        }
+        for (size_t i = 0; i < fx_wset_count(g_model); i++) g_merged[i].t = fx_wset_tensor_at(g_model, i);
     }
 
     char meta_json[1024] = "";
@@ -394,6 +453,7 @@ int main(int argc, char **argv) {
         flatten(m->name, flat, sizeof flat);
         const double target = amp / sqrt((double)m->in); /* entries of scale·ΔW */
         double *dw = NULL, scale = 1.0;
+        const int need_dw = merge_dir || dora;
         if (diffusers || !strcmp(format, "bfl") || !strcmp(format, "bfl-bare") || !strcmp(format, "bfl-peft") ||
             !strcmp(format, "kohya") || !strcmp(format, "comfy")) {
             const char *down = ".lora_A.weight", *up = ".lora_B.weight";
@@ -423,7 +483,7 @@ int main(int argc, char **argv) {
                 snprintf(key, sizeof key, "%s.alpha", base);
                 new_alpha(key, alpha);
             }
-            if (merge_dir) dw = matmul(b, a, m->out, rank, m->in);
+            if (need_dw) dw = matmul(b, a, m->out, rank, m->in);
         } else if (!strcmp(format, "lokr") || !strcmp(format, "lokr-full")) {
             const int64_t f = 4, l = f, m1 = f, k2 = m->out / f, n2 = m->in / f;
             if (m->out % f || m->in % f) die("%s: [%lld, %lld] is not divisible by %lld", m->name, (long long)m->out,
@@ -448,7 +508,7 @@ int main(int argc, char **argv) {
             }
             snprintf(key, sizeof key, "%s.alpha", base);
             new_alpha(key, alpha);
-            if (merge_dir) {
+            if (need_dw) {
                 dw = xcalloc((size_t)(m->out * m->in), sizeof *dw);
                 for (int64_t i1 = 0; i1 < l; i1++)
                     for (int64_t i2 = 0; i2 < k2; i2++)
@@ -471,28 +531,47 @@ int main(int argc, char **argv) {
             const double *w2b = new_factor(key, rank, m->in, 1.0);
             snprintf(key, sizeof key, "%s.alpha", base);
             new_alpha(key, alpha);
-            if (merge_dir) {
+            if (need_dw) {
                 dw = matmul(w1a, w1b, m->out, rank, m->in);
                 double *p2 = matmul(w2a, w2b, m->out, rank, m->in);
                 for (int64_t i = 0; i < m->out * m->in; i++) dw[i] *= p2[i];
                 free(p2);
             }
         } else if (!strcmp(format, "diff")) {
-            snprintf(key, sizeof key, "diffusion_model.%.199s.diff", m->name);
+            snprintf(base, sizeof base, "diffusion_model.%.199s", m->name);
+            snprintf(key, sizeof key, "%s.diff", base);
             const double *d = new_factor(key, m->out, m->in, target);
-            if (merge_dir) dw = memcpy(xcalloc((size_t)(m->out * m->in), sizeof *dw), d, (size_t)(m->out * m->in) * sizeof *dw);
+            if (need_dw) dw = memcpy(xcalloc((size_t)(m->out * m->in), sizeof *dw), d, (size_t)(m->out * m->in) * sizeof *dw);
         } else {
             die("--format: '%s' is not diffusers, bfl, bfl-bare, bfl-peft, kohya, comfy, lokr, lokr-full, loha or diff",
                 format);
         }
-        if (dw) merge(m, dw, strength * scale);
+        if (dora) {
+            /* m = ‖W + sΔW‖ per row times 1 ± 25 %: a visible change of every row's length.
+             * ai-toolkit / PEFT formats: ".magnitude" [out]; LyCORIS formats: ".dora_scale"
+             * [out, 1], or with --dora in the per-input form [1, in] flux.c refuses */
+            const int peft = diffusers || !strncmp(format, "bfl", 3);
+            double *mag = xcalloc((size_t)(dora == 2 ? m->in : m->out), sizeof *mag);
+            for (int64_t i = 0; i < (dora == 2 ? m->in : m->out); i++)
+                mag[i] = (dora == 2 ? 1.0 : row_norm(m, dw, scale, i)) * (1.0 + 0.25 * normal());
+            char mkey[400];
+            snprintf(mkey, sizeof mkey, "%s%s", base, peft ? ".magnitude" : ".dora_scale");
+            const double *stored = new_tensor(mkey, peft ? FX_SHAPE(m->out) : dora == 2 ? FX_SHAPE(1, m->in) : FX_SHAPE(m->out, 1),
+                                              mag, 0);
+            if (merge_dir && dora == 1) merge_dora(m, dw, scale, strength, stored);
+            free(mag);
+        } else if (dw && merge_dir) {
+            merge(m, dw, strength * scale);
+        }
         free(dw);
+        if (dora && !merge_dir) /* only this module's tensors were needed */
+            for (size_t i = 0; i < fx_wset_count(g_model); i++) free(g_merged[i].w), g_merged[i].w = NULL;
     }
     if (diffusers)
         snprintf(meta_json, sizeof meta_json,
                  "{\"transformer.r\": %lld, \"transformer.lora_alpha\": %g, \"transformer.alpha_pattern\": "
-                 "{\"%s\": %g}, \"transformer.use_dora\": false}",
-                 (long long)rank, alpha, g_mod[0].name, alpha / 2);
+                 "{\"%s\": %g}, \"transformer.use_dora\": %s}",
+                 (long long)rank, alpha, g_mod[0].name, alpha / 2, dora ? "true" : "false");
     fx_st_out *t = xcalloc(g_nout, sizeof *t);
     for (size_t i = 0; i < g_nout; i++) t[i] = (fx_st_out){g_out[i].name, g_out[i].dtype, g_out[i].shape, g_out[i].data};
     const char *meta[4] = {"format", "pt", "lora_adapter_metadata", meta_json};

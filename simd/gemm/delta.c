@@ -6,8 +6,8 @@
  *
  * Every form ends in one gated accumulate into the term's output columns,
  * with the gate g [rows] = s (store and accumulate layers: the main
- * product is already in Y) or s·gate (gated layers), so the layer's
- * epilogue holds for the sum:
+ * product is already in Y) or s·gate (gated layers), times a DoRA term's
+ * row_scale, so the layer's epilogue holds for the sum:
  *   LOWRANK  T = X·Aᵀ [m, r] (store), then Y[:, row0..] += g ⊙ (T·Bᵀ)
  *   DENSE    Y[:, row0..] += g ⊙ (X·ΔWᵀ)
  *   KRON     per token Z = X_t·W2ᵀ [m1, k2] (X_t = x viewed as [m1, n2];
@@ -34,6 +34,8 @@ fx_delta fx_delta_rows(const fx_delta *d, int64_t src0, int64_t rows, int64_t ds
     s.row0 = dst0;
     s.rows = rows;
     s.next = NULL;
+    if (d->w_gate) s.w_gate = d->w_gate + src0;
+    if (d->row_scale) s.row_scale = d->row_scale + src0;
     switch (d->kind) {
     case FX_DELTA_LOWRANK: s.b = fx_weight_rows(&d->b, src0, rows); break;
     case FX_DELTA_DENSE: s.a = fx_weight_rows(&d->a, src0, rows); break;
@@ -80,6 +82,20 @@ int fx_delta_check(const fx_delta *d, int64_t n, int64_t k, char *why, size_t wh
     return bad ? -1 : 0;
 }
 
+int fx_delta_chain_check(const fx_delta *d, int *a, int *b) {
+    int i = 0;
+    for (const fx_delta *x = d; x; x = x->next, i++) {
+        if (!x->w_gate) continue;
+        int j = 0;
+        for (const fx_delta *y = d; y; y = y->next, j++)
+            if (y != x && y->row0 < x->row0 + x->rows && x->row0 < y->row0 + y->rows) {
+                *a = i < j ? i : j, *b = i < j ? j : i;
+                return -1;
+            }
+    }
+    return 0;
+}
+
 /* The term's gate g [rows] = s (store / accumulate layers) or s·gate[row0 + j]
  * (gated), followed by room for per_row floats of each of *chunk rows of X
  * (chunk <= m, chunk·per_row floats <= CHUNK_BYTES). Without scratch memory:
@@ -98,6 +114,8 @@ static float *term_scratch(const fx_kctx *kc, int64_t m, const fx_delta *d, cons
     }
     for (int64_t j = 0; j < d->rows; j++)
         g[j] = epi->mode == FX_EPI_GATED_ACCUMULATE ? d->scale * epi->gate[d->row0 + j] : d->scale;
+    if (d->row_scale)
+        for (int64_t j = 0; j < d->rows; j++) g[j] *= d->row_scale[j];
     return g;
 }
 

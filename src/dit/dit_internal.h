@@ -63,6 +63,7 @@ struct fx_dit {
     int n_linears;
     fx_delta *deltas;                /* adapter terms the views point to (dit_adapters.c) */
     size_t n_deltas;
+    float *dora_gates;               /* the DoRA terms' w_gate / row_scale (dit_adapters.c) */
 };
 
 /* Modulation vectors of one step, shared by every block (BFL flux2 model.py; diffusers transformer_flux2.py):

@@ -133,6 +133,7 @@ void fx_dit_free(fx_dit *t) {
     free(t->sgl);
     free(t->linears);
     free(t->deltas);
+    free(t->dora_gates);
     free(t);
 }
 

@@ -191,6 +191,7 @@ typedef struct peft_meta {
     int has_alpha;
     double alpha;
     int rslora;
+    int dora;                /* use_dora: true (every LoRA module has a magnitude) */
 } peft_meta;
 
 static const fx_json *meta_get(const peft_meta *pm, const char *name) {
@@ -215,9 +216,7 @@ static flux_status read_meta(const fx_wset *file, peft_meta *pm, fx_err *err) {
                      ? "transformer."
                      : "";
     const fx_json *a = meta_get(pm, "lora_alpha"), *dora = meta_get(pm, "use_dora"), *rs = meta_get(pm, "use_rslora");
-    if (fx_json_is_bool(dora) && fx_json_bool(dora))
-        return fx_fail(err, FLUX_ERR_UNSUPPORTED, "%s: DoRA (lora_adapter_metadata says use_dora: true) is not supported",
-                       fx_wset_display(file));
+    pm->dora = fx_json_is_bool(dora) && fx_json_bool(dora);
     if (a) {
         if (!fx_json_is_number(a) || !isfinite(fx_json_num(a)))
             return fx_fail(err, FLUX_ERR_FORMAT, "%s: lora_adapter_metadata: %slora_alpha is not a finite number",
@@ -443,6 +442,37 @@ static flux_status loha_delta(const open_ctx *o, const fx_weight *w1a, const fx_
     return FLUX_OK;
 }
 
+/* DoRA's magnitude m [out] as f32 (owned): ai-toolkit / PEFT [out], LyCORIS
+ * dora_scale [out, 1]; LyCORIS' per-input form [1, in] is refused. */
+static flux_status read_magnitude(const open_ctx *o, const group *g, const target *t, const float **out) {
+    const fx_lora_part p = g->part[FX_LORA_MAGNITUDE] ? FX_LORA_MAGNITUDE : FX_LORA_DORA_SCALE;
+    const fx_tensor *mt = g->part[p]->t;
+    const fx_shape *sh = &mt->shape;
+    char shape[160];
+    fx_shape_str(sh, shape, sizeof shape);
+    if (sh->ndim == 2 && sh->d[0] == 1 && sh->d[1] == t->in && !(t->in == t->out && p == FX_LORA_MAGNITUDE))
+        return fx_fail(o->err, FLUX_ERR_UNSUPPORTED,
+                       "%s: tensor '%.200s' has shape %s: DoRA with norms per input (LyCORIS wd_on_out=False) is not supported",
+                       o->path, mt->name, shape);
+    const int per_out = (sh->ndim == 1 && sh->d[0] == t->out) || (sh->ndim == 2 && sh->d[0] == t->out && sh->d[1] == 1);
+    if (!per_out)
+        return fx_fail(o->err, FLUX_ERR_MODEL, "%s: tensor '%.200s' has shape %s, but module '%.*s' needs a DoRA magnitude [%lld]%s",
+                       o->path, mt->name, shape, (int)(g->stem_len < 200 ? g->stem_len : 200), g->stem, (long long)t->out,
+                       p == FX_LORA_DORA_SCALE ? " or [out, 1]" : "");
+    if ((mt->dtype != FX_DTYPE_F32 && mt->dtype != FX_DTYPE_F16 && mt->dtype != FX_DTYPE_BF16) || !fx_tensor_data(mt))
+        return fx_fail(o->err, FLUX_ERR_MODEL, "%s: tensor '%.200s': a DoRA magnitude of dtype %s (F32, F16 or BF16 expected)",
+                       o->path, mt->name, fx_dtype_name(mt->dtype));
+    float *m = malloc((size_t)t->out * sizeof *m);
+    if (!m || own(o->l, m)) return fx_fail(o->err, FLUX_ERR_NOMEM, "out of memory");
+    fx_st_convert_f32(fx_tensor_data(mt), mt->dtype, (size_t)t->out, m);
+    for (int64_t i = 0; i < t->out; i++)
+        if (!isfinite(m[i]))
+            return fx_fail(o->err, FLUX_ERR_MODEL, "%s: tensor '%.200s': magnitude %lld is %g (not finite)", o->path,
+                           mt->name, (long long)i, (double)m[i]);
+    *out = m;
+    return FLUX_OK;
+}
+
 static flux_status build_module(const open_ctx *o, const group *g, const target *t, const peft_meta *pm,
                                 fx_lora_module *m) {
     const int has_lora = g->part[FX_LORA_A] || g->part[FX_LORA_B];
@@ -451,8 +481,17 @@ static flux_status build_module(const open_ctx *o, const group *g, const target 
     const int has_loha = g->part[FX_LORA_HADA_W1_A] || g->part[FX_LORA_HADA_W1_B] || g->part[FX_LORA_HADA_W2_A] ||
                          g->part[FX_LORA_HADA_W2_B];
     const int has_diff = g->part[FX_LORA_DIFF] != NULL;
+    const int has_dora = g->part[FX_LORA_MAGNITUDE] || g->part[FX_LORA_DORA_SCALE];
     if (has_lora + has_lokr + has_loha + has_diff == 0)
-        return module_fail(o, g, FLUX_ERR_MODEL, "'%s' without any factor to scale", part_name(g, FX_LORA_ALPHA));
+        return module_fail(o, g, FLUX_ERR_MODEL, "'%s' without any factor to scale",
+                           part_name(g, g->part[FX_LORA_ALPHA] ? FX_LORA_ALPHA
+                                        : g->part[FX_LORA_MAGNITUDE] ? FX_LORA_MAGNITUDE : FX_LORA_DORA_SCALE));
+    if (g->part[FX_LORA_MAGNITUDE] && g->part[FX_LORA_DORA_SCALE])
+        return module_fail(o, g, FLUX_ERR_MODEL, "two DoRA magnitudes ('%s' and '%s')", part_name(g, FX_LORA_MAGNITUDE),
+                           part_name(g, FX_LORA_DORA_SCALE));
+    if (has_lora && pm->dora && !has_dora)
+        return module_fail(o, g, FLUX_ERR_MODEL,
+                           "lora_adapter_metadata says use_dora: true, but the module has no magnitude (lora_magnitude_vector)");
     if (has_lora + has_lokr + has_loha + has_diff > 1)
         return module_fail(o, g, FLUX_ERR_MODEL, "mixes %s%s%s%sfactors", has_lora ? "LoRA " : "",
                            has_lokr ? "LoKr " : "", has_loha ? "LoHa " : "", has_diff ? "diff " : "");
@@ -461,6 +500,7 @@ static flux_status build_module(const open_ctx *o, const group *g, const target 
     if (has_alpha) TRY(read_alpha(o, g, &alpha));
     fx_delta *d = &m->delta;
     memset(m, 0, sizeof *m);
+    if (has_dora) TRY(read_magnitude(o, g, t, &m->magnitude));
     d->rows = t->out;
     m->in = t->in;
     double scale = 1.0;
@@ -591,7 +631,14 @@ fx_lora *fx_lora_open(const char *path, const fx_wset *model, const fx_kctx *kc,
                         x->key.scheme);
                 goto out;
             }
-            if (x->key.part == FX_LORA_UNKNOWN || x->key.part == FX_LORA_DIFF_B) continue;
+            if (x->key.part == FX_LORA_UNKNOWN) {
+                fx_fail(err, FLUX_ERR_UNSUPPORTED,
+                        "%s: tensor '%.200s': its suffix is no factor of an adapter scheme flux.c knows (LoRA, LoKr, "
+                        "LoHa, diff, DoRA); refused rather than ignored",
+                        path, x->t->name);
+                goto out;
+            }
+            if (x->key.part == FX_LORA_DIFF_B) continue;
             if (g.part[x->key.part]) dup = 1;
             g.part[x->key.part] = x;
         }
@@ -632,6 +679,7 @@ fx_lora *fx_lora_open(const char *path, const fx_wset *model, const fx_kctx *kc,
             const fx_delta_kind kind = l->modules[l->n].delta.kind;
             add_word(rep->kinds, sizeof rep->kinds,
                      g.part[FX_LORA_HADA_W1_A] ? "LoHa" : kind == FX_DELTA_LOWRANK ? "LoRA" : kind == FX_DELTA_KRON ? "LoKr" : "diff");
+            if (l->modules[l->n].magnitude) add_word(rep->kinds, sizeof rep->kinds, "DoRA");
             size_t bare_len = g.stem_len;
             const char *bare = fx_lora_strip_prefixes(g.stem, &bare_len);
             if (t->dotted) names_seen[!memchr(bare, '.', bare_len) ? 2 : t->bfl] = 1; /* "img_in" tells nothing */

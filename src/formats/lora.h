@@ -11,10 +11,15 @@
  *   LoKr     .lokr_w1 | .lokr_w1_a + .lokr_w1_b, .lokr_w2 | .lokr_w2_a + .lokr_w2_b; .alpha
  *   LoHa     .hada_w1_a .hada_w1_b .hada_w2_a .hada_w2_b; .alpha
  *   diff     .diff (a full ΔW); .diff_b targets a bias, which FLUX.2 has not
- *   refused  DoRA (.dora_scale, .lora_magnitude_vector), .set_weight, Tucker
+ *   DoRA     with any of the above: .magnitude (ai-toolkit) or
+ *            .lora_magnitude_vector[.weight|.default.weight] (PEFT), m [out];
+ *            .dora_scale (LyCORIS) [out, 1]; the per-input form [1, in]
+ *            (LyCORIS wd_on_out=False) is refused
+ *   refused  .set_weight, Tucker
  *            cores (.lokr_t1/.lokr_t2/.hada_t1/.hada_t2), LoCon .lora_mid,
  *            OFT/BOFT, GLoRA, LyCORIS norms, LoRA biases, IA3: an error naming
- *            the key and the scheme.
+ *            the key and the scheme; any other suffix: an error naming the
+ *            key (never silently ignored).
  * Module names: after stripping any of the prefixes "base_model.model.",
  * "model.diffusion_model.", "diffusion_model.", "transformer.", "unet.",
  * "lora_unet_", "lycoris_", "lora_transformer_", the name is looked up with
@@ -28,14 +33,15 @@
  * ComfyUI and half-converted names ("double_blocks.0.img_attn_qkv") all
  * resolve, to rows of the tensors the transformer reads. Keys of a text
  * encoder ("lora_te*", "text_encoder*", "lycoris_te*") are ignored; keys
- * that match nothing are ignored with a warning naming the first few; a
- * file where nothing matches is an error.
+ * with a known suffix whose module matches nothing are ignored with a
+ * warning naming the first few; a file where nothing matches is an error.
  *
  * Scale of a module (the file's own factor; the user's strength multiplies
  * it): LoRA α/r with r = rows of A and α from the module's .alpha, else
  * from the header metadata "lora_adapter_metadata" (PEFT/diffusers JSON:
  * "[transformer.]lora_alpha", "…alpha_pattern" entries matched by module
- * name or dotted suffix, "…use_rslora" → α/√r, "…use_dora" refused), else
+ * name or dotted suffix, "…use_rslora" → α/√r, "…use_dora" → every LoRA
+ * module must carry its magnitude), else
  * α = r (scale 1). LoKr α/r with r = rows of lokr_w2_b, else of lokr_w1_b,
  * and 1 when both factors are full (as ComfyUI and stable-diffusion.cpp);
  * LoHa α/(rows of hada_w1_b); diff 1. Without .alpha: 1.
@@ -48,6 +54,13 @@
  * Khatri–Rao form, lora.c): LOWRANK in f32 when that is smaller than ΔW
  * (the usual ranks), else DENSE with ΔW built in f32 (4 bytes per weight
  * of the module); diff → DENSE in place.
+ *
+ * DoRA (a module with a magnitude m): the layer becomes, per output row j,
+ *   W'_j = W_j + λ·(g_j·(W_j + s·ΔW_j) − W_j),  g_j = m_j / ‖W_j + s·ΔW_j‖
+ * (s the file's scale, λ the user's strength, the norm over the inputs;
+ * λ = 1: m·(W + sΔW)/‖W + sΔW‖ as PEFT, ai-toolkit and LyCORIS define it).
+ * The norms need the model's weights: they are made when the adapter is
+ * attached (fx_dit_set_adapters); here m is only read and checked.
  *
  * Hostile files fail with FLUX_ERR_FORMAT / FLUX_ERR_MODEL naming the file
  * and the key: factor shapes that contradict the module, A/B ranks that
@@ -73,6 +86,8 @@ typedef enum fx_lora_part {
     FX_LORA_LOKR_W2, FX_LORA_LOKR_W2_A, FX_LORA_LOKR_W2_B,
     FX_LORA_HADA_W1_A, FX_LORA_HADA_W1_B, FX_LORA_HADA_W2_A, FX_LORA_HADA_W2_B,
     FX_LORA_DIFF, FX_LORA_DIFF_B,
+    FX_LORA_MAGNITUDE,   /* DoRA m [out]: ai-toolkit .magnitude, PEFT .lora_magnitude_vector */
+    FX_LORA_DORA_SCALE,  /* DoRA m, LyCORIS: [out, 1] (wd_on_out) or [1, in] */
     FX_LORA_REFUSED,     /* a scheme flux.c does not apply (scheme names it) */
     FX_LORA_PART_COUNT
 } fx_lora_part;
@@ -108,6 +123,7 @@ typedef struct fx_lora_piece {
 typedef struct fx_lora_module {
     const char *key;     /* the module name as in the file (owned) */
     fx_delta delta;      /* ΔW [delta.rows, in] as a term: row0 0, scale = the file's */
+    const float *magnitude; /* DoRA: m [delta.rows] (f32, owned), or NULL (plain) */
     int64_t in;
     int n_pieces;
     fx_lora_piece piece[3];

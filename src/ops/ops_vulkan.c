@@ -224,6 +224,9 @@ static flux_status upload_factor(vk_ctx *vc, const fx_weight *f, const char *wha
  * after a change; a chain changed without fx_ops_weight_set_terms is
  * matched again here). */
 static flux_status resident_terms(vk_ctx *vc, const fx_opw *w, vk_opw *o, fx_err *err) {
+    for (const fx_delta *d = w->w.delta; d; d = d->next)
+        if (d->w_gate || d->row_scale)
+            return fx_fail(err, FLUX_ERR_UNSUPPORTED, "DoRA adapters are not supported on the Vulkan backend (run them on the CPU)");
     int n = 0, same = 1;
     for (const fx_delta *d = w->w.delta; d; d = d->next, n++)
         if (n >= o->nterms || !same_term(&o->terms[n]->key, d)) same = 0;

@@ -153,11 +153,11 @@ TEST(cli_lora_generate_and_errors) {
     static float zeros[64 * 64];
     const fx_st_out t[] = {{"diffusion_model.img_in.lora_A.weight", FX_DTYPE_F32, FX_SHAPE(2, 128), zeros},
                            {"diffusion_model.img_in.lora_B.weight", FX_DTYPE_F32, FX_SHAPE(64, 2), zeros},
-                           {"diffusion_model.img_in.dora_scale", FX_DTYPE_F32, FX_SHAPE(64, 1), zeros}};
+                           {"diffusion_model.img_in.dora_scale", FX_DTYPE_F32, FX_SHAPE(1, 128), zeros}};
     fx_err e = {0};
     REQUIRE(fx_st_write(dora, t, 3, NULL, 0, &e) == FLUX_OK);
     snprintf(args, sizeof args, "-d '%s' -p 'a cat' -o bad.png --lora '%s'", model(), dora);
-    expect_fail(__LINE__, args, 1, "tensor 'diffusion_model.img_in.dora_scale': DoRA (dora_scale) is not supported");
+    expect_fail(__LINE__, args, 1, "tensor 'diffusion_model.img_in.dora_scale' has shape [1, 128]: DoRA with norms per input");
     const char *rank = fx_test_tmp_path("rank.safetensors");
     const fx_st_out r[] = {{"lora_unet_img_in.lora_down.weight", FX_DTYPE_F32, FX_SHAPE(2, 128), zeros},
                            {"lora_unet_img_in.lora_up.weight", FX_DTYPE_F32, FX_SHAPE(64, 3), zeros}};

@@ -233,7 +233,7 @@ TEST(kernel_int8_paths) {
     fx_test_fill_uniform(&r, fa, (size_t)(rank * k), 0.1f);
     fx_test_fill_uniform(&r, fb, (size_t)(n * rank), 0.1f);
     const fx_delta term = {FX_DELTA_LOWRANK, 0.5f, 0, n, {fa, FX_DTYPE_F32, rank, k, k, NULL},
-                           {fb, FX_DTYPE_F32, n, rank, rank, NULL}, {NULL, FX_DTYPE_F32, 0, 0, 0, NULL}, 0, NULL};
+                           {fb, FX_DTYPE_F32, n, rank, rank, NULL}, {NULL, FX_DTYPE_F32, 0, 0, 0, NULL}, 0, NULL, NULL, NULL};
     const fx_weight w = {wq, FX_DTYPE_Q8_0, n, k, k, NULL}, wt = {wq, FX_DTYPE_Q8_0, n, k, k, &term};
     fx_kctx kc = kt_ctx(fx_kernels_best(0), 2);
     fx_int8w *form = fx_int8w_new(&kc, &w);

@@ -11,6 +11,9 @@
  *     against the same model with W' = W + strength·scale·ΔW merged offline
  *     by the tool (an independent implementation of the key conventions and
  *     of the BFL ↔ diffusers rows) and saved as f32 weights;
+ *   - DoRA (ai-toolkit/PEFT .magnitude, LyCORIS .dora_scale on LoRA, LoKr,
+ *     LoHa and diff) against W + λ·(m·(W + sΔW)/‖W + sΔW‖ − W) merged by the
+ *     tool, also after a change of strength and on a BFL single file;
  *   - two stacked adapters (0.7 and −0.4) against two merges;
  *   - CFG on the base variant, a batch of two, img2img with a reference,
  *     a BFL single-file transformer (split to_k and fused qkv adapters on
@@ -248,6 +251,13 @@ TEST(lora_pipeline_formats_match_merged) {
         {"loha", "--format loha --rank 4 --seed 21 --amp 0.2", 1.0f},          /* as a rank-16 product */
         {"loha-dense", "--format loha --rank 12 --seed 23 --amp 0.2", 0.7f},   /* ΔW built: 144·(in+out) > in·out */
         {"diff", "--format diff --seed 22 --amp 0.2", 0.5f},
+        /* DoRA: ai-toolkit / PEFT .magnitude [out] and LyCORIS .dora_scale [out, 1] */
+        {"dora-diffusers", "--format diffusers --rank 4 --seed 24 --dora out", 1.0f},
+        {"dora-bfl", "--format bfl --rank 4 --seed 25 --dora out --dtype f32", 0.6f},
+        {"dora-kohya", "--format kohya --rank 4 --seed 26 --dora out", 1.0f},
+        {"dora-lokr", "--format lokr --rank 4 --seed 27 --dora out", 1.0f},
+        {"dora-loha", "--format loha --rank 4 --seed 28 --amp 0.2 --dora out", 1.0f},
+        {"dora-diff", "--format diff --seed 29 --amp 0.2 --dora out --dtype f16", -0.5f},
     };
     const job plain_job = {.model = model()};
     result plain = run(&plain_job, "plain");
@@ -453,4 +463,46 @@ TEST(lora_pipeline_api_errors) {
     REQUIRE(flux_load(ctx, model(), NULL) == FLUX_OK);
     CHECK_EQ_INT(flux_lora_count(ctx), 0);
     flux_free(ctx);
+}
+
+/* DoRA beside other adapters: a second adapter on the same rows is refused
+ * (the rows' gate would not compose) and the first keeps working. Changing the strength re-attaches (norms made again)
+ * and matches the merge at that strength; a BFL single file (fused qkv
+ * views) takes a diffusers DoRA on its row thirds. */
+TEST(lora_pipeline_dora_with_others) {
+    const char *d = gen_lora(model(), "dora-stack", "--format kohya --rank 4 --seed 101 --dora out --strength 0.5", 1);
+    const char *other = gen_lora(model(), "dora-other", "--format bfl --rank 2 --seed 102", 0);
+    REQUIRE(d && other);
+    const job plain_job = {.model = model()};
+    result plain = run(&plain_job, "plain");
+    REQUIRE(plain.ok);
+    flux_ctx *ctx = job_ctx(&(job){.model = model(), .lora = {d}, .scale = {1.0f}, .n_lora = 1});
+    REQUIRE(ctx);
+    CHECK(flux_lora_load(ctx, other, 1.0f) == FLUX_ERR_UNSUPPORTED && strstr(flux_error(ctx), "DoRA") &&
+          strstr(flux_error(ctx), "same rows"));
+    CHECK_EQ_INT(flux_lora_count(ctx), 1);
+    flux_lora_info info;
+    REQUIRE(flux_lora_get_info(ctx, 0, &info) == FLUX_OK);
+    CHECK_MSG(!strcmp(info.kinds, "LoRA+DoRA"), "%s", info.kinds);
+    /* strength 1 → 0.5: matches the merge made at 0.5 */
+    REQUIRE(flux_lora_set_scale(ctx, 0, 0.5f) == FLUX_OK);
+    result a = generate(ctx, &plain_job, "dora-half");
+    flux_free(ctx);
+    job merged = {.model = merged_dir("dora-stack")};
+    result b = run(&merged, "dora-half-merged");
+    const double err = rel(&a, &b);
+    printf("      %-28s lora vs merged %.2e\n", "DoRA kohya 1 -> 0.5", err);
+    CHECK_MSG(err <= TOL_MERGED, "DoRA set to 0.5: %.3g from the merged model", err);
+    result_free(&a), result_free(&b);
+    /* a BFL single file: the fused qkv views take a diffusers DoRA's thirds */
+    const char *sf = fx_test_tmp_path("klein-bfl-dora.safetensors");
+    char args[3 * PATH_MAX];
+    snprintf(args, sizeof args, "--layout bfl -d '%s' -o '%s'", model(), sf);
+    REQUIRE(FX_TEST_RUN_TOOL("make_single_file", args) == 0);
+    const char *ds = gen_lora(model(), "dora-sf", "--format diffusers --rank 4 --seed 104 --dora out", 1);
+    REQUIRE(ds);
+    job with = {.model = model(), .transformer = sf, .lora = {ds}, .scale = {1.0f}, .n_lora = 1};
+    job msf = {.model = merged_dir("dora-sf")};
+    expect_merged(__LINE__, "DoRA on a BFL single file", &with, &msf, &plain);
+    result_free(&plain);
 }
