@@ -17,7 +17,6 @@
 
 #include "flux.h"
 #include "cli_args.h"
-#include "cli_lora.h"
 #include "cli_model.h"
 #include "cli_progress.h"
 #include "cli_quantize.h"
