@@ -104,8 +104,13 @@ static int wait_job(srv_conn *rc, srv_job *job) {
         pthread_mutex_unlock(&q->mu);
         const int gone = srv_client_gone(rc);
         if (gone) {
+            pthread_mutex_lock(&q->mu);
+            q->m.disconnects++;
+            pthread_mutex_unlock(&q->mu);
             if (rc->s->verbose) fprintf(stderr, "flux-server: %s: the client went away; cancelled\n", job->id);
             srv_job_cancel(q, job);
+            /* an answer nobody reads (a plain MHD_NO would be logged as an internal error) */
+            srv_reply_error(rc, 499, "the client closed the connection; the job was cancelled");
             return 0;
         }
         pthread_mutex_lock(&q->mu);
@@ -134,7 +139,7 @@ static enum MHD_Result openai_images(srv_conn *rc, int edits) {
     }
     if (!wait_job(rc, job)) {
         srv_job_unref(&rc->s->q, job);
-        return MHD_NO;
+        return MHD_YES;
     }
     if (job->state != SRV_JOB_DONE) {
         ret = reply_failure(rc, job);
@@ -171,7 +176,7 @@ static enum MHD_Result a1111_generate(srv_conn *rc, int img2img) {
     if (!job) return ret;
     if (!wait_job(rc, job)) {
         srv_job_unref(&rc->s->q, job);
-        return MHD_NO;
+        return MHD_YES;
     }
     if (job->state != SRV_JOB_DONE) {
         ret = reply_failure(rc, job);

@@ -203,8 +203,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     if (!rc) return;
     pthread_mutex_lock(&s->q.mu);
     s->in_flight--;
-    if (toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT || toe == MHD_REQUEST_TERMINATED_READ_ERROR)
-        s->q.m.disconnects++;
+    if (toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT) s->q.m.disconnects++; /* an event stream's reader left */
     pthread_cond_broadcast(&s->q.changed);
     pthread_mutex_unlock(&s->q.mu);
     free(rc->body);

@@ -237,11 +237,12 @@ int main(int argc, char **argv) {
         return cli_check_stdout(CLI_EXIT_OK);
     }
     char msg[1024];
-    rc = cli_parse(n_rest, rest, &a, msg, sizeof msg);
+    rc = cli_parse_options(n_rest, rest, &a, msg, sizeof msg);
     free(rest);
     if (rc) return usage("%s", msg);
     const char *gen = generation_option(&a);
     if (gen) return usage("%s: not a flux-server option (each request gives its own prompt, size, steps, ...)", gen);
+    if ((rc = cli_validate(&a, msg, sizeof msg))) return usage("%s", msg);
     if (!sa.api_key && getenv("FLUX_API_KEY") && *getenv("FLUX_API_KEY")) sa.api_key = getenv("FLUX_API_KEY");
     if (sa.api_key && !*sa.api_key) return usage("--api-key: empty");
     if (!loopback(sa.host) && !sa.api_key)
