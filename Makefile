@@ -265,6 +265,8 @@ fixtures:                              ## fetch test fixtures (npm pack)
 # ---- tests
 test: all $(TEST_BIN) $(BENCH_BIN) tools fixtures  ## build and run every test (installs the test tools it can)
 	$(Q)tools/install_deps.sh --test --server --optional
+	$(Q)if [ -f /usr/include/microhttpd.h ] || pkg-config --exists libmicrohttpd 2>/dev/null; then \
+	    $(MAKE) --no-print-directory $(SERVER_BIN) || exit 1; fi
 	$(Q)FLUX_BIN=$(abspath $(FLUX_BIN)) FLUX_BENCH=$(abspath $(BENCH_BIN)) FLUX_SERVER=$(abspath $(SERVER_BIN)) \
 	    FLUX_TEST_BIN=$(abspath $(TEST_BIN)) FLUX_TOOLS=$(abspath $(BUILD)/tools) \
 	    MAKE="$(MAKE)" tests/run.sh $(TESTS)
