@@ -246,6 +246,55 @@ else
     done
 fi
 
+echo "== the web page in headless Chromium (npm playwright-core) (${SECONDS} s)"
+check "GET / serves the page" [ "$(http_code GET /)" = 200 ] && grep -q "<title>flux-server</title>" "$TMP/body" && ok "page title" || bad "page title"
+CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
+if [ -n "$CHROMIUM" ] && command -v node >/dev/null &&
+    { [ -d "$NODE_DIR/node_modules/playwright-core" ] ||
+        (mkdir -p "$NODE_DIR" && cd "$NODE_DIR" && npm install --silent --no-audit --no-fund playwright-core@1 >/dev/null 2>&1); }; then
+    cat >"$NODE_DIR/page.mjs" <<'EOF'
+// Type a prompt, see progress, get the image: the page as a user drives it.
+import { chromium } from "playwright-core";
+import fs from "fs";
+const [base, exe, out] = process.argv.slice(2);
+const browser = await chromium.launch({ executablePath: exe, args: ["--no-sandbox", "--disable-gpu"] });
+try {
+  const page = await browser.newPage();
+  await page.goto(base + "/");
+  await page.fill("#prompt", "a red apple");
+  await page.selectOption("#width", "64");
+  await page.selectOption("#height", "64");
+  await page.fill("#steps", "2");
+  await page.fill("#seed", "40");
+  await page.click("#go");
+  await page.waitForSelector("#image", { timeout: 120000 });
+  const status = await page.textContent("#status");
+  const progress = await page.$eval("#bar", (b) => b.value);
+  const b64 = await page.$eval("#image", async (img) => {
+    const buf = new Uint8Array(await (await fetch(img.src)).arrayBuffer());
+    let s = ""; for (const c of buf) s += String.fromCharCode(c);
+    return btoa(s);
+  });
+  fs.writeFileSync(out, Buffer.from(b64, "base64"));
+  const history = await page.$$eval("#history img", (l) => l.length);
+  console.log("status=" + status + " progress=" + progress + " history=" + history);
+} finally {
+  await browser.close();
+}
+EOF
+    if node "$NODE_DIR/page.mjs" "http://127.0.0.1:$PORT" "$CHROMIUM" "$TMP/page.png" >"$TMP/page.out" 2>&1; then
+        ok "page: prompt typed, Generate clicked, image shown"
+    else
+        bad "page run" "$(tail -5 "$TMP/page.out")"
+    fi
+    check "page: status and progress at the end, one history entry" grep -q "status=done: seed 40 progress=1 history=1" "$TMP/page.out"
+    check "page: the image = the CLI's bytes" cmp -s "$TMP/page.png" "$TMP/cli.png"
+else
+    for n in "page run" "page status" "page image"; do
+        if [ "${CI:-}" = "true" ]; then bad "$n" "chromium or npm playwright-core missing"; else skip "$n" "chromium or npm playwright-core missing"; fi
+    done
+fi
+
 echo "== LoRA by name from --lora-dir (${SECONDS} s)"
 mkdir -p "$TMP/loras"
 if [ -x "$TOOLS/gen_lora" ] && "$TOOLS/gen_lora" -d "$MODEL" -o "$TMP/loras/style.safetensors" --format kohya >/dev/null 2>&1; then
@@ -261,6 +310,95 @@ if [ -x "$TOOLS/gen_lora" ] && "$TOOLS/gen_lora" -d "$MODEL" -o "$TMP/loras/styl
     kill -TERM "$PID"; wait "$PID"
 else
     bad "gen_lora" "$TOOLS/gen_lora missing or failed"
+fi
+
+echo "== two servers behind nginx (${SECONDS} s)"
+if command -v nginx >/dev/null || [ -x /usr/sbin/nginx ]; then
+    NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+    start_server lb1 --max-queue 1; P1=$PORT; L1=$PID
+    start_server lb2 --max-queue 1; P2=$PORT; L2=$PID
+    LBPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    mkdir -p "$TMP/nginx"
+    # the README's upstream block, on two local instances; a 429 or 503 sends the request on
+    cat >"$TMP/nginx/nginx.conf" <<EOF
+user root;
+worker_processes 1;
+daemon off;
+pid $TMP/nginx/nginx.pid;
+error_log $TMP/nginx/error.log;
+events { worker_connections 256; }
+http {
+    access_log $TMP/nginx/access.log;
+    client_body_temp_path $TMP/nginx/body;
+    proxy_temp_path $TMP/nginx/proxy;
+    fastcgi_temp_path $TMP/nginx/fastcgi;
+    uwsgi_temp_path $TMP/nginx/uwsgi;
+    scgi_temp_path $TMP/nginx/scgi;
+    upstream flux {
+        server 127.0.0.1:$P1 max_fails=0;
+        server 127.0.0.1:$P2 max_fails=0;
+    }
+    server {
+        listen 127.0.0.1:$LBPORT;
+        client_max_body_size 32m;
+        location / {
+            proxy_pass http://flux;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+            proxy_read_timeout 600s;
+            proxy_next_upstream error timeout http_429 http_503 non_idempotent;
+        }
+    }
+}
+EOF
+    "$NGINX" -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" >"$TMP/nginx/out.log" 2>&1 &
+    NG=$!
+    PIDS+=("$NG")
+    for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$LBPORT/health" && break; sleep 0.1; done
+    PORT=$LBPORT
+    same=0
+    for i in 1 2 3 4; do
+        http_code POST /v1/images/generations -d '{"prompt":"a red apple","size":"64x64","steps":2,"seed":40}' >/dev/null
+        b64_to "$TMP/body" "d['data'][0]['b64_json']" "$TMP/lb.png" && cmp -s "$TMP/lb.png" "$TMP/cli.png" && same=$((same + 1))
+    done
+    check "through nginx: 4 images, each = the CLI's bytes" [ $same = 4 ]
+    i1=$(curl -s "http://127.0.0.1:$P1/metrics" | sed -n 's/^flux_images_total //p')
+    i2=$(curl -s "http://127.0.0.1:$P2/metrics" | sed -n 's/^flux_images_total //p')
+    check "both servers served (images $i1 + $i2)" [ "${i1:-0}" -ge 1 -a "${i2:-0}" -ge 1 -a $((i1 + i2)) = 4 ]
+    # fill server 1 (one running, one queued): nginx sends every new job to server 2
+    LONG='{"prompt":"long","width":512,"height":512,"steps":100,"seed":1}'
+    PORT=$P1
+    http_code POST /v1/jobs -d "$LONG" >/dev/null; A1=$(json_get "$TMP/body" "d['id']")
+    http_code POST /v1/jobs -d "$LONG" >/dev/null; A2=$(json_get "$TMP/body" "d['id']")
+    PORT=$LBPORT
+    c1=$(http_code POST /v1/jobs -d '{"prompt":"on","width":64,"height":64,"steps":1}')
+    c2=$(http_code POST /v1/jobs -d '{"prompt":"on","width":64,"height":64,"steps":1}')
+    check "server 1 full: both new jobs accepted (by server 2)" [ "$c1" = 202 -a "$c2" = 202 ]
+    # now server 2 is full too (its queue holds one): the next client gets 429.
+    # First the two small jobs finish, so long ones hold its worker and queue.
+    for _ in $(seq 1 600); do
+        [ "$(curl -s "http://127.0.0.1:$P2/metrics" | sed -n 's/^flux_images_total //p')" = $((i2 + 2)) ] && break
+        sleep 0.1
+    done
+    PORT=$P2
+    http_code POST /v1/jobs -d "$LONG" >/dev/null; B1=$(json_get "$TMP/body" "d['id']")
+    http_code POST /v1/jobs -d "$LONG" >/dev/null; B2=$(json_get "$TMP/body" "d['id']")
+    PORT=$LBPORT
+    code=$(curl -s -D "$TMP/headers" -o "$TMP/body" -w '%{http_code}' -X POST "http://127.0.0.1:$LBPORT/v1/jobs" -d "$LONG")
+    check "both full: the client gets 429 with Retry-After" [ "$code" = 429 ] && grep -qi "^Retry-After:" "$TMP/headers" && ok "Retry-After passed on" || bad "Retry-After passed on"
+    extra=$(json_get "$TMP/body" "d.get('id', '')")
+    # cancel everything, so the servers exit at once (queued first)
+    for j in "$P1 $A2" "$P1 $A1" "$P2 $B2" "$P2 $B1" "$P1 $extra" "$P2 $extra"; do
+        set -- $j
+        [ -n "${2:-}" ] && curl -s -o /dev/null -X DELETE "http://127.0.0.1:$1/v1/jobs/$2"
+    done
+    kill -TERM "$NG" "$L1" "$L2"; wait "$NG" "$L1" "$L2" 2>/dev/null
+    PORT=$MAIN_PORT PID=$MAIN_PID
+else
+    for n in "nginx images" "nginx both" "nginx spill" "nginx 429" "nginx Retry-After"; do
+        if [ "${CI:-}" = "true" ]; then bad "$n" "nginx missing"; else skip "$n" "nginx missing (apt-get install nginx)"; fi
+    done
 fi
 
 echo "== API key and binding (${SECONDS} s)"

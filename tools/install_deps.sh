@@ -11,9 +11,10 @@
 #   tools/install_deps.sh --vulkan + the Vulkan build and test deps (headers and
 #                                  loader, glslc, Mesa lavapipe, validation
 #                                  layers) for `make VULKAN=1` (combinable)
-#   tools/install_deps.sh --server + libmicrohttpd (make server) and the
-#                                  clients its tests drive: curl, python3
-#                                  (combinable)
+#   tools/install_deps.sh --server + libmicrohttpd (make server) and what
+#                                  its tests drive: curl, python3, nginx
+#                                  (two servers behind it), chromium (the web
+#                                  page, with npm playwright-core) (combinable)
 #   --optional                     what cannot be installed is reported, not
 #                                  an error (`make test`: the suites that need
 #                                  it then say they did not run and why)
@@ -74,6 +75,8 @@ if [ $want_server -eq 1 ]; then
     [ -f /usr/include/microhttpd.h ] || pkg_installed libmicrohttpd-dev || missing+=(libmicrohttpd-dev)
     have curl || missing+=(curl)
     have python3 || missing+=(python3)
+    have nginx || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
+    have chromium || missing+=(chromium)
 fi
 if [ $want_vulkan -eq 1 ]; then
     pkg_installed libvulkan-dev || missing+=(libvulkan-dev)

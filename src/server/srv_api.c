@@ -9,6 +9,7 @@
  *                /v1/jobs/ID/images/N (PNG), /v1/jobs/ID/events (SSE);
  *                DELETE /v1/jobs/ID
  *   operations   GET /health, /ready, /metrics
+ *   web page     GET / (srv_page.c)
  *
  * Synchronous endpoints wait for their job and cancel it when the client
  * goes away; /v1/jobs returns at once.
@@ -25,6 +26,7 @@
 #include "srv_base64.h"
 #include "srv_http.h"
 #include "srv_json_out.h"
+#include "srv_page.h"
 
 static int is(const srv_conn *rc, const char *method, const char *url) {
     return !strcmp(rc->method, method) && !strcmp(rc->url, url);
@@ -549,6 +551,8 @@ enum MHD_Result srv_api_route(srv_conn *rc) {
     if (is(rc, "GET", "/sdapi/v1/options") || is(rc, "POST", "/sdapi/v1/options")) return a1111_options(rc);
     if (is(rc, "POST", "/v1/jobs")) return jobs_submit(rc);
     if (!strncmp(rc->url, "/v1/jobs/", 9)) return jobs_one(rc);
+    if (is(rc, "GET", "/") || is(rc, "GET", "/index.html"))
+        return srv_reply_bytes(rc, 200, "text/html; charset=utf-8", srv_page_html, strlen(srv_page_html));
     if (is(rc, "GET", "/health")) {
         fx_sb_str(&b, "{\"status\":\"ok\"}\n");
         return srv_reply(rc, 200, "application/json", &b);
