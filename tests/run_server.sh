@@ -3,7 +3,9 @@
 # clients (curl, an AUTOMATIC1111-style JSON client in python3, the official
 # OpenAI Node SDK when npm can fetch it), byte equality with the flux CLI,
 # and the faults (malformed JSON, oversized body, a client that goes away,
-# a full queue, SIGTERM mid-queue, a missing API key).
+# a full queue, SIGTERM mid-queue, a missing API key), the web page in
+# headless Chromium, two servers behind nginx, and a bounded load test
+# (LOAD_REQUESTS from LOAD_CLIENTS clients, default 64 from 8).
 #
 # Builds `make server` first (the variant of the calling make: make
 # SANITIZE=1 test runs the sanitized server). Without libmicrohttpd or curl:
@@ -53,6 +55,16 @@ skip() { echo "  skip $1${2:+: $2}"; skipped=$((skipped + 1)); }
 check() { # name, command...
     local name=$1; shift
     if "$@"; then ok "$name"; else bad "$name"; fi
+}
+runs() { # name, log file, command...: the command succeeds (else the end of its log is shown)
+    local name=$1 log=$2; shift 2
+    if "$@" >"$log" 2>&1; then ok "$name"; else bad "$name" "$(tail -5 "$log")"; fi
+}
+not_run() { # reason, names...: checks that could not run (skipped; failed under CI=true)
+    local why=$1 n; shift
+    for n in "$@"; do
+        if [ "${CI:-}" = "true" ]; then bad "$n" "$why"; else skip "$n" "$why"; fi
+    done
 }
 
 # start_server NAME ARGS...: runs flux-server on a free port; sets PORT and PID
@@ -144,11 +156,7 @@ open(out + "-i2i.png", "wb").write(base64.b64decode(r["images"][0]))
 with urllib.request.urlopen(base + "/sdapi/v1/progress") as p:
     print("progress", json.load(p)["state"]["job_count"])
 EOF
-if python3 "$TMP/a1111.py" "http://127.0.0.1:$PORT" "$TMP/a1111" "$TMP/cli.png" >"$TMP/a1111.out" 2>&1; then
-    ok "A1111 client ran"
-else
-    bad "A1111 client ran" "$(tail -3 "$TMP/a1111.out")"
-fi
+runs "A1111 client ran" "$TMP/a1111.out" python3 "$TMP/a1111.py" "http://127.0.0.1:$PORT" "$TMP/a1111" "$TMP/cli.png"
 check "txt2img: first image = the CLI's bytes (cfg_scale 7 ignored on a distilled model)" cmp -s "$TMP/a1111-t2i.png" "$TMP/cli.png"
 check "txt2img: info seeds and count" grep -q "seeds \[40, 41\] images 2 cfg 1" "$TMP/a1111.out"
 check "img2img (init_images data URL) = the CLI's -i bytes" cmp -s "$TMP/a1111-i2i.png" "$TMP/cli-edit.png"
@@ -233,17 +241,12 @@ const m = await client.models.list();
 console.log("models", m.data.map((x) => x.id).join(","));
 EOF
     cp "$TMP/sdk.mjs" "$NODE_DIR/sdk.mjs"
-    if node "$NODE_DIR/sdk.mjs" "http://127.0.0.1:$PORT" "$TMP/sdk" "$TMP/cli.png" >"$TMP/sdk.out" 2>&1; then
-        ok "SDK images.generate / images.edit / models.list ran"
-    else
-        bad "SDK ran" "$(tail -5 "$TMP/sdk.out")"
-    fi
+    runs "SDK images.generate / images.edit / models.list ran" "$TMP/sdk.out" \
+        node "$NODE_DIR/sdk.mjs" "http://127.0.0.1:$PORT" "$TMP/sdk" "$TMP/cli.png"
     check "SDK images.generate = the CLI's bytes" cmp -s "$TMP/sdk-gen.png" "$TMP/cli.png"
     check "SDK images.edit = the CLI's -i bytes" cmp -s "$TMP/sdk-edit.png" "$TMP/cli-edit.png"
 else
-    for n in "SDK ran" "SDK images.generate" "SDK images.edit"; do
-        if [ "${CI:-}" = "true" ]; then bad "$n" "npm install openai failed"; else skip "$n" "npm install openai failed (offline?)"; fi
-    done
+    not_run "npm install openai failed (offline?)" "SDK ran" "SDK images.generate" "SDK images.edit"
 fi
 
 echo "== the web page in headless Chromium (npm playwright-core) (${SECONDS} s)"
@@ -282,17 +285,12 @@ try {
   await browser.close();
 }
 EOF
-    if node "$NODE_DIR/page.mjs" "http://127.0.0.1:$PORT" "$CHROMIUM" "$TMP/page.png" >"$TMP/page.out" 2>&1; then
-        ok "page: prompt typed, Generate clicked, image shown"
-    else
-        bad "page run" "$(tail -5 "$TMP/page.out")"
-    fi
+    runs "page: prompt typed, Generate clicked, image shown" "$TMP/page.out" \
+        node "$NODE_DIR/page.mjs" "http://127.0.0.1:$PORT" "$CHROMIUM" "$TMP/page.png"
     check "page: status and progress at the end, one history entry" grep -q "status=done: seed 40 progress=1 history=1" "$TMP/page.out"
     check "page: the image = the CLI's bytes" cmp -s "$TMP/page.png" "$TMP/cli.png"
 else
-    for n in "page run" "page status" "page image"; do
-        if [ "${CI:-}" = "true" ]; then bad "$n" "chromium or npm playwright-core missing"; else skip "$n" "chromium or npm playwright-core missing"; fi
-    done
+    not_run "chromium or npm playwright-core missing" "page run" "page status" "page image"
 fi
 
 echo "== LoRA by name from --lora-dir (${SECONDS} s)"
@@ -396,10 +394,21 @@ EOF
     kill -TERM "$NG" "$L1" "$L2"; wait "$NG" "$L1" "$L2" 2>/dev/null
     PORT=$MAIN_PORT PID=$MAIN_PID
 else
-    for n in "nginx images" "nginx both" "nginx spill" "nginx 429" "nginx Retry-After"; do
-        if [ "${CI:-}" = "true" ]; then bad "$n" "nginx missing"; else skip "$n" "nginx missing (apt-get install nginx)"; fi
-    done
+    not_run "nginx missing (apt-get install nginx-light)" "nginx images" "nginx both" "nginx spill" "nginx 429" \
+        "nginx Retry-After"
 fi
+
+echo "== load: ${LOAD_REQUESTS:=64} requests from ${LOAD_CLIENTS:=8} clients (${SECONDS} s)"
+for seed in 11 12 13 14; do
+    "$FLUX" -q -d "$MODEL" -p 'load test' -W 64 -H 64 -s 1 -S $seed -o "$TMP/seed-$seed.png"
+done
+start_server load --max-queue 4
+runs "load: every answer 200 and its seed's CLI bytes, N images counted, RSS flat" "$TMP/load.out" \
+    python3 tests/server_load.py "http://127.0.0.1:$PORT" "$PID" "$LOAD_REQUESTS" "$LOAD_CLIENTS" "$TMP"
+grep "^load:" "$TMP/load.out"
+kill -TERM "$PID"; wait "$PID"
+check "load: the server exits 0 after it" [ $? = 0 ]
+PORT=$MAIN_PORT PID=$MAIN_PID
 
 echo "== API key and binding (${SECONDS} s)"
 start_server key --api-key s3cret
