@@ -411,11 +411,19 @@ check "load: the server exits 0 after it" [ $? = 0 ]
 PORT=$MAIN_PORT PID=$MAIN_PID
 
 echo "== API key and binding (${SECONDS} s)"
-start_server key --api-key s3cret
+start_server key --api-key s3cret --timeout 1
 check "no key: 401" [ "$(http_code GET /v1/models)" = 401 ]
 check "wrong key: 401" [ "$(http_code GET /v1/models -H 'Authorization: Bearer nope')" = 401 ]
 check "right key: 200" [ "$(http_code GET /v1/models -H 'Authorization: Bearer s3cret')" = 200 ]
 check "/health needs no key" [ "$(http_code GET /health)" = 200 ]
+# a client that stops sending mid-body is dropped after --timeout (1 s here; the check allows 60)
+check "slow client dropped" python3 -c '
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\nContent-Length: 100\r\n\r\n{\"pro")
+s.settimeout(60)
+sys.exit(0 if s.recv(1) == b"" else 1)' "$PORT"
+check "still serving after the slow client" [ "$(http_code GET /health)" = 200 ]
 kill -TERM "$PID"; wait "$PID"
 "$SERVER" -d "$MODEL" --host 0.0.0.0 --port 0 >"$TMP/nokey.log" 2>&1
 check "--host 0.0.0.0 without --api-key: exit 2" [ $? = 2 ] && grep -q "needs --api-key" "$TMP/nokey.log" && ok "message" || bad "message"

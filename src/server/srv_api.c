@@ -57,7 +57,7 @@ static void status_json_locked(fx_strbuf *b, const srv_queue *q, const srv_job *
 
 /* Parse, make the job, queue it. On refusal the reply is queued and NULL
  * returned (*ret holds MHD's answer). */
-static srv_job *submit(srv_conn *rc, srv_api api, int multipart, int async, enum MHD_Result *ret) {
+static srv_job *submit(srv_conn *rc, srv_api api, int multipart, int async, int need_image, enum MHD_Result *ret) {
     srv_server *s = rc->s;
     srv_gen_request req;
     srv_err err;
@@ -66,6 +66,10 @@ static srv_job *submit(srv_conn *rc, srv_api api, int multipart, int async, enum
         st = srv_parse_multipart(MHD_lookup_connection_value(rc->c, MHD_HEADER_KIND, "Content-Type"), rc->body,
                                  rc->len, &s->lim, &req, &err);
     else st = srv_parse_json(api, rc->body ? rc->body : "", rc->len, &s->lim, &req, &err);
+    if (!st && need_image && req.n_images == 0) {
+        st = err.status = 400;
+        snprintf(err.msg, sizeof err.msg, "image: missing (edits need at least one image)");
+    }
     if (st) {
         srv_request_free(&req);
         *ret = srv_reply_error(rc, (unsigned)st, "%s", err.msg);
@@ -132,13 +136,8 @@ static enum MHD_Result openai_images(srv_conn *rc, int edits) {
     const char *ct = MHD_lookup_connection_value(rc->c, MHD_HEADER_KIND, "Content-Type");
     const int multipart = ct && !strncasecmp(ct, "multipart/form-data", 19);
     enum MHD_Result ret = MHD_NO;
-    srv_job *job = submit(rc, SRV_API_OPENAI, multipart, 0, &ret);
+    srv_job *job = submit(rc, SRV_API_OPENAI, multipart, 0, edits, &ret);
     if (!job) return ret;
-    if (edits && job->n_refs == 0) {
-        srv_job_cancel(&rc->s->q, job);
-        srv_job_unref(&rc->s->q, job);
-        return srv_reply_error(rc, 400, "image: missing (edits need at least one image)");
-    }
     if (!wait_job(rc, job)) {
         srv_job_unref(&rc->s->q, job);
         return MHD_YES;
@@ -174,7 +173,7 @@ static enum MHD_Result openai_models(srv_conn *rc) {
 
 static enum MHD_Result a1111_generate(srv_conn *rc, int img2img) {
     enum MHD_Result ret = MHD_NO;
-    srv_job *job = submit(rc, img2img ? SRV_API_A1111_IMG : SRV_API_A1111, 0, 0, &ret);
+    srv_job *job = submit(rc, img2img ? SRV_API_A1111_IMG : SRV_API_A1111, 0, 0, 0, &ret);
     if (!job) return ret;
     if (!wait_job(rc, job)) {
         srv_job_unref(&rc->s->q, job);
@@ -380,7 +379,7 @@ static enum MHD_Result reply_events(srv_conn *rc, srv_job *job, int cancel_on_cl
 
 static enum MHD_Result jobs_submit(srv_conn *rc) {
     enum MHD_Result ret = MHD_NO;
-    srv_job *job = submit(rc, SRV_API_NATIVE, 0, 1, &ret);
+    srv_job *job = submit(rc, SRV_API_NATIVE, 0, 1, 0, &ret);
     if (!job) return ret;
     if (job->req.stream) return reply_events(rc, job, 1); /* takes the reference */
     fx_strbuf b = {0};
@@ -454,8 +453,11 @@ static enum MHD_Result jobs_one(srv_conn *rc) {
     } else if (get && !strncmp(tail, "/images/", 8)) {
         char *end;
         const long k = strtol(tail + 8, &end, 10);
+        pthread_mutex_lock(&rc->s->q.mu);
+        const srv_job_state state = job->state; /* the images are set before DONE, under the mutex */
+        pthread_mutex_unlock(&rc->s->q.mu);
         if (*end || end == tail + 8 || k < 0) ret = srv_reply_error(rc, 404, "no such image");
-        else if (job->state != SRV_JOB_DONE) ret = srv_reply_error(rc, 409, "job %s is %s", id, srv_job_state_name(job->state));
+        else if (state != SRV_JOB_DONE) ret = srv_reply_error(rc, 409, "job %s is %s", id, srv_job_state_name(state));
         else if (k >= job->n_png) ret = srv_reply_error(rc, 404, "job %s has %d image(s)", id, job->n_png);
         else ret = srv_reply_bytes(rc, 200, "image/png", job->png[k], job->png_len[k]);
     } else {

@@ -93,18 +93,21 @@ srv_job *srv_job_new(srv_queue *q, srv_gen_request *req, int async, srv_err *err
         snprintf(name, sizeof name, "image %d", i);
         flux_image *img = NULL;
         if (flux_image_decode(NULL, job->req.image[i], job->req.image_len[i], name, &img) != FLUX_OK) {
-            /* flux_image_decode without a context keeps no message: decode
-             * again through a small context-free path for the reason */
+            long long w, h; /* without a context the decoder keeps no message */
             err->status = 400;
-            snprintf(err->msg, sizeof err->msg, "%s: not a PNG or PPM image this server can read", name);
+            snprintf(err->msg, sizeof err->msg, "%s: %s", name,
+                     srv_image_dims(job->req.image[i], job->req.image_len[i], &w, &h)
+                         ? "a PNG this server cannot decode (broken, or beyond the decoder's limits)"
+                         : "not a PNG or binary PPM (P6/P5) image");
             break;
         }
         job->refs[job->n_refs++] = img;
     }
-    if (!err->status && q->info.distilled && job->req.guidance_ignored && job->req.guidance > 1.0f)
-        job->guidance_dropped = 1; /* A1111 cfg_scale (clients send 7) on a distilled model: no CFG there */
-    if (!err->status && job->req.negative && !job->guidance_dropped && q->info.distilled) {
-        /* a negative prompt needs CFG, which a distilled model does not run */
+    if (!err->status && q->info.distilled && job->req.a1111) {
+        /* A1111 clients always send cfg_scale (7) and often a negative prompt;
+         * a distilled model runs no CFG, so both are dropped (other APIs get
+         * the library's error instead) */
+        job->guidance_dropped = job->req.guidance > 1.0f;
         free(job->req.negative);
         job->req.negative = NULL;
     }
@@ -340,6 +343,7 @@ static void run_job(srv_queue *q, srv_job *job) {
     }
     const double t_end = fx_now_s();
     pthread_mutex_lock(&q->mu);
+    q->running = NULL; /* before the job is seen finished: its client may ask for the progress next */
     if (s == FLUX_OK) {
         job->png = png;
         job->png_len = png_len;
@@ -399,7 +403,6 @@ static void *worker_main(void *arg) {
         pthread_mutex_unlock(&q->mu);
         run_job(q, job);
         pthread_mutex_lock(&q->mu);
-        q->running = NULL;
         unref_locked(job); /* the queue's reference */
     }
     pthread_mutex_unlock(&q->mu);

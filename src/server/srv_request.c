@@ -272,10 +272,8 @@ static int parse_fields(srv_api api, const fx_json *body, const srv_limits *lim,
     r->guidance = -1.0f;
     const char *gkey = api == SRV_API_A1111 || api == SRV_API_A1111_IMG ? "cfg_scale" : "guidance";
     if ((rc = get_num(body, gkey, 0, FLUX_GUIDANCE_MAX, &x, err)) < 0) return -rc;
-    if (rc) {
-        r->guidance = (float)x;
-        r->guidance_ignored = gkey[0] == 'c'; /* A1111 clients always send one: see srv_api.c */
-    }
+    if (rc) r->guidance = (float)x;
+    r->a1111 = api == SRV_API_A1111 || api == SRV_API_A1111_IMG;
     if ((rc = parse_loras(body, r, err))) return rc;
     const char *ikey = api == SRV_API_A1111_IMG ? "init_images" : api == SRV_API_NATIVE ? "images" : "image";
     if ((rc = parse_images(body, ikey, lim, r, err))) return rc;

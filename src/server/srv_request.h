@@ -50,7 +50,9 @@ typedef struct srv_gen_request {
     uint64_t seed;              /* valid when seed_given */
     int seed_given;
     float guidance;             /* < 0 = model default */
-    int guidance_ignored;       /* A1111 cfg_scale on a distilled model: see srv_api.c */
+    int a1111;                  /* an A1111 body: on a distilled model its cfg_scale and
+                                   negative_prompt are dropped (srv_job_new), as its clients
+                                   always send them */
     int n_loras;
     char lora_name[SRV_MAX_LORAS][SRV_LORA_NAME_MAX]; /* names in --lora-dir, checked by srv_lora_name_ok */
     float lora_scale[SRV_MAX_LORAS];

@@ -45,7 +45,7 @@ TEST(server_request_openai_fields) {
     CHECK_EQ_INT(r.batch, 3);
     CHECK(r.seed_given && r.seed == 7);
     CHECK_EQ_INT(r.steps, 5);
-    CHECK(r.guidance == 1.5f && !r.guidance_ignored);
+    CHECK(r.guidance == 1.5f && !r.a1111);
     srv_request_free(&r);
     /* defaults: model size, one image, random seed, model guidance */
     REQUIRE(parse(SRV_API_OPENAI, "{\"prompt\":\"\",\"size\":\"auto\",\"seed\":-1,\"negative_prompt\":\"\"}", &r,
@@ -62,7 +62,7 @@ TEST(server_request_a1111_fields) {
                   "\"seed\":-1,\"sampler_name\":\"Euler a\",\"override_settings\":{\"a\":[1]}}",
                   &r, &err) == 0);
     CHECK(r.width == 64 && r.height == 128 && r.batch == 6 && !r.seed_given);
-    CHECK(r.guidance == 7.0f && r.guidance_ignored); /* dropped on distilled models by the job */
+    CHECK(r.guidance == 7.0f && r.a1111); /* dropped on distilled models by the job */
     srv_request_free(&r);
     REFUSED(SRV_API_A1111, "{\"prompt\":\"p\",\"batch_size\":4,\"n_iter\":3}", 400, "batch_size × n_iter");
     REFUSED(SRV_API_A1111_IMG, "{\"prompt\":\"p\"}", 400, "init_images: missing");
