@@ -172,7 +172,7 @@ Q := @
 endif
 
 # ---------------------------------------------------------------- targets
-.PHONY: all lib server test test-native test-neon test-x86emu bench demo deps fixtures tools install \
+.PHONY: all lib server test test-native test-neon test-x86emu bench demo bitcheck deps fixtures tools install \
         uninstall clean help
 .DEFAULT_GOAL := all
 
@@ -321,6 +321,10 @@ test-neon:                             ## kernel tests cross-built for aarch64, 
 
 test-x86emu:                           ## x86 kernel tests (AVX-512, AMX) on emulations, any host
 	$(Q)tests/run_x86emu.sh
+
+bitcheck: $(FLUX_BIN)                  ## fingerprint every output (each ISA, precision) into build/bitcheck-COMMIT.txt; diff two
+	$(Q)mkdir -p build && out=build/bitcheck-$$(git rev-parse --short HEAD 2>/dev/null || echo tree).txt && \
+	    tools/bitcheck.sh ./$(FLUX_BIN) tests/golden/model > $$out && echo "$$out: $$(wc -l < $$out) fingerprints"
 
 demo:                                  ## install missing deps, build, run text-to-image on a tiny model
 	$(Q)tools/install_deps.sh

@@ -38,88 +38,45 @@ int fx_isa_parse(const char *name) {
 /* The tables                                                               */
 /* ------------------------------------------------------------------------ */
 
-/* Each kernel family publishes FX_<AREA>_TABLE_<ISA> in its header; an
- * unpublished entry is NULL: not compiled for this architecture. */
+/* Each kernel family declares its per-ISA tables in its header; a family
+ * not compiled for this architecture is NULL here (FX_IF_X86 / FX_IF_ARM). */
 #include "simd/attention/attention.h"
 #include "simd/gemm/gemm.h"
 #include "simd/quant/quant.h"
 #include "simd/rowops/rowops.h"
 
-#ifndef FX_GEMM_TABLE_AVX2
-#define FX_GEMM_TABLE_AVX2 NULL
-#endif
-#ifndef FX_GEMM_TABLE_AVX512
-#define FX_GEMM_TABLE_AVX512 NULL
-#endif
-#ifndef FX_GEMM_TABLE_AVX512BF16
-#define FX_GEMM_TABLE_AVX512BF16 NULL
-#endif
-#ifndef FX_GEMM_TABLE_AMX
-#define FX_GEMM_TABLE_AMX NULL
-#endif
-#ifndef FX_GEMM_TABLE_NEON
-#define FX_GEMM_TABLE_NEON NULL
-#endif
-#ifndef FX_ATTN_TABLE_AVX2
-#define FX_ATTN_TABLE_AVX2 NULL
-#endif
-#ifndef FX_ATTN_TABLE_AVX512
-#define FX_ATTN_TABLE_AVX512 NULL
-#endif
-#ifndef FX_ATTN_TABLE_AVX512BF16
-#define FX_ATTN_TABLE_AVX512BF16 NULL
-#endif
-#ifndef FX_ATTN_TABLE_AMX
-#define FX_ATTN_TABLE_AMX NULL
-#endif
-#ifndef FX_ATTN_TABLE_NEON
-#define FX_ATTN_TABLE_NEON NULL
-#endif
-#ifndef FX_ROW_TABLE_AVX2
-#define FX_ROW_TABLE_AVX2 NULL
-#endif
-#ifndef FX_ROW_TABLE_AVX512
-#define FX_ROW_TABLE_AVX512 NULL
-#endif
-#ifndef FX_ROW_TABLE_NEON
-#define FX_ROW_TABLE_NEON NULL
-#endif
-#ifndef FX_QUANT_TABLE_AVX2
-#define FX_QUANT_TABLE_AVX2 NULL
-#endif
-#ifndef FX_QUANT_TABLE_AVX512
-#define FX_QUANT_TABLE_AVX512 NULL
-#endif
-#ifndef FX_QUANT_TABLE_AVX512BF16
-#define FX_QUANT_TABLE_AVX512BF16 NULL
-#endif
-#ifndef FX_QUANT_TABLE_AMX
-#define FX_QUANT_TABLE_AMX NULL
-#endif
-#ifndef FX_QUANT_TABLE_NEON
-#define FX_QUANT_TABLE_NEON NULL
-#endif
+#define X86(table) FX_IF_X86(&(table))
+#define ARM(table) FX_IF_ARM(&(table))
 
 /* The f32-math tables of the avx512bf16 and amx levels are the avx512
- * kernels (bf16 weights widened to f32, FMA only). */
+ * kernels (bf16 weights widened to f32, FMA only); rows and quantizers
+ * have no bf16-specific kernels above avx512. */
 static const fx_kernels tables[FX_TABLE_COUNT] = {
-    [FX_TABLE_SCALAR] = {FX_TABLE_SCALAR, FX_ISA_SCALAR, 0, "scalar", FX_GEMM_TABLE_SCALAR, FX_ATTN_TABLE_SCALAR,
-                         FX_ROW_TABLE_SCALAR, FX_QUANT_TABLE_SCALAR},
-    [FX_TABLE_AVX2] = {FX_TABLE_AVX2, FX_ISA_AVX2, 0, "avx2", FX_GEMM_TABLE_AVX2, FX_ATTN_TABLE_AVX2,
-                       FX_ROW_TABLE_AVX2, FX_QUANT_TABLE_AVX2},
-    [FX_TABLE_AVX512] = {FX_TABLE_AVX512, FX_ISA_AVX512, 0, "avx512", FX_GEMM_TABLE_AVX512, FX_ATTN_TABLE_AVX512,
-                         FX_ROW_TABLE_AVX512, FX_QUANT_TABLE_AVX512},
-    [FX_TABLE_AVX512BF16] = {FX_TABLE_AVX512BF16, FX_ISA_AVX512BF16, 1, "avx512bf16", FX_GEMM_TABLE_AVX512BF16,
-                             FX_ATTN_TABLE_AVX512BF16, FX_ROW_TABLE_AVX512, FX_QUANT_TABLE_AVX512BF16},
-    [FX_TABLE_AVX512BF16_F32] = {FX_TABLE_AVX512BF16_F32, FX_ISA_AVX512BF16, 0, "avx512bf16 (f32 math)",
-                                 FX_GEMM_TABLE_AVX512, FX_ATTN_TABLE_AVX512, FX_ROW_TABLE_AVX512, FX_QUANT_TABLE_AVX512BF16},
-    [FX_TABLE_AVX512BF16_FMA] = {FX_TABLE_AVX512BF16_FMA, FX_ISA_AVX512BF16, 0, "avx512bf16 (f32 FMA kernels)",
-                                 FX_GEMM_TABLE_AVX512, FX_ATTN_TABLE_AVX512, FX_ROW_TABLE_AVX512, FX_QUANT_TABLE_AVX512BF16},
-    [FX_TABLE_AMX] = {FX_TABLE_AMX, FX_ISA_AMX, 1, "amx", FX_GEMM_TABLE_AMX, FX_ATTN_TABLE_AMX, FX_ROW_TABLE_AVX512, FX_QUANT_TABLE_AMX},
-    [FX_TABLE_AMX_F32] = {FX_TABLE_AMX_F32, FX_ISA_AMX, 0, "amx (f32 math)", FX_GEMM_TABLE_AVX512,
-                          FX_ATTN_TABLE_AVX512, FX_ROW_TABLE_AVX512, FX_QUANT_TABLE_AMX},
-    [FX_TABLE_NEON] = {FX_TABLE_NEON, FX_ISA_NEON, 0, "neon", FX_GEMM_TABLE_NEON, FX_ATTN_TABLE_NEON,
-                       FX_ROW_TABLE_NEON, FX_QUANT_TABLE_NEON},
+    [FX_TABLE_SCALAR] = {.id = FX_TABLE_SCALAR, .isa = FX_ISA_SCALAR, .name = "scalar", .gemm = &fx_gemm_scalar,
+                         .attn = &fx_attn_scalar, .row = &fx_row_scalar, .quant = &fx_quant_scalar},
+    [FX_TABLE_AVX2] = {.id = FX_TABLE_AVX2, .isa = FX_ISA_AVX2, .name = "avx2", .gemm = X86(fx_gemm_avx2),
+                       .attn = X86(fx_attn_avx2), .row = X86(fx_row_avx2), .quant = X86(fx_quant_avx2)},
+    [FX_TABLE_AVX512] = {.id = FX_TABLE_AVX512, .isa = FX_ISA_AVX512, .name = "avx512", .gemm = X86(fx_gemm_avx512),
+                         .attn = X86(fx_attn_avx512), .row = X86(fx_row_avx512), .quant = X86(fx_quant_avx512)},
+    [FX_TABLE_AVX512BF16] = {.id = FX_TABLE_AVX512BF16, .isa = FX_ISA_AVX512BF16, .bf16_dot = 1,
+                             .name = "avx512bf16", .gemm = X86(fx_gemm_avx512bf16),
+                             .attn = X86(fx_attn_avx512bf16), .row = X86(fx_row_avx512),
+                             .quant = X86(fx_quant_avx512)},
+    [FX_TABLE_AVX512BF16_F32] = {.id = FX_TABLE_AVX512BF16_F32, .isa = FX_ISA_AVX512BF16,
+                                 .name = "avx512bf16 (f32 math)", .gemm = X86(fx_gemm_avx512),
+                                 .attn = X86(fx_attn_avx512), .row = X86(fx_row_avx512),
+                                 .quant = X86(fx_quant_avx512)},
+    [FX_TABLE_AVX512BF16_FMA] = {.id = FX_TABLE_AVX512BF16_FMA, .isa = FX_ISA_AVX512BF16,
+                                 .name = "avx512bf16 (f32 FMA kernels)", .gemm = X86(fx_gemm_avx512),
+                                 .attn = X86(fx_attn_avx512), .row = X86(fx_row_avx512),
+                                 .quant = X86(fx_quant_avx512)},
+    [FX_TABLE_AMX] = {.id = FX_TABLE_AMX, .isa = FX_ISA_AMX, .bf16_dot = 1, .name = "amx", .gemm = X86(fx_gemm_amx),
+                      .attn = X86(fx_attn_amx), .row = X86(fx_row_avx512), .quant = X86(fx_quant_avx512)},
+    [FX_TABLE_AMX_F32] = {.id = FX_TABLE_AMX_F32, .isa = FX_ISA_AMX, .name = "amx (f32 math)",
+                          .gemm = X86(fx_gemm_avx512), .attn = X86(fx_attn_avx512), .row = X86(fx_row_avx512),
+                          .quant = X86(fx_quant_avx512)},
+    [FX_TABLE_NEON] = {.id = FX_TABLE_NEON, .isa = FX_ISA_NEON, .name = "neon", .gemm = ARM(fx_gemm_neon),
+                       .attn = ARM(fx_attn_neon), .row = ARM(fx_row_neon), .quant = ARM(fx_quant_neon)},
 };
 
 const fx_kernels *fx_kernels_table(fx_table_id id) {

@@ -3,10 +3,8 @@
  * per-ISA hooks (the BLIS pattern of simd/gemm: the loops written once in
  * attention.c, the packing and microkernels named by each ISA's table).
  *
- * The family defines one const table per ISA it implements and publishes
- * each through a macro FX_ATTN_TABLE_<ISA> (pointer to the table) that
- * dispatch.c wires into the kernel tables; an undefined macro means "not
- * implemented for this ISA" and the scalar table is used instead.
+ * The family defines one const table per ISA it implements, declared
+ * below and wired into the kernel tables by dispatch.c.
  *
  * Work decomposition (attention.c, the same for every ISA):
  *  - A task is one kv head g and a block of consecutive query positions.
@@ -205,22 +203,16 @@ void fx_attn_f32_store(const fx_attn_plan *p, const fx_attn_task *k, const fx_at
 
 /* Tables. The scalar table always exists and is the fallback. */
 extern const struct fx_attn_kernels fx_attn_scalar;
-#define FX_ATTN_TABLE_SCALAR (&fx_attn_scalar)
 
 #if FX_X86
 extern const struct fx_attn_kernels fx_attn_avx2;
-#define FX_ATTN_TABLE_AVX2 (&fx_attn_avx2)
 extern const struct fx_attn_kernels fx_attn_avx512;
-#define FX_ATTN_TABLE_AVX512 (&fx_attn_avx512)
 extern const struct fx_attn_kernels fx_attn_avx512bf16;
-#define FX_ATTN_TABLE_AVX512BF16 (&fx_attn_avx512bf16)
 extern const struct fx_attn_kernels fx_attn_amx;
-#define FX_ATTN_TABLE_AMX (&fx_attn_amx)
 #endif
 
 #if FX_ARM
 extern const struct fx_attn_kernels fx_attn_neon;
-#define FX_ATTN_TABLE_NEON (&fx_attn_neon)
 #endif
 
 #endif

@@ -23,4 +23,17 @@
 #define FX_ARM 0
 #endif
 
+/* x where this build compiles the x86 (FX_IF_X86) or aarch64 (FX_IF_ARM)
+ * files, else NULL: a kernel table entry that does not exist here. */
+#if FX_X86
+#define FX_IF_X86(x) (x)
+#else
+#define FX_IF_X86(x) NULL
+#endif
+#if FX_ARM
+#define FX_IF_ARM(x) (x)
+#else
+#define FX_IF_ARM(x) NULL
+#endif
+
 #endif

@@ -369,7 +369,6 @@ size_t fx_gemm_describe(const fx_gemm_kernels *g, char *buf, size_t size);
 /* ---- the tables ---- */
 
 extern const fx_gemm_kernels fx_gemm_scalar;
-#define FX_GEMM_TABLE_SCALAR (&fx_gemm_scalar)
 
 #if FX_X86
 /* int8 kernels: vpmaddubsw (AVX2), ymm vpdpbusd (AVX-VNNI), zmm vpdpbusd
@@ -394,10 +393,6 @@ void fx_gemv_avx512_f16(int64_t m, int64_t n0, int64_t n1, int64_t k, const floa
 void fx_gemv_avx512_bf16(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int64_t ldx,
                          const uint16_t *xb, const fx_weight *w, float *y, int64_t ldy,
                          const fx_epilogue *epi);
-#define FX_GEMM_TABLE_AVX2 (&fx_gemm_avx2)
-#define FX_GEMM_TABLE_AVX512 (&fx_gemm_avx512)
-#define FX_GEMM_TABLE_AVX512BF16 (&fx_gemm_avx512bf16)
-#define FX_GEMM_TABLE_AMX (&fx_gemm_amx)
 #endif
 
 #if FX_ARM
@@ -405,7 +400,6 @@ void fx_gemv_avx512_bf16(int64_t m, int64_t n0, int64_t n1, int64_t k, const flo
 extern const fx_gemm_int8 fx_gemm_int8_neon_dot, fx_gemm_int8_neon_base;
 const fx_gemm_int8 *fx_gemm_int8_neon(const fx_cpu_facts *f, int64_t m);
 extern const fx_gemm_kernels fx_gemm_neon;
-#define FX_GEMM_TABLE_NEON (&fx_gemm_neon)
 #endif
 
 #endif

@@ -124,18 +124,12 @@ static inline void fx_q3k_scales(const uint8_t *s, int8_t out[16]) {
 /* ---- the tables ---- */
 
 extern const fx_quant_kernels fx_quant_scalar;
-#define FX_QUANT_TABLE_SCALAR (&fx_quant_scalar)
 #if FX_X86
 extern const fx_quant_kernels fx_quant_avx2;
 extern const fx_quant_kernels fx_quant_avx512;
-#define FX_QUANT_TABLE_AVX2 (&fx_quant_avx2)
-#define FX_QUANT_TABLE_AVX512 (&fx_quant_avx512)
-#define FX_QUANT_TABLE_AVX512BF16 (&fx_quant_avx512)
-#define FX_QUANT_TABLE_AMX (&fx_quant_avx512)
 #endif
 #if FX_ARM
 extern const fx_quant_kernels fx_quant_neon;
-#define FX_QUANT_TABLE_NEON (&fx_quant_neon)
 #endif
 
 #endif

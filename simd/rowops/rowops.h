@@ -1,10 +1,8 @@
 /*
  * rowops.h — per-ISA tables of the rowops kernel family (simd-internal).
  *
- * The family defines one const table per ISA it implements and publishes
- * each through a macro FX_ROW_TABLE_<ISA> (pointer to the table) that
- * dispatch.c wires into the kernel tables; an undefined macro means "not
- * implemented for this ISA" and the scalar table is used instead.
+ * The family defines one const table per ISA it implements, declared
+ * below and wired into the kernel tables by dispatch.c.
  *
  * The family covers everything in kernels.h that is not GEMM or attention:
  * row ops (norms, activations, softmax), GroupNorm, conversions and RoPE.
@@ -77,16 +75,12 @@ struct fx_row_kernels {
 
 /* The tables. The scalar one always exists. */
 extern const struct fx_row_kernels fx_row_scalar;
-#define FX_ROW_TABLE_SCALAR (&fx_row_scalar)
 #if FX_X86
 extern const struct fx_row_kernels fx_row_avx2;
 extern const struct fx_row_kernels fx_row_avx512;
-#define FX_ROW_TABLE_AVX2 (&fx_row_avx2)
-#define FX_ROW_TABLE_AVX512 (&fx_row_avx512)
 #endif
 #if FX_ARM
 extern const struct fx_row_kernels fx_row_neon;
-#define FX_ROW_TABLE_NEON (&fx_row_neon)
 #endif
 
 /* The row table of a kernel context (scalar when the ISA has none). */
