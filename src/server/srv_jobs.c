@@ -102,6 +102,9 @@ srv_job *srv_job_new(srv_queue *q, srv_gen_request *req, int async, srv_err *err
             break;
         }
         job->refs[job->n_refs++] = img;
+        free(job->req.image[i]); /* decoded: the file's bytes are not needed any more */
+        job->req.image[i] = NULL;
+        job->req.image_len[i] = 0;
     }
     if (!err->status && q->info.distilled && job->req.a1111) {
         /* A1111 clients always send cfg_scale (7) and often a negative prompt;
@@ -120,12 +123,19 @@ srv_job *srv_job_new(srv_queue *q, srv_gen_request *req, int async, srv_err *err
 
 /* ---------------------------------------------------------------- queue */
 
+/* 1 when the job table has a free slot or a finished job to evict. */
+static int table_slot_free_locked(const srv_queue *q) {
+    for (int i = 0; i < SRV_TABLE_SIZE; i++)
+        if (!q->table[i] || srv_job_finished(q->table[i])) return 1;
+    return 0;
+}
+
 int srv_queue_submit(srv_queue *q, srv_job *job, int *retry_after) {
     pthread_mutex_lock(&q->mu);
     int rc = 0;
     if (q->draining || q->stop) {
         rc = 503;
-    } else if (q->length >= q->max_length) {
+    } else if (q->length >= q->max_length || (job->async && !table_slot_free_locked(q))) {
         q->m.rejected_full++;
         /* seconds per job so far (or 10 s before the first) times the jobs ahead */
         const double per = q->m.jobs_done ? q->m.job_seconds / (double)q->m.jobs_done : 10.0;

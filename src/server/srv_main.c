@@ -49,7 +49,7 @@ static void print_help(FILE *f) {
           "                         /ready (env FLUX_API_KEY does the same and keeps the key out of ps)\n"
           "      --lora-dir DIR     LoRA adapters requests may name: DIR/NAME.safetensors is \"loras\":\n"
           "                         [{\"name\": \"NAME\", \"scale\": 0.8}] (no paths from clients)\n"
-          "      --max-queue N      jobs that may wait, 1..1024 (default 8); more get 429 with Retry-After\n"
+          "      --max-queue N      jobs that may wait, 1..255 (default 8); more get 429 with Retry-After\n"
           "      --max-body-mb N    request body limit in MiB, 1..1024 (default 32)\n"
           "      --max-steps N      steps a request may ask for, 1..1000 (default 100)\n"
           "      --max-batch N      images per request, 1..64 (default 8)\n"
@@ -124,7 +124,7 @@ static int parse_server_args(int argc, char **argv, srv_args *sa, char **rest, i
         case 1: rc = parse_number(spelled, val, 0, 65535, &v), sa->port = (int)v; break;
         case 2: sa->api_key = val; break;
         case 3: sa->lora_dir = val; break;
-        case 4: rc = parse_number(spelled, val, 1, 1024, &v), sa->max_queue = (int)v; break;
+        case 4: rc = parse_number(spelled, val, 1, SRV_TABLE_SIZE - 1, &v), sa->max_queue = (int)v; break;
         case 5: rc = parse_number(spelled, val, 1, 1024, &v), sa->lim.max_body = (size_t)v << 20; break;
         case 6: rc = parse_number(spelled, val, 1, CLI_MAX_STEPS, &v), sa->lim.max_steps = (int)v; break;
         case 7: rc = parse_number(spelled, val, 1, CLI_MAX_BATCH, &v), sa->lim.max_batch = (int)v; break;
