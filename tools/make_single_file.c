@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/formats/safetensors.h"
+#include "src/formats/weight_set.h"
 
 #define MAX_OUT 4096
 #define MAX_PARTS 3
@@ -52,7 +52,7 @@ typedef struct out_tensor {
     part parts[MAX_PARTS];
     int n;
     fx_shape shape;
-    fx_st_dtype dtype;
+    fx_dtype dtype;
     int64_t nbytes, offset;
 } out_tensor;
 
@@ -121,7 +121,7 @@ static void write_file(const char *path) {
     EMIT("{\"__metadata__\":{\"format\":\"pt\"}");
     for (int k = 0; k < g_n; k++) {
         const out_tensor *o = &g_out[k];
-        EMIT(",\"%s\":{\"dtype\":\"%s\",\"shape\":[", o->name, fx_st_dtype_name(o->dtype));
+        EMIT(",\"%s\":{\"dtype\":\"%s\",\"shape\":[", o->name, fx_dtype_name(o->dtype));
         for (int d = 0; d < o->shape.ndim; d++) EMIT(d ? ",%lld" : "%lld", (long long)o->shape.d[d]);
         EMIT("],\"data_offsets\":[%lld,%lld]}", (long long)o->offset, (long long)(o->offset + o->nbytes));
     }
