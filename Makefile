@@ -5,6 +5,8 @@
 #   make test            build everything and run every test
 #   make bench           kernel benchmarks (% of this machine's peak)
 #   make demo            generate a tiny model and run text-to-image end to end
+#   make server          flux-server, the HTTP server (needs libmicrohttpd-dev:
+#                        tools/install_deps.sh --server)
 #   make install PREFIX=/usr/local
 #
 # Build options (each variant builds into its own directory under build/):
@@ -134,8 +136,12 @@ else
 SIMD_SRC := $(filter-out $(X86_ONLY) $(ARM_ONLY),$(SIMD_ALL))
 endif
 CLI_SRC   := $(wildcard src/cli/*.c)
-LIB_SRC   := $(filter-out $(CLI_SRC) src/vulkan/% src/ops/ops_vulkan.c,$(wildcard src/*/*.c)) $(SIMD_SRC)
-TEST_SRC  := $(wildcard tests/*.c) $(filter-out tests/fuzz/% tests/vulkan/%,$(wildcard tests/*/*.c))
+# flux-server (src/server): its request parsers need no HTTP library and are
+# linked into the test binary too; the rest needs libmicrohttpd (make server).
+SERVER_SRC := $(wildcard src/server/*.c)
+SERVER_PARSE_SRC := src/server/srv_request.c src/server/srv_base64.c src/server/srv_json_out.c
+LIB_SRC   := $(filter-out $(CLI_SRC) $(SERVER_SRC) src/vulkan/% src/ops/ops_vulkan.c,$(wildcard src/*/*.c)) $(SIMD_SRC)
+TEST_SRC  := $(wildcard tests/*.c) $(filter-out tests/fuzz/% tests/vulkan/%,$(wildcard tests/*/*.c)) $(SERVER_PARSE_SRC)
 BENCH_SRC := $(filter-out bench/bench_vulkan.c,$(wildcard bench/*.c))
 
 # The Vulkan backend (VULKAN=1 only): host code in src/vulkan, GLSL compute
@@ -151,8 +157,10 @@ CLI_OBJ   := $(CLI_SRC:%.c=$(OBJ)/%.o)
 TEST_OBJ  := $(TEST_SRC:%.c=$(OBJ)/%.o)
 BENCH_OBJ := $(BENCH_SRC:%.c=$(OBJ)/%.o)
 TOOLS     := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
+SERVER_OBJ := $(SERVER_SRC:%.c=$(OBJ)/%.o) $(filter-out $(OBJ)/src/cli/cli_main.o,$(CLI_OBJ))
 
 FLUX_BIN  := $(OUT)/flux
+SERVER_BIN := $(OUT)/flux-server
 LIB_A     := $(OUT)/libflux.a
 LIB_SO    := $(OUT)/libflux.so
 TEST_BIN  := $(BUILD)/flux-tests
@@ -165,7 +173,7 @@ Q := @
 endif
 
 # ---------------------------------------------------------------- targets
-.PHONY: all lib test test-native test-neon test-x86emu bench demo bitcheck deps fixtures tools install \
+.PHONY: all lib server test test-native test-neon test-x86emu bench demo bitcheck deps fixtures tools install \
         uninstall clean help
 .DEFAULT_GOAL := all
 
@@ -199,6 +207,17 @@ $(FLUX_BIN): $(CLI_OBJ) $(LIB_A)
 	@mkdir -p $(dir $@)
 	@$(if $(filter 0,$(V)),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) $(CLI_OBJ) $(LIB_A) -o $@ $(LDLIBS)
+
+# ---- flux-server: HTTP through libmicrohttpd (Debian libmicrohttpd-dev)
+MHD_CFLAGS := $(shell pkg-config --cflags libmicrohttpd 2>/dev/null)
+MHD_LIBS   := $(or $(shell pkg-config --libs libmicrohttpd 2>/dev/null),-lmicrohttpd)
+$(OBJ)/src/server/%.o: CPPFLAGS += $(MHD_CFLAGS)
+server: $(SERVER_BIN)                  ## flux-server, the HTTP server (libmicrohttpd)
+
+$(SERVER_BIN): $(SERVER_OBJ) $(LIB_A)
+	@mkdir -p $(dir $@)
+	@$(if $(filter 0,$(V)),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) $(SERVER_OBJ) $(LIB_A) -o $@ $(MHD_LIBS) $(LDLIBS)
 
 $(TEST_BIN): $(TEST_OBJ) $(LIB_A)
 	@mkdir -p $(dir $@)
@@ -253,8 +272,10 @@ fixtures:                              ## fetch test fixtures (npm pack)
 
 # ---- tests
 test: all $(TEST_BIN) $(BENCH_BIN) tools fixtures  ## build and run every test (installs the test tools it can)
-	$(Q)tools/install_deps.sh --test --optional
-	$(Q)FLUX_BIN=$(abspath $(FLUX_BIN)) FLUX_BENCH=$(abspath $(BENCH_BIN)) \
+	$(Q)tools/install_deps.sh --test --server --optional
+	$(Q)if [ -f /usr/include/microhttpd.h ] || pkg-config --exists libmicrohttpd 2>/dev/null; then \
+	    $(MAKE) --no-print-directory $(SERVER_BIN) || exit 1; fi
+	$(Q)FLUX_BIN=$(abspath $(FLUX_BIN)) FLUX_BENCH=$(abspath $(BENCH_BIN)) FLUX_SERVER=$(abspath $(SERVER_BIN)) \
 	    FLUX_TEST_BIN=$(abspath $(TEST_BIN)) FLUX_TOOLS=$(abspath $(BUILD)/tools) \
 	    MAKE="$(MAKE)" tests/run.sh $(TESTS)
 
@@ -287,6 +308,8 @@ FUZZ_SRC_tokenizer = src/base/file_read.c src/text/tokenizer.c src/text/unicode.
 FUZZ_SRC_lora = $(FUZZ_SRC_DEFAULT) src/formats/single_file.c src/formats/lora.c src/formats/lora_keys.c simd/gemm/delta.c \
                 simd/gemm/linear.c \
                 simd/common/scratch.c
+FUZZ_SRC_server_request = src/server/srv_request.c src/server/srv_base64.c src/server/srv_json_out.c src/base/json.c \
+                           src/base/file_read.c src/base/error.c src/base/strbuf.c
 FUZZ_BINS    := $(patsubst tests/fuzz/%.c,$(FUZZ_DIR)/%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_CFLAGS  := -std=c11 -g -O1 -D_GNU_SOURCE -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -I. $(WARN) \
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
@@ -345,7 +368,7 @@ uninstall:                             ## remove what install put in PREFIX
 	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/flux.pc
 
 clean:                                 ## remove every build product
-	rm -rf build flux libflux.a libflux.so bench/flux-bench
+	rm -rf build flux flux-server libflux.a libflux.so bench/flux-bench
 
 help:                                  ## this list
 	@grep -hE '^[a-z-]+:.*## ' $(firstword $(MAKEFILE_LIST)) | sed -E 's/:.*## /\t/' | expand -t 16
@@ -353,4 +376,4 @@ help:                                  ## this list
 	@sed -n '/^# Build options/,/^$$/p' $(firstword $(MAKEFILE_LIST)) | sed 's/^# \{0,1\}//'
 
 -include $(VK_SPV_DEPS)
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(SERVER_SRC:%.c=$(OBJ)/%.d)

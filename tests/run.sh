@@ -4,7 +4,9 @@
 # Suites: the native test binary (all TEST()s: kernels on every ISA this CPU
 # runs, loaders, parsers, model goldens, CLI), the NEON kernel tests
 # cross-built for aarch64 and run under qemu, and the x86 kernel tests on
-# emulated AVX-512 and AMX (both required under CI=true).
+# emulated AVX-512 and AMX (both required under CI=true), and flux-server
+# end to end with real HTTP clients (tests/run_server.sh; needs
+# libmicrohttpd, required under CI=true).
 # Arguments are passed to the native test binary as name filters.
 set -u
 cd "$(dirname "$0")/.."
@@ -41,6 +43,7 @@ run_suite "native tests" "${FLUX_TEST_BIN:?FLUX_TEST_BIN not set (use make test)
 if [ $# -eq 0 ]; then
     run_suite "NEON kernel tests (aarch64 under qemu)" tests/run_neon.sh
     run_suite "x86 kernel tests on emulated AVX-512 and AMX" tests/run_x86emu.sh
+    run_suite "flux-server end to end (HTTP clients)" tests/run_server.sh
 fi
 
 echo "$passed passed, $failed failed, $skipped skipped"

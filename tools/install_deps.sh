@@ -11,6 +11,10 @@
 #   tools/install_deps.sh --vulkan + the Vulkan build and test deps (headers and
 #                                  loader, glslc, Mesa lavapipe, validation
 #                                  layers) for `make VULKAN=1` (combinable)
+#   tools/install_deps.sh --server + libmicrohttpd (make server) and what
+#                                  its tests drive: curl, python3, nginx
+#                                  (two servers behind it), chromium (the web
+#                                  page, with npm playwright-core) (combinable)
 #   --optional                     what cannot be installed is reported, not
 #                                  an error (`make test`: the suites that need
 #                                  it then say they did not run and why)
@@ -20,13 +24,14 @@
 # --optional, prints it and succeeds).
 set -euo pipefail
 
-want_test=0 want_vulkan=0 optional=0
+want_test=0 want_vulkan=0 want_server=0 optional=0
 for arg in "$@"; do
     case $arg in
     --test) want_test=1 ;;
     --vulkan) want_vulkan=1 ;;
+    --server) want_server=1 ;;
     --optional) optional=1 ;;
-    *) echo "install_deps: unknown option $arg (--test, --vulkan, --optional)" >&2; exit 2 ;;
+    *) echo "install_deps: unknown option $arg (--test, --vulkan, --server, --optional)" >&2; exit 2 ;;
     esac
 done
 # cannot install: fail, or with --optional say what is missing and go on
@@ -65,6 +70,13 @@ fuzzer_ok() {
 }
 if [ $want_test -eq 1 ] && have clang && ! fuzzer_ok; then
     missing+=("libclang-rt-$(clang -dumpversion | cut -d. -f1)-dev")
+fi
+if [ $want_server -eq 1 ]; then
+    [ -f /usr/include/microhttpd.h ] || pkg_installed libmicrohttpd-dev || missing+=(libmicrohttpd-dev)
+    have curl || missing+=(curl)
+    have python3 || missing+=(python3)
+    have nginx || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
+    have chromium || missing+=(chromium)
 fi
 if [ $want_vulkan -eq 1 ]; then
     pkg_installed libvulkan-dev || missing+=(libvulkan-dev)

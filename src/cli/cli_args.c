@@ -616,7 +616,7 @@ static int validate(parse_ctx *pc, cli_args *a) {
 
 /* ---------------------------------------------------------- argv */
 
-int cli_parse(int argc, char **argv, cli_args *a, char *msg, size_t msg_size) {
+int cli_parse_options(int argc, char **argv, cli_args *a, char *msg, size_t msg_size) {
     parse_ctx pc = {msg, msg_size};
     memset(a, 0, sizeof *a);
     a->distilled = -1;
@@ -678,7 +678,18 @@ int cli_parse(int argc, char **argv, cli_args *a, char *msg, size_t msg_size) {
         int rc = apply(&pc, a, o, spelled, val);
         if (rc) return rc;
     }
+    return CLI_EXIT_OK;
+}
+
+int cli_validate(cli_args *a, char *msg, size_t msg_size) {
+    parse_ctx pc = {msg, msg_size};
+    if (msg_size) msg[0] = '\0';
     return validate(&pc, a);
+}
+
+int cli_parse(int argc, char **argv, cli_args *a, char *msg, size_t msg_size) {
+    const int rc = cli_parse_options(argc, argv, a, msg, msg_size);
+    return rc ? rc : cli_validate(a, msg, msg_size);
 }
 
 int cli_check_default_size(int width, int height, int ref_w, int ref_h, char *msg, size_t size,

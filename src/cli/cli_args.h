@@ -98,6 +98,11 @@ typedef struct cli_args {
  * directories named on the command line exist (and that the output
  * directory is writable) unless --help/--version/--cpu-info is given. */
 int cli_parse(int argc, char **argv, cli_args *a, char *msg, size_t msg_size);
+/* cli_parse in its two halves, for programs that take a subset of the
+ * options (flux-server refuses the image options in between): the values
+ * of argv into *a, then the checks across options and of the files. */
+int cli_parse_options(int argc, char **argv, cli_args *a, char *msg, size_t msg_size);
+int cli_validate(cli_args *a, char *msg, size_t msg_size);
 
 /* -W/-H left at 0 take the first reference's processed size (ref_w x
  * ref_h), which must be inside CLI_MIN_SIZE..CLI_MAX_SIZE like a given size.

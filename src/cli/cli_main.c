@@ -17,7 +17,7 @@
 
 #include "flux.h"
 #include "cli_args.h"
-#include "cli_lora.h"
+#include "cli_model.h"
 #include "cli_progress.h"
 #include "cli_quantize.h"
 #include "cli_repl.h"
@@ -42,40 +42,6 @@ static int fail(int code, const char *fmt, ...) {
     return code;
 }
 
-static flux_ctx *make_context(const cli_args *a) {
-    flux_options opt;
-    flux_options_init(&opt);
-    opt.threads = a->threads;
-    opt.use_mmap = !a->no_mmap;
-    if (a->precision >= 0) opt.precision = (flux_precision)a->precision;
-    opt.isa = a->isa;
-    opt.backend = a->list_devices || a->cpu_info ? FLUX_BACKEND_CPU : a->backend;
-    opt.device = a->list_devices || a->cpu_info ? -1 : a->device;
-    opt.device_memory_mb = (unsigned long long)a->device_memory_mb;
-    opt.cache_dir = a->cache_dir;
-    opt.no_disk_cache = a->no_cache;
-    opt.verbose = a->quiet ? 0 : a->verbose;
-    return flux_new(&opt);
-}
-
-static flux_status load_model(flux_ctx *ctx, const cli_args *a) {
-    flux_load_options lo;
-    flux_load_options_init(&lo);
-    lo.transformer_file = a->transformer_file;
-    lo.text_encoder_file = a->text_encoder_file;
-    lo.quant = a->quant;
-    lo.distilled = a->distilled;
-    return flux_load(ctx, a->model_dir, &lo);
-}
-
-/* The model, then its --lora adapters; CLI_EXIT_OK or CLI_EXIT_FAIL (message printed). */
-static int load_model_and_loras(flux_ctx *ctx, const cli_args *a) {
-    if (load_model(ctx, a) != FLUX_OK) return fail(CLI_EXIT_FAIL, "%s", flux_error(ctx));
-    for (int i = 0; i < a->n_loras; i++)
-        if (cli_lora_apply(ctx, a->lora_file[i], a->lora_scale[i], a->quiet)) return CLI_EXIT_FAIL;
-    return CLI_EXIT_OK;
-}
-
 /* ------------------------------------------------------------ tokenize */
 
 /* Tokenize one text and print its ids on one line. */
@@ -96,7 +62,7 @@ static int print_tokens(flux_ctx *ctx, const char *text, int raw, int32_t **ids,
 
 /* --tokenize: ids of -p, or of each stdin line holding one JSON string. */
 static int run_tokenize(flux_ctx *ctx, const cli_args *a) {
-    if (load_model(ctx, a) != FLUX_OK) return fail(CLI_EXIT_FAIL, "%s", flux_error(ctx));
+    if (cli_load_model(ctx, a) != FLUX_OK) return fail(CLI_EXIT_FAIL, "%s", flux_error(ctx));
     int cap = 1024, rc = CLI_EXIT_OK;
     int32_t *ids = malloc((size_t)cap * sizeof *ids);
     if (!ids) return fail(CLI_EXIT_FAIL, "out of memory");
@@ -211,7 +177,7 @@ static int run_generate(flux_ctx *ctx, cli_args *a) {
         return rc;
     }
     double t0 = fx_now_s();
-    if ((rc = load_model_and_loras(ctx, a))) {
+    if ((rc = cli_load_model_and_loras(ctx, a))) {
         free_inputs(&in);
         return rc;
     }
@@ -313,7 +279,7 @@ static int run_generate(flux_ctx *ctx, cli_args *a) {
 
 /* No prompt: the prompt loop of cli_repl.c on the loaded model. */
 static int run_interactive(flux_ctx *ctx, const cli_args *a) {
-    int rc = load_model_and_loras(ctx, a);
+    int rc = cli_load_model_and_loras(ctx, a);
     return rc ? rc : cli_repl_run(ctx, a, stdin, stdout);
 }
 
@@ -360,7 +326,7 @@ int main(int argc, char **argv) {
         printf("%s\n", flux_build_info());
         return cli_check_stdout(CLI_EXIT_OK);
     }
-    flux_ctx *ctx = make_context(&a);
+    flux_ctx *ctx = cli_make_context(&a);
     if (!ctx) return fail(CLI_EXIT_FAIL, "out of memory creating the context");
     if (flux_error(ctx)[0]) { /* --isa this CPU cannot run, FLUX_ISA / FLUX_PRECISION not understood,
                                  --backend vulkan without a device */

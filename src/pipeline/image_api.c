@@ -2,6 +2,9 @@
  * image_api.c — flux_image_load / flux_image_save (flux.h): image files
  * with their errors kept in the context (src/image/image_file.c).
  */
+#include <stdlib.h>
+
+#include "src/image/codecs.h"
 #include "src/image/image_file.h"
 #include "src/model/ctx.h"
 
@@ -18,3 +21,23 @@ flux_status flux_image_save(flux_ctx *ctx, const flux_image *img, const char *pa
     if (!img || !path) return fx_fail(err, FLUX_ERR_INVALID_ARG, "flux_image_save: image or path is NULL");
     return fx_image_write(img, path, err);
 }
+
+flux_status flux_image_decode(flux_ctx *ctx, const uint8_t *data, size_t n, const char *name, flux_image **out) {
+    fx_err *err = ctx ? &ctx->err : NULL;
+    if (!out) return fx_fail(err, FLUX_ERR_INVALID_ARG, "flux_image_decode: out is NULL");
+    *out = NULL;
+    if (!data && n) return fx_fail(err, FLUX_ERR_INVALID_ARG, "flux_image_decode: data is NULL");
+    return fx_image_decode(data, n, name ? name : "image", out, err);
+}
+
+flux_status flux_image_encode_png(flux_ctx *ctx, const flux_image *img, uint8_t **out, size_t *len) {
+    fx_err *err = ctx ? &ctx->err : NULL;
+    if (!out || !len) return fx_fail(err, FLUX_ERR_INVALID_ARG, "flux_image_encode_png: out or len is NULL");
+    *out = NULL;
+    *len = 0;
+    if (!img || !img->data || img->channels < 1 || img->channels > 4)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "flux_image_encode_png: invalid image");
+    return fx_png_encode(img, "PNG", out, len, err);
+}
+
+void flux_buffer_free(void *buf) { free(buf); }

@@ -310,7 +310,9 @@ TEST(cli_batch_output_names) {
 
 /* Every long option the README names exists: it is in `flux --help`, or is
  * in `flux-bench --help`, or one of the few options of other programs the README shows
- * (pkg-config's --libs, gen_model's --preset, install_deps.sh's --test). Catches documentation drift both ways a
+ * (pkg-config's --libs, gen_model's --preset, install_deps.sh's --test and --server). Options in the
+ * flux-server section are checked against `flux-server --help` when it is built (make test builds it when
+ * libmicrohttpd is present), else skipped. Catches documentation drift both ways a
  * rename can go wrong. */
 TEST(cli_readme_options_are_real) {
     char *readme = fx_test_read_file(fx_test_path("../README.md"), NULL), *help = NULL;
@@ -322,9 +324,20 @@ TEST(cli_readme_options_are_real) {
         snprintf(cmd, sizeof cmd, "'%s' --help", getenv("FLUX_BENCH"));
         REQUIRE(fx_test_run(cmd, &bench_help) == 0);
     }
-    static const char *other_programs[] = {"--libs", "--preset", "--test"};
+    char *server_help = NULL;
+    const char *server_bin = getenv("FLUX_SERVER");
+    if (server_bin && access(server_bin, X_OK) == 0) {
+        snprintf(cmd, sizeof cmd, "'%s' --help", server_bin);
+        REQUIRE(fx_test_run(cmd, &server_help) == 0);
+    }
+    const char *server_from = strstr(readme, "\n## flux-server");
+    const char *server_to = server_from ? strstr(server_from + 1, "\n## ") : NULL;
+    if (server_from && !server_to) server_to = server_from + strlen(server_from);
+    static const char *other_programs[] = {"--libs", "--preset", "--test", "--server"};
     int checked = 0;
     for (const char *p = readme; (p = strstr(p, "--")) != NULL; p += 2) {
+        const int in_server = server_from && p > server_from && p < server_to;
+        if (in_server && !server_help) continue;
         if (p > readme && p[-1] == '-') continue; /* inside "---" table rules */
         if (p[2] < 'a' || p[2] > 'z') continue;
         size_t n = 2;
@@ -338,18 +351,21 @@ TEST(cli_readme_options_are_real) {
         if (other) continue;
         /* the option as a whole word of a help text */
         int found = 0;
-        for (int t = 0; t < 2 && !found; t++)
-            for (const char *h = t ? bench_help : help; h && (h = strstr(h, opt)) != NULL; h += n) {
+        for (int t = 0; t < 3 && !found; t++)
+            for (const char *h = t == 2 ? (in_server ? server_help : NULL) : t ? bench_help : help;
+                 h && (h = strstr(h, opt)) != NULL; h += n) {
                 char next = h[n];
                 if (!((next >= 'a' && next <= 'z') || next == '-')) { found = 1; break; }
             }
-        CHECK_MSG(found, "README names %s, which neither flux --help nor flux-bench --help documents", opt);
+        CHECK_MSG(found, "README names %s, which neither flux --help nor flux-bench --help%s documents", opt,
+                  in_server ? " nor flux-server --help" : "");
         checked++;
     }
     CHECK_MSG(checked >= 20, "only %d options found in README.md", checked);
     free(readme);
     free(help);
     free(bench_help);
+    free(server_help);
 }
 
 /* ------------------------------------------------------------ combinations */

@@ -1,0 +1,565 @@
+/*
+ * srv_api.c — flux-server's endpoints (README "flux-server"):
+ *
+ *   OpenAI       POST /v1/images/generations, POST /v1/images/edits, GET /v1/models
+ *   A1111        POST /sdapi/v1/txt2img, /sdapi/v1/img2img, /sdapi/v1/interrupt;
+ *                GET /sdapi/v1/progress, /sdapi/v1/sd-models, /sdapi/v1/loras,
+ *                /sdapi/v1/samplers; GET/POST /sdapi/v1/options
+ *   native       POST /v1/jobs; GET /v1/jobs/ID, /v1/jobs/ID/result,
+ *                /v1/jobs/ID/images/N (PNG), /v1/jobs/ID/events (SSE);
+ *                DELETE /v1/jobs/ID
+ *   operations   GET /health, /ready, /metrics
+ *   web page     GET / (srv_page.c)
+ *
+ * Synchronous endpoints wait for their job and cancel it when the client
+ * goes away; /v1/jobs returns at once.
+ */
+#include <dirent.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "src/base/clock.h"
+#include "src/base/json.h"
+#include "srv_base64.h"
+#include "srv_http.h"
+#include "srv_json_out.h"
+#include "srv_page.h"
+
+static int is(const srv_conn *rc, const char *method, const char *url) {
+    return !strcmp(rc->method, method) && !strcmp(rc->url, url);
+}
+
+/* ---------------------------------------------------------------- job status */
+
+/* {"id", "status", "stage", "step", "steps", "progress", "eta_seconds", "position", "seed", "error"} */
+static void status_json_locked(fx_strbuf *b, const srv_queue *q, const srv_job *job) {
+    static const char *const stages[] = {"load", "text_encode", "vae_encode", "denoise", "vae_decode", "done"};
+    fx_sb_printf(b, "{\"id\":\"%s\",\"status\":\"%s\"", job->id, srv_job_state_name(job->state));
+    if (job->state == SRV_JOB_RUNNING)
+        fx_sb_printf(b, ",\"stage\":\"%s\"", (unsigned)job->stage < 6 ? stages[job->stage] : "unknown");
+    fx_sb_printf(b, ",\"step\":%d,\"steps\":%d,\"progress\":%.4f", job->step, job->steps, srv_job_progress_locked(job));
+    const double eta = srv_job_eta_locked(q, job);
+    if (eta >= 0) fx_sb_printf(b, ",\"eta_seconds\":%.2f", eta);
+    else fx_sb_str(b, ",\"eta_seconds\":null");
+    if (job->state == SRV_JOB_QUEUED) fx_sb_printf(b, ",\"position\":%d", srv_job_position_locked(q, job));
+    fx_sb_printf(b, ",\"seed\":%" PRIu64 ",\"images\":%d", job->seed, job->req.batch > 1 ? job->req.batch : 1);
+    if (job->error[0]) {
+        fx_sb_str(b, ",\"error\":");
+        srv_json_str(b, job->error);
+    }
+    fx_sb_str(b, "}");
+}
+
+/* ---------------------------------------------------------------- submitting */
+
+/* Parse, make the job, queue it. On refusal the reply is queued and NULL
+ * returned (*ret holds MHD's answer). */
+static srv_job *submit(srv_conn *rc, srv_api api, int multipart, int async, int need_image, enum MHD_Result *ret) {
+    srv_server *s = rc->s;
+    srv_gen_request req;
+    srv_err err;
+    int st;
+    if (multipart)
+        st = srv_parse_multipart(MHD_lookup_connection_value(rc->c, MHD_HEADER_KIND, "Content-Type"), rc->body,
+                                 rc->len, &s->lim, &req, &err);
+    else st = srv_parse_json(api, rc->body ? rc->body : "", rc->len, &s->lim, &req, &err);
+    if (!st && need_image && req.n_images == 0) {
+        st = err.status = 400;
+        snprintf(err.msg, sizeof err.msg, "image: missing (edits need at least one image)");
+    }
+    if (st) {
+        srv_request_free(&req);
+        *ret = srv_reply_error(rc, (unsigned)st, "%s", err.msg);
+        return NULL;
+    }
+    srv_job *job = srv_job_new(&s->q, &req, async, &err);
+    srv_request_free(&req);
+    if (!job) {
+        *ret = srv_reply_error(rc, (unsigned)err.status, "%s", err.msg);
+        return NULL;
+    }
+    int retry = 1;
+    st = srv_queue_submit(&s->q, job, &retry);
+    if (st) {
+        srv_job_unref(&s->q, job);
+        *ret = st == 429 ? srv_reply_busy(rc, 429, retry, "the queue is full; try again later or another server")
+                         : srv_reply_busy(rc, 503, 5, "the server is shutting down");
+        return NULL;
+    }
+    return job;
+}
+
+/* Wait for a job; cancel it when the client disconnects (then 0). */
+static int wait_job(srv_conn *rc, srv_job *job) {
+    srv_queue *q = &rc->s->q;
+    srv_conn_no_timeout(rc);
+    pthread_mutex_lock(&q->mu);
+    while (!srv_job_finished(job)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 200 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&q->changed, &q->mu, &ts);
+        if (srv_job_finished(job)) break;
+        pthread_mutex_unlock(&q->mu);
+        const int gone = srv_client_gone(rc);
+        if (gone) {
+            pthread_mutex_lock(&q->mu);
+            q->m.disconnects++;
+            pthread_mutex_unlock(&q->mu);
+            if (rc->s->verbose) fprintf(stderr, "flux-server: %s: the client went away; cancelled\n", job->id);
+            srv_job_cancel(q, job);
+            /* an answer nobody reads (a plain MHD_NO would be logged as an internal error) */
+            srv_reply_error(rc, 499, "the client closed the connection; the job was cancelled");
+            return 0;
+        }
+        pthread_mutex_lock(&q->mu);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return 1;
+}
+
+/* The reply of a failed or cancelled job. */
+static enum MHD_Result reply_failure(srv_conn *rc, const srv_job *job) {
+    return srv_reply_error(rc, job->http_status ? (unsigned)job->http_status : 500, "%s", job->error);
+}
+
+/* ---------------------------------------------------------------- OpenAI */
+
+static enum MHD_Result openai_images(srv_conn *rc, int edits) {
+    const char *ct = MHD_lookup_connection_value(rc->c, MHD_HEADER_KIND, "Content-Type");
+    const int multipart = ct && !strncasecmp(ct, "multipart/form-data", 19);
+    enum MHD_Result ret = MHD_NO;
+    srv_job *job = submit(rc, SRV_API_OPENAI, multipart, 0, edits, &ret);
+    if (!job) return ret;
+    if (!wait_job(rc, job)) {
+        srv_job_unref(&rc->s->q, job);
+        return MHD_YES;
+    }
+    if (job->state != SRV_JOB_DONE) {
+        ret = reply_failure(rc, job);
+    } else {
+        fx_strbuf b = {0};
+        fx_sb_printf(&b, "{\"created\":%lld,\"data\":[", (long long)time(NULL));
+        for (int i = 0; i < job->n_png; i++) {
+            fx_sb_str(&b, i ? ",{\"b64_json\":\"" : "{\"b64_json\":\"");
+            srv_base64_encode(&b, job->png[i], job->png_len[i]);
+            fx_sb_str(&b, "\",\"revised_prompt\":");
+            srv_json_str(&b, job->req.prompt);
+            fx_sb_printf(&b, ",\"seed\":%" PRIu64 "}", job->seed + (uint64_t)i);
+        }
+        fx_sb_str(&b, "]}\n");
+        ret = srv_reply(rc, 200, "application/json", &b);
+    }
+    srv_job_unref(&rc->s->q, job);
+    return ret;
+}
+
+static enum MHD_Result openai_models(srv_conn *rc) {
+    fx_strbuf b = {0};
+    fx_sb_str(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
+    srv_json_str(&b, rc->s->model_name);
+    fx_sb_str(&b, ",\"object\":\"model\",\"created\":0,\"owned_by\":\"flux.c\"}]}\n");
+    return srv_reply(rc, 200, "application/json", &b);
+}
+
+/* ---------------------------------------------------------------- A1111 */
+
+static enum MHD_Result a1111_generate(srv_conn *rc, int img2img) {
+    enum MHD_Result ret = MHD_NO;
+    srv_job *job = submit(rc, img2img ? SRV_API_A1111_IMG : SRV_API_A1111, 0, 0, 0, &ret);
+    if (!job) return ret;
+    if (!wait_job(rc, job)) {
+        srv_job_unref(&rc->s->q, job);
+        return MHD_YES;
+    }
+    if (job->state != SRV_JOB_DONE) {
+        ret = reply_failure(rc, job);
+        srv_job_unref(&rc->s->q, job);
+        return ret;
+    }
+    const srv_gen_request *r = &job->req;
+    const double cfg = job->guidance_dropped || r->guidance < 0 ? rc->s->q.info.default_guidance : r->guidance;
+    const int steps = r->steps ? r->steps : rc->s->q.info.default_steps;
+    fx_strbuf b = {0}, info = {0};
+    fx_sb_str(&b, "{\"images\":[");
+    for (int i = 0; i < job->n_png; i++) {
+        fx_sb_str(&b, i ? ",\"" : "\"");
+        srv_base64_encode(&b, job->png[i], job->png_len[i]);
+        fx_sb_str(&b, "\"");
+    }
+    /* parameters: the request as understood; info: a JSON text as A1111 gives it */
+    fx_sb_str(&b, "],\"parameters\":{\"prompt\":");
+    srv_json_str(&b, r->prompt);
+    fx_sb_str(&b, ",\"negative_prompt\":");
+    srv_json_str(&b, r->negative ? r->negative : "");
+    fx_sb_printf(&b, ",\"seed\":%" PRIu64 ",\"steps\":%d,\"cfg_scale\":%g,\"width\":%d,\"height\":%d,\"batch_size\":%d}",
+                 job->seed, steps, cfg, job->out_width, job->out_height, job->n_png);
+    fx_sb_str(&info, "{\"prompt\":");
+    srv_json_str(&info, r->prompt);
+    fx_sb_str(&info, ",\"negative_prompt\":");
+    srv_json_str(&info, r->negative ? r->negative : "");
+    fx_sb_printf(&info, ",\"seed\":%" PRIu64 ",\"all_seeds\":[", job->seed);
+    for (int i = 0; i < job->n_png; i++) fx_sb_printf(&info, "%s%" PRIu64, i ? "," : "", job->seed + (uint64_t)i);
+    fx_sb_printf(&info, "],\"steps\":%d,\"cfg_scale\":%g,\"width\":%d,\"height\":%d,\"sampler_name\":\"Euler\","
+                        "\"sd_model_name\":",
+                 steps, cfg, job->out_width, job->out_height);
+    srv_json_str(&info, rc->s->model_name);
+    fx_sb_str(&info, ",\"infotexts\":[");
+    for (int i = 0; i < job->n_png; i++) {
+        if (i) fx_sb_str(&info, ",");
+        srv_json_str(&info, job->infotext[i]);
+    }
+    fx_sb_str(&info, "]}");
+    fx_sb_str(&b, ",\"info\":");
+    srv_json_str(&b, info.failed ? "" : info.s);
+    fx_sb_str(&b, "}\n");
+    free(info.s);
+    srv_job_unref(&rc->s->q, job);
+    return srv_reply(rc, 200, "application/json", &b);
+}
+
+static enum MHD_Result a1111_progress(srv_conn *rc) {
+    srv_queue *q = &rc->s->q;
+    fx_strbuf b = {0};
+    pthread_mutex_lock(&q->mu);
+    const srv_job *job = q->running;
+    const double progress = job ? srv_job_progress_locked(job) : 0, eta = job ? srv_job_eta_locked(q, job) : 0;
+    fx_sb_printf(&b,
+                 "{\"progress\":%.4f,\"eta_relative\":%.2f,\"state\":{\"skipped\":false,\"interrupted\":%s,"
+                 "\"job\":\"%s\",\"job_count\":%d,\"job_timestamp\":\"0\",\"job_no\":0,\"sampling_step\":%d,"
+                 "\"sampling_steps\":%d},\"current_image\":null,\"textinfo\":null}\n",
+                 progress, eta > 0 ? eta : 0, job && job->cancel ? "true" : "false", job ? job->id : "",
+                 q->length + (job ? 1 : 0), job ? job->step : 0, job ? job->steps : 0);
+    pthread_mutex_unlock(&q->mu);
+    return srv_reply(rc, 200, "application/json", &b);
+}
+
+static enum MHD_Result a1111_models(srv_conn *rc) {
+    fx_strbuf b = {0};
+    fx_sb_str(&b, "[{\"title\":");
+    srv_json_str(&b, rc->s->model_name);
+    fx_sb_str(&b, ",\"model_name\":");
+    srv_json_str(&b, rc->s->model_name);
+    fx_sb_str(&b, ",\"hash\":null,\"sha256\":null,\"filename\":");
+    srv_json_str(&b, rc->s->model_name);
+    fx_sb_str(&b, ",\"config\":null}]\n");
+    return srv_reply(rc, 200, "application/json", &b);
+}
+
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The adapters of --lora-dir: NAME.safetensors files whose NAME a request may give. */
+static enum MHD_Result a1111_loras(srv_conn *rc) {
+    fx_strbuf b = {0};
+    fx_sb_str(&b, "[");
+    DIR *d = rc->s->lora_dir ? opendir(rc->s->lora_dir) : NULL;
+    char *names[512];
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d)) && n < 512;) {
+        const size_t len = strlen(e->d_name);
+        if (len <= 12 || strcmp(e->d_name + len - 12, ".safetensors")) continue;
+        char *name = strndup(e->d_name, len - 12);
+        if (name && srv_lora_name_ok(name)) names[n++] = name;
+        else free(name);
+    }
+    if (d) closedir(d);
+    qsort(names, (size_t)n, sizeof *names, by_name);
+    for (int i = 0; i < n; i++) {
+        fx_sb_str(&b, i ? ",{\"name\":" : "{\"name\":");
+        srv_json_str(&b, names[i]);
+        fx_sb_str(&b, ",\"alias\":");
+        srv_json_str(&b, names[i]);
+        fx_sb_str(&b, ",\"path\":");
+        fx_strbuf file = {0};
+        fx_sb_printf(&file, "%s.safetensors", names[i]);
+        srv_json_str(&b, file.s);
+        free(file.s);
+        fx_sb_str(&b, ",\"metadata\":{}}");
+        free(names[i]);
+    }
+    fx_sb_str(&b, "]\n");
+    return srv_reply(rc, 200, "application/json", &b);
+}
+
+static enum MHD_Result a1111_options(srv_conn *rc) {
+    if (!strcmp(rc->method, "POST")) { /* one model per server: only the loaded one can be chosen */
+        fx_err jerr = {0};
+        fx_json_doc *doc = fx_json_parse(rc->body ? rc->body : "", rc->len, &jerr);
+        if (!doc) return srv_reply_error(rc, 400, "malformed JSON: %s", jerr.msg);
+        const char *want = fx_json_get_str(fx_json_root(doc), "sd_model_checkpoint", NULL);
+        const int other = want && strcmp(want, rc->s->model_name);
+        fx_json_free(doc);
+        if (other) return srv_reply_error(rc, 400, "sd_model_checkpoint: this server serves only %s", rc->s->model_name);
+        fx_strbuf b = {0};
+        fx_sb_str(&b, "null\n");
+        return srv_reply(rc, 200, "application/json", &b);
+    }
+    fx_strbuf b = {0};
+    fx_sb_str(&b, "{\"sd_model_checkpoint\":");
+    srv_json_str(&b, rc->s->model_name);
+    fx_sb_str(&b, ",\"samples_format\":\"png\",\"sd_checkpoint_hash\":null}\n");
+    return srv_reply(rc, 200, "application/json", &b);
+}
+
+/* ---------------------------------------------------------------- native jobs */
+
+typedef struct sse {
+    srv_server *s;
+    srv_job *job;
+    unsigned seen;
+    int sent_first, done;
+    int cancel_on_close;
+    fx_strbuf pending;
+    size_t off;
+} sse;
+
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    sse *e = cls;
+    srv_queue *q = &e->s->q;
+    if (e->off >= e->pending.len) {
+        if (e->done) return MHD_CONTENT_READER_END_OF_STREAM;
+        e->pending.len = 0;
+        e->off = 0;
+        pthread_mutex_lock(&q->mu);
+        int timed_out = 0;
+        if (e->sent_first) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 15; /* a comment line keeps proxies from closing an idle stream */
+            while (e->job->version == e->seen && !srv_job_finished(e->job) && !timed_out)
+                timed_out = pthread_cond_timedwait(&q->changed, &q->mu, &ts) != 0;
+        }
+        e->sent_first = 1;
+        if (timed_out && e->job->version == e->seen) {
+            fx_sb_str(&e->pending, ": keep-alive\n\n");
+        } else {
+            e->seen = e->job->version;
+            const int fin = srv_job_finished(e->job);
+            fx_sb_printf(&e->pending, "event: %s\ndata: ", fin ? "done" : "progress");
+            status_json_locked(&e->pending, q, e->job);
+            fx_sb_str(&e->pending, "\n\n");
+            e->done = fin;
+        }
+        pthread_mutex_unlock(&q->mu);
+        if (e->pending.failed) return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    size_t n = e->pending.len - e->off;
+    if (n > max) n = max;
+    memcpy(buf, e->pending.s + e->off, n);
+    e->off += n;
+    return (ssize_t)n;
+}
+
+static void sse_free(void *cls) {
+    sse *e = cls;
+    if (e->cancel_on_close && !e->done) srv_job_cancel(&e->s->q, e->job); /* the client went away */
+    srv_job_unref(&e->s->q, e->job);
+    free(e->pending.s);
+    free(e);
+}
+
+static enum MHD_Result reply_events(srv_conn *rc, srv_job *job, int cancel_on_close) {
+    sse *e = calloc(1, sizeof *e);
+    if (!e) {
+        srv_job_unref(&rc->s->q, job);
+        return srv_reply_error(rc, 500, "out of memory");
+    }
+    e->s = rc->s;
+    e->job = job;
+    e->cancel_on_close = cancel_on_close;
+    return srv_reply_stream(rc, sse_read, e, sse_free);
+}
+
+static enum MHD_Result jobs_submit(srv_conn *rc) {
+    enum MHD_Result ret = MHD_NO;
+    srv_job *job = submit(rc, SRV_API_NATIVE, 0, 1, 0, &ret);
+    if (!job) return ret;
+    if (job->req.stream) return reply_events(rc, job, 1); /* takes the reference */
+    fx_strbuf b = {0};
+    pthread_mutex_lock(&rc->s->q.mu);
+    status_json_locked(&b, &rc->s->q, job);
+    pthread_mutex_unlock(&rc->s->q.mu);
+    fx_sb_str(&b, "\n");
+    char location[64];
+    snprintf(location, sizeof location, "/v1/jobs/%s", job->id);
+    srv_job_unref(&rc->s->q, job);
+    if (b.failed) return srv_reply(rc, 500, "application/json", &b);
+    struct MHD_Response *r = MHD_create_response_from_buffer(b.len, b.s, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(b.s);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Location", location);
+    ret = MHD_queue_response(rc->c, 202, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result job_result(srv_conn *rc, srv_job *job) {
+    srv_queue *q = &rc->s->q;
+    pthread_mutex_lock(&q->mu);
+    const int fin = srv_job_finished(job);
+    pthread_mutex_unlock(&q->mu);
+    if (!fin) return srv_reply_error(rc, 409, "job %s is not finished (GET /v1/jobs/%s for its status)", job->id, job->id);
+    if (job->state != SRV_JOB_DONE) return reply_failure(rc, job);
+    fx_strbuf b = {0};
+    fx_sb_printf(&b, "{\"id\":\"%s\",\"status\":\"done\",\"images\":[", job->id);
+    for (int i = 0; i < job->n_png; i++) {
+        fx_sb_printf(&b, "%s{\"seed\":%" PRIu64 ",\"width\":%d,\"height\":%d,\"infotext\":", i ? "," : "",
+                     job->seed + (uint64_t)i, job->out_width, job->out_height);
+        srv_json_str(&b, job->infotext[i]);
+        fx_sb_str(&b, ",\"b64_json\":\"");
+        srv_base64_encode(&b, job->png[i], job->png_len[i]);
+        fx_sb_str(&b, "\"}");
+    }
+    fx_sb_str(&b, "]}\n");
+    return srv_reply(rc, 200, "application/json", &b);
+}
+
+/* /v1/jobs/ID[/result|/events|/images/N] */
+static enum MHD_Result jobs_one(srv_conn *rc) {
+    const char *rest = rc->url + strlen("/v1/jobs/");
+    char id[32];
+    const size_t idlen = strcspn(rest, "/");
+    if (idlen == 0 || idlen >= sizeof id) return srv_reply_error(rc, 404, "no such job");
+    memcpy(id, rest, idlen);
+    id[idlen] = '\0';
+    const char *tail = rest + idlen;
+    srv_job *job = srv_queue_find(&rc->s->q, id);
+    if (!job) return srv_reply_error(rc, 404, "no job %s (finished jobs are forgotten after %d newer ones)", id,
+                                     SRV_TABLE_SIZE);
+    enum MHD_Result ret;
+    const int get = !strcmp(rc->method, "GET");
+    if (!*tail && (get || !strcmp(rc->method, "DELETE"))) {
+        if (!get) srv_job_cancel(&rc->s->q, job);
+        fx_strbuf b = {0};
+        pthread_mutex_lock(&rc->s->q.mu);
+        status_json_locked(&b, &rc->s->q, job);
+        pthread_mutex_unlock(&rc->s->q.mu);
+        fx_sb_str(&b, "\n");
+        ret = srv_reply(rc, 200, "application/json", &b);
+    } else if (get && !strcmp(tail, "/result")) {
+        ret = job_result(rc, job);
+    } else if (get && !strcmp(tail, "/events")) {
+        return reply_events(rc, job, 0); /* takes the reference */
+    } else if (get && !strncmp(tail, "/images/", 8)) {
+        char *end;
+        const long k = strtol(tail + 8, &end, 10);
+        pthread_mutex_lock(&rc->s->q.mu);
+        const srv_job_state state = job->state; /* the images are set before DONE, under the mutex */
+        pthread_mutex_unlock(&rc->s->q.mu);
+        if (*end || end == tail + 8 || k < 0) ret = srv_reply_error(rc, 404, "no such image");
+        else if (state != SRV_JOB_DONE) ret = srv_reply_error(rc, 409, "job %s is %s", id, srv_job_state_name(state));
+        else if (k >= job->n_png) ret = srv_reply_error(rc, 404, "job %s has %d image(s)", id, job->n_png);
+        else ret = srv_reply_bytes(rc, 200, "image/png", job->png[k], job->png_len[k]);
+    } else {
+        ret = srv_reply_error(rc, get ? 404 : 405, "%s %s: not an endpoint", rc->method, rc->url);
+    }
+    srv_job_unref(&rc->s->q, job);
+    return ret;
+}
+
+/* ---------------------------------------------------------------- operations */
+
+static enum MHD_Result ready(srv_conn *rc) {
+    srv_queue *q = &rc->s->q;
+    pthread_mutex_lock(&q->mu);
+    const int draining = q->draining, full = q->length >= q->max_length;
+    pthread_mutex_unlock(&q->mu);
+    fx_strbuf b = {0};
+    if (draining || full) {
+        return srv_reply_busy(rc, 503, 5, draining ? "draining: finishing the queued jobs before exiting"
+                                                   : "the queue is full");
+    }
+    fx_sb_str(&b, "{\"status\":\"ready\"}\n");
+    return srv_reply(rc, 200, "application/json", &b);
+}
+
+static enum MHD_Result metrics(srv_conn *rc) {
+    srv_server *s = rc->s;
+    srv_queue *q = &s->q;
+    fx_strbuf b = {0};
+    pthread_mutex_lock(&q->mu);
+    const srv_metrics m = q->m;
+    fx_sb_printf(&b,
+                 "# HELP flux_queue_length Jobs waiting in the queue.\n# TYPE flux_queue_length gauge\n"
+                 "flux_queue_length %d\n"
+                 "# HELP flux_queue_capacity Most jobs the queue holds (--max-queue).\n# TYPE flux_queue_capacity gauge\n"
+                 "flux_queue_capacity %d\n"
+                 "# HELP flux_job_running 1 while a job computes.\n# TYPE flux_job_running gauge\n"
+                 "flux_job_running %d\n"
+                 "# HELP flux_draining 1 after SIGTERM, while the queue drains.\n# TYPE flux_draining gauge\n"
+                 "flux_draining %d\n",
+                 q->length, q->max_length, q->running ? 1 : 0, q->draining);
+    pthread_mutex_unlock(&q->mu);
+    fx_sb_printf(&b,
+                 "# HELP flux_jobs_total Finished jobs by outcome.\n# TYPE flux_jobs_total counter\n"
+                 "flux_jobs_total{outcome=\"done\"} %llu\nflux_jobs_total{outcome=\"failed\"} %llu\n"
+                 "flux_jobs_total{outcome=\"cancelled\"} %llu\n"
+                 "# HELP flux_rejected_total Jobs refused because the queue was full (429).\n"
+                 "# TYPE flux_rejected_total counter\nflux_rejected_total %llu\n"
+                 "# HELP flux_images_total Images generated.\n# TYPE flux_images_total counter\nflux_images_total %llu\n"
+                 "# HELP flux_denoise_steps_total Denoising steps run.\n# TYPE flux_denoise_steps_total counter\n"
+                 "flux_denoise_steps_total %llu\n"
+                 "# HELP flux_denoise_seconds_total Seconds spent denoising.\n# TYPE flux_denoise_seconds_total counter\n"
+                 "flux_denoise_seconds_total %.3f\n"
+                 "# HELP flux_seconds_per_step Mean seconds per denoising step so far.\n"
+                 "# TYPE flux_seconds_per_step gauge\nflux_seconds_per_step %.4f\n"
+                 "# HELP flux_job_seconds_total Seconds from start to end of finished jobs.\n"
+                 "# TYPE flux_job_seconds_total counter\nflux_job_seconds_total %.3f\n"
+                 "# HELP flux_http_requests_total HTTP requests received.\n# TYPE flux_http_requests_total counter\n"
+                 "flux_http_requests_total %llu\n"
+                 "# HELP flux_client_disconnects_total Requests whose client went away before the answer.\n"
+                 "# TYPE flux_client_disconnects_total counter\nflux_client_disconnects_total %llu\n"
+                 "# HELP flux_http_errors_total Error responses by status.\n# TYPE flux_http_errors_total counter\n",
+                 m.jobs_done, m.jobs_failed, m.jobs_cancelled, m.rejected_full, m.images, m.steps, m.step_seconds,
+                 m.steps ? m.step_seconds / (double)m.steps : 0.0, m.job_seconds, m.http_requests, m.disconnects);
+    pthread_mutex_lock(&q->mu);
+    for (int st = 400; st < 600; st++)
+        if (s->status_count[st]) fx_sb_printf(&b, "flux_http_errors_total{status=\"%d\"} %llu\n", st, s->status_count[st]);
+    pthread_mutex_unlock(&q->mu);
+    return srv_reply(rc, 200, "text/plain; version=0.0.4", &b);
+}
+
+/* ---------------------------------------------------------------- routing */
+
+enum MHD_Result srv_api_route(srv_conn *rc) {
+    fx_strbuf b = {0};
+    if (is(rc, "POST", "/v1/images/generations")) return openai_images(rc, 0);
+    if (is(rc, "POST", "/v1/images/edits")) return openai_images(rc, 1);
+    if (is(rc, "GET", "/v1/models")) return openai_models(rc);
+    if (is(rc, "POST", "/sdapi/v1/txt2img")) return a1111_generate(rc, 0);
+    if (is(rc, "POST", "/sdapi/v1/img2img")) return a1111_generate(rc, 1);
+    if (is(rc, "GET", "/sdapi/v1/progress")) return a1111_progress(rc);
+    if (is(rc, "POST", "/sdapi/v1/interrupt")) {
+        srv_queue_interrupt(&rc->s->q);
+        fx_sb_str(&b, "null\n");
+        return srv_reply(rc, 200, "application/json", &b);
+    }
+    if (is(rc, "GET", "/sdapi/v1/sd-models")) return a1111_models(rc);
+    if (is(rc, "GET", "/sdapi/v1/loras")) return a1111_loras(rc);
+    if (is(rc, "GET", "/sdapi/v1/samplers")) {
+        fx_sb_str(&b, "[{\"name\":\"Euler\",\"aliases\":[\"euler\"],\"options\":{}}]\n");
+        return srv_reply(rc, 200, "application/json", &b);
+    }
+    if (is(rc, "GET", "/sdapi/v1/options") || is(rc, "POST", "/sdapi/v1/options")) return a1111_options(rc);
+    if (is(rc, "POST", "/v1/jobs")) return jobs_submit(rc);
+    if (!strncmp(rc->url, "/v1/jobs/", 9)) return jobs_one(rc);
+    if (is(rc, "GET", "/") || is(rc, "GET", "/index.html"))
+        return srv_reply_bytes(rc, 200, "text/html; charset=utf-8", srv_page_html, strlen(srv_page_html));
+    if (is(rc, "GET", "/health")) {
+        fx_sb_str(&b, "{\"status\":\"ok\"}\n");
+        return srv_reply(rc, 200, "application/json", &b);
+    }
+    if (is(rc, "GET", "/ready")) return ready(rc);
+    if (is(rc, "GET", "/metrics")) return metrics(rc);
+    return srv_reply_error(rc, 404, "%s %s: not an endpoint of flux-server", rc->method, rc->url);
+}

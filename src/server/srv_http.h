@@ -1,0 +1,67 @@
+/*
+ * srv_http.h — flux-server's HTTP side on libmicrohttpd: the daemon (one
+ * thread per connection, so a handler may wait for its job), request
+ * bodies with their size limit, the API key, JSON responses and errors.
+ * The endpoints themselves are in srv_api.c.
+ */
+#ifndef FX_SRV_HTTP_H
+#define FX_SRV_HTTP_H
+
+#include <microhttpd.h>
+#include <stddef.h>
+
+#include "src/base/strbuf.h"
+#include "srv_jobs.h"
+#include "srv_request.h"
+
+typedef struct srv_server {
+    srv_queue q;
+    srv_limits lim;
+    const char *api_key;         /* NULL: no authentication */
+    const char *lora_dir;
+    const char *model_name;
+    unsigned timeout_s;          /* a client idle this long while sending is dropped */
+    int verbose;                 /* 0 quiet, 1 one line per job, 2 per request */
+    volatile int in_flight;      /* requests being handled or answered (under q.mu) */
+    unsigned long long status_count[600]; /* responses by status (under q.mu) */
+    struct MHD_Daemon *daemon;
+} srv_server;
+
+/* One request: its body as it arrives. */
+typedef struct srv_conn {
+    srv_server *s;
+    struct MHD_Connection *c;
+    const char *method, *url;
+    char *body;
+    size_t len, cap;
+    int too_large;
+} srv_conn;
+
+/* Start listening on host:port (port 0: any free port, reported in
+ * *bound_port). 0, or -1 with the reason in why. */
+int srv_http_start(srv_server *s, const char *host, int port, int *bound_port, char *why, size_t why_size);
+/* Stop accepting and close every connection. */
+void srv_http_stop(srv_server *s);
+
+/* Responses (each queues the response and returns MHD's answer). The
+ * strbuf's text is taken over. */
+enum MHD_Result srv_reply(srv_conn *rc, unsigned status, const char *type, fx_strbuf *body);
+enum MHD_Result srv_reply_bytes(srv_conn *rc, unsigned status, const char *type, const void *data, size_t len);
+/* {"error": {"message", "type", "code"}, "detail": message} */
+enum MHD_Result srv_reply_error(srv_conn *rc, unsigned status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* 429 / 503 with Retry-After */
+enum MHD_Result srv_reply_busy(srv_conn *rc, unsigned status, int retry_after, const char *msg);
+/* A streamed response (Server-Sent Events). */
+enum MHD_Result srv_reply_stream(srv_conn *rc, MHD_ContentReaderCallback read, void *cls,
+                                 MHD_ContentReaderFreeCallback free_cb);
+
+/* 1 when the client closed its side of the connection. */
+int srv_client_gone(srv_conn *rc);
+/* No idle timeout for this connection (while it waits for a job or streams). */
+void srv_conn_no_timeout(srv_conn *rc);
+
+/* Route a complete request (srv_api.c). */
+enum MHD_Result srv_api_route(srv_conn *rc);
+
+#endif

@@ -1,0 +1,456 @@
+/*
+ * srv_jobs.c — the job queue and its worker thread (srv_jobs.h).
+ */
+#include "srv_jobs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "src/base/clock.h"
+#include "src/cli/cli_args.h"
+
+const char *srv_job_state_name(srv_job_state s) {
+    static const char *const names[] = {"queued", "running", "done", "failed", "cancelled"};
+    return (unsigned)s < sizeof names / sizeof *names ? names[s] : "unknown";
+}
+
+int srv_job_finished(const srv_job *job) { return job->state >= SRV_JOB_DONE; }
+
+static void job_free(srv_job *job) {
+    srv_request_free(&job->req);
+    for (int i = 0; i < job->n_refs; i++) flux_image_free(job->refs[i]);
+    for (int i = 0; i < job->n_png; i++) {
+        flux_buffer_free(job->png[i]);
+        free(job->infotext ? job->infotext[i] : NULL);
+    }
+    free(job->infotext);
+    free(job->png);
+    free(job->png_len);
+    free(job);
+}
+
+void srv_job_ref_locked(srv_job *job) { job->refs_count++; }
+
+static void unref_locked(srv_job *job) {
+    if (--job->refs_count == 0) job_free(job);
+}
+
+void srv_job_unref(srv_queue *q, srv_job *job) {
+    if (!job) return;
+    pthread_mutex_lock(&q->mu);
+    unref_locked(job);
+    pthread_mutex_unlock(&q->mu);
+}
+
+/* ---------------------------------------------------------------- new jobs */
+
+static void random_id(char *out, size_t size) {
+    uint64_t v = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || read(fd, &v, sizeof v) != (ssize_t)sizeof v) v = (uint64_t)(fx_now_s() * 1e9) ^ (uint64_t)getpid();
+    if (fd >= 0) close(fd);
+    snprintf(out, size, "job-%016llx", (unsigned long long)v);
+}
+
+srv_job *srv_job_new(srv_queue *q, srv_gen_request *req, int async, srv_err *err) {
+    srv_job *job = calloc(1, sizeof *job);
+    if (!job) {
+        err->status = 500;
+        snprintf(err->msg, sizeof err->msg, "out of memory");
+        return NULL;
+    }
+    job->req = *req;
+    memset(req, 0, sizeof *req);
+    job->async = async;
+    job->refs_count = 1;
+    random_id(job->id, sizeof job->id);
+    /* the seed is fixed now, so status and result can name it */
+    job->seed = job->req.seed_given ? job->req.seed : cli_random_seed();
+    err->status = 0;
+    for (int i = 0; i < job->req.n_loras; i++) {
+        char path[4096];
+        struct stat st;
+        if (!q->lora_dir) {
+            err->status = 400;
+            snprintf(err->msg, sizeof err->msg, "loras: this server has no --lora-dir");
+            break;
+        }
+        snprintf(path, sizeof path, "%s/%s.safetensors", q->lora_dir, job->req.lora_name[i]);
+        if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+            err->status = 400;
+            snprintf(err->msg, sizeof err->msg, "loras[%d]: no LoRA named '%s' (GET /sdapi/v1/loras lists them)", i,
+                     job->req.lora_name[i]);
+            break;
+        }
+    }
+    for (int i = 0; !err->status && i < job->req.n_images; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "image %d", i);
+        flux_image *img = NULL;
+        if (flux_image_decode(NULL, job->req.image[i], job->req.image_len[i], name, &img) != FLUX_OK) {
+            long long w, h; /* without a context the decoder keeps no message */
+            err->status = 400;
+            snprintf(err->msg, sizeof err->msg, "%s: %s", name,
+                     srv_image_dims(job->req.image[i], job->req.image_len[i], &w, &h)
+                         ? "a PNG this server cannot decode (broken, or beyond the decoder's limits)"
+                         : "not a PNG or binary PPM (P6/P5) image");
+            break;
+        }
+        job->refs[job->n_refs++] = img;
+        free(job->req.image[i]); /* decoded: the file's bytes are not needed any more */
+        job->req.image[i] = NULL;
+        job->req.image_len[i] = 0;
+    }
+    if (!err->status && q->info.distilled && job->req.a1111) {
+        /* A1111 clients always send cfg_scale (7) and often a negative prompt;
+         * a distilled model runs no CFG, so both are dropped (other APIs get
+         * the library's error instead) */
+        job->guidance_dropped = job->req.guidance > 1.0f;
+        free(job->req.negative);
+        job->req.negative = NULL;
+    }
+    if (err->status) {
+        job_free(job);
+        return NULL;
+    }
+    return job;
+}
+
+/* ---------------------------------------------------------------- queue */
+
+/* 1 when the job table has a free slot or a finished job to evict. */
+static int table_slot_free_locked(const srv_queue *q) {
+    for (int i = 0; i < SRV_TABLE_SIZE; i++)
+        if (!q->table[i] || srv_job_finished(q->table[i])) return 1;
+    return 0;
+}
+
+int srv_queue_submit(srv_queue *q, srv_job *job, int *retry_after) {
+    pthread_mutex_lock(&q->mu);
+    int rc = 0;
+    if (q->draining || q->stop) {
+        rc = 503;
+    } else if (q->length >= q->max_length || (job->async && !table_slot_free_locked(q))) {
+        q->m.rejected_full++;
+        /* seconds per job so far (or 10 s before the first) times the jobs ahead */
+        const double per = q->m.jobs_done ? q->m.job_seconds / (double)q->m.jobs_done : 10.0;
+        const double s = per * (q->length + (q->running ? 1 : 0));
+        *retry_after = s < 1 ? 1 : s > 3600 ? 3600 : (int)(s + 0.999);
+        rc = 429;
+    } else {
+        job->state = SRV_JOB_QUEUED;
+        job->t_submit = fx_now_s();
+        job->refs_count++; /* the queue's reference */
+        job->next = NULL;
+        if (q->tail) q->tail->next = job;
+        else q->head = job;
+        q->tail = job;
+        q->length++;
+        if (job->async) { /* remember it; evict the oldest finished job when full */
+            int slot = -1;
+            double oldest = 0;
+            for (int i = 0; i < SRV_TABLE_SIZE && slot < 0; i++)
+                if (!q->table[i]) slot = i;
+            for (int i = 0; i < SRV_TABLE_SIZE && slot < 0; i++)
+                if (srv_job_finished(q->table[i]) && (slot < 0 || q->table[i]->t_end < oldest)) {
+                    oldest = q->table[i]->t_end;
+                    slot = i;
+                }
+            if (slot >= 0) {
+                if (q->table[slot]) unref_locked(q->table[slot]);
+                q->table[slot] = job;
+                job->refs_count++;
+            }
+        }
+        pthread_cond_signal(&q->work);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return rc;
+}
+
+static void finish_locked(srv_queue *q, srv_job *job, srv_job_state state) {
+    job->state = state;
+    job->t_end = fx_now_s();
+    job->version++;
+    if (state == SRV_JOB_DONE) q->m.jobs_done++;
+    else if (state == SRV_JOB_CANCELLED) q->m.jobs_cancelled++;
+    else q->m.jobs_failed++;
+    pthread_cond_broadcast(&q->changed);
+}
+
+void srv_job_cancel(srv_queue *q, srv_job *job) {
+    pthread_mutex_lock(&q->mu);
+    if (job->state == SRV_JOB_QUEUED) { /* unlink from the FIFO */
+        srv_job **pp = &q->head, *prev = NULL;
+        while (*pp && *pp != job) {
+            prev = *pp;
+            pp = &(*pp)->next;
+        }
+        if (*pp) {
+            *pp = job->next;
+            if (q->tail == job) q->tail = prev;
+            q->length--;
+            job->http_status = 499;
+            snprintf(job->error, sizeof job->error, "cancelled");
+            finish_locked(q, job, SRV_JOB_CANCELLED);
+            unref_locked(job); /* the queue's reference (the caller still holds one) */
+        }
+    } else if (job->state == SRV_JOB_RUNNING) {
+        job->cancel = 1; /* the progress callback stops it within one block */
+    }
+    pthread_mutex_unlock(&q->mu);
+}
+
+int srv_queue_interrupt(srv_queue *q) {
+    pthread_mutex_lock(&q->mu);
+    srv_job *job = q->running;
+    if (job) job->cancel = 1;
+    pthread_mutex_unlock(&q->mu);
+    return job != NULL;
+}
+
+srv_job *srv_queue_find(srv_queue *q, const char *id) {
+    srv_job *found = NULL;
+    pthread_mutex_lock(&q->mu);
+    for (int i = 0; i < SRV_TABLE_SIZE && !found; i++)
+        if (q->table[i] && !strcmp(q->table[i]->id, id)) found = q->table[i];
+    if (found) found->refs_count++;
+    pthread_mutex_unlock(&q->mu);
+    return found;
+}
+
+int srv_job_position_locked(const srv_queue *q, const srv_job *job) {
+    int pos = 0;
+    for (const srv_job *j = q->head; j; j = j->next, pos++)
+        if (j == job) return pos;
+    return -1;
+}
+
+/* Seconds per denoising step so far (0 when none was timed). */
+static double seconds_per_step(const srv_queue *q) { return q->m.steps ? q->m.step_seconds / (double)q->m.steps : 0; }
+
+double srv_job_progress_locked(const srv_job *job) {
+    switch (job->state) {
+    case SRV_JOB_QUEUED: return 0;
+    case SRV_JOB_RUNNING:
+        if (job->stage == FLUX_STAGE_VAE_DECODE && job->images)
+            return 0.9 + 0.1 * (double)job->image / (double)job->images;
+        if (job->steps) return 0.05 + 0.85 * (double)job->step / (double)job->steps;
+        return 0.02;
+    default: return 1;
+    }
+}
+
+double srv_job_eta_locked(const srv_queue *q, const srv_job *job) {
+    if (srv_job_finished(job)) return 0;
+    const double per_job = q->m.jobs_done ? q->m.job_seconds / (double)q->m.jobs_done : -1;
+    if (job->state == SRV_JOB_RUNNING) {
+        if (job->steps && job->step > 0) { /* this job's own pace */
+            const double per_step = (fx_now_s() - job->t_denoise) / job->step;
+            return per_step * (job->steps - job->step) * 1.1;
+        }
+        const double sps = seconds_per_step(q);
+        if (sps > 0 && job->steps) return sps * job->steps * 1.1;
+        return per_job;
+    }
+    const int pos = srv_job_position_locked(q, job);
+    if (per_job < 0 || pos < 0) return -1;
+    return per_job * (pos + 1 + (q->running ? 1 : 0));
+}
+
+/* ---------------------------------------------------------------- worker */
+
+typedef struct run_ctx {
+    srv_queue *q;
+    srv_job *job;
+} run_ctx;
+
+static int on_progress(void *user, flux_stage stage, int step, int total, int substep, int subtotal) {
+    run_ctx *rc = user;
+    srv_job *job = rc->job;
+    pthread_mutex_lock(&rc->q->mu);
+    const int changed = stage != job->stage || (stage == FLUX_STAGE_DENOISE && step != job->step) ||
+                        (stage == FLUX_STAGE_VAE_DECODE && step != job->image);
+    if (stage == FLUX_STAGE_DENOISE) {
+        if (job->stage != FLUX_STAGE_DENOISE) job->t_denoise = fx_now_s();
+        job->step = step;
+        job->steps = total;
+        if (step == total) job->t_denoise_end = fx_now_s();
+    } else if (stage == FLUX_STAGE_VAE_DECODE) {
+        job->image = step;
+        job->images = total;
+    }
+    job->stage = stage;
+    if (changed) {
+        job->version++;
+        pthread_cond_broadcast(&rc->q->changed);
+    }
+    const int stop = job->cancel;
+    pthread_mutex_unlock(&rc->q->mu);
+    return stop;
+}
+
+/* The context's adapters: the --lora ones, then the request's (files of
+ * --lora-dir); adapters already loaded are kept and rescaled. */
+static flux_status apply_loras(srv_queue *q, const srv_job *job) {
+    const int base = q->base_loras;
+    int i = 0;
+    for (; i < job->req.n_loras; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s.safetensors", q->lora_dir, job->req.lora_name[i]);
+        flux_lora_info info;
+        if (base + i < flux_lora_count(q->ctx) && flux_lora_get_info(q->ctx, base + i, &info) == FLUX_OK &&
+            !strcmp(info.path, path)) {
+            flux_status s = flux_lora_set_scale(q->ctx, base + i, job->req.lora_scale[i]);
+            if (s != FLUX_OK) return s;
+            continue;
+        }
+        while (flux_lora_count(q->ctx) > base + i) flux_lora_remove(q->ctx, flux_lora_count(q->ctx) - 1);
+        flux_status s = flux_lora_load(q->ctx, path, job->req.lora_scale[i]);
+        if (s != FLUX_OK) return s;
+    }
+    while (flux_lora_count(q->ctx) > base + i) flux_lora_remove(q->ctx, flux_lora_count(q->ctx) - 1);
+    return FLUX_OK;
+}
+
+/* Run one job; results and the outcome go into the job under the mutex. */
+static void run_job(srv_queue *q, srv_job *job) {
+    run_ctx rctx = {q, job};
+    const int n = job->req.batch > 1 ? job->req.batch : 1;
+    flux_image **out = calloc((size_t)n, sizeof *out);
+    uint8_t **png = calloc((size_t)n, sizeof *png);
+    size_t *png_len = calloc((size_t)n, sizeof *png_len);
+    char **infotext = calloc((size_t)n, sizeof *infotext);
+    flux_status s = out && png && png_len && infotext ? FLUX_OK : FLUX_ERR_NOMEM;
+    if (s == FLUX_OK && job->req.n_loras + flux_lora_count(q->ctx) > q->base_loras) s = apply_loras(q, job);
+    if (s == FLUX_OK) {
+        flux_params p;
+        flux_params_init(&p);
+        p.prompt = job->req.prompt;
+        p.negative_prompt = job->req.negative;
+        p.width = job->req.width;
+        p.height = job->req.height;
+        p.steps = job->req.steps;
+        p.seed = job->seed;
+        p.guidance = job->guidance_dropped ? -1.0f : job->req.guidance;
+        p.refs = (const flux_image *const *)job->refs;
+        p.n_refs = job->n_refs;
+        p.batch = n;
+        p.progress = on_progress;
+        p.progress_user = &rctx;
+        /* as the CLI calls it, so the same request gives the same bytes */
+        s = n > 1 ? flux_generate_batch(q->ctx, &p, out) : flux_generate(q->ctx, &p, &out[0]);
+    }
+    for (int i = 0; s == FLUX_OK && i < n; i++) {
+        s = flux_image_encode_png(q->ctx, out[i], &png[i], &png_len[i]);
+        const char *params = flux_image_get_text(out[i], "parameters");
+        if (s == FLUX_OK && !(infotext[i] = strdup(params ? params : ""))) s = FLUX_ERR_NOMEM;
+    }
+    const double t_end = fx_now_s();
+    pthread_mutex_lock(&q->mu);
+    q->running = NULL; /* before the job is seen finished: its client may ask for the progress next */
+    if (s == FLUX_OK) {
+        job->png = png;
+        job->png_len = png_len;
+        job->infotext = infotext;
+        job->n_png = n;
+        job->out_width = out[0]->width;
+        job->out_height = out[0]->height;
+        png = NULL;
+        png_len = NULL;
+        infotext = NULL;
+        q->m.images += (unsigned long long)n;
+        if (job->steps && job->t_denoise_end > job->t_denoise && job->t_denoise > 0) {
+            q->m.steps += (unsigned long long)job->steps;
+            q->m.step_seconds += job->t_denoise_end - job->t_denoise;
+        }
+        q->m.job_seconds += t_end - job->t_start;
+        finish_locked(q, job, SRV_JOB_DONE);
+    } else if (s == FLUX_ERR_CANCELLED) {
+        job->http_status = 499;
+        snprintf(job->error, sizeof job->error, "cancelled");
+        finish_locked(q, job, SRV_JOB_CANCELLED);
+    } else {
+        const int bad_input = s == FLUX_ERR_INVALID_ARG || s == FLUX_ERR_UNSUPPORTED || s == FLUX_ERR_MODEL ||
+                              s == FLUX_ERR_FORMAT;
+        job->http_status = bad_input ? 400 : 500;
+        snprintf(job->error, sizeof job->error, "%s", s == FLUX_ERR_NOMEM && !out ? "out of memory" : flux_error(q->ctx));
+        finish_locked(q, job, SRV_JOB_FAILED);
+    }
+    pthread_mutex_unlock(&q->mu);
+    if (q->verbose)
+        fprintf(stderr, "flux-server: %s %s in %.2f s%s%s\n", job->id, srv_job_state_name(job->state),
+                t_end - job->t_start, job->error[0] ? ": " : "", job->error);
+    for (int i = 0; out && i < n; i++) flux_image_free(out[i]);
+    for (int i = 0; png && i < n; i++) flux_buffer_free(png[i]);
+    for (int i = 0; infotext && i < n; i++) free(infotext[i]);
+    free(infotext);
+    free(out);
+    free(png);
+    free(png_len);
+}
+
+static void *worker_main(void *arg) {
+    srv_queue *q = arg;
+    pthread_mutex_lock(&q->mu);
+    for (;;) {
+        while (!q->head && !q->stop) pthread_cond_wait(&q->work, &q->mu);
+        if (!q->head) break;
+        srv_job *job = q->head;
+        q->head = job->next;
+        if (!q->head) q->tail = NULL;
+        q->length--;
+        job->state = SRV_JOB_RUNNING;
+        job->t_start = fx_now_s();
+        job->version++;
+        q->running = job;
+        pthread_cond_broadcast(&q->changed);
+        pthread_mutex_unlock(&q->mu);
+        run_job(q, job);
+        pthread_mutex_lock(&q->mu);
+        unref_locked(job); /* the queue's reference */
+    }
+    pthread_mutex_unlock(&q->mu);
+    return NULL;
+}
+
+int srv_queue_start(srv_queue *q, flux_ctx *ctx, int max_length, const char *lora_dir, int verbose) {
+    memset(q, 0, sizeof *q);
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->work, NULL);
+    pthread_cond_init(&q->changed, NULL);
+    q->ctx = ctx;
+    q->max_length = max_length;
+    q->lora_dir = lora_dir;
+    q->base_loras = flux_lora_count(ctx);
+    q->verbose = verbose;
+    if (flux_get_model_info(ctx, &q->info) != FLUX_OK) return -1;
+    int rc = pthread_create(&q->worker, NULL, worker_main, q);
+    if (rc) {
+        errno = rc;
+        return -1;
+    }
+    return 0;
+}
+
+void srv_queue_drain_and_stop(srv_queue *q) {
+    pthread_mutex_lock(&q->mu);
+    q->draining = 1;
+    q->stop = 1;
+    pthread_cond_broadcast(&q->work);
+    pthread_mutex_unlock(&q->mu);
+    pthread_join(q->worker, NULL);
+}
+
+void srv_queue_destroy(srv_queue *q) {
+    for (int i = 0; i < SRV_TABLE_SIZE; i++)
+        if (q->table[i]) unref_locked(q->table[i]);
+    pthread_cond_destroy(&q->work);
+    pthread_cond_destroy(&q->changed);
+    pthread_mutex_destroy(&q->mu);
+}

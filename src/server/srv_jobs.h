@@ -1,0 +1,125 @@
+/*
+ * srv_jobs.h — flux-server's jobs: one worker thread owns the flux_ctx and
+ * computes one job at a time (the CPU is the bottleneck) from a bounded
+ * FIFO; HTTP threads submit, wait, watch progress and cancel.
+ *
+ * A job is reference counted: the queue holds one reference while it is
+ * queued or running, the job table one for asynchronous jobs (/v1/jobs)
+ * until it is evicted, and each waiting HTTP thread one. Every change of a
+ * job (state, progress) is made under the queue's mutex and wakes the
+ * waiters (srv_queue.changed).
+ */
+#ifndef FX_SRV_JOBS_H
+#define FX_SRV_JOBS_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "flux.h"
+#include "srv_request.h"
+
+typedef enum srv_job_state {
+    SRV_JOB_QUEUED,
+    SRV_JOB_RUNNING,
+    SRV_JOB_DONE,
+    SRV_JOB_FAILED,
+    SRV_JOB_CANCELLED
+} srv_job_state;
+
+const char *srv_job_state_name(srv_job_state s);
+
+typedef struct srv_job {
+    char id[24];                 /* "job-" + 16 hex digits */
+    srv_gen_request req;         /* what was asked (owned) */
+    flux_image *refs[FLUX_MAX_REFS]; /* decoded req.image[] */
+    int n_refs;
+    uint64_t seed;               /* the first seed (chosen at submit when not given) */
+    int guidance_dropped;        /* an A1111 cfg_scale ignored on a distilled model */
+    int async;                   /* kept in the job table (/v1/jobs) */
+    /* below: under srv_queue.mu */
+    int refs_count;
+    srv_job_state state;
+    volatile int cancel;         /* read by the progress callback */
+    flux_stage stage;
+    int step, steps;             /* denoising steps done / total */
+    int image, images;           /* decoded images done / total */
+    double t_submit, t_start, t_denoise, t_denoise_end, t_end; /* fx_now_s() */
+    unsigned version;            /* bumped on every change (SSE) */
+    int n_png;                   /* results: PNG files as `flux` writes them */
+    uint8_t **png;
+    size_t *png_len;
+    char **infotext;             /* [n_png] the A1111 "parameters" text of each */
+    int out_width, out_height;
+    int http_status;             /* of a failure: 400 bad input, 500 engine error, 499 cancelled */
+    char error[512];
+    struct srv_job *next;        /* FIFO link */
+} srv_job;
+
+/* Counters for /metrics (under srv_queue.mu). */
+typedef struct srv_metrics {
+    unsigned long long jobs_done, jobs_failed, jobs_cancelled, rejected_full, images;
+    unsigned long long steps;
+    double step_seconds, job_seconds;
+    unsigned long long http_requests, http_errors_4xx, http_errors_5xx, disconnects;
+} srv_metrics;
+
+#define SRV_TABLE_SIZE 256 /* asynchronous jobs remembered (oldest finished evicted first) */
+
+typedef struct srv_queue {
+    pthread_mutex_t mu;
+    pthread_cond_t work;         /* the worker waits for jobs */
+    pthread_cond_t changed;      /* any job changed */
+    srv_job *head, *tail;
+    int length, max_length;
+    srv_job *running;
+    srv_job *table[SRV_TABLE_SIZE];
+    int draining;                /* SIGTERM: no new jobs, finish the queued ones */
+    int stop;                    /* the worker exits when the queue is empty */
+    srv_metrics m;
+    /* the engine, owned by the worker while it runs */
+    flux_ctx *ctx;
+    flux_model_info info;
+    const char *lora_dir;        /* NULL: requests cannot name adapters */
+    int base_loras;              /* adapters of --lora, always applied first */
+    int verbose;
+    pthread_t worker;
+} srv_queue;
+
+/* Start the worker on a loaded context. 0 or -1 (errno). */
+int srv_queue_start(srv_queue *q, flux_ctx *ctx, int max_length, const char *lora_dir, int verbose);
+/* Let the queued jobs finish, then stop the worker. */
+void srv_queue_drain_and_stop(srv_queue *q);
+void srv_queue_destroy(srv_queue *q);
+
+/* A new job from a parsed request (takes its contents; the request is left
+ * empty). Reference images are decoded here and named LoRAs are checked
+ * against --lora-dir: refusals as srv_err (400). */
+srv_job *srv_job_new(srv_queue *q, srv_gen_request *req, int async, srv_err *err);
+
+/* Queue a job. 0; 429 when the queue is full (*retry_after seconds is a
+ * guess from the seconds per job so far); 503 when draining. */
+int srv_queue_submit(srv_queue *q, srv_job *job, int *retry_after);
+
+/* Cancel a queued or running job (no-op when finished). */
+void srv_job_cancel(srv_queue *q, srv_job *job);
+/* Cancel whatever runs now (A1111 /interrupt). 1 when something ran. */
+int srv_queue_interrupt(srv_queue *q);
+
+/* An asynchronous job by id, with a reference (NULL when unknown). */
+srv_job *srv_queue_find(srv_queue *q, const char *id);
+void srv_job_unref(srv_queue *q, srv_job *job);
+/* Take a reference (caller holds q->mu or already owns one). */
+void srv_job_ref_locked(srv_job *job);
+
+/* 1 when finished (done, failed, cancelled). */
+int srv_job_finished(const srv_job *job);
+
+/* Position in the queue (0 = next), -1 when not queued. Under q->mu. */
+int srv_job_position_locked(const srv_queue *q, const srv_job *job);
+/* Seconds left, a guess (-1 when unknown). Under q->mu. */
+double srv_job_eta_locked(const srv_queue *q, const srv_job *job);
+/* 0..1 of the work done. Under q->mu. */
+double srv_job_progress_locked(const srv_job *job);
+
+#endif

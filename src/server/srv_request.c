@@ -1,0 +1,472 @@
+/*
+ * srv_request.c — JSON and multipart request bodies into srv_gen_request
+ * (srv_request.h). Field names per API:
+ *
+ *   field        OpenAI               A1111                     native (/v1/jobs)
+ *   prompt       prompt               prompt                    prompt
+ *   negative     negative_prompt      negative_prompt           negative_prompt
+ *   size         size "WxH" | "auto"  width, height             width, height
+ *   steps        steps                steps                     steps
+ *   seed         seed (-1 = random)   seed (-1 = random)        seed
+ *   guidance     guidance             cfg_scale                 guidance
+ *   images       n                    batch_size × n_iter       batch
+ *   references   image (string/array) init_images (img2img)     images
+ *   adapters     loras: [{"name": "NAME", "scale": 0.8}, ...] (all APIs)
+ *
+ * Unknown fields are ignored (A1111 clients send dozens); a known field of
+ * the wrong type or out of range is an error naming it.
+ */
+#include "srv_request.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "src/base/json.h"
+#include "src/base/strbuf.h"
+#include "srv_base64.h"
+
+void srv_limits_init(srv_limits *l) {
+    l->max_body = (size_t)32 << 20;
+    l->max_json_depth = 8;
+    l->max_images = 4;
+    l->max_pixels = 16LL << 20;
+    l->max_steps = 100;
+    l->max_batch = 8;
+    l->min_size = 64;
+    l->max_size = 2048;
+    l->max_parts = 32;
+}
+
+void srv_request_free(srv_gen_request *r) {
+    free(r->prompt);
+    free(r->negative);
+    for (int i = 0; i < r->n_images; i++) free(r->image[i]);
+    memset(r, 0, sizeof *r);
+}
+
+static int refuse(srv_err *err, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int refuse(srv_err *err, int status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    err->status = status;
+    return status;
+}
+
+/* ---------------------------------------------------------------- fields */
+
+/* Deeper than `limit` levels? (a request has 3: body, loras, one adapter) */
+static int too_deep(const fx_json *v, int limit) {
+    if (limit < 0) return 1;
+    if (!fx_json_is_array(v) && !fx_json_is_object(v)) return 0;
+    for (size_t i = 0; i < fx_json_len(v); i++)
+        if (too_deep(fx_json_at(v, i), limit - 1)) return 1;
+    return 0;
+}
+
+/* An integral number in lo..hi: 0 absent (or null), 1 found, else the status. */
+static int get_int(const fx_json *obj, const char *key, long long lo, long long hi, long long *out, srv_err *err) {
+    const fx_json *v = fx_json_get(obj, key);
+    if (fx_json_is_null(v)) return 0;
+    if (!fx_json_is_int(v))
+        return -refuse(err, 400, "%s: expected an integer, found %s", key,
+                       fx_json_is_number(v) ? "a fraction or a number too large" : fx_json_type_name(fx_json_typeof(v)));
+    const long long n = (long long)fx_json_int(v);
+    if (n < lo || n > hi) return -refuse(err, 400, "%s: %lld is out of range (%lld..%lld)", key, n, lo, hi);
+    *out = n;
+    return 1;
+}
+
+static int get_num(const fx_json *obj, const char *key, double lo, double hi, double *out, srv_err *err) {
+    const fx_json *v = fx_json_get(obj, key);
+    if (fx_json_is_null(v)) return 0;
+    if (!fx_json_is_number(v))
+        return -refuse(err, 400, "%s: expected a number, found %s", key, fx_json_type_name(fx_json_typeof(v)));
+    const double x = fx_json_num(v);
+    if (!(x >= lo && x <= hi)) return -refuse(err, 400, "%s: %g is out of range (%g..%g)", key, x, lo, hi);
+    *out = x;
+    return 1;
+}
+
+/* A string without NUL characters: 0 absent, 1 found (*out points into the document). */
+static int get_str(const fx_json *obj, const char *key, const char **out, srv_err *err) {
+    const fx_json *v = fx_json_get(obj, key);
+    if (fx_json_is_null(v)) return 0;
+    if (!fx_json_is_string(v))
+        return -refuse(err, 400, "%s: expected a string, found %s", key, fx_json_type_name(fx_json_typeof(v)));
+    if (strlen(fx_json_str(v)) != fx_json_str_len(v))
+        return -refuse(err, 400, "%s: the string contains a NUL character (\\u0000)", key);
+    *out = fx_json_str(v);
+    return 1;
+}
+
+static int size_side(const char *key, long long v, const srv_limits *lim, srv_err *err) {
+    if (v < lim->min_size || v > lim->max_size || v % 16)
+        return refuse(err, 400, "%s: %lld is not a multiple of 16 in %d..%d", key, v, lim->min_size, lim->max_size);
+    return 0;
+}
+
+/* "WxH" (OpenAI size) or "auto". */
+static int parse_size(const char *s, const srv_limits *lim, srv_gen_request *r, srv_err *err) {
+    if (!strcmp(s, "auto")) return 0;
+    char *end;
+    const long long w = strtoll(s, &end, 10);
+    if (end == s || (*end != 'x' && *end != 'X') || end[1] < '0' || end[1] > '9')
+        return refuse(err, 400, "size: '%.64s' is not WIDTHxHEIGHT (e.g. 512x512) or auto", s);
+    const char *hs = end + 1;
+    const long long h = strtoll(hs, &end, 10);
+    if (*end || s[0] < '0' || s[0] > '9')
+        return refuse(err, 400, "size: '%.64s' is not WIDTHxHEIGHT (e.g. 512x512) or auto", s);
+    int rc;
+    if ((rc = size_side("size (width)", w, lim, err)) || (rc = size_side("size (height)", h, lim, err))) return rc;
+    r->width = (int)w;
+    r->height = (int)h;
+    return 0;
+}
+
+int srv_lora_name_ok(const char *name) {
+    const size_t n = strlen(name);
+    if (n == 0 || n >= SRV_LORA_NAME_MAX || name[0] == '.') return 0;
+    for (size_t i = 0; i < n; i++) {
+        const char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+              c == '.' || c == ' '))
+            return 0;
+    }
+    return 1;
+}
+
+static int parse_loras(const fx_json *body, srv_gen_request *r, srv_err *err) {
+    const fx_json *v = fx_json_get(body, "loras");
+    if (fx_json_is_null(v)) return 0;
+    if (!fx_json_is_array(v)) return refuse(err, 400, "loras: expected an array of {\"name\", \"scale\"} objects");
+    if (fx_json_len(v) > SRV_MAX_LORAS) return refuse(err, 400, "loras: more than %d adapters", SRV_MAX_LORAS);
+    for (size_t i = 0; i < fx_json_len(v); i++) {
+        const fx_json *o = fx_json_at(v, i);
+        if (!fx_json_is_object(o)) return refuse(err, 400, "loras[%zu]: expected an object {\"name\", \"scale\"}", i);
+        const char *name = NULL;
+        double scale = 1.0;
+        int rc;
+        if ((rc = get_str(o, "name", &name, err)) < 0 || (rc == 0 && !name))
+            return rc < 0 ? -rc : refuse(err, 400, "loras[%zu]: missing name", i);
+        if (!srv_lora_name_ok(name))
+            return refuse(err, 400, "loras[%zu]: '%.64s' is not a LoRA name (a file name of --lora-dir without "
+                                    ".safetensors: letters, digits, - _ . and spaces)", i, name);
+        if ((rc = get_num(o, "scale", -100, 100, &scale, err)) < 0) return -rc;
+        snprintf(r->lora_name[r->n_loras], SRV_LORA_NAME_MAX, "%s", name);
+        r->lora_scale[r->n_loras++] = (float)scale;
+    }
+    return 0;
+}
+
+/* Reference images: a base64 string or an array of them under `key`. */
+static int parse_images(const fx_json *body, const char *key, const srv_limits *lim, srv_gen_request *r,
+                        srv_err *err) {
+    const fx_json *v = fx_json_get(body, key);
+    if (fx_json_is_null(v)) return 0;
+    const size_t n = fx_json_is_array(v) ? fx_json_len(v) : 1;
+    if (!fx_json_is_array(v) && !fx_json_is_string(v))
+        return refuse(err, 400, "%s: expected a base64 image or an array of them", key);
+    if ((long long)n + r->n_images > lim->max_images)
+        return refuse(err, 400, "%s: %zu images; at most %d per request", key, n + (size_t)r->n_images, lim->max_images);
+    for (size_t i = 0; i < n; i++) {
+        const fx_json *s = fx_json_is_array(v) ? fx_json_at(v, i) : v;
+        if (!fx_json_is_string(s)) return refuse(err, 400, "%s[%zu]: expected a base64 string", key, i);
+        const char *why;
+        size_t len;
+        uint8_t *data = srv_base64_decode(fx_json_str(s), fx_json_str_len(s), &len, &why);
+        if (!data) return refuse(err, 400, "%s[%zu]: not base64: %s", key, i, why);
+        r->image[r->n_images] = data;
+        r->image_len[r->n_images++] = len;
+    }
+    return 0;
+}
+
+/* Reference images within the pixel limit (headers only; the decoder
+ * reports broken files when the job is made). */
+static int check_images(const srv_limits *lim, const srv_gen_request *r, srv_err *err) {
+    for (int i = 0; i < r->n_images; i++) {
+        long long w, h;
+        if (srv_image_dims(r->image[i], r->image_len[i], &w, &h) && w * h > lim->max_pixels)
+            return refuse(err, 413, "image %d: %lldx%lld pixels; at most %lld per image", i, w, h, lim->max_pixels);
+    }
+    return 0;
+}
+
+static char *dup_str(const char *s, srv_err *err) {
+    char *d = strdup(s);
+    if (!d) refuse(err, 500, "out of memory");
+    return d;
+}
+
+/* -1 = random; else 0 .. 2^63 − 1 (a JSON integer). */
+static int parse_seed(const fx_json *body, srv_gen_request *r, srv_err *err) {
+    long long seed;
+    int rc = get_int(body, "seed", -1, INT64_MAX, &seed, err);
+    if (rc < 0) return -rc;
+    if (rc == 1 && seed >= 0) {
+        r->seed = (uint64_t)seed;
+        r->seed_given = 1;
+    }
+    return 0;
+}
+
+static int parse_fields(srv_api api, const fx_json *body, const srv_limits *lim, srv_gen_request *r, srv_err *err) {
+    const char *s = NULL;
+    long long n;
+    double x;
+    int rc;
+    if ((rc = get_str(body, "prompt", &s, err)) < 0) return -rc;
+    if (!rc) return refuse(err, 400, "prompt: missing (a string is required)");
+    if (!(r->prompt = dup_str(s, err))) return err->status;
+    s = NULL;
+    if ((rc = get_str(body, "negative_prompt", &s, err)) < 0) return -rc;
+    if (s && *s && !(r->negative = dup_str(s, err))) return err->status;
+
+    if (api == SRV_API_OPENAI) {
+        s = NULL;
+        if ((rc = get_str(body, "size", &s, err)) < 0) return -rc;
+        if (s && (rc = parse_size(s, lim, r, err))) return rc;
+        if ((rc = get_str(body, "response_format", &s, err)) < 0) return -rc;
+        if (rc && strcmp(s, "b64_json"))
+            return refuse(err, 400, "response_format: '%.32s' is not served (only b64_json: no image URLs are kept)", s);
+        if ((rc = get_int(body, "n", 1, lim->max_batch, &n, err)) < 0) return -rc;
+        r->batch = rc ? (int)n : 1;
+    } else {
+        if ((rc = get_int(body, "width", 0, INT32_MAX, &n, err)) < 0) return -rc;
+        if (rc) {
+            if ((rc = size_side("width", n, lim, err))) return rc;
+            r->width = (int)n;
+        }
+        if ((rc = get_int(body, "height", 0, INT32_MAX, &n, err)) < 0) return -rc;
+        if (rc) {
+            if ((rc = size_side("height", n, lim, err))) return rc;
+            r->height = (int)n;
+        }
+        if (api == SRV_API_NATIVE) {
+            if ((rc = get_int(body, "batch", 1, lim->max_batch, &n, err)) < 0) return -rc;
+            r->batch = rc ? (int)n : 1;
+            const fx_json *st = fx_json_get(body, "stream");
+            if (!fx_json_is_null(st) && !fx_json_is_bool(st)) return refuse(err, 400, "stream: expected true or false");
+            r->stream = fx_json_bool(st);
+        } else {
+            long long bs = 1, it = 1;
+            if ((rc = get_int(body, "batch_size", 1, lim->max_batch, &bs, err)) < 0) return -rc;
+            if ((rc = get_int(body, "n_iter", 1, lim->max_batch, &it, err)) < 0) return -rc;
+            if (bs * it > lim->max_batch)
+                return refuse(err, 400, "batch_size × n_iter: %lld images; at most %d per request", bs * it,
+                              lim->max_batch);
+            r->batch = (int)(bs * it);
+        }
+    }
+    if ((rc = get_int(body, "steps", 1, lim->max_steps, &n, err)) < 0) return -rc;
+    if (rc) r->steps = (int)n;
+    if ((rc = parse_seed(body, r, err))) return rc;
+    if (r->seed_given && r->seed > UINT64_MAX - 1 - (uint64_t)(r->batch - 1))
+        return refuse(err, 400, "seed: %" PRIu64 " with %d images passes the largest seed", r->seed, r->batch);
+    r->guidance = -1.0f;
+    const char *gkey = api == SRV_API_A1111 || api == SRV_API_A1111_IMG ? "cfg_scale" : "guidance";
+    if ((rc = get_num(body, gkey, 0, FLUX_GUIDANCE_MAX, &x, err)) < 0) return -rc;
+    if (rc) r->guidance = (float)x;
+    r->a1111 = api == SRV_API_A1111 || api == SRV_API_A1111_IMG;
+    if ((rc = parse_loras(body, r, err))) return rc;
+    const char *ikey = api == SRV_API_A1111_IMG ? "init_images" : api == SRV_API_NATIVE ? "images" : "image";
+    if ((rc = parse_images(body, ikey, lim, r, err))) return rc;
+    if (api == SRV_API_A1111_IMG && r->n_images == 0)
+        return refuse(err, 400, "init_images: missing (img2img needs at least one base64 image)");
+    return check_images(lim, r, err);
+}
+
+int srv_parse_json(srv_api api, const char *body, size_t len, const srv_limits *lim, srv_gen_request *r,
+                   srv_err *err) {
+    memset(r, 0, sizeof *r);
+    err->status = 0;
+    err->msg[0] = '\0';
+    if (len > lim->max_body) return refuse(err, 413, "request body of %zu bytes; at most %zu", len, lim->max_body);
+    fx_err jerr = {0};
+    fx_json_doc *doc = fx_json_parse(body, len, &jerr);
+    if (!doc) return refuse(err, jerr.code == FLUX_ERR_NOMEM ? 500 : 400, "malformed JSON: %s", jerr.msg);
+    const fx_json *root = fx_json_root(doc);
+    int rc;
+    if (!fx_json_is_object(root))
+        rc = refuse(err, 400, "the body must be a JSON object, not %s", fx_json_type_name(fx_json_typeof(root)));
+    else if (too_deep(root, lim->max_json_depth))
+        rc = refuse(err, 400, "JSON nested deeper than %d levels", lim->max_json_depth);
+    else
+        rc = parse_fields(api, root, lim, r, err);
+    fx_json_free(doc);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- multipart */
+
+static const char *memmem_str(const char *hay, size_t n, const char *needle, size_t m) {
+    return m <= n ? memmem(hay, n, needle, m) : NULL;
+}
+
+/* The value of parameter `param` in a header line (boundary=..., name="..."),
+ * quoted or not, into out. 1 found, 0 not. */
+static int header_param(const char *line, size_t n, const char *param, char *out, size_t size) {
+    const size_t plen = strlen(param);
+    for (size_t i = 0; i + plen + 1 <= n; i++) {
+        if ((i == 0 || line[i - 1] == ';' || line[i - 1] == ' ' || line[i - 1] == '\t') &&
+            !strncasecmp(line + i, param, plen) && line[i + plen] == '=') {
+            size_t j = i + plen + 1, k = 0;
+            const int quoted = j < n && line[j] == '"';
+            if (quoted) j++;
+            while (j < n && (quoted ? line[j] != '"' : line[j] != ';' && line[j] != ' ' && line[j] != '\r')) {
+                if (k + 1 >= size) return 0;
+                out[k++] = line[j++];
+            }
+            out[k] = '\0';
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A form field as a JSON member: numbers as they are, other text as a string. */
+static void add_field(fx_strbuf *json, const char *name, const char *val, size_t n, int *first) {
+    static const char *const numeric[] = {"n", "seed", "steps", "guidance"};
+    int is_num = 0;
+    for (size_t i = 0; i < sizeof numeric / sizeof *numeric; i++) is_num |= !strcmp(name, numeric[i]);
+    if (is_num && n > 0 && n < 32) {
+        fx_err e = {0};
+        fx_json_doc *d = fx_json_parse(val, n, &e);
+        is_num = d && fx_json_is_number(fx_json_root(d));
+        fx_json_free(d);
+    } else {
+        is_num = 0;
+    }
+    fx_sb_printf(json, "%s\"%s\":", *first ? "" : ",", name);
+    *first = 0;
+    if (is_num) {
+        fx_sb_add(json, val, n);
+        return;
+    }
+    fx_sb_str(json, "\"");
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)val[i];
+        if (c == '"' || c == '\\') fx_sb_printf(json, "\\%c", c);
+        else if (c < 0x20) fx_sb_printf(json, "\\u%04x", c);
+        else fx_sb_add(json, (const char *)&c, 1);
+    }
+    fx_sb_str(json, "\"");
+}
+
+int srv_parse_multipart(const char *content_type, const char *body, size_t len, const srv_limits *lim,
+                        srv_gen_request *r, srv_err *err) {
+    memset(r, 0, sizeof *r);
+    err->status = 0;
+    if (len > lim->max_body) return refuse(err, 413, "request body of %zu bytes; at most %zu", len, lim->max_body);
+    char boundary[80] = "--";
+    if (!content_type || strncasecmp(content_type, "multipart/form-data", 19) ||
+        !header_param(content_type, strlen(content_type), "boundary", boundary + 2, sizeof boundary - 2) ||
+        !boundary[2])
+        return refuse(err, 400, "Content-Type: expected multipart/form-data with a boundary");
+    const size_t blen = strlen(boundary);
+    /* images collected here first: srv_parse_json resets r */
+    uint8_t *images[FLUX_MAX_REFS];
+    size_t image_len[FLUX_MAX_REFS];
+    int n_images = 0, parts = 0, first = 1, rc = 0;
+    fx_strbuf json = {0};
+    fx_sb_str(&json, "{");
+    const char *p = memmem_str(body, len, boundary, blen);
+    if (!p) rc = refuse(err, 400, "multipart body: no boundary line");
+    while (!rc) {
+        const char *after = p + blen;
+        const size_t left = len - (size_t)(after - body);
+        if (left >= 2 && after[0] == '-' && after[1] == '-') break; /* closing boundary */
+        if (left < 2 || after[0] != '\r' || after[1] != '\n') {
+            rc = refuse(err, 400, "multipart body: a boundary line is not followed by CRLF");
+            break;
+        }
+        if (++parts > lim->max_parts) {
+            rc = refuse(err, 400, "multipart body: more than %d parts", lim->max_parts);
+            break;
+        }
+        const char *head = after + 2;
+        const char *head_end = memmem_str(head, len - (size_t)(head - body), "\r\n\r\n", 4);
+        if (!head_end) {
+            rc = refuse(err, 400, "multipart body: part %d has no end of headers", parts);
+            break;
+        }
+        const char *data = head_end + 4;
+        char delim[84];
+        snprintf(delim, sizeof delim, "\r\n%s", boundary);
+        const char *next = memmem_str(data, len - (size_t)(data - body), delim, blen + 2);
+        if (!next) {
+            rc = refuse(err, 400, "multipart body: part %d is not closed by the boundary", parts);
+            break;
+        }
+        /* Content-Disposition: form-data; name="..."; filename="..." */
+        char name[64] = "";
+        int is_file = 0;
+        for (const char *line = head; line < head_end;) {
+            const char *eol = memmem_str(line, (size_t)(head_end - line) + 2, "\r\n", 2);
+            const size_t ln = (size_t)(eol - line);
+            if (ln > 20 && !strncasecmp(line, "content-disposition:", 20)) {
+                header_param(line, ln, "name", name, sizeof name);
+                char fn[256];
+                is_file = header_param(line, ln, "filename", fn, sizeof fn) || is_file;
+            }
+            line = eol + 2;
+        }
+        const size_t dn = (size_t)(next - data);
+        if (!strcmp(name, "image") || !strcmp(name, "image[]")) {
+            if (n_images >= lim->max_images) {
+                rc = refuse(err, 400, "image: more than %d images per request", lim->max_images);
+                break;
+            }
+            uint8_t *copy = malloc(dn ? dn : 1);
+            if (!copy) {
+                rc = refuse(err, 500, "out of memory");
+                break;
+            }
+            memcpy(copy, data, dn);
+            images[n_images] = copy;
+            image_len[n_images++] = dn;
+        } else if (!strcmp(name, "mask")) {
+            rc = refuse(err, 400, "mask: inpainting masks are not supported (FLUX.2-klein edits whole images)");
+        } else if (name[0] && !is_file && strlen(name) < 40 && !strchr(name, '"') && !strchr(name, '\\')) {
+            add_field(&json, name, data, dn, &first);
+        }
+        p = next + 2;
+    }
+    fx_sb_str(&json, "}");
+    if (!rc && json.failed) rc = refuse(err, 500, "out of memory");
+    if (!rc) {
+        rc = srv_parse_json(SRV_API_OPENAI, json.s, json.len, lim, r, err);
+        if (!rc && r->n_images + n_images > lim->max_images)
+            rc = refuse(err, 400, "image: more than %d images per request", lim->max_images);
+        for (int i = 0; !rc && i < n_images; i++) { /* hand the images over */
+            r->image[r->n_images] = images[i];
+            r->image_len[r->n_images++] = image_len[i];
+            images[i] = NULL;
+        }
+        if (!rc) rc = check_images(lim, r, err);
+    }
+    for (int i = 0; i < n_images; i++) free(images[i]);
+    free(json.s);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- image headers */
+
+static long long be32(const uint8_t *p) {
+    return (long long)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
+}
+
+int srv_image_dims(const uint8_t *data, size_t n, long long *width, long long *height) {
+    if (n >= 24 && !memcmp(data, "\x89PNG\r\n\x1a\n", 8) && !memcmp(data + 12, "IHDR", 4)) {
+        *width = be32(data + 16);
+        *height = be32(data + 20);
+        return 1;
+    }
+    return 0; /* PPM: no compression, the body limit bounds its pixels */
+}

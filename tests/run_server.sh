@@ -1,0 +1,462 @@
+#!/usr/bin/env bash
+# run_server.sh — flux-server end to end on the tiny golden model: real
+# clients (curl, an AUTOMATIC1111-style JSON client in python3, the official
+# OpenAI Node SDK when npm can fetch it), byte equality with the flux CLI,
+# and the faults (malformed JSON, oversized body, a client that goes away,
+# a full queue, SIGTERM mid-queue, a missing API key), the web page in
+# headless Chromium, two servers behind nginx, and a bounded load test
+# (LOAD_REQUESTS from LOAD_CLIENTS clients, default 64 from 8).
+#
+# Builds `make server` first (the variant of the calling make: make
+# SANITIZE=1 test runs the sanitized server). Without libmicrohttpd or curl:
+# every check is reported as skipped (as failed under CI=true).
+# Ends with "N passed, N failed, N skipped" like the other suites.
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+MODEL=$ROOT/tests/golden/model
+N_CHECKS=84 # the checks below, reported as skipped when the suite cannot run
+
+skip_all() {
+    echo "server: $1: $N_CHECKS checks not run"
+    if [ "${CI:-}" = "true" ]; then echo "0 passed, $N_CHECKS failed, 0 skipped"; exit 1; fi
+    echo "0 passed, 0 failed, $N_CHECKS skipped"; exit 0
+}
+command -v curl >/dev/null || skip_all "curl not installed (tools/install_deps.sh --server)"
+command -v python3 >/dev/null || skip_all "python3 not installed (tools/install_deps.sh --server)"
+if ! pkg-config --exists libmicrohttpd 2>/dev/null && [ ! -f /usr/include/microhttpd.h ]; then
+    skip_all "libmicrohttpd-dev not installed (tools/install_deps.sh --server)"
+fi
+MAKE=${MAKE:-make}
+if ! $MAKE -s -j2 server >/tmp/flux-server-build.$$ 2>&1; then
+    cat /tmp/flux-server-build.$$
+    rm -f /tmp/flux-server-build.$$
+    echo "server: make server failed"
+    echo "0 passed, 1 failed, 0 skipped"
+    exit 1
+fi
+rm -f /tmp/flux-server-build.$$
+SERVER=${FLUX_SERVER:-$ROOT/flux-server}
+FLUX=${FLUX_BIN:-$ROOT/flux}
+TOOLS=${FLUX_TOOLS:-$ROOT/build/cc/tools}
+
+TMP=$(mktemp -d)
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+passed=0 failed=0 skipped=0
+ok() { echo "  ok   $1"; passed=$((passed + 1)); }
+bad() { echo "  FAIL $1${2:+: $2}"; failed=$((failed + 1)); }
+skip() { echo "  skip $1${2:+: $2}"; skipped=$((skipped + 1)); }
+check() { # name, command...
+    local name=$1; shift
+    if "$@"; then ok "$name"; else bad "$name"; fi
+}
+runs() { # name, log file, command...: the command succeeds (else the end of its log is shown)
+    local name=$1 log=$2; shift 2
+    if "$@" >"$log" 2>&1; then ok "$name"; else bad "$name" "$(tail -5 "$log")"; fi
+}
+not_run() { # reason, names...: checks that could not run (skipped; failed under CI=true)
+    local why=$1 n; shift
+    for n in "$@"; do
+        if [ "${CI:-}" = "true" ]; then bad "$n" "$why"; else skip "$n" "$why"; fi
+    done
+}
+
+# start_server NAME ARGS...: runs flux-server on a free port; sets PORT and PID
+start_server() {
+    local name=$1; shift
+    "$SERVER" -d "$MODEL" --port 0 "$@" >"$TMP/$name.log" 2>&1 &
+    PID=$!
+    PIDS+=("$PID")
+    PORT=
+    for _ in $(seq 1 600); do # the model loads in well under a second; sanitized builds are slower
+        PORT=$(sed -n 's/.*listening on http:\/\/[^ ]*:\([0-9][0-9]*\).*/\1/p' "$TMP/$name.log")
+        [ -n "$PORT" ] && return 0
+        kill -0 "$PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "server: $name did not start:"; cat "$TMP/$name.log"
+    return 1
+}
+
+# status CODE of a request: http_code METHOD PATH [curl args...]
+http_code() {
+    local method=$1 path=$2; shift 2
+    curl -s -o "$TMP/body" -w '%{http_code}' -X "$method" "http://127.0.0.1:$PORT$path" "$@"
+}
+json_get() { # FILE EXPR (python on the parsed JSON as d)
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1" 2>/dev/null
+}
+b64_to() { # JSON FILE, python expression of the base64 text, OUT
+    python3 -c "import json,sys,base64; d=json.load(open(sys.argv[1])); open(sys.argv[2],'wb').write(base64.b64decode($2))" "$1" "$3"
+}
+is_json_error() { # the last body is {"error": {"message": ...}} with the status
+    [ "$(json_get "$TMP/body" "d['error']['code']")" = "$1" ]
+}
+
+echo "server: $SERVER on $MODEL"
+# the CLI's images the server must reproduce byte for byte
+"$FLUX" -q -d "$MODEL" -p 'a red apple' -W 64 -H 64 -s 2 -S 40 -o "$TMP/cli.png" || { echo "flux CLI failed"; exit 1; }
+"$FLUX" -q -d "$MODEL" -p 'a red apple' -W 64 -H 64 -s 2 -S 40 -n 2 -o "$TMP/cli2.png"
+"$FLUX" -q -d "$MODEL" -p 'make it blue' -W 64 -H 64 -s 2 -S 7 -i "$TMP/cli.png" -o "$TMP/cli-edit.png"
+
+start_server main --max-queue 1 -t 2 || { echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+MAIN_PID=$PID MAIN_PORT=$PORT
+
+echo "== operations and discovery (${SECONDS} s)"
+check "/health 200" [ "$(http_code GET /health)" = 200 ]
+check "/ready 200 when idle" [ "$(http_code GET /ready)" = 200 ]
+check "/v1/models names the model" [ "$(http_code GET /v1/models)" = 200 -a "$(json_get "$TMP/body" "d['data'][0]['id']")" = model ]
+check "/sdapi/v1/sd-models" [ "$(http_code GET /sdapi/v1/sd-models)" = 200 -a "$(json_get "$TMP/body" "d[0]['model_name']")" = model ]
+check "/sdapi/v1/options GET" [ "$(http_code GET /sdapi/v1/options)" = 200 -a "$(json_get "$TMP/body" "d['sd_model_checkpoint']")" = model ]
+check "/sdapi/v1/options POST of another model: 400" [ "$(http_code POST /sdapi/v1/options -d '{"sd_model_checkpoint":"other"}')" = 400 ]
+check "/sdapi/v1/loras without --lora-dir: []" [ "$(http_code GET /sdapi/v1/loras)" = 200 -a "$(cat "$TMP/body")" = "[]" ]
+
+echo "== OpenAI images API (curl) (${SECONDS} s)"
+code=$(http_code POST /v1/images/generations -H 'Content-Type: application/json' \
+    -d '{"model":"model","prompt":"a red apple","size":"64x64","steps":2,"seed":40,"response_format":"b64_json"}')
+check "generations 200" [ "$code" = 200 ]
+b64_to "$TMP/body" "d['data'][0]['b64_json']" "$TMP/openai.png"
+check "generations: the CLI's PNG bytes (metadata included)" cmp -s "$TMP/openai.png" "$TMP/cli.png"
+code=$(http_code POST /v1/images/generations -d '{"prompt":"a red apple","size":"64x64","steps":2,"seed":40,"n":2}')
+b64_to "$TMP/body" "d['data'][1]['b64_json']" "$TMP/openai-1.png"
+check "generations n=2: second image = CLI -n 2 out-1.png" cmp -s "$TMP/openai-1.png" "$TMP/cli2-1.png"
+check "generations n=2: seeds 40, 41" [ "$(json_get "$TMP/body" "[x['seed'] for x in d['data']]")" = "[40, 41]" ]
+code=$(http_code POST /v1/images/edits -F image=@"$TMP/cli.png" -F prompt='make it blue' -F size=64x64 -F steps=2 -F seed=7)
+check "edits (multipart) 200" [ "$code" = 200 ]
+b64_to "$TMP/body" "d['data'][0]['b64_json']" "$TMP/edit.png"
+check "edits: the CLI's -i PNG bytes" cmp -s "$TMP/edit.png" "$TMP/cli-edit.png"
+check "edits without an image: 400" [ "$(http_code POST /v1/images/edits -F prompt=x -F size=64x64)" = 400 ]
+check "response_format url: 400" [ "$(http_code POST /v1/images/generations -d '{"prompt":"x","response_format":"url"}')" = 400 ]
+
+echo "== AUTOMATIC1111 API (python3 client) (${SECONDS} s)"
+cat >"$TMP/a1111.py" <<'EOF'
+# An A1111-style client: what SillyTavern / Open WebUI / scripts send.
+import base64, json, sys, urllib.request
+base, out, ref = sys.argv[1], sys.argv[2], sys.argv[3]
+def post(path, body):
+    req = urllib.request.Request(base + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req) as r:
+        return json.load(r)
+r = post("/sdapi/v1/txt2img", {"prompt": "a red apple", "negative_prompt": "", "seed": 40, "steps": 2, "cfg_scale": 7,
+                                "width": 64, "height": 64, "batch_size": 2, "n_iter": 1, "sampler_name": "Euler",
+                                "restore_faces": False, "override_settings": {}})
+open(out + "-t2i.png", "wb").write(base64.b64decode(r["images"][0]))
+info = json.loads(r["info"])
+print("seeds", info["all_seeds"], "images", len(r["images"]), "cfg", info["cfg_scale"])
+r = post("/sdapi/v1/img2img", {"prompt": "make it blue", "seed": 7, "steps": 2, "width": 64, "height": 64,
+                                "denoising_strength": 0.75,
+                                "init_images": ["data:image/png;base64," + base64.b64encode(open(ref, "rb").read()).decode()]})
+open(out + "-i2i.png", "wb").write(base64.b64decode(r["images"][0]))
+with urllib.request.urlopen(base + "/sdapi/v1/progress") as p:
+    print("progress", json.load(p)["state"]["job_count"])
+EOF
+runs "A1111 client ran" "$TMP/a1111.out" python3 "$TMP/a1111.py" "http://127.0.0.1:$PORT" "$TMP/a1111" "$TMP/cli.png"
+check "txt2img: first image = the CLI's bytes (cfg_scale 7 ignored on a distilled model)" cmp -s "$TMP/a1111-t2i.png" "$TMP/cli.png"
+check "txt2img: info seeds and count" grep -q "seeds \[40, 41\] images 2 cfg 1" "$TMP/a1111.out"
+check "img2img (init_images data URL) = the CLI's -i bytes" cmp -s "$TMP/a1111-i2i.png" "$TMP/cli-edit.png"
+check "progress when idle: 0 jobs" grep -q "progress 0" "$TMP/a1111.out"
+
+echo "== native jobs API (${SECONDS} s)"
+curl -s -D "$TMP/headers" -o "$TMP/body" -X POST "http://127.0.0.1:$PORT/v1/jobs" \
+    -d '{"prompt":"a red apple","width":64,"height":64,"steps":2,"seed":40}'
+check "POST /v1/jobs: 202 with Location" grep -qi "^Location: /v1/jobs/job-" "$TMP/headers"
+ID=$(json_get "$TMP/body" "d['id']")
+curl -s -N "http://127.0.0.1:$PORT/v1/jobs/$ID/events" -o "$TMP/events" -m 60
+check "events (SSE) end with event: done" grep -q "^event: done" "$TMP/events"
+check "status done with its steps" [ "$(http_code GET "/v1/jobs/$ID")" = 200 -a "$(json_get "$TMP/body" "d['status'], d['step'], d['steps']")" = "done 2 2" ]
+check "images/0 = the CLI's bytes" [ "$(http_code GET "/v1/jobs/$ID/images/0")" = 200 ] && cmp -s "$TMP/body" "$TMP/cli.png" && ok "image bytes" || bad "image bytes"
+code=$(http_code GET "/v1/jobs/$ID/result")
+b64_to "$TMP/body" "d['images'][0]['b64_json']" "$TMP/native.png"
+check "result JSON = the CLI's bytes" cmp -s "$TMP/native.png" "$TMP/cli.png"
+check "unknown job: 404" [ "$(http_code GET /v1/jobs/job-0000000000000000)" = 404 ]
+check "images/5 of a 1-image job: 404" [ "$(http_code GET "/v1/jobs/$ID/images/5")" = 404 ]
+
+echo "== bad requests: JSON errors with 4xx, the server keeps serving (${SECONDS} s)"
+check "malformed JSON: 400" [ "$(http_code POST /v1/images/generations -d '{"prompt": "x"')" = 400 ] && is_json_error 400 && ok "error body" || bad "error body"
+check "not an object: 400" [ "$(http_code POST /sdapi/v1/txt2img -d '[1,2]')" = 400 ]
+check "wrong type: 400" [ "$(http_code POST /sdapi/v1/txt2img -d '{"prompt":"x","steps":"many"}')" = 400 ]
+check "too deep: 400" [ "$(http_code POST /v1/jobs -d '{"prompt":"x","extra":[[[[[[[[[[1]]]]]]]]]]}')" = 400 ]
+check "steps above --max-steps: 400" [ "$(http_code POST /v1/jobs -d '{"prompt":"x","steps":101}')" = 400 ]
+check "size not a multiple of 16: 400" [ "$(http_code POST /v1/images/generations -d '{"prompt":"x","size":"100x64"}')" = 400 ]
+check "bad base64: 400" [ "$(http_code POST /sdapi/v1/img2img -d '{"prompt":"x","init_images":["***"]}')" = 400 ]
+check "not an image: 400" [ "$(http_code POST /sdapi/v1/img2img -d '{"prompt":"x","init_images":["aGVsbG8="]}')" = 400 ]
+check "unknown LoRA: 400" [ "$(http_code POST /v1/jobs -d '{"prompt":"x","loras":[{"name":"../etc/passwd"}]}')" = 400 ]
+head -c $((40 << 20)) /dev/zero >"$TMP/big"
+check "oversized body: 413" [ "$(http_code POST /v1/images/generations --data-binary @"$TMP/big")" = 413 ]
+check "unknown endpoint: 404" [ "$(http_code GET /nope)" = 404 ]
+check "still serving after the faults" [ "$(http_code GET /health)" = 200 ]
+
+echo "== a full queue, a client that goes away (${SECONDS} s)"
+# a long job runs, one waits (--max-queue 1): the next is refused
+LONG='{"prompt":"long","width":512,"height":512,"steps":100,"seed":1}'
+http_code POST /v1/jobs -d "$LONG" >/dev/null; J1=$(json_get "$TMP/body" "d['id']")
+http_code POST /v1/jobs -d "$LONG" >/dev/null; J2=$(json_get "$TMP/body" "d['id']")
+code=$(curl -s -D "$TMP/headers" -o "$TMP/body" -w '%{http_code}' -X POST "http://127.0.0.1:$PORT/v1/jobs" -d "$LONG")
+check "full queue: 429" [ "$code" = 429 ]
+check "429 carries Retry-After" grep -qi "^Retry-After: [0-9]" "$TMP/headers"
+check "/ready 503 while full" [ "$(http_code GET /ready)" = 503 ]
+check "queued job: position 0" [ "$(http_code GET "/v1/jobs/$J2")" = 200 -a "$(json_get "$TMP/body" "d['status'], d['position']")" = "queued 0" ]
+check "DELETE a queued job: cancelled" [ "$(http_code DELETE "/v1/jobs/$J2")" = 200 -a "$(json_get "$TMP/body" "d['status']")" = cancelled ]
+check "A1111 interrupt stops the running job" [ "$(http_code POST /sdapi/v1/interrupt)" = 200 ]
+curl -s -N "http://127.0.0.1:$PORT/v1/jobs/$J1/events" -o "$TMP/events" -m 120
+check "interrupted job ends cancelled" [ "$(http_code GET "/v1/jobs/$J1")" = 200 -a "$(json_get "$TMP/body" "d['status']")" = cancelled ]
+# a synchronous client gives up after 1 s: its job is cancelled, the worker is free again
+curl -s "http://127.0.0.1:$PORT/metrics" >"$TMP/metrics"
+cancelled=$(sed -n 's/^flux_jobs_total{outcome="cancelled"} //p' "$TMP/metrics")
+curl -s -o /dev/null -m 1 -X POST "http://127.0.0.1:$PORT/v1/images/generations" -d '{"prompt":"gone","size":"512x512","steps":100}'
+for _ in $(seq 1 300); do
+    curl -s "http://127.0.0.1:$PORT/metrics" >"$TMP/metrics"
+    grep -q "^flux_jobs_total{outcome=\"cancelled\"} $((cancelled + 1))\$" "$TMP/metrics" &&
+        grep -q '^flux_job_running 0' "$TMP/metrics" && break
+    sleep 0.1
+done
+check "client gone: its job is cancelled" grep -q "^flux_jobs_total{outcome=\"cancelled\"} $((cancelled + 1))\$" "$TMP/metrics"
+check "client gone: counted in /metrics" grep -q '^flux_client_disconnects_total [1-9]' "$TMP/metrics"
+check "/metrics: Prometheus text" grep -q '^# TYPE flux_queue_length gauge' "$TMP/metrics"
+check "/metrics: errors by status" grep -q '^flux_http_errors_total{status="429"} 1' "$TMP/metrics"
+
+echo "== OpenAI Node SDK (npm openai) (${SECONDS} s)"
+NODE_DIR=$ROOT/build/server-node
+if command -v node >/dev/null && command -v npm >/dev/null &&
+    { [ -d "$NODE_DIR/node_modules/openai" ] ||
+        (mkdir -p "$NODE_DIR" && cd "$NODE_DIR" && npm install --silent --no-audit --no-fund openai@4 >/dev/null 2>&1); }; then
+    cat >"$TMP/sdk.mjs" <<'EOF'
+import OpenAI from "openai";
+import fs from "fs";
+const [base, out, ref] = process.argv.slice(2);
+const client = new OpenAI({ baseURL: base + "/v1", apiKey: "unused" });
+const r = await client.images.generate({ model: "model", prompt: "a red apple", size: "64x64", n: 1,
+                                         response_format: "b64_json", steps: 2, seed: 40 });
+fs.writeFileSync(out + "-gen.png", Buffer.from(r.data[0].b64_json, "base64"));
+const e = await client.images.edit({ image: fs.createReadStream(ref), prompt: "make it blue", size: "64x64",
+                                     steps: 2, seed: 7 });
+fs.writeFileSync(out + "-edit.png", Buffer.from(e.data[0].b64_json, "base64"));
+const m = await client.models.list();
+console.log("models", m.data.map((x) => x.id).join(","));
+EOF
+    cp "$TMP/sdk.mjs" "$NODE_DIR/sdk.mjs"
+    runs "SDK images.generate / images.edit / models.list ran" "$TMP/sdk.out" \
+        node "$NODE_DIR/sdk.mjs" "http://127.0.0.1:$PORT" "$TMP/sdk" "$TMP/cli.png"
+    check "SDK images.generate = the CLI's bytes" cmp -s "$TMP/sdk-gen.png" "$TMP/cli.png"
+    check "SDK images.edit = the CLI's -i bytes" cmp -s "$TMP/sdk-edit.png" "$TMP/cli-edit.png"
+else
+    not_run "npm install openai failed (offline?)" "SDK ran" "SDK images.generate" "SDK images.edit"
+fi
+
+echo "== the web page in headless Chromium (npm playwright-core) (${SECONDS} s)"
+check "GET / serves the page" [ "$(http_code GET /)" = 200 ] && grep -q "<title>flux-server</title>" "$TMP/body" && ok "page title" || bad "page title"
+CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
+if [ -n "$CHROMIUM" ] && command -v node >/dev/null &&
+    { [ -d "$NODE_DIR/node_modules/playwright-core" ] ||
+        (mkdir -p "$NODE_DIR" && cd "$NODE_DIR" && npm install --silent --no-audit --no-fund playwright-core@1 >/dev/null 2>&1); }; then
+    cat >"$NODE_DIR/page.mjs" <<'EOF'
+// Type a prompt, see progress, get the image: the page as a user drives it.
+import { chromium } from "playwright-core";
+import fs from "fs";
+const [base, exe, out] = process.argv.slice(2);
+const browser = await chromium.launch({ executablePath: exe, args: ["--no-sandbox", "--disable-gpu"] });
+try {
+  const page = await browser.newPage();
+  await page.goto(base + "/");
+  await page.fill("#prompt", "a red apple");
+  await page.selectOption("#width", "64");
+  await page.selectOption("#height", "64");
+  await page.fill("#steps", "2");
+  await page.fill("#seed", "40");
+  await page.click("#go");
+  await page.waitForSelector("#image", { timeout: 120000 });
+  const status = await page.textContent("#status");
+  const progress = await page.$eval("#bar", (b) => b.value);
+  const b64 = await page.$eval("#image", async (img) => {
+    const buf = new Uint8Array(await (await fetch(img.src)).arrayBuffer());
+    let s = ""; for (const c of buf) s += String.fromCharCode(c);
+    return btoa(s);
+  });
+  fs.writeFileSync(out, Buffer.from(b64, "base64"));
+  const history = await page.$$eval("#history img", (l) => l.length);
+  console.log("status=" + status + " progress=" + progress + " history=" + history);
+} finally {
+  await browser.close();
+}
+EOF
+    runs "page: prompt typed, Generate clicked, image shown" "$TMP/page.out" \
+        node "$NODE_DIR/page.mjs" "http://127.0.0.1:$PORT" "$CHROMIUM" "$TMP/page.png"
+    check "page: status and progress at the end, one history entry" grep -q "status=done: seed 40 progress=1 history=1" "$TMP/page.out"
+    check "page: the image = the CLI's bytes" cmp -s "$TMP/page.png" "$TMP/cli.png"
+else
+    not_run "chromium or npm playwright-core missing" "page run" "page status" "page image"
+fi
+
+echo "== LoRA by name from --lora-dir (${SECONDS} s)"
+mkdir -p "$TMP/loras"
+if [ -x "$TOOLS/gen_lora" ] && "$TOOLS/gen_lora" -d "$MODEL" -o "$TMP/loras/style.safetensors" --format kohya >/dev/null 2>&1; then
+    "$FLUX" -q -d "$MODEL" -p 'a red apple' -W 64 -H 64 -s 2 -S 40 --lora "$TMP/loras/style.safetensors:0.8" -o "$TMP/cli-lora.png"
+    start_server lora --lora-dir "$TMP/loras"
+    check "/sdapi/v1/loras lists style" [ "$(http_code GET /sdapi/v1/loras)" = 200 -a "$(json_get "$TMP/body" "d[0]['name']")" = style ]
+    http_code POST /v1/images/generations -d '{"prompt":"a red apple","size":"64x64","steps":2,"seed":40,"loras":[{"name":"style","scale":0.8}]}' >/dev/null
+    b64_to "$TMP/body" "d['data'][0]['b64_json']" "$TMP/lora.png"
+    check "LoRA request = the CLI's --lora bytes" cmp -s "$TMP/lora.png" "$TMP/cli-lora.png"
+    http_code POST /v1/images/generations -d '{"prompt":"a red apple","size":"64x64","steps":2,"seed":40}' >/dev/null
+    b64_to "$TMP/body" "d['data'][0]['b64_json']" "$TMP/nolora.png"
+    check "the next request without loras = no adapter" cmp -s "$TMP/nolora.png" "$TMP/cli.png"
+    kill -TERM "$PID"; wait "$PID"
+else
+    bad "gen_lora" "$TOOLS/gen_lora missing or failed"
+fi
+
+echo "== two servers behind nginx (${SECONDS} s)"
+if command -v nginx >/dev/null || [ -x /usr/sbin/nginx ]; then
+    NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+    start_server lb1 --max-queue 1; P1=$PORT; L1=$PID
+    start_server lb2 --max-queue 1; P2=$PORT; L2=$PID
+    LBPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    mkdir -p "$TMP/nginx"
+    # the README's upstream block, on two local instances; a 429 or 503 sends the request on
+    cat >"$TMP/nginx/nginx.conf" <<EOF
+user root;
+worker_processes 1;
+daemon off;
+pid $TMP/nginx/nginx.pid;
+error_log $TMP/nginx/error.log;
+events { worker_connections 256; }
+http {
+    access_log $TMP/nginx/access.log;
+    client_body_temp_path $TMP/nginx/body;
+    proxy_temp_path $TMP/nginx/proxy;
+    fastcgi_temp_path $TMP/nginx/fastcgi;
+    uwsgi_temp_path $TMP/nginx/uwsgi;
+    scgi_temp_path $TMP/nginx/scgi;
+    upstream flux {
+        server 127.0.0.1:$P1 max_fails=0;
+        server 127.0.0.1:$P2 max_fails=0;
+    }
+    server {
+        listen 127.0.0.1:$LBPORT;
+        client_max_body_size 32m;
+        location / {
+            proxy_pass http://flux;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+            proxy_read_timeout 600s;
+            proxy_next_upstream error timeout http_429 http_503 non_idempotent;
+        }
+    }
+}
+EOF
+    "$NGINX" -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" >"$TMP/nginx/out.log" 2>&1 &
+    NG=$!
+    PIDS+=("$NG")
+    for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$LBPORT/health" && break; sleep 0.1; done
+    PORT=$LBPORT
+    same=0
+    for i in 1 2 3 4; do
+        http_code POST /v1/images/generations -d '{"prompt":"a red apple","size":"64x64","steps":2,"seed":40}' >/dev/null
+        b64_to "$TMP/body" "d['data'][0]['b64_json']" "$TMP/lb.png" && cmp -s "$TMP/lb.png" "$TMP/cli.png" && same=$((same + 1))
+    done
+    check "through nginx: 4 images, each = the CLI's bytes" [ $same = 4 ]
+    i1=$(curl -s "http://127.0.0.1:$P1/metrics" | sed -n 's/^flux_images_total //p')
+    i2=$(curl -s "http://127.0.0.1:$P2/metrics" | sed -n 's/^flux_images_total //p')
+    check "both servers served (images $i1 + $i2)" [ "${i1:-0}" -ge 1 -a "${i2:-0}" -ge 1 -a $((i1 + i2)) = 4 ]
+    # fill server 1 (one running, one queued): nginx sends every new job to server 2
+    LONG='{"prompt":"long","width":512,"height":512,"steps":100,"seed":1}'
+    PORT=$P1
+    http_code POST /v1/jobs -d "$LONG" >/dev/null; A1=$(json_get "$TMP/body" "d['id']")
+    http_code POST /v1/jobs -d "$LONG" >/dev/null; A2=$(json_get "$TMP/body" "d['id']")
+    PORT=$LBPORT
+    c1=$(http_code POST /v1/jobs -d '{"prompt":"on","width":64,"height":64,"steps":1}')
+    c2=$(http_code POST /v1/jobs -d '{"prompt":"on","width":64,"height":64,"steps":1}')
+    check "server 1 full: both new jobs accepted (by server 2)" [ "$c1" = 202 -a "$c2" = 202 ]
+    # now server 2 is full too (its queue holds one): the next client gets 429.
+    # First the two small jobs finish, so long ones hold its worker and queue.
+    for _ in $(seq 1 600); do
+        [ "$(curl -s "http://127.0.0.1:$P2/metrics" | sed -n 's/^flux_images_total //p')" = $((i2 + 2)) ] && break
+        sleep 0.1
+    done
+    PORT=$P2
+    http_code POST /v1/jobs -d "$LONG" >/dev/null; B1=$(json_get "$TMP/body" "d['id']")
+    http_code POST /v1/jobs -d "$LONG" >/dev/null; B2=$(json_get "$TMP/body" "d['id']")
+    PORT=$LBPORT
+    code=$(curl -s -D "$TMP/headers" -o "$TMP/body" -w '%{http_code}' -X POST "http://127.0.0.1:$LBPORT/v1/jobs" -d "$LONG")
+    check "both full: the client gets 429 with Retry-After" [ "$code" = 429 ] && grep -qi "^Retry-After:" "$TMP/headers" && ok "Retry-After passed on" || bad "Retry-After passed on"
+    extra=$(json_get "$TMP/body" "d.get('id', '')")
+    # cancel everything, so the servers exit at once (queued first)
+    for j in "$P1 $A2" "$P1 $A1" "$P2 $B2" "$P2 $B1" "$P1 $extra" "$P2 $extra"; do
+        set -- $j
+        [ -n "${2:-}" ] && curl -s -o /dev/null -X DELETE "http://127.0.0.1:$1/v1/jobs/$2"
+    done
+    kill -TERM "$NG" "$L1" "$L2"; wait "$NG" "$L1" "$L2" 2>/dev/null
+    PORT=$MAIN_PORT PID=$MAIN_PID
+else
+    not_run "nginx missing (apt-get install nginx-light)" "nginx images" "nginx both" "nginx spill" "nginx 429" \
+        "nginx Retry-After"
+fi
+
+echo "== load: ${LOAD_REQUESTS:=64} requests from ${LOAD_CLIENTS:=8} clients (${SECONDS} s)"
+for seed in 11 12 13 14; do
+    "$FLUX" -q -d "$MODEL" -p 'load test' -W 64 -H 64 -s 1 -S $seed -o "$TMP/seed-$seed.png"
+done
+# under ASan a small quarantine, so freed memory held back does not read as growth
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=4" start_server load --max-queue 4
+runs "load: every answer 200 and its seed's CLI bytes, N images counted, RSS flat" "$TMP/load.out" \
+    python3 tests/server_load.py "http://127.0.0.1:$PORT" "$PID" "$LOAD_REQUESTS" "$LOAD_CLIENTS" "$TMP"
+grep "^load:" "$TMP/load.out"
+kill -TERM "$PID"; wait "$PID"
+check "load: the server exits 0 after it" [ $? = 0 ]
+PORT=$MAIN_PORT PID=$MAIN_PID
+
+echo "== API key and binding (${SECONDS} s)"
+start_server key --api-key s3cret --timeout 1
+check "no key: 401" [ "$(http_code GET /v1/models)" = 401 ]
+check "wrong key: 401" [ "$(http_code GET /v1/models -H 'Authorization: Bearer nope')" = 401 ]
+check "right key: 200" [ "$(http_code GET /v1/models -H 'Authorization: Bearer s3cret')" = 200 ]
+check "/health needs no key" [ "$(http_code GET /health)" = 200 ]
+# a client that stops sending mid-body is dropped after --timeout (1 s here; the check allows 60)
+check "slow client dropped" python3 -c '
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\nContent-Length: 100\r\n\r\n{\"pro")
+s.settimeout(60)
+sys.exit(0 if s.recv(1) == b"" else 1)' "$PORT"
+check "still serving after the slow client" [ "$(http_code GET /health)" = 200 ]
+kill -TERM "$PID"; wait "$PID"
+"$SERVER" -d "$MODEL" --host 0.0.0.0 --port 0 >"$TMP/nokey.log" 2>&1
+check "--host 0.0.0.0 without --api-key: exit 2" [ $? = 2 ] && grep -q "needs --api-key" "$TMP/nokey.log" && ok "message" || bad "message"
+"$SERVER" -d "$MODEL" -p cat >"$TMP/gen.log" 2>&1
+check "-p: exit 2, not a server option" [ $? = 2 ] && grep -q "not a flux-server option" "$TMP/gen.log" && ok "message" || bad "message"
+
+echo "== SIGTERM mid-queue drains (${SECONDS} s)"
+PID=$MAIN_PID PORT=$MAIN_PORT
+MID='{"prompt":"drain","size":"256x256","steps":20,"seed":3}'
+curl -s -o "$TMP/d1" -w '%{http_code}' -X POST "http://127.0.0.1:$PORT/v1/images/generations" -d "$MID" >"$TMP/c1" &
+C1=$!
+for _ in $(seq 1 100); do # the first job runs before the second is sent
+    curl -s "http://127.0.0.1:$PORT/metrics" | grep -q '^flux_job_running 1' && break
+    sleep 0.05
+done
+curl -s -o "$TMP/d2" -w '%{http_code}' -X POST "http://127.0.0.1:$PORT/v1/images/generations" -d "$MID" >"$TMP/c2" &
+C2=$!
+for _ in $(seq 1 100); do
+    curl -s "http://127.0.0.1:$PORT/metrics" | grep -q '^flux_queue_length 1' && break
+    sleep 0.05
+done
+kill -TERM "$PID"
+sleep 0.2
+late=$(http_code POST /v1/images/generations -d "$MID")
+check "during the drain new jobs get 503 (or the port is closed)" [ "$late" = 503 -o "$late" = 000 ]
+wait "$C1" "$C2"
+check "running job answered 200" [ "$(cat "$TMP/c1")" = 200 ]
+check "queued job answered 200" [ "$(cat "$TMP/c2")" = 200 ]
+wait "$PID"
+rc=$?
+check "exit 0 after draining (no leaks under SANITIZE=1)" [ "$rc" = 0 ]
+[ "$rc" = 0 ] || tail -20 "$TMP/main.log"
+
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,208 @@
+/*
+ * test_server_request.c — flux-server's request parsers (src/server/
+ * srv_request.c, srv_base64.c, srv_json_out.c) without a network: every
+ * field of each API, the limits, and refusals with their status and the
+ * field named. The HTTP side is tested end to end by tests/run_server.sh.
+ */
+#include "tests/test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/server/srv_base64.h"
+#include "src/server/srv_json_out.h"
+#include "src/server/srv_request.h"
+
+static int parse(srv_api api, const char *body, srv_gen_request *r, srv_err *err) {
+    srv_limits lim;
+    srv_limits_init(&lim);
+    return srv_parse_json(api, body, strlen(body), &lim, r, err);
+}
+
+/* Refused with `status` and `fragment` in the message. */
+static void expect_refusal(srv_api api, const char *body, int status, const char *fragment, int line) {
+    srv_gen_request r;
+    srv_err err;
+    const int st = parse(api, body, &r, &err);
+    srv_request_free(&r);
+    if (st != status) fx_test_fail(__FILE__, line, "%s: status %d, expected %d (%s)", body, st, status, err.msg);
+    else if (!strstr(err.msg, fragment)) fx_test_fail(__FILE__, line, "%s: message '%s' lacks '%s'", body, err.msg, fragment);
+}
+#define REFUSED(api, body, status, fragment) expect_refusal(api, body, status, fragment, __LINE__)
+
+TEST(server_request_openai_fields) {
+    srv_gen_request r;
+    srv_err err;
+    REQUIRE(parse(SRV_API_OPENAI,
+                  "{\"model\":\"x\",\"prompt\":\"a cat\",\"size\":\"512x256\",\"n\":3,\"seed\":7,\"steps\":5,"
+                  "\"guidance\":1.5,\"negative_prompt\":\"blur\",\"response_format\":\"b64_json\",\"quality\":\"hd\"}",
+                  &r, &err) == 0);
+    CHECK(!strcmp(r.prompt, "a cat"));
+    CHECK(r.negative && !strcmp(r.negative, "blur"));
+    CHECK_EQ_INT(r.width, 512);
+    CHECK_EQ_INT(r.height, 256);
+    CHECK_EQ_INT(r.batch, 3);
+    CHECK(r.seed_given && r.seed == 7);
+    CHECK_EQ_INT(r.steps, 5);
+    CHECK(r.guidance == 1.5f && !r.a1111);
+    srv_request_free(&r);
+    /* defaults: model size, one image, random seed, model guidance */
+    REQUIRE(parse(SRV_API_OPENAI, "{\"prompt\":\"\",\"size\":\"auto\",\"seed\":-1,\"negative_prompt\":\"\"}", &r,
+                  &err) == 0);
+    CHECK(r.width == 0 && r.height == 0 && r.batch == 1 && !r.seed_given && r.guidance < 0 && !r.negative);
+    srv_request_free(&r);
+}
+
+TEST(server_request_a1111_fields) {
+    srv_gen_request r;
+    srv_err err;
+    REQUIRE(parse(SRV_API_A1111,
+                  "{\"prompt\":\"p\",\"width\":64,\"height\":128,\"batch_size\":2,\"n_iter\":3,\"cfg_scale\":7,"
+                  "\"seed\":-1,\"sampler_name\":\"Euler a\",\"override_settings\":{\"a\":[1]}}",
+                  &r, &err) == 0);
+    CHECK(r.width == 64 && r.height == 128 && r.batch == 6 && !r.seed_given);
+    CHECK(r.guidance == 7.0f && r.a1111); /* dropped on distilled models by the job */
+    srv_request_free(&r);
+    REFUSED(SRV_API_A1111, "{\"prompt\":\"p\",\"batch_size\":4,\"n_iter\":3}", 400, "batch_size × n_iter");
+    REFUSED(SRV_API_A1111_IMG, "{\"prompt\":\"p\"}", 400, "init_images: missing");
+}
+
+TEST(server_request_native_and_loras) {
+    srv_gen_request r;
+    srv_err err;
+    REQUIRE(parse(SRV_API_NATIVE,
+                  "{\"prompt\":\"p\",\"batch\":2,\"stream\":true,\"loras\":[{\"name\":\"my style.v2\",\"scale\":0.5},"
+                  "{\"name\":\"b\"}]}",
+                  &r, &err) == 0);
+    CHECK(r.batch == 2 && r.stream && r.n_loras == 2);
+    CHECK(!strcmp(r.lora_name[0], "my style.v2") && r.lora_scale[0] == 0.5f);
+    CHECK(!strcmp(r.lora_name[1], "b") && r.lora_scale[1] == 1.0f);
+    srv_request_free(&r);
+    REFUSED(SRV_API_NATIVE, "{\"prompt\":\"p\",\"loras\":[{\"name\":\"../x\"}]}", 400, "not a LoRA name");
+    REFUSED(SRV_API_NATIVE, "{\"prompt\":\"p\",\"loras\":[{\"name\":\".hidden\"}]}", 400, "not a LoRA name");
+    REFUSED(SRV_API_NATIVE, "{\"prompt\":\"p\",\"loras\":[{\"scale\":1}]}", 400, "missing name");
+    REFUSED(SRV_API_NATIVE, "{\"prompt\":\"p\",\"loras\":{\"name\":\"a\"}}", 400, "expected an array");
+    REFUSED(SRV_API_NATIVE, "{\"prompt\":\"p\",\"loras\":[{\"name\":\"a\",\"scale\":1000}]}", 400, "scale");
+    CHECK(srv_lora_name_ok("a-b_c.d e") && !srv_lora_name_ok("a/b") && !srv_lora_name_ok("") &&
+          !srv_lora_name_ok("a\\b"));
+}
+
+TEST(server_request_refusals) {
+    REFUSED(SRV_API_OPENAI, "{\"prompt\":", 400, "malformed JSON");
+    REFUSED(SRV_API_OPENAI, "[]", 400, "must be a JSON object");
+    REFUSED(SRV_API_OPENAI, "{}", 400, "prompt: missing");
+    REFUSED(SRV_API_OPENAI, "{\"prompt\":3}", 400, "prompt: expected a string");
+    REFUSED(SRV_API_OPENAI, "{\"prompt\":\"a\\u0000b\"}", 400, "NUL");
+    REFUSED(SRV_API_OPENAI, "{\"prompt\":\"p\",\"size\":\"64\"}", 400, "WIDTHxHEIGHT");
+    REFUSED(SRV_API_OPENAI, "{\"prompt\":\"p\",\"size\":\"-64x64\"}", 400, "WIDTHxHEIGHT");
+    REFUSED(SRV_API_OPENAI, "{\"prompt\":\"p\",\"size\":\"80x4096\"}", 400, "size (height)");
+    REFUSED(SRV_API_OPENAI, "{\"prompt\":\"p\",\"n\":9}", 400, "n: 9 is out of range (1..8)");
+    REFUSED(SRV_API_OPENAI, "{\"prompt\":\"p\",\"n\":1.5}", 400, "n: expected an integer");
+    REFUSED(SRV_API_OPENAI, "{\"prompt\":\"p\",\"response_format\":\"url\"}", 400, "only b64_json");
+    REFUSED(SRV_API_A1111, "{\"prompt\":\"p\",\"width\":72}", 400, "width: 72 is not a multiple of 16");
+    REFUSED(SRV_API_A1111, "{\"prompt\":\"p\",\"steps\":0}", 400, "steps");
+    REFUSED(SRV_API_A1111, "{\"prompt\":\"p\",\"cfg_scale\":101}", 400, "cfg_scale");
+    REFUSED(SRV_API_A1111, "{\"prompt\":\"p\",\"seed\":-2}", 400, "seed");
+    REFUSED(SRV_API_NATIVE, "{\"prompt\":\"p\",\"stream\":1}", 400, "stream");
+    REFUSED(SRV_API_NATIVE, "{\"prompt\":\"p\",\"x\":[[[[[[[[[]]]]]]]]]}", 400, "nested deeper than 8");
+    REFUSED(SRV_API_NATIVE, "{\"prompt\":\"p\",\"images\":[\"@@@\"]}", 400, "images[0]: not base64");
+    REFUSED(SRV_API_NATIVE, "{\"prompt\":\"p\",\"images\":[\"\",\"\",\"\",\"\",\"\"]}", 400, "at most 4");
+    /* a PNG header announcing 5000x5000 pixels: refused before decoding */
+    REFUSED(SRV_API_NATIVE, "{\"prompt\":\"p\",\"images\":[\"iVBORw0KGgoAAAANSUhEUgAAE4gAABOI\"]}", 413, "5000x5000");
+    srv_limits lim;
+    srv_limits_init(&lim);
+    lim.max_body = 10;
+    srv_gen_request r;
+    srv_err err;
+    CHECK_EQ_INT(srv_parse_json(SRV_API_OPENAI, "{\"prompt\":\"long\"}", 17, &lim, &r, &err), 413);
+    srv_request_free(&r);
+}
+
+TEST(server_request_multipart) {
+    srv_limits lim;
+    srv_limits_init(&lim);
+    const char body[] = "--XyZ\r\n"
+                        "Content-Disposition: form-data; name=\"prompt\"\r\n\r\n"
+                        "make it \"blue\"\r\n"
+                        "--XyZ\r\n"
+                        "Content-Disposition: form-data; name=\"n\"\r\n\r\n"
+                        "2\r\n"
+                        "--XyZ\r\n"
+                        "Content-Disposition: form-data; name=\"size\"\r\n\r\n"
+                        "64x64\r\n"
+                        "--XyZ\r\n"
+                        "Content-Disposition: form-data; name=\"image[]\"; filename=\"a.png\"\r\n"
+                        "Content-Type: image/png\r\n\r\n"
+                        "\x89PNG\r\n\x1a\nbinary\r\n--X\r\n"
+                        "--XyZ\r\n"
+                        "Content-Disposition: form-data; name=\"image\"; filename=\"b.png\"\r\n\r\n"
+                        "second\r\n"
+                        "--XyZ--\r\n";
+    srv_gen_request r;
+    srv_err err;
+    REQUIRE_MSG(srv_parse_multipart("multipart/form-data; boundary=XyZ", body, sizeof body - 1, &lim, &r, &err) == 0,
+                "%s", err.msg);
+    CHECK(!strcmp(r.prompt, "make it \"blue\""));
+    CHECK(r.batch == 2 && r.width == 64 && r.height == 64);
+    REQUIRE(r.n_images == 2);
+    CHECK(r.image_len[0] == 8 + 6 + 5 && !memcmp(r.image[0] + 8, "binary\r\n--X", 11));
+    CHECK(r.image_len[1] == 6 && !memcmp(r.image[1], "second", 6));
+    srv_request_free(&r);
+    /* quoted boundary, a numeric field that is not a number: a type error naming it */
+    const char bad_n[] = "--b\r\nContent-Disposition: form-data; name=\"prompt\"\r\n\r\np\r\n"
+                         "--b\r\nContent-Disposition: form-data; name=\"n\"\r\n\r\ntwo\r\n--b--";
+    CHECK_EQ_INT(srv_parse_multipart("multipart/form-data; boundary=\"b\"", bad_n, sizeof bad_n - 1, &lim, &r, &err), 400);
+    CHECK(strstr(err.msg, "n: expected an integer") != NULL);
+    srv_request_free(&r);
+    const char unclosed[] = "--b\r\nContent-Disposition: form-data; name=\"prompt\"\r\n\r\np";
+    CHECK_EQ_INT(srv_parse_multipart("multipart/form-data; boundary=b", unclosed, sizeof unclosed - 1, &lim, &r, &err),
+                 400);
+    srv_request_free(&r);
+    CHECK_EQ_INT(srv_parse_multipart("application/json", "{}", 2, &lim, &r, &err), 400);
+    srv_request_free(&r);
+    const char mask[] = "--b\r\nContent-Disposition: form-data; name=\"mask\"; filename=\"m.png\"\r\n\r\nm\r\n--b--";
+    CHECK_EQ_INT(srv_parse_multipart("multipart/form-data; boundary=b", mask, sizeof mask - 1, &lim, &r, &err), 400);
+    CHECK(strstr(err.msg, "mask") != NULL);
+    srv_request_free(&r);
+}
+
+TEST(server_base64_round_trip) {
+    fx_test_rng rng;
+    fx_test_rng_seed(&rng, 25);
+    for (size_t n = 0; n < 300; n += 1 + n / 8) {
+        uint8_t data[300];
+        for (size_t i = 0; i < n; i++) data[i] = (uint8_t)fx_test_rng_u64(&rng);
+        fx_strbuf b = {0};
+        srv_base64_encode(&b, data, n);
+        REQUIRE(!b.failed);
+        CHECK_EQ_INT(b.len, (n + 2) / 3 * 4);
+        size_t len;
+        const char *why;
+        uint8_t *back = srv_base64_decode(b.s ? b.s : "", b.len, &len, &why);
+        CHECK_MSG(back && len == n && !memcmp(back, data, n), "n %zu: %s", n, why ? why : "differs");
+        free(back);
+        free(b.s);
+    }
+    size_t len;
+    const char *why;
+    uint8_t *d = srv_base64_decode("aGVs\nbG8", 8, &len, &why); /* no padding, wrapped */
+    CHECK(d && len == 5 && !memcmp(d, "hello", 5));
+    free(d);
+    d = srv_base64_decode("data:image/png;base64,_-8=", 26, &len, &why); /* data URL, URL-safe alphabet */
+    CHECK(d && len == 2 && d[0] == 0xff && d[1] == 0xef);
+    free(d);
+    CHECK(srv_base64_decode("a", 1, &len, &why) == NULL);
+    CHECK(srv_base64_decode("aGVsbG8=x", 9, &len, &why) == NULL);
+    CHECK(srv_base64_decode("aGVsbG===", 9, &len, &why) == NULL);
+    CHECK(srv_base64_decode("data:text/plain,abc", 19, &len, &why) == NULL);
+}
+
+TEST(server_json_string_out) {
+    fx_strbuf b = {0};
+    srv_json_str(&b, "a\"b\\c\n\x01 é \xff end");
+    srv_json_str(&b, NULL);
+    REQUIRE(!b.failed);
+    CHECK_MSG(!strcmp(b.s, "\"a\\\"b\\\\c\\n\\u0001 é \xEF\xBF\xBD end\"null"), "%s", b.s);
+    free(b.s);
+}
