@@ -380,15 +380,15 @@ FLUX_API flux_status flux_image_save(flux_ctx *ctx, const flux_image *img, const
  * flux_image_load reads files: an 8-bit RGB image with the PNG's text
  * metadata. `name` names the data in error messages (NULL: "image"). For
  * servers and other callers whose images never touch the disk. */
-flux_status flux_image_decode(flux_ctx *ctx, const uint8_t *data, size_t n, const char *name, flux_image **out);
+FLUX_API flux_status flux_image_decode(flux_ctx *ctx, const uint8_t *data, size_t n, const char *name, flux_image **out);
 
 /* Encode img as the PNG bytes flux_image_save writes for a .png path (same
  * metadata, byte for byte) into a new buffer: *out (release it with
  * flux_buffer_free) and its length *len. */
-flux_status flux_image_encode_png(flux_ctx *ctx, const flux_image *img, uint8_t **out, size_t *len);
+FLUX_API flux_status flux_image_encode_png(flux_ctx *ctx, const flux_image *img, uint8_t **out, size_t *len);
 
 /* Release a buffer the library allocated for the caller (NULL allowed). */
-void flux_buffer_free(void *buf);
+FLUX_API void flux_buffer_free(void *buf);
 
 /* ------------------------------------------------------------------------ */
 /* Generation                                                               */
