@@ -52,6 +52,17 @@ passed=0 failed=0 skipped=0
 ok() { echo "  ok   $1"; passed=$((passed + 1)); }
 bad() { echo "  FAIL $1${2:+: $2}"; failed=$((failed + 1)); }
 skip() { echo "  skip $1${2:+: $2}"; skipped=$((skipped + 1)); }
+# wait until server on port $1 reports $2 running jobs and $3 queued (60 s)
+wait_state() {
+    for _ in $(seq 1 600); do
+        m=$(curl -s "http://127.0.0.1:$1/metrics")
+        [ "$(echo "$m" | sed -n 's/^flux_job_running //p')" = "$2" ] &&
+            [ "$(echo "$m" | sed -n 's/^flux_queue_length //p')" = "$3" ] && return 0
+        sleep 0.1
+    done
+    echo "  (wait_state $1 $2 $3 timed out at ${SECONDS}s: $(echo "$m" | grep -E '^flux_(job_running|queue_length) ' | tr '\n' ' '))"
+    return 1
+}
 check() { # name, command...
     local name=$1; shift
     if "$@"; then ok "$name"; else bad "$name"; fi
@@ -364,11 +375,14 @@ EOF
     i1=$(curl -s "http://127.0.0.1:$P1/metrics" | sed -n 's/^flux_images_total //p')
     i2=$(curl -s "http://127.0.0.1:$P2/metrics" | sed -n 's/^flux_images_total //p')
     check "both servers served (images $i1 + $i2)" [ "${i1:-0}" -ge 1 -a "${i2:-0}" -ge 1 -a $((i1 + i2)) = 4 ]
-    # fill server 1 (one running, one queued): nginx sends every new job to server 2
-    LONG='{"prompt":"long","width":512,"height":512,"steps":100,"seed":1}'
+    # fill server 1 (one running, one queued): nginx sends every new job to server 2.
+    # 1024² jobs: long enough (tens of seconds) that none ends during the checks
+    LONG='{"prompt":"long","width":1024,"height":1024,"steps":100,"seed":1}'
     PORT=$P1
     http_code POST /v1/jobs -d "$LONG" >/dev/null; A1=$(json_get "$TMP/body" "d['id']")
+    wait_state "$P1" 1 0 # the worker holds it before the next one queues
     http_code POST /v1/jobs -d "$LONG" >/dev/null; A2=$(json_get "$TMP/body" "d['id']")
+    wait_state "$P1" 1 1
     PORT=$LBPORT
     c1=$(http_code POST /v1/jobs -d '{"prompt":"on","width":64,"height":64,"steps":1}')
     c2=$(http_code POST /v1/jobs -d '{"prompt":"on","width":64,"height":64,"steps":1}')
@@ -380,11 +394,14 @@ EOF
         sleep 0.1
     done
     PORT=$P2
+    wait_state "$P2" 0 0
     http_code POST /v1/jobs -d "$LONG" >/dev/null; B1=$(json_get "$TMP/body" "d['id']")
+    wait_state "$P2" 1 0
     http_code POST /v1/jobs -d "$LONG" >/dev/null; B2=$(json_get "$TMP/body" "d['id']")
+    wait_state "$P2" 1 1
     PORT=$LBPORT
     code=$(curl -s -D "$TMP/headers" -o "$TMP/body" -w '%{http_code}' -X POST "http://127.0.0.1:$LBPORT/v1/jobs" -d "$LONG")
-    check "both full: the client gets 429 with Retry-After" [ "$code" = 429 ] && grep -qi "^Retry-After:" "$TMP/headers" && ok "Retry-After passed on" || bad "Retry-After passed on"
+    check "both full: the client gets 429 with Retry-After (got $code)" [ "$code" = 429 ] && grep -qi "^Retry-After:" "$TMP/headers" && ok "Retry-After passed on" || bad "Retry-After passed on"
     extra=$(json_get "$TMP/body" "d.get('id', '')")
     # cancel everything, so the servers exit at once (queued first)
     for j in "$P1 $A2" "$P1 $A1" "$P2 $B2" "$P2 $B1" "$P1 $extra" "$P2 $extra"; do
