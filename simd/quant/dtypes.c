@@ -17,7 +17,8 @@ static const struct {
     [FX_DTYPE_Q2_K] = {"Q2_K", 256, 84},   [FX_DTYPE_Q3_K] = {"Q3_K", 256, 110},
     [FX_DTYPE_Q4_K] = {"Q4_K", 256, 144},  [FX_DTYPE_Q5_K] = {"Q5_K", 256, 176},
     [FX_DTYPE_Q6_K] = {"Q6_K", 256, 210},  [FX_DTYPE_IQ4_NL] = {"IQ4_NL", 32, 18},
-    [FX_DTYPE_IQ4_XS] = {"IQ4_XS", 256, 136},
+    [FX_DTYPE_IQ4_XS] = {"IQ4_XS", 256, 136}, [FX_DTYPE_F8_E4M3] = {"F8_E4M3", 1, 1},
+    [FX_DTYPE_F8_E5M2] = {"F8_E5M2", 1, 1},
 };
 
 size_t fx_dtype_size(fx_dtype t) { return (unsigned)t < FX_DTYPE_COUNT && info[t].block == 1 ? info[t].bytes : 0; }
@@ -31,6 +32,10 @@ int fx_dtype_parse(const char *name) {
 }
 
 int fx_dtype_is_block(fx_dtype t) { return (unsigned)t < FX_DTYPE_COUNT && info[t].block > 1; }
+
+int fx_dtype_is_fp8(fx_dtype t) { return t == FX_DTYPE_F8_E4M3 || t == FX_DTYPE_F8_E5M2; }
+
+int fx_dtype_is_expanded(fx_dtype t) { return fx_dtype_is_block(t) || fx_dtype_is_fp8(t); }
 
 int64_t fx_dtype_block(fx_dtype t) { return (unsigned)t < FX_DTYPE_COUNT ? info[t].block : 0; }
 

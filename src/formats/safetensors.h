@@ -16,7 +16,8 @@
  * allowed. Opening touches only the header: data is mmap'd (MAP_PRIVATE,
  * read-only, never copied) or, with use_mmap = 0, read into RAM.
  *
- * Only F32, F16 and BF16 tensors (and, from GGUF files, the ggml block
+ * Only F32, F16, BF16 and fp8 (F8_E4M3, F8_E5M2, with their per-tensor
+ * scale: fx_wset_check_fp8) tensors (and, from GGUF files, the ggml block
  * types) can be used as weights (fx_weight, f32 reads); other dtypes (e.g.
  * the VAE's I64 bn.num_batches_tracked) are listed and validated but
  * refused by the weight getters.
@@ -202,6 +203,17 @@ const fx_tensor *fx_wset_find(const fx_wset *s, const char *name);
 /* Its position (fx_wset_tensor_at), or -1 when absent. */
 long fx_wset_index(const fx_wset *s, const char *name);
 
+/* fp8 scales (README "fp8 checkpoints"): every '<layer>.weight_scale' /
+ * '<layer>.scale_weight' of s must belong to an fp8 '<layer>.weight' of s;
+ * else FLUX_ERR_MODEL (no such weight) or FLUX_ERR_UNSUPPORTED (a scale on
+ * a weight of another dtype), naming both. The fp8 getters below refuse a
+ * weight whose scale is not one finite nonzero value. */
+flux_status fx_wset_check_fp8(const fx_wset *s, fx_err *err);
+/* 1 for the tensors that travel with fp8 weights and are not weights
+ * themselves: '.weight_scale', '.scale_weight', '.input_scale',
+ * '.scale_input', '.comfy_quant' and the "scaled_fp8" marker. */
+int fx_st_fp8_companion(const char *name);
+
 /* Lookup with checks: missing → FLUX_ERR_MODEL "<set>: tensor 'n' not
  * found"; expect (may be NULL = any shape) not matching → FLUX_ERR_MODEL
  * "<file>: tensor 'n' has shape [..], expected [..]". */
@@ -247,7 +259,8 @@ void fx_wset_weight_dontneed(const fx_wset *s, const fx_weight *w);
 int fx_wset_weight_mapped(const fx_wset *s, const fx_weight *w);
 
 /* Read a tensor of the expected shape (NULL = any) converted to f32 into
- * dst (room for numel floats); exact for F32/F16/BF16. */
+ * dst (room for numel floats); exact for F32/F16/BF16; fp8 times its scale
+ * (one f32 rounding, as the GEMM expands it). */
 flux_status fx_wset_read_f32(const fx_wset *s, const char *name, const fx_shape *expect,
                              float *dst, fx_err *err);
 /* Same into a new malloc'd array (*out; free() it); *numel gets the count

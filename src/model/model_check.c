@@ -69,6 +69,7 @@ static void family_of(const char *name, char *buf, size_t size) {
 /* After the table (its status st): every tensor claimed, or known to be
  * unused. Releases the claims. */
 static flux_status checker_finish(checker *ck, flux_status st, known_unused_fn known, const void *config) {
+    if (!st) st = fx_wset_check_fp8(ck->w, ck->err);
     if (st) {
         free(ck->seen);
         return st;
@@ -78,7 +79,7 @@ static flux_status checker_finish(checker *ck, flux_status st, known_unused_fn k
     const fx_tensor *first = NULL;
     for (size_t i = 0; i < n; i++) {
         const fx_tensor *t = fx_wset_tensor_at(ck->w, i);
-        if (ck->seen[i] || (known && known(t->name, config))) continue;
+        if (ck->seen[i] || fx_st_fp8_companion(t->name) || (known && known(t->name, config))) continue;
         if (!unused++) first = t;
     }
     free(ck->seen);
