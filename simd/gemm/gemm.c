@@ -366,7 +366,9 @@ void fx_gemm_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, c
     /* block types take the path of bf16 weights (expanded to its element
      * type inside the packing step), or the table's tile driver */
     int failed;
-    if (g->tiles && (blocks || w->dtype == FX_DTYPE_BF16))
+    /* (fp8 rows need not be whole 32-element steps: the tile drivers' K
+     * tails read bf16 weights in place only, so such fp8 take the loops) */
+    if (g->tiles && (blocks || w->dtype == FX_DTYPE_BF16) && !(fx_dtype_is_fp8(w->dtype) && k % 32))
         failed = g->tiles->linear(g->tiles, kc, threads, m, x, ldx, w, y, ldy, epi);
     else
         failed = linear_blocked(kc, g->path[blocks ? FX_DTYPE_BF16 : w->dtype], threads, m, x, ldx, w, y, ldy, epi);
