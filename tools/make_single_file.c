@@ -30,7 +30,8 @@
  * '<layer>.scale_weight', '<layer>.scale_input' = 1 and the "scaled_fp8"
  * marker tensor (shape [0], the fp8 dtype). --dequantized writes the same
  * weights as F32 values f32(q)·scale and no scales: the reference the fp8
- * file must reproduce. fp8 values are computed here from their definition
+ * file must reproduce; --dequantized-bf16 those values rounded to BF16
+ * (nearest even): what the default precision's bf16 kernels read. fp8 values are computed here from their definition
  * (ldexp), independently of the kernels' decoder.
  */
 #include <math.h>
@@ -325,6 +326,16 @@ static void convert_fp8(int e4m3, int legacy, int dequant) {
             o->mem = (unsigned char *)v;
             o->dtype = FX_ST_F32;
             o->nbytes = n * 4;
+            if (dequant == 2) { /* bf16, nearest even (the values are finite) */
+                uint16_t *h = (uint16_t *)(void *)v;
+                for (int64_t i = 0; i < n; i++) {
+                    uint32_t b;
+                    memcpy(&b, &v[i], 4);
+                    h[i] = (uint16_t)((b + 0x7FFF + (b >> 16 & 1)) >> 16);
+                }
+                o->dtype = FX_ST_BF16;
+                o->nbytes = n * 2;
+            }
             continue;
         }
         free(v);
@@ -365,9 +376,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--fp8") && i + 1 < argc) fp8 = argv[++i];
         else if (!strcmp(argv[i], "--fp8-legacy")) legacy = 1;
         else if (!strcmp(argv[i], "--dequantized")) dequant = 1;
+        else if (!strcmp(argv[i], "--dequantized-bf16")) dequant = 2;
         else {
             fprintf(stderr, "usage: make_single_file --layout bfl|comfyui|diffusers -d MODEL_DIR -o OUT.safetensors "
-                            "[--guidance-in] [--extra-component] [--fp8 e4m3|e5m2 [--fp8-legacy] [--dequantized]]\n");
+                            "[--guidance-in] [--extra-component] [--fp8 e4m3|e5m2 [--fp8-legacy] [--dequantized[-bf16]]]\n");
             return 2;
         }
     }
