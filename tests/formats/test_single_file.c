@@ -485,12 +485,11 @@ TEST(single_file_fp8_matches_the_dequantized_model) {
 }
 
 /* The fp8 transformer stays mapped: flux -v reports no converted weights
- * (no whole copy, no int8 form) and the same image as the dequantized file
- * in f32 mode. */
+ * (no whole copy, no int8 form); --quant reads its scaled values. */
 TEST(single_file_fp8_stays_mapped) {
     const char *p = make_fp8_file("comfyui", "--fp8 e4m3 --fp8-legacy", "fp8-mapped");
     REQUIRE(p);
-    char fp8[PATH_MAX], cmd[3 * PATH_MAX], *out = NULL;
+    char fp8[PATH_MAX], cmd[6 * PATH_MAX], *out = NULL;
     snprintf(fp8, sizeof fp8, "%s", p);
     snprintf(cmd, sizeof cmd, "'%s' -v -d '%s' -p 'a boat' -W 64 -H 64 -s 2 -S 5 -o '%s' --transformer '%s' 2>&1",
              fx_test_flux_bin(), fx_test_path("golden/model"), fx_test_tmp_path("fp8.png"), fp8);
@@ -500,6 +499,28 @@ TEST(single_file_fp8_stays_mapped) {
     CHECK_MSG(strstr(out, "converted weights 0 KB") != NULL, "memory line lacks 'converted weights 0 KB': %s", out);
     CHECK_MSG(strstr(out, "mapped weights resident") != NULL, "no memory line: %s", out);
     free(out);
+
+    /* --quant q8_0 from the fp8 file quantizes its values f32(fp8)·scale:
+     * the image of the F32-dequantized file quantized the same way */
+    p = make_fp8_file("comfyui", "--fp8 e4m3 --fp8-legacy --dequantized", "fp8-mapped-deq");
+    REQUIRE(p);
+    char deq[PATH_MAX], p1[PATH_MAX], p2[PATH_MAX];
+    snprintf(deq, sizeof deq, "%s", p);
+    snprintf(p1, sizeof p1, "%s", fx_test_tmp_path("q-fp8.png"));
+    snprintf(p2, sizeof p2, "%s", fx_test_tmp_path("q-deq.png"));
+    snprintf(cmd, sizeof cmd, "'%s' -q -d '%s' -p 'a boat' -W 64 -H 64 -s 2 -S 5 --quant q8_0 -o '%s' --transformer '%s' && "
+             "'%s' -q -d '%s' -p 'a boat' -W 64 -H 64 -s 2 -S 5 --quant q8_0 -o '%s' --transformer '%s'",
+             fx_test_flux_bin(), fx_test_path("golden/model"), p1, fp8, fx_test_flux_bin(), fx_test_path("golden/model"),
+             p2, deq);
+    rc = fx_test_run(cmd, &out);
+    CHECK_MSG(rc == 0, "flux --quant: %s", out ? out : "");
+    free(out);
+    flux_ctx *ctx = flux_new(NULL);
+    flux_image *x = NULL, *y = NULL;
+    CHECK(flux_image_load(ctx, p1, &x) == FLUX_OK && flux_image_load(ctx, p2, &y) == FLUX_OK);
+    CHECK_MSG(fx_test_same_pixels(x, y), "--quant q8_0 of the fp8 file differs from that of its dequantized weights");
+    flux_image_free(x), flux_image_free(y);
+    flux_free(ctx);
 }
 
 TEST(single_file_folder_needs_no_transformer_weights) {
