@@ -360,7 +360,7 @@ TEST(safetensors_lookup_errors_and_views) {
     CHECK_MSG(!strcmp(err.msg, "vae/m.safetensors: tensor 'nope.weight' not found"), "%s", err.msg);
     /* a non-float tensor is not a weight */
     CHECK(fx_wset_check_weight(s, "steps", &FX_SHAPE0, &err) == FLUX_ERR_MODEL);
-    CHECK_MSG(strstr(err.msg, "tensor 'steps' has dtype I64; weights must be F32, F16, BF16 or a GGUF block type"), "%s", err.msg);
+    CHECK_MSG(strstr(err.msg, "tensor 'steps' has dtype I64; weights must be F32, F16, BF16, F8_E4M3, F8_E5M2 or a GGUF block type"), "%s", err.msg);
     const fx_tensor *t;
     CHECK(fx_wset_get(s, "steps", &FX_SHAPE0, &t, &err) == FLUX_OK && t->dtype == FX_ST_I64);
     /* small tensor → new f32 array */
