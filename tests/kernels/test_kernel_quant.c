@@ -578,6 +578,21 @@ TEST(kernel_quant_fp8_decode) {
     float v;
     fx_dequantize_row(FX_DTYPE_F8_E4M3, &max, 1, &v);
     CHECK(v == 448.0f); /* the E4M3FN maximum */
+    /* every table's decoder (vector lanes and tail) equals the reference bit for bit, NaNs included */
+    kt_isas isas = kt_isas_list("kernel_quant_fp8_decode", 0);
+    uint8_t all[259];
+    for (int b = 0; b < 259; b++) all[b] = (uint8_t)(b * 7 + 3); /* every byte, then 3 for a tail */
+    for (int i = 0; i < isas.n; i++)
+        for (int t = FX_DTYPE_F8_E4M3; t <= FX_DTYPE_F8_E5M2; t++) {
+            float ref[259], got[259];
+            fx_kctx kc = kt_ctx(isas.k[i], 1);
+            fx_dequantize_row((fx_dtype)t, all, 259, ref);
+            fx_dequantize(&kc, (fx_dtype)t, 1, 259, all, 259, got);
+            long at = kt_bitdiff(got, ref, 259, 4);
+            CHECK_MSG(at < 0, "%s %s: byte 0x%02x gives %g, reference %g", kt_name(isas.k[i]), fx_dtype_name((fx_dtype)t),
+                      at < 0 ? 0 : all[at], at < 0 ? 0.0 : got[at], at < 0 ? 0.0 : ref[at]);
+            kt_ctx_free(&kc);
+        }
 }
 
 /* fp8 weights with a per-tensor scale: y equals, bit for bit, the product
