@@ -215,7 +215,8 @@ int cli_quantize_main(int argc, char **argv) {
     o.progress_user = &p;
     signal(SIGINT, on_sigint);
     flux_status st = flux_quantize(ctx, a.dir, &o, a.output);
-    signal(SIGINT, SIG_DFL);
+    /* once interrupted, the way out (freeing, exit 130) stays uninterruptible */
+    if (!g_interrupted) signal(SIGINT, SIG_DFL);
     if (p.mode == 1) fputc('\n', stderr);
     if (st == FLUX_ERR_CANCELLED) {
         cli_message("interrupted; nothing was written");
