@@ -417,6 +417,17 @@ TEST(single_file_same_velocity_as_the_folder) {
     }
 }
 
+/* 1 if two PNG files load and hold the same pixels. */
+static int same_png(const char *a, const char *b) {
+    flux_ctx *ctx = flux_new(NULL);
+    flux_image *x = NULL, *y = NULL;
+    int same = ctx && flux_image_load(ctx, a, &x) == FLUX_OK && flux_image_load(ctx, b, &y) == FLUX_OK &&
+               fx_test_same_pixels(x, y);
+    flux_image_free(x), flux_image_free(y);
+    flux_free(ctx);
+    return same;
+}
+
 /* ---- fp8 checkpoints (README "fp8 checkpoints") ---- */
 
 /* make_single_file with fp8 flags into <tag>.safetensors (static buffer per call). */
@@ -515,12 +526,7 @@ TEST(single_file_fp8_stays_mapped) {
     rc = fx_test_run(cmd, &out);
     CHECK_MSG(rc == 0, "flux --quant: %s", out ? out : "");
     free(out);
-    flux_ctx *ctx = flux_new(NULL);
-    flux_image *x = NULL, *y = NULL;
-    CHECK(flux_image_load(ctx, p1, &x) == FLUX_OK && flux_image_load(ctx, p2, &y) == FLUX_OK);
-    CHECK_MSG(fx_test_same_pixels(x, y), "--quant q8_0 of the fp8 file differs from that of its dequantized weights");
-    flux_image_free(x), flux_image_free(y);
-    flux_free(ctx);
+    CHECK_MSG(same_png(p1, p2), "--quant q8_0 of the fp8 file differs from that of its dequantized weights");
 }
 
 TEST(single_file_folder_needs_no_transformer_weights) {
@@ -691,10 +697,5 @@ TEST(single_file_same_image_as_the_folder) {
     int rc = fx_test_run(cmd, &out);
     CHECK_MSG(rc == 0, "flux: %s", out);
     free(out);
-    flux_ctx *ctx = flux_new(NULL);
-    flux_image *x = NULL, *y = NULL;
-    CHECK(flux_image_load(ctx, p1, &x) == FLUX_OK && flux_image_load(ctx, p2, &y) == FLUX_OK);
-    CHECK_MSG(fx_test_same_pixels(x, y), "CLI --transformer: image differs");
-    flux_image_free(x), flux_image_free(y);
-    flux_free(ctx);
+    CHECK_MSG(same_png(p1, p2), "CLI --transformer: image differs");
 }
