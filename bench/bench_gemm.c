@@ -556,7 +556,7 @@ static int gemm_defaults(const fx_bench_env *env) {
 
 FX_BENCH_COMMAND(gemm,
                  "gemm --m M --n N --k K [--dtype bf16|f32|f16] [--epilogue store|acc|gated]\n"
-                 "                        [--wtype q8_0,q4_k,... (GGUF block types beside the bf16 row;\n"
+                 "                        [--wtype q8_0,q4_k,f8_e4m3,... (GGUF block types, fp8, beside the bf16 row;\n"
                  "                         with --precision int8: W8A8)]\n"
                  "                        [--int8-kernel avx2|avxvnni|avx512vnni|amx|scalar (with --precision int8)]\n"
                  "                        [--kc KC,... --mc MC,... --nc NC,... (block sizes, for tuning: one row per\n"

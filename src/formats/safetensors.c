@@ -1064,8 +1064,8 @@ static const fx_wset *stored_as(const fx_wset *s, const fx_tensor *t, const char
     return v ? s->base : s;
 }
 
-/* The scale tensor of fp8 weight `name` in s (NULL: none); *key gets which
- * suffix matched. FLUX_ERR_MODEL when both conventions are present. */
+/* The scale tensor of fp8 weight `name` in s (NULL: none); FLUX_ERR_MODEL
+ * when both conventions are present. */
 static flux_status fp8_scale_tensor(const fx_wset *s, const char *name, const fx_tensor **out, fx_err *err) {
     static const char *const suffix[2] = {".weight_scale", ".scale_weight"};
     const size_t len = strlen(name);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "src/formats/safetensors_write.h"
+#include "src/model/model.h"
 
 /* E4M3 bytes of 1, 2, -0.5, 448 and 0 (bias 7: 1 = 0x38, 2 = 0x40,
  * 0.5 = 0x30, 448 = 0x7E). */
@@ -124,4 +125,29 @@ TEST(fp8_file_companions) {
     static const char *const no[] = {"a.weight", "a.scale", "unscaled_fp8", "weight_scale", "a.scaled_fp8x"};
     for (size_t i = 0; i < sizeof yes / sizeof *yes; i++) CHECK_MSG(fx_st_fp8_companion(yes[i]), "%s", yes[i]);
     for (size_t i = 0; i < sizeof no / sizeof *no; i++) CHECK_MSG(!fx_st_fp8_companion(no[i]), "%s", no[i]);
+}
+
+/* fp8 where no linear layer reads it is refused by name: the VAE's
+ * tensors, the text encoder's embedding table (row lookups). */
+TEST(fp8_file_refused_outside_linear_layers) {
+    static const struct {
+        const char *name;
+        int vae;
+        const char *msg;
+    } cases[] = {{"decoder.conv_in.weight", 1, "tensor 'decoder.conv_in.weight' is F8_E4M3; fp8 is read for linear "
+                                               "layers only, not for the VAE"},
+                 {"model.embed_tokens.weight", 0, "is F8_E4M3; fp8 is read for linear layers only, not for the "
+                                                  "embedding table"}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        scale_case c = {NULL, FX_ST_F32, FX_SHAPE0, {1}, cases[i].name, FX_ST_F8_E4M3, NULL};
+        fx_wset *s = open_case("part.safetensors", &c);
+        REQUIRE(s);
+        fx_err err = {0};
+        fx_vae_config vc = {0};
+        fx_qwen3_config qc = {0};
+        flux_status st = cases[i].vae ? fx_check_vae_weights(s, &vc, &err) : fx_check_qwen3_weights(s, &qc, &err);
+        CHECK_MSG(st == FLUX_ERR_UNSUPPORTED, "case %zu: status %d (%s)", i, (int)st, err.msg);
+        CHECK_MSG(strstr(err.msg, cases[i].msg) != NULL, "case %zu: '%s' lacks '%s'", i, err.msg, cases[i].msg);
+        fx_wset_close(s);
+    }
 }
