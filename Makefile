@@ -266,8 +266,12 @@ FUZZ_PNG_SRC := src/base/file_read.c src/image/image.c src/image/image_file.c sr
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_DIR     := build/fuzz
-FUZZ_SRC_DEFAULT := src/base/file_read.c src/base/json.c src/formats/safetensors.c src/formats/map_guard.c src/model/config.c \
-                    src/base/error.c src/base/log.c src/formats/gguf.c simd/quant/dtypes.c simd/quant/dequant.c \
+# the tensor-file layer: files, their readers, weight sets
+FUZZ_TENSOR_FILES := src/formats/tensor_file.c src/formats/safetensors.c src/formats/gguf_tensors.c src/formats/gguf.c \
+                     src/formats/name_table.c src/formats/file_identity.c src/formats/map_guard.c \
+                     src/formats/weight_set.c src/formats/wset_shards.c src/formats/wset_view.c
+FUZZ_SRC_DEFAULT := src/base/file_read.c src/base/json.c $(FUZZ_TENSOR_FILES) src/model/config.c \
+                    src/base/error.c src/base/log.c simd/quant/dtypes.c simd/quant/dequant.c \
                     simd/rowops/rowops_scalar.c simd/convert/convert.c simd/rope/rope.c
 FUZZ_SRC_gguf = $(FUZZ_SRC_DEFAULT) src/formats/qwen3_file.c src/formats/single_file.c
 FUZZ_SRC_png  = $(FUZZ_PNG_SRC)

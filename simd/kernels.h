@@ -31,40 +31,46 @@
 
 #include "src/base/error.h"
 #include "src/base/float16.h"
+#include "simd/dtype.h"
 
 /* ------------------------------------------------------------------------ */
 /* Types                                                                    */
 /* ------------------------------------------------------------------------ */
 
-/* Weight dtypes: three element types, the ggml block types of GGUF files
- * (simd/quant/quant.h gives every byte layout), then the two fp8 types of
- * safetensors files (one byte per element, with a per-tensor scale carried
- * on the weight: fx_weight.scale). A block type stores a row as
- * consecutive blocks of fx_dtype_block(t) elements (32, or 256 for the
- * K-quants and IQ4_XS), each fx_dtype_block_bytes(t) bytes. */
-typedef enum fx_dtype {
-    FX_DTYPE_F32 = 0, FX_DTYPE_F16, FX_DTYPE_BF16,
-    FX_DTYPE_Q8_0, FX_DTYPE_Q4_0, FX_DTYPE_Q4_1, FX_DTYPE_Q5_0, FX_DTYPE_Q5_1,
-    FX_DTYPE_Q2_K, FX_DTYPE_Q3_K, FX_DTYPE_Q4_K, FX_DTYPE_Q5_K, FX_DTYPE_Q6_K,
-    FX_DTYPE_IQ4_NL, FX_DTYPE_IQ4_XS,
-    FX_DTYPE_F8_E4M3, FX_DTYPE_F8_E5M2, /* OCP FP8: E4M3FN (no infinities) and E5M2 */
-    FX_DTYPE_COUNT
-} fx_dtype;
+/* Element types (simd/dtype.h lists them all with their facts). Weights
+ * (fx_dtype_is_weight) are F32, F16, BF16, the ggml block types with
+ * kernels (simd/quant/quant.h gives every byte layout) and the two fp8
+ * types of safetensors files (one byte per element, with a per-tensor
+ * scale carried on the weight: fx_weight.scale). A block type stores
+ * a row as consecutive blocks of fx_dtype_block(t) elements (32, or 256
+ * for the K-quants and IQ4_XS), each fx_dtype_block_bytes(t) bytes. */
 
-/* Bytes per element of F32/F16/BF16 and fp8; 0 for block types. */
+/* Bytes per element of plain types (F32, I64, ...); 0 for block types. */
 size_t fx_dtype_size(fx_dtype t);
-/* "F32", "F16", "BF16", "Q8_0", "Q4_K", ... */
+/* "F32", "F16", "BF16", "Q8_0", "Q4_K", "I64", "IQ2_XXS", ...; "unknown"
+ * out of range. */
 const char *fx_dtype_name(fx_dtype t);
 /* The dtype named (case-insensitive, "q4_k" or "Q4_K"); -1 if unknown. */
 int fx_dtype_parse(const char *name);
-/* 1 for the block types. */
+/* 1 for the block types (also those without kernels). */
 int fx_dtype_is_block(fx_dtype t);
-/* 1 for the fp8 types. */
+/* 1 for the fp8 types (F8_E4M3, F8_E5M2). */
 int fx_dtype_is_fp8(fx_dtype t);
 /* 1 for the types the GEMM expands inside its packing step (block types
  * and fp8): everything but F32/F16/BF16. */
 int fx_dtype_is_expanded(fx_dtype t);
-/* Elements per block (1 for F32/F16/BF16) and bytes per block. */
+/* 1 for the types kernels read (F32, F16, BF16, block types with kernels). */
+int fx_dtype_is_weight(fx_dtype t);
+/* The names of the weight types into buf, ", "-separated ("F32, F16,
+ * BF16, Q8_0, ..."); returns buf. */
+char *fx_dtype_weight_names(char *buf, size_t size);
+/* 1 if a safetensors header may name the type. */
+int fx_dtype_in_safetensors(fx_dtype t);
+/* The ggml type id (GGUF files), -1 if ggml has none; the dtype of a ggml
+ * id, -1 if the id is not one ggml defines (retired or unknown). */
+int fx_dtype_ggml_id(fx_dtype t);
+int fx_dtype_of_ggml(uint32_t ggml_id);
+/* Elements per block (1 for plain types) and bytes per block. */
 int64_t fx_dtype_block(fx_dtype t);
 size_t fx_dtype_block_bytes(fx_dtype t);
 /* Bytes of n consecutive elements (n a multiple of the block); -1 if n is

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 
 #include "test.h"
-#include "src/formats/safetensors.h"
+#include "src/formats/weight_set.h"
 
 /* Value of "key: value" in case.txt (static buffer), or NULL. */
 static const char *case_value(const char *text, const char *key) {

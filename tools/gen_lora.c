@@ -51,7 +51,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "src/formats/safetensors.h"
+#include "src/formats/weight_set.h"
 #include "src/formats/safetensors_write.h"
 
 static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
@@ -87,14 +87,14 @@ static double normal(void) { return sqrt(-2.0 * log(uniform01())) * cos(6.283185
 
 /* ------------------------------------------------------------------ factors */
 
-static fx_st_dtype g_dtype = FX_ST_BF16;
+static fx_dtype g_dtype = FX_DTYPE_BF16;
 
 typedef struct factor {
     char name[320];
     fx_shape shape;
     void *data;      /* in g_dtype (alpha: F32 scalar) */
     double *v;       /* the stored values, as doubles */
-    fx_st_dtype dtype;
+    fx_dtype dtype;
 } factor;
 
 static factor *g_out;
@@ -118,14 +118,14 @@ static const double *new_factor(const char *name, int64_t rows, int64_t cols, do
     f->shape = FX_SHAPE(rows, cols);
     f->dtype = g_dtype;
     const int64_t n = rows * cols;
-    f->data = xcalloc((size_t)n, fx_st_dtype_size(g_dtype));
+    f->data = xcalloc((size_t)n, fx_dtype_size(g_dtype));
     f->v = xcalloc((size_t)n, sizeof(double));
     for (int64_t i = 0; i < n; i++) {
         float x = (float)(normal() * sd);
-        if (g_dtype == FX_ST_F32) ((float *)f->data)[i] = x;
-        else if (g_dtype == FX_ST_BF16) ((uint16_t *)f->data)[i] = fx_f32_to_bf16_bits(x);
+        if (g_dtype == FX_DTYPE_F32) ((float *)f->data)[i] = x;
+        else if (g_dtype == FX_DTYPE_BF16) ((uint16_t *)f->data)[i] = fx_f32_to_bf16_bits(x);
         else ((uint16_t *)f->data)[i] = fx_f32_to_f16_bits(x);
-        fx_st_convert_f32((const char *)f->data + (size_t)i * fx_st_dtype_size(g_dtype), g_dtype, 1, &x);
+        fx_st_convert_f32((const char *)f->data + (size_t)i * fx_dtype_size(g_dtype), g_dtype, 1, &x);
         f->v[i] = x;
     }
     return f->v;
@@ -134,7 +134,7 @@ static const double *new_factor(const char *name, int64_t rows, int64_t cols, do
 static void new_alpha(const char *name, double alpha) {
     factor *f = push(name);
     f->shape = FX_SHAPE0;
-    f->dtype = FX_ST_F32;
+    f->dtype = FX_DTYPE_F32;
     f->data = xcalloc(1, 4);
     *(float *)f->data = (float)alpha;
     f->v = NULL;
@@ -310,7 +310,7 @@ static void write_merged(const char *model_dir, const char *out) {
         const int64_t numel = fx_shape_numel(&g_merged[i].t->shape);
         float *f = xcalloc((size_t)numel, sizeof *f);
         for (int64_t k = 0; k < numel; k++) f[k] = (float)g_merged[i].w[k];
-        t[i] = (fx_st_out){g_merged[i].t->name, FX_ST_F32, g_merged[i].t->shape, f};
+        t[i] = (fx_st_out){g_merged[i].t->name, FX_DTYPE_F32, g_merged[i].t->shape, f};
     }
     snprintf(path, sizeof path, "%s/transformer/diffusion_pytorch_model.safetensors", out);
     fx_err err = {0};
@@ -348,9 +348,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--modules")) modules = v;
         else if (!strcmp(a, "--max-modules")) max_modules = atoi(v);
         else if (!strcmp(a, "--dtype")) {
-            if (!strcmp(v, "bf16")) g_dtype = FX_ST_BF16;
-            else if (!strcmp(v, "f16")) g_dtype = FX_ST_F16;
-            else if (!strcmp(v, "f32")) g_dtype = FX_ST_F32;
+            if (!strcmp(v, "bf16")) g_dtype = FX_DTYPE_BF16;
+            else if (!strcmp(v, "f16")) g_dtype = FX_DTYPE_F16;
+            else if (!strcmp(v, "f32")) g_dtype = FX_DTYPE_F32;
             else die("--dtype: '%s' is not bf16, f16 or f32", v);
         } else die("unknown option '%s' (see the top of tools/gen_lora.c)", a);
         i++;

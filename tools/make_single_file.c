@@ -40,7 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/formats/safetensors.h"
+#include "src/formats/weight_set.h"
 
 #define MAX_OUT 4096
 #define MAX_PARTS 3
@@ -66,7 +66,7 @@ typedef struct out_tensor {
     part parts[MAX_PARTS];
     int n;
     fx_shape shape;
-    fx_st_dtype dtype;
+    fx_dtype dtype;
     int64_t nbytes, offset;
     unsigned char *mem; /* converted bytes written instead of the parts (dtype, shape, nbytes set) */
 } out_tensor;
@@ -141,7 +141,7 @@ static void write_file(const char *path) {
     EMIT("{\"__metadata__\":{\"format\":\"pt\"}");
     for (int k = 0; k < g_n; k++) {
         const out_tensor *o = &g_out[k];
-        EMIT(",\"%s\":{\"dtype\":\"%s\",\"shape\":[", o->name, fx_st_dtype_name(o->dtype));
+        EMIT(",\"%s\":{\"dtype\":\"%s\",\"shape\":[", o->name, fx_dtype_name(o->dtype));
         for (int d = 0; d < o->shape.ndim; d++) EMIT(d ? ",%lld" : "%lld", (long long)o->shape.d[d]);
         EMIT("],\"data_offsets\":[%lld,%lld]}", (long long)o->offset, (long long)(o->offset + o->nbytes));
     }
@@ -278,7 +278,7 @@ static unsigned char fp8_code(int e4m3, float x) {
     return (unsigned char)(lo | (x < 0 && lo ? 0x80 : 0));
 }
 
-static out_tensor *add_mem(const char *name, fx_st_dtype dtype, int ndim, int64_t d0, const void *bytes, int64_t nbytes) {
+static out_tensor *add_mem(const char *name, fx_dtype dtype, int ndim, int64_t d0, const void *bytes, int64_t nbytes) {
     if (g_n == MAX_OUT) die("too many tensors");
     out_tensor *o = &g_out[g_n++];
     memset(o, 0, sizeof *o);
@@ -324,7 +324,7 @@ static void convert_fp8(int e4m3, int legacy, int dequant) {
             for (int64_t i = 0; i < n; i++) v[i] = (float)fp8_value(e4m3, q[i]) * scale;
             free(q);
             o->mem = (unsigned char *)v;
-            o->dtype = FX_ST_F32;
+            o->dtype = FX_DTYPE_F32;
             o->nbytes = n * 4;
             if (dequant == 2) { /* bf16, nearest even (the values are finite) */
                 uint16_t *h = (uint16_t *)(void *)v;
@@ -333,26 +333,26 @@ static void convert_fp8(int e4m3, int legacy, int dequant) {
                     memcpy(&b, &v[i], 4);
                     h[i] = (uint16_t)((b + 0x7FFF + (b >> 16 & 1)) >> 16);
                 }
-                o->dtype = FX_ST_BF16;
+                o->dtype = FX_DTYPE_BF16;
                 o->nbytes = n * 2;
             }
             continue;
         }
         free(v);
-        o->dtype = e4m3 ? FX_ST_F8_E4M3 : FX_ST_F8_E5M2;
+        o->dtype = e4m3 ? FX_DTYPE_F8_E4M3 : FX_DTYPE_F8_E5M2;
         o->nbytes = n;
         char name[240];
         snprintf(name, sizeof name, "%.*s.%s", (int)(len - 7), o->name, legacy ? "scale_weight" : "weight_scale");
-        add_mem(name, FX_ST_F32, 0, 0, &scale, 4);
+        add_mem(name, FX_DTYPE_F32, 0, 0, &scale, 4);
         if (legacy) {
             snprintf(name, sizeof name, "%.*s.scale_input", (int)(len - 7), o->name);
-            add_mem(name, FX_ST_F32, 0, 0, &one, 4);
+            add_mem(name, FX_DTYPE_F32, 0, 0, &one, 4);
         }
     }
     if (legacy && !dequant) {
         char name[240];
         snprintf(name, sizeof name, "%sscaled_fp8", g_prefix);
-        add_mem(name, e4m3 ? FX_ST_F8_E4M3 : FX_ST_F8_E5M2, 1, 0, "", 0);
+        add_mem(name, e4m3 ? FX_DTYPE_F8_E4M3 : FX_DTYPE_F8_E5M2, 1, 0, "", 0);
     }
 }
 

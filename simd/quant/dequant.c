@@ -204,7 +204,7 @@ const fx_dequant_fn fx_dequant_ref[FX_DTYPE_COUNT] = {
 const fx_quant_kernels fx_quant_scalar = {.name = "scalar"};
 
 fx_dequant_fn fx_quant_dequant_fn(const fx_kernels *k, fx_dtype t) {
-    if ((unsigned)t >= FX_DTYPE_COUNT) return NULL;
+    if (!fx_dtype_is_weight(t)) return NULL;
     const fx_quant_kernels *q = k ? k->quant : NULL;
     return q && q->dequant[t] ? q->dequant[t] : fx_dequant_ref[t];
 }
@@ -239,7 +239,7 @@ static void widen(const fx_kctx *kc, fx_dtype t, const uint8_t *p, int64_t n, fl
 }
 
 void fx_dequantize_row(fx_dtype t, const void *src, int64_t n, float *dst) {
-    if (n <= 0 || (unsigned)t >= FX_DTYPE_COUNT) return;
+    if (n <= 0 || !fx_dtype_is_weight(t)) return; /* callers check the dtype first */
     if (!fx_dequant_ref[t]) { /* F32, F16, BF16 */
         widen_row(t, src, n, dst);
         return;
@@ -249,7 +249,7 @@ void fx_dequantize_row(fx_dtype t, const void *src, int64_t n, float *dst) {
 
 void fx_dequantize(const fx_kctx *kc, fx_dtype t, int64_t rows, int64_t cols, const void *src,
                    int64_t src_row_bytes, float *dst) {
-    if (rows <= 0 || cols <= 0 || (unsigned)t >= FX_DTYPE_COUNT) return;
+    if (rows <= 0 || cols <= 0 || !fx_dtype_is_weight(t)) return;
     const fx_dequant_fn fn = fx_quant_dequant_fn(kc->k, t);
     const int64_t nb = cols / fx_dtype_block(t);
     const int threads = rows * cols >= 65536 && kc->threads > 1 ? kc->threads : 1;

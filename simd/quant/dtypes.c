@@ -1,29 +1,30 @@
 /*
- * dtypes.c — the weight dtypes: names, element and block sizes.
+ * dtypes.c — the element types' facts (simd/dtype.h) as a table, and the
+ * questions asked of it.
  */
 #include "quant.h"
 
+#include <stdio.h>
+#include <string.h>
 #include <strings.h>
 
 static const struct {
     const char *name;
     int64_t block;  /* elements per block */
     size_t bytes;   /* bytes per block */
+    int ggml;       /* ggml type id, -1: none */
+    int flags;      /* FX_DT_* */
 } info[FX_DTYPE_COUNT] = {
-    [FX_DTYPE_F32] = {"F32", 1, 4},        [FX_DTYPE_F16] = {"F16", 1, 2},
-    [FX_DTYPE_BF16] = {"BF16", 1, 2},      [FX_DTYPE_Q8_0] = {"Q8_0", 32, 34},
-    [FX_DTYPE_Q4_0] = {"Q4_0", 32, 18},    [FX_DTYPE_Q4_1] = {"Q4_1", 32, 20},
-    [FX_DTYPE_Q5_0] = {"Q5_0", 32, 22},    [FX_DTYPE_Q5_1] = {"Q5_1", 32, 24},
-    [FX_DTYPE_Q2_K] = {"Q2_K", 256, 84},   [FX_DTYPE_Q3_K] = {"Q3_K", 256, 110},
-    [FX_DTYPE_Q4_K] = {"Q4_K", 256, 144},  [FX_DTYPE_Q5_K] = {"Q5_K", 256, 176},
-    [FX_DTYPE_Q6_K] = {"Q6_K", 256, 210},  [FX_DTYPE_IQ4_NL] = {"IQ4_NL", 32, 18},
-    [FX_DTYPE_IQ4_XS] = {"IQ4_XS", 256, 136}, [FX_DTYPE_F8_E4M3] = {"F8_E4M3", 1, 1},
-    [FX_DTYPE_F8_E5M2] = {"F8_E5M2", 1, 1},
+#define FX_DTYPE_ROW_(id, name, block, bytes, ggml, flags) [FX_DTYPE_##id] = {name, block, bytes, ggml, flags},
+    FX_DTYPE_LIST(FX_DTYPE_ROW_)
+#undef FX_DTYPE_ROW_
 };
 
-size_t fx_dtype_size(fx_dtype t) { return (unsigned)t < FX_DTYPE_COUNT && info[t].block == 1 ? info[t].bytes : 0; }
+static int known(fx_dtype t) { return (unsigned)t < FX_DTYPE_COUNT; }
 
-const char *fx_dtype_name(fx_dtype t) { return (unsigned)t < FX_DTYPE_COUNT ? info[t].name : "unknown"; }
+size_t fx_dtype_size(fx_dtype t) { return known(t) && info[t].block == 1 ? info[t].bytes : 0; }
+
+const char *fx_dtype_name(fx_dtype t) { return known(t) ? info[t].name : "unknown"; }
 
 int fx_dtype_parse(const char *name) {
     for (int t = 0; name && t < FX_DTYPE_COUNT; t++)
@@ -31,18 +32,39 @@ int fx_dtype_parse(const char *name) {
     return -1;
 }
 
-int fx_dtype_is_block(fx_dtype t) { return (unsigned)t < FX_DTYPE_COUNT && info[t].block > 1; }
+int fx_dtype_is_block(fx_dtype t) { return known(t) && info[t].block > 1; }
 
 int fx_dtype_is_fp8(fx_dtype t) { return t == FX_DTYPE_F8_E4M3 || t == FX_DTYPE_F8_E5M2; }
 
 int fx_dtype_is_expanded(fx_dtype t) { return fx_dtype_is_block(t) || fx_dtype_is_fp8(t); }
 
-int64_t fx_dtype_block(fx_dtype t) { return (unsigned)t < FX_DTYPE_COUNT ? info[t].block : 0; }
+int fx_dtype_is_weight(fx_dtype t) { return known(t) && (info[t].flags & FX_DT_WEIGHT); }
 
-size_t fx_dtype_block_bytes(fx_dtype t) { return (unsigned)t < FX_DTYPE_COUNT ? info[t].bytes : 0; }
+int fx_dtype_in_safetensors(fx_dtype t) { return known(t) && (info[t].flags & FX_DT_SAFETENSORS); }
+
+char *fx_dtype_weight_names(char *buf, size_t size) {
+    size_t n = 0;
+    if (!size) return buf;
+    buf[0] = '\0';
+    for (int t = 0; t < FX_DTYPE_COUNT && n < size; t++)
+        if (info[t].flags & FX_DT_WEIGHT) n += (size_t)snprintf(buf + n, size - n, n ? ", %s" : "%s", info[t].name);
+    return buf;
+}
+
+int fx_dtype_ggml_id(fx_dtype t) { return known(t) ? info[t].ggml : -1; }
+
+int fx_dtype_of_ggml(uint32_t ggml_id) {
+    for (int t = 0; t < FX_DTYPE_COUNT; t++)
+        if (info[t].ggml >= 0 && (uint32_t)info[t].ggml == ggml_id) return t;
+    return -1;
+}
+
+int64_t fx_dtype_block(fx_dtype t) { return known(t) ? info[t].block : 0; }
+
+size_t fx_dtype_block_bytes(fx_dtype t) { return known(t) ? info[t].bytes : 0; }
 
 int64_t fx_dtype_row_bytes(fx_dtype t, int64_t n) {
-    if ((unsigned)t >= FX_DTYPE_COUNT || n < 0 || n % info[t].block) return -1;
+    if (!known(t) || n < 0 || n % info[t].block) return -1;
     int64_t r;
     if (__builtin_mul_overflow(n / info[t].block, (int64_t)info[t].bytes, &r)) return -1;
     return r;

@@ -3,7 +3,7 @@
  *
  * The one reader behind every small input the library parses whole
  * (config and index JSON, tokenizer.json, images, .npy). Large weight
- * files are mmap'd by safetensors.c instead.
+ * files are mmap'd by tensor_file.c instead.
  */
 #ifndef FX_FILE_READ_H
 #define FX_FILE_READ_H
@@ -21,7 +21,7 @@
  * fills *st, or -1 with FLUX_ERR_IO "cannot open <path>: <errno text>" or
  * "cannot read <path>: not a regular file (a FIFO)" (a directory, a
  * device, ...). The one open of every reader of files (this file,
- * safetensors.c, the embedding cache). */
+ * tensor_file.c, the embedding cache). */
 struct stat;
 int fx_open_regular(const char *path, struct stat *st, fx_err *err);
 

@@ -7,7 +7,7 @@
 #define FX_DIT_INTERNAL_H
 
 #include "transformer.h"
-#include "src/formats/safetensors.h"
+#include "src/formats/weight_set.h"
 #include "src/ops/ops.h"
 
 /* Streams of a double block: text uses the add_* / to_add_out / ff_context

@@ -3,6 +3,7 @@
  * the file image, the key/value section, the tensor table and its checks.
  */
 #include "gguf.h"
+#include "name_table.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,61 +12,6 @@
 
 #define MAX_STRING (1ull << 30) /* as ggml: longer strings and arrays are refused */
 #define MAX_NAME 65535
-
-/* ------------------------------------------------------------------------ */
-/* ggml type ids                                                            */
-/* ------------------------------------------------------------------------ */
-
-static const char *const type_names[] = {
-    [0] = "F32",      [1] = "F16",      [2] = "Q4_0",    [3] = "Q4_1",     [6] = "Q5_0",    [7] = "Q5_1",
-    [8] = "Q8_0",     [9] = "Q8_1",     [10] = "Q2_K",   [11] = "Q3_K",    [12] = "Q4_K",   [13] = "Q5_K",
-    [14] = "Q6_K",    [15] = "Q8_K",    [16] = "IQ2_XXS", [17] = "IQ2_XS", [18] = "IQ3_XXS", [19] = "IQ1_S",
-    [20] = "IQ4_NL",  [21] = "IQ3_S",   [22] = "IQ2_S",  [23] = "IQ4_XS",  [24] = "I8",     [25] = "I16",
-    [26] = "I32",     [27] = "I64",     [28] = "F64",    [29] = "IQ1_M",   [30] = "BF16",   [34] = "TQ1_0",
-    [35] = "TQ2_0",   [39] = "MXFP4",   [40] = "NVFP4",  [41] = "Q1_0",    [42] = "Q2_0",
-};
-#define N_TYPE_IDS (sizeof type_names / sizeof *type_names)
-
-const char *fx_gguf_type_name(uint32_t t) { return t < N_TYPE_IDS ? type_names[t] : NULL; }
-
-/* The weight dtype of a ggml id, or -1. */
-static int weight_dtype(uint32_t t) {
-    switch (t) {
-    case FX_GGML_F32: return FX_DTYPE_F32;
-    case FX_GGML_F16: return FX_DTYPE_F16;
-    case FX_GGML_BF16: return FX_DTYPE_BF16;
-    case FX_GGML_Q8_0: return FX_DTYPE_Q8_0;
-    case FX_GGML_Q4_0: return FX_DTYPE_Q4_0;
-    case FX_GGML_Q4_1: return FX_DTYPE_Q4_1;
-    case FX_GGML_Q5_0: return FX_DTYPE_Q5_0;
-    case FX_GGML_Q5_1: return FX_DTYPE_Q5_1;
-    case FX_GGML_Q2_K: return FX_DTYPE_Q2_K;
-    case FX_GGML_Q3_K: return FX_DTYPE_Q3_K;
-    case FX_GGML_Q4_K: return FX_DTYPE_Q4_K;
-    case FX_GGML_Q5_K: return FX_DTYPE_Q5_K;
-    case FX_GGML_Q6_K: return FX_DTYPE_Q6_K;
-    case FX_GGML_IQ4_NL: return FX_DTYPE_IQ4_NL;
-    case FX_GGML_IQ4_XS: return FX_DTYPE_IQ4_XS;
-    default: return -1;
-    }
-}
-
-int fx_gguf_type_of_dtype(fx_dtype t) {
-    for (uint32_t id = 0; id < N_TYPE_IDS; id++)
-        if (weight_dtype(id) == (int)t) return (int)id;
-    return -1;
-}
-
-/* Bytes per element of the plain integer / f64 types (listed, not weights). */
-static int plain_size(uint32_t t) {
-    switch (t) {
-    case FX_GGML_I8: return 1;
-    case FX_GGML_I16: return 2;
-    case FX_GGML_I32: return 4;
-    case FX_GGML_I64: case FX_GGML_F64: return 8;
-    default: return 0;
-    }
-}
 
 /* ------------------------------------------------------------------------ */
 /* Cursor                                                                   */
@@ -259,15 +205,11 @@ static flux_status rd_tensor(cursor *c, fx_gguf_tensor *t) {
     }
     TRY(rd_u32(c, &t->ggml_type, "a tensor type"));
     TRY(rd_u64(c, &t->offset, "a tensor offset"));
-    const char *tn = fx_gguf_type_name(t->ggml_type);
-    if (!tn) return bad(c, "tensor '%.200s': unknown ggml type id %u", t->name, t->ggml_type);
-    int dt = weight_dtype(t->ggml_type), ps = plain_size(t->ggml_type);
-    if (dt < 0 && !ps)
-        return bad(c, "tensor '%.200s': type %s (%u) is not supported by flux.c (supported: F32, F16, BF16, Q8_0, "
-                      "Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)",
-                   t->name, tn, t->ggml_type);
-    int64_t block = dt >= 0 ? fx_dtype_block((fx_dtype)dt) : 1;
-    int64_t bytes = dt >= 0 ? (int64_t)fx_dtype_block_bytes((fx_dtype)dt) : ps;
+    int dt = fx_dtype_of_ggml(t->ggml_type);
+    if (dt < 0) return bad(c, "tensor '%.200s': unknown ggml type id %u", t->name, t->ggml_type);
+    t->dtype = (fx_dtype)dt;
+    const char *tn = fx_dtype_name(t->dtype);
+    int64_t block = fx_dtype_block(t->dtype), bytes = (int64_t)fx_dtype_block_bytes(t->dtype);
     if (t->ne[0] % block)
         return bad(c, "tensor '%.200s': row length ne[0] = %lld is not a multiple of the %s block (%lld)", t->name,
                    (long long)t->ne[0], tn, (long long)block);
@@ -275,8 +217,6 @@ static flux_status rd_tensor(cursor *c, fx_gguf_tensor *t) {
     if (__builtin_mul_overflow(numel / block, bytes, &nbytes))
         return bad(c, "tensor '%.200s': the byte size overflows", t->name);
     t->nbytes = (uint64_t)nbytes;
-    t->weight = dt >= 0;
-    t->dtype = dt >= 0 ? (fx_dtype)dt : FX_DTYPE_F32;
     return FLUX_OK;
 }
 
@@ -288,12 +228,6 @@ static int cmp_offset(const void *a, const void *b) {
     const fx_gguf_tensor *x = *(const fx_gguf_tensor *const *)a, *y = *(const fx_gguf_tensor *const *)b;
     if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
     return x->nbytes < y->nbytes ? -1 : x->nbytes > y->nbytes;
-}
-
-static uint64_t fnv1a(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
 }
 
 /* Index of the first item whose name (a char * at the start of each
@@ -309,7 +243,7 @@ static long first_duplicate(const void *base, size_t elem, size_t n, int *nomem)
     long dup = -1;
     for (size_t i = 0; i < n && dup < 0; i++) {
         const char *name = *(char *const *)(const void *)((const char *)base + i * elem);
-        for (size_t h = fnv1a(name) & (cap - 1);; h = (h + 1) & (cap - 1)) {
+        for (size_t h = fx_fnv1a(name) & (cap - 1);; h = (h + 1) & (cap - 1)) {
             if (!slot[h]) {
                 slot[h] = i + 1;
                 break;

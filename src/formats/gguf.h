@@ -22,10 +22,13 @@
  *   - keys unique, value types 0..12, bools 0 or 1, no array of arrays;
  *   - general.alignment a non-zero power of two of type u32;
  *   - tensor names unique; 1..4 dimensions, each >= 0, their product and
- *     the byte size free of overflow; a type id ggml knows and flux.c
- *     decodes (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K,
- *     IQ4_NL, IQ4_XS; I8..I64 and F64 are listed but are not weights); ne[0]
- *     a multiple of the type's block;
+ *     the byte size free of overflow; a type id ggml defines (simd/dtype.h
+ *     has them all with their block sizes; retired and unknown ids are
+ *     refused); ne[0] a multiple of the type's block.
+ *     A type without kernels (IQ2_XXS, MXFP4, ...; also I8..I64, F64) is
+ *     listed like any other: only reading such a tensor as a weight fails
+ *     (fx_wset_check_weight), so a file whose unread tensors (Qwen3 layers
+ *     klein does not run, output.weight) use one still loads;
  *   - offsets multiples of the alignment, data inside the file, no two
  *     tensors overlapping.
  * Names and string values are copied: the parsed header does not point
@@ -50,14 +53,6 @@ typedef enum fx_gguf_vtype {
     FX_GGUF_VTYPE_COUNT
 } fx_gguf_vtype;
 
-/* ggml type ids of the element types flux.c reads. */
-enum {
-    FX_GGML_F32 = 0, FX_GGML_F16 = 1, FX_GGML_Q4_0 = 2, FX_GGML_Q4_1 = 3, FX_GGML_Q5_0 = 6,
-    FX_GGML_Q5_1 = 7, FX_GGML_Q8_0 = 8, FX_GGML_Q2_K = 10, FX_GGML_Q3_K = 11, FX_GGML_Q4_K = 12,
-    FX_GGML_Q5_K = 13, FX_GGML_Q6_K = 14, FX_GGML_IQ4_NL = 20, FX_GGML_IQ4_XS = 23, FX_GGML_I8 = 24,
-    FX_GGML_I16 = 25, FX_GGML_I32 = 26, FX_GGML_I64 = 27, FX_GGML_F64 = 28, FX_GGML_BF16 = 30
-};
-
 typedef struct fx_gguf_kv {
     char *key;
     fx_gguf_vtype type;
@@ -75,8 +70,7 @@ typedef struct fx_gguf_tensor {
     int n_dims;
     int64_t ne[FX_GGUF_MAX_DIMS]; /* ggml order: ne[0] contiguous; unused = 1 */
     uint32_t ggml_type;
-    int weight;         /* 1: dtype below is an fx_dtype weights can have */
-    fx_dtype dtype;     /* F32/F16/BF16 or a block type (weight = 1) */
+    fx_dtype dtype;     /* the dtype of ggml_type (simd/dtype.h) */
     uint64_t offset;    /* from data_start */
     uint64_t nbytes;
 } fx_gguf_tensor;
@@ -107,10 +101,5 @@ const fx_gguf_kv *fx_gguf_find(const fx_gguf *g, const char *key);
 int fx_gguf_get_str(const fx_gguf *g, const char *key, const char **out);
 int fx_gguf_get_uint(const fx_gguf *g, const char *key, uint64_t *out);
 int fx_gguf_get_float(const fx_gguf *g, const char *key, double *out);
-
-/* "Q4_K", "IQ2_XXS", ... for a ggml type id; NULL if ggml has no such id. */
-const char *fx_gguf_type_name(uint32_t ggml_type);
-/* The ggml id of a weight dtype (F32/F16/BF16/block types); -1 if none. */
-int fx_gguf_type_of_dtype(fx_dtype t);
 
 #endif

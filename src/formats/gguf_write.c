@@ -82,7 +82,7 @@ int fx_gguf_writer_f32(fx_gguf_writer *w, const char *key, float value) {
 }
 
 int fx_gguf_writer_tensor(fx_gguf_writer *w, const char *name, int ndim, const int64_t *shape, fx_dtype dtype) {
-    int id = fx_gguf_type_of_dtype(dtype);
+    int id = fx_dtype_ggml_id(dtype);
     if (ndim < 1 || ndim > FX_GGUF_MAX_DIMS || id < 0) return -1;
     int64_t numel = 1;
     for (int d = 0; d < ndim; d++)

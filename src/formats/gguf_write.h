@@ -32,7 +32,7 @@ int fx_gguf_writer_u32(fx_gguf_writer *w, const char *key, uint32_t value);
 int fx_gguf_writer_f32(fx_gguf_writer *w, const char *key, float value);
 
 /* Add a tensor of ndim (1..4) dims in PyTorch order, dtype F32/F16/BF16 or
- * a block type (last dim a multiple of its block). Returns its index, or
+ * any other type with a ggml id (last dim a multiple of its block). Returns its index, or
  * -1 (allocation failure, bad shape). */
 int fx_gguf_writer_tensor(fx_gguf_writer *w, const char *name, int ndim, const int64_t *shape, fx_dtype dtype);
 

@@ -310,22 +310,22 @@ static flux_status read_alpha(const open_ctx *o, const group *g, double *alpha) 
     if (fx_shape_numel(&t->shape) != 1 || t->shape.ndim > 1 || !p)
         return fx_fail(o->err, FLUX_ERR_MODEL, "%s: tensor '%.200s': alpha must be a single number", o->path, t->name);
     double v;
-    if (fx_st_weight_dtype(t->dtype) >= 0) {
+    if (fx_dtype_is_weight(t->dtype)) {
         float f;
         fx_st_convert_f32(p, t->dtype, 1, &f);
         v = f;
-    } else if (t->dtype == FX_ST_F64) {
+    } else if (t->dtype == FX_DTYPE_F64) {
         memcpy(&v, p, 8);
-    } else if (t->dtype == FX_ST_I64 || t->dtype == FX_ST_I32 || t->dtype == FX_ST_I16 || t->dtype == FX_ST_I8 ||
-               t->dtype == FX_ST_U8) {
+    } else if (t->dtype == FX_DTYPE_I64 || t->dtype == FX_DTYPE_I32 || t->dtype == FX_DTYPE_I16 || t->dtype == FX_DTYPE_I8 ||
+               t->dtype == FX_DTYPE_U8) {
         int64_t i = 0;
-        size_t n = fx_st_dtype_size(t->dtype);
+        size_t n = fx_dtype_size(t->dtype);
         memcpy(&i, p, n);
-        if (t->dtype != FX_ST_U8 && n < 8 && (i >> (8 * n - 1) & 1)) i -= (int64_t)1 << (8 * n); /* sign */
+        if (t->dtype != FX_DTYPE_U8 && n < 8 && (i >> (8 * n - 1) & 1)) i -= (int64_t)1 << (8 * n); /* sign */
         v = (double)i;
     } else {
         return fx_fail(o->err, FLUX_ERR_MODEL, "%s: tensor '%.200s': alpha has dtype %s", o->path, t->name,
-                       fx_st_dtype_name(t->dtype));
+                       fx_dtype_name(t->dtype));
     }
     if (!isfinite(v))
         return fx_fail(o->err, FLUX_ERR_MODEL, "%s: tensor '%.200s': alpha is %g (not finite)", o->path, t->name, v);
@@ -342,7 +342,7 @@ static float *to_f32(const open_ctx *o, const fx_weight *w, int transpose) {
                 (long long)w->k);
         return NULL;
     }
-    const fx_st_dtype st = w->dtype == FX_DTYPE_F32 ? FX_ST_F32 : w->dtype == FX_DTYPE_F16 ? FX_ST_F16 : FX_ST_BF16;
+    const fx_dtype st = w->dtype == FX_DTYPE_F32 ? FX_DTYPE_F32 : w->dtype == FX_DTYPE_F16 ? FX_DTYPE_F16 : FX_DTYPE_BF16;
     for (int64_t i = 0; i < w->n; i++) {
         fx_st_convert_f32((const char *)w->data + (size_t)(i * w->ld) * fx_dtype_size(w->dtype), st, w->k, row);
         for (int64_t j = 0; j < w->k; j++) out[transpose ? j * w->n + i : i * w->k + j] = row[j];

@@ -60,7 +60,7 @@
 
 #include <stddef.h>
 
-#include "safetensors.h"
+#include "weight_set.h"
 
 /* ------------------------------------------------------------------------ */
 /* Keys                                                                     */

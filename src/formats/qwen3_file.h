@@ -27,7 +27,7 @@
 #define FX_QWEN3_FILE_H
 
 #include "src/base/log.h"
-#include "safetensors.h"
+#include "weight_set.h"
 
 /* Open `path` as a Qwen3 weight set with Hugging Face names. use_mmap as in
  * fx_st_open (-1: headers only). Errors: those of fx_wset_open;

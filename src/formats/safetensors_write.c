@@ -46,7 +46,7 @@ flux_status fx_st_write(const char *path, const fx_st_out *t, size_t n, const ch
         fx_sb_str(&h, "}");
     }
     for (size_t i = 0; i < n; i++) {
-        const size_t es = fx_st_dtype_size(t[i].dtype);
+        const size_t es = fx_dtype_size(t[i].dtype);
         if (!es || t[i].shape.ndim < 0 || t[i].shape.ndim > FX_ST_MAX_DIMS) {
             free(h.s);
             return fx_fail(err, FLUX_ERR_INVALID_ARG, "%s: tensor '%.200s': bad dtype or shape", path, t[i].name);
@@ -55,7 +55,7 @@ flux_status fx_st_write(const char *path, const fx_st_out *t, size_t n, const ch
         if (i || n_meta) fx_sb_str(&h, ",");
         put_json(&h, t[i].name);
         fx_sb_str(&h, ":{\"dtype\":");
-        put_json(&h, fx_st_dtype_name(t[i].dtype));
+        put_json(&h, fx_dtype_name(t[i].dtype));
         fx_sb_str(&h, ",\"shape\":[");
         for (int d = 0; d < t[i].shape.ndim; d++) {
             snprintf(num, sizeof num, d ? ",%lld" : "%lld", (long long)t[i].shape.d[d]);
@@ -81,7 +81,7 @@ flux_status fx_st_write(const char *path, const fx_st_out *t, size_t n, const ch
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
     int ok = fwrite(len8, 1, 8, af.f) == 8 && fwrite(h.s, 1, h.len, af.f) == h.len;
     for (size_t i = 0; i < n && ok; i++) {
-        const size_t bytes = (size_t)fx_shape_numel(&t[i].shape) * fx_st_dtype_size(t[i].dtype);
+        const size_t bytes = (size_t)fx_shape_numel(&t[i].shape) * fx_dtype_size(t[i].dtype);
         ok = !bytes || fwrite(t[i].data, 1, bytes, af.f) == bytes;
     }
     free(h.s);

@@ -11,11 +11,11 @@
 #ifndef FX_SAFETENSORS_WRITE_H
 #define FX_SAFETENSORS_WRITE_H
 
-#include "safetensors.h"
+#include "tensor_file.h"
 
 typedef struct fx_st_out {
     const char *name;
-    fx_st_dtype dtype;
+    fx_dtype dtype;
     fx_shape shape;
     const void *data;     /* numel(shape) × element size bytes */
 } fx_st_out;

@@ -26,14 +26,14 @@
  *     ignored; any other name is an error naming it.
  *   - diffusers names in one file: used as they are.
  * Row splits are row ranges of the fused tensor and the swap is two ranges
- * (safetensors.h views), so the checkpoint stays mmap'd and untouched. The
+ * (weight_set.h views), so the checkpoint stays mmap'd and untouched. The
  * shapes are then checked by fx_check_dit_weights like a folder's.
  */
 #ifndef FX_SINGLE_FILE_H
 #define FX_SINGLE_FILE_H
 
 #include "src/base/log.h"
-#include "safetensors.h"
+#include "weight_set.h"
 
 #define FX_COMFYUI_PREFIX "model.diffusion_model."
 

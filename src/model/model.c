@@ -62,8 +62,8 @@ void fx_model_free(struct fx_model *m) {
 /* 1 if any tensor of the set is stored in a block type (already quantized). */
 static int has_blocks(const fx_wset *w) {
     for (size_t i = 0; i < fx_wset_count(w); i++) {
-        int dt = fx_st_weight_dtype(fx_wset_tensor_at(w, i)->dtype);
-        if (dt >= 0 && fx_dtype_is_block((fx_dtype)dt)) return 1;
+        fx_dtype dt = fx_wset_tensor_at(w, i)->dtype;
+        if (fx_dtype_is_weight(dt) && fx_dtype_is_block(dt)) return 1;
     }
     return 0;
 }

@@ -5,7 +5,7 @@
  * Owned by the context (src/pipeline/load.c frees it after the components
  * that point into its weights). Other modules read ctx->model: the
  * configs give every dimension, the weight sets give the tensors (see
- * safetensors.h: fx_wset_linear / fx_wset_conv / fx_wset_f32 ...).
+ * weight_set.h: fx_wset_linear / fx_wset_conv / fx_wset_f32 ...).
  *
  * fx_model_open() (called by flux_load) fills it in this order, failing
  * early with a message that names the file: model_index.json, the four configs, cross-component
@@ -25,7 +25,7 @@
 
 #include "config.h"
 #include "ctx.h"
-#include "src/formats/safetensors.h"
+#include "src/formats/weight_set.h"
 
 struct fx_model {
     char *dir;   /* the folder given to flux_load */

@@ -293,10 +293,10 @@ static int qwen3_known_unused(const char *name, const void *config) {
 static flux_status refuse_fp8(const fx_wset *w, const char *only, const char *what, fx_err *err) {
     for (size_t i = 0; i < fx_wset_count(w); i++) {
         const fx_tensor *t = fx_wset_tensor_at(w, i);
-        if ((t->dtype == FX_ST_F8_E4M3 || t->dtype == FX_ST_F8_E5M2) && (!only || !strcmp(t->name, only)))
+        if ((t->dtype == FX_DTYPE_F8_E4M3 || t->dtype == FX_DTYPE_F8_E5M2) && (!only || !strcmp(t->name, only)))
             return fx_fail(err, FLUX_ERR_UNSUPPORTED,
                            "%s: tensor '%.200s' is %s; fp8 is read for linear layers only, not for %s",
-                           t->file ? fx_st_display(t->file) : fx_wset_display(w), t->name, fx_st_dtype_name(t->dtype),
+                           t->file ? fx_st_display(t->file) : fx_wset_display(w), t->name, fx_dtype_name(t->dtype),
                            what);
     }
     return FLUX_OK;

@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#include "src/formats/safetensors.h"
+#include "src/formats/weight_set.h"
 
 typedef struct fx_prefetch fx_prefetch;
 

@@ -118,9 +118,9 @@ static flux_status load_all(fx_qwen3 *q, fx_wset *w, fx_err *err) {
     const fx_qwen3_config *c = &q->c;
     fx_shape es = FX_SHAPE(c->vocab, c->hidden);
     TRY(fx_wset_get(w, "model.embed_tokens.weight", &es, &q->embed, err));
-    if (fx_st_weight_dtype(q->embed->dtype) < 0 || !fx_tensor_data(q->embed))
+    if (!fx_dtype_is_weight(q->embed->dtype) || !fx_tensor_data(q->embed))
         return fx_fail(err, FLUX_ERR_MODEL, "%s: model.embed_tokens.weight: dtype %s is not a weight dtype",
-                       fx_wset_display(w), fx_st_dtype_name(q->embed->dtype));
+                       fx_wset_display(w), fx_dtype_name(q->embed->dtype));
     for (int n = 0; n < q->layers_run; n++) TRY(load_layer(q->ops, w, c, n, &q->layers[n], err));
     return FLUX_OK;
 }
@@ -211,7 +211,7 @@ static flux_status reserve(flux_ctx *ctx, fx_qwen3 *q, int64_t seq) {
  * (on the host: the table is the largest tensor and is read a row a token). */
 static flux_status embed(flux_ctx *ctx, const fx_qwen3 *q, const int32_t *ids, int64_t seq) {
     const int64_t h = q->c.hidden;
-    const size_t row_bytes = (size_t)fx_st_row_bytes(q->embed->dtype, h);
+    const size_t row_bytes = (size_t)fx_dtype_row_bytes(q->embed->dtype, h);
     const char *table = fx_tensor_data(q->embed);
     for (int64_t l = 0; l < seq; l++) {
         if (ids[l] < 0 || ids[l] >= q->c.vocab)

@@ -5,7 +5,7 @@
 #ifndef FX_VAE_WEIGHTS_H
 #define FX_VAE_WEIGHTS_H
 
-#include "src/formats/safetensors.h"
+#include "src/formats/weight_set.h"
 #include "src/model/config.h"
 
 /* GroupNorm groups we support (the statistics are fixed-size arrays). */

@@ -20,11 +20,11 @@ static const float w_values[8] = {1, 2, -0.5f, 448, 0, 1, 1, 2};
 
 typedef struct scale_case {
     const char *scale_name;  /* NULL: no scale tensor */
-    fx_st_dtype scale_dtype;
+    fx_dtype scale_dtype;
     fx_shape scale_shape;
     float scale[4];
     const char *weight_name; /* of the fp8 tensor */
-    fx_st_dtype weight_dtype;
+    fx_dtype weight_dtype;
     const char *extra;       /* another scale tensor's name, or NULL */
 } scale_case;
 
@@ -34,9 +34,9 @@ static fx_wset *open_case(const char *file, const scale_case *c) {
     size_t n = 0;
     static const uint16_t bf16[8] = {0x3f80, 0x4000, 0xbf00, 0x43e0, 0, 0x3f80, 0x3f80, 0x4000};
     t[n++] = (fx_st_out){c->weight_name, c->weight_dtype, FX_SHAPE(2, 4),
-                         c->weight_dtype == FX_ST_BF16 ? (const void *)bf16 : (const void *)w_bytes};
+                         c->weight_dtype == FX_DTYPE_BF16 ? (const void *)bf16 : (const void *)w_bytes};
     if (c->scale_name) t[n++] = (fx_st_out){c->scale_name, c->scale_dtype, c->scale_shape, c->scale};
-    if (c->extra) t[n++] = (fx_st_out){c->extra, FX_ST_F32, FX_SHAPE0, c->scale};
+    if (c->extra) t[n++] = (fx_st_out){c->extra, FX_DTYPE_F32, FX_SHAPE0, c->scale};
     fx_err err = {0};
     const char *path = fx_test_tmp_path(file);
     if (fx_st_write(path, t, n, NULL, 0, &err)) {
@@ -56,7 +56,7 @@ TEST(fp8_file_scale_conventions) {
         float want;
     } cases[] = {{"l.weight_scale", 0.25f}, {"l.scale_weight", 0.25f}, {NULL, 1.0f}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        scale_case c = {cases[i].scale_name, FX_ST_F32, FX_SHAPE0, {0.25f}, "l.weight", FX_ST_F8_E4M3, NULL};
+        scale_case c = {cases[i].scale_name, FX_DTYPE_F32, FX_SHAPE0, {0.25f}, "l.weight", FX_DTYPE_F8_E4M3, NULL};
         if (i == 1) c.extra = "l.scale_input"; /* legacy: its input scale rides along, ignored */
         fx_wset *s = open_case("fp8.safetensors", &c);
         REQUIRE(s);
@@ -83,24 +83,24 @@ TEST(fp8_file_refusals) {
         flux_status code;
         const char *msg;
     } cases[] = {
-        {{"m.weight_scale", FX_ST_F32, FX_SHAPE0, {1}, "l.weight", FX_ST_F8_E4M3, NULL}, 1, FLUX_ERR_MODEL,
+        {{"m.weight_scale", FX_DTYPE_F32, FX_SHAPE0, {1}, "l.weight", FX_DTYPE_F8_E4M3, NULL}, 1, FLUX_ERR_MODEL,
          "scale 'm.weight_scale' has no weight 'm.weight'"},
-        {{"l.weight_scale", FX_ST_F32, FX_SHAPE0, {1}, "l.weight", FX_ST_BF16, NULL}, 1, FLUX_ERR_UNSUPPORTED,
+        {{"l.weight_scale", FX_DTYPE_F32, FX_SHAPE0, {1}, "l.weight", FX_DTYPE_BF16, NULL}, 1, FLUX_ERR_UNSUPPORTED,
          "belongs to 'l.weight' of dtype BF16; only fp8"},
-        {{"l.weight_scale", FX_ST_F32, FX_SHAPE(2), {1, 2}, "l.weight", FX_ST_F8_E4M3, NULL}, 0, FLUX_ERR_UNSUPPORTED,
+        {{"l.weight_scale", FX_DTYPE_F32, FX_SHAPE(2), {1, 2}, "l.weight", FX_DTYPE_F8_E4M3, NULL}, 0, FLUX_ERR_UNSUPPORTED,
          "scale 'l.weight_scale' has shape [2]; fp8 weights take one per-tensor scale"},
-        {{"l.weight_scale", FX_ST_F32, FX_SHAPE(2, 1), {1, 2}, "l.weight", FX_ST_F8_E4M3, NULL}, 0, FLUX_ERR_UNSUPPORTED,
+        {{"l.weight_scale", FX_DTYPE_F32, FX_SHAPE(2, 1), {1, 2}, "l.weight", FX_DTYPE_F8_E4M3, NULL}, 0, FLUX_ERR_UNSUPPORTED,
          "per-channel or block scales are not supported"},
-        {{"l.weight_scale", FX_ST_F32, FX_SHAPE0, {0}, "l.weight", FX_ST_F8_E4M3, NULL}, 0, FLUX_ERR_MODEL,
+        {{"l.weight_scale", FX_DTYPE_F32, FX_SHAPE0, {0}, "l.weight", FX_DTYPE_F8_E4M3, NULL}, 0, FLUX_ERR_MODEL,
          "scale 'l.weight_scale' is 0; an fp8 scale must be finite and nonzero"},
-        {{"l.weight_scale", FX_ST_F32, FX_SHAPE0, {INFINITY}, "l.weight", FX_ST_F8_E4M3, NULL}, 0, FLUX_ERR_MODEL,
+        {{"l.weight_scale", FX_DTYPE_F32, FX_SHAPE0, {INFINITY}, "l.weight", FX_DTYPE_F8_E4M3, NULL}, 0, FLUX_ERR_MODEL,
          "must be finite and nonzero"},
-        {{"l.weight_scale", FX_ST_I32, FX_SHAPE0, {1}, "l.weight", FX_ST_F8_E4M3, NULL}, 0, FLUX_ERR_MODEL,
+        {{"l.weight_scale", FX_DTYPE_I32, FX_SHAPE0, {1}, "l.weight", FX_DTYPE_F8_E4M3, NULL}, 0, FLUX_ERR_MODEL,
          "has dtype I32, expected F32"},
-        {{"l.weight_scale", FX_ST_F32, FX_SHAPE0, {1}, "l.weight", FX_ST_F8_E4M3, "l.scale_weight"}, 0, FLUX_ERR_MODEL,
+        {{"l.weight_scale", FX_DTYPE_F32, FX_SHAPE0, {1}, "l.weight", FX_DTYPE_F8_E4M3, "l.scale_weight"}, 0, FLUX_ERR_MODEL,
          "fp8 tensor 'l.weight' has two scales"},
-        {{NULL, FX_ST_F32, FX_SHAPE0, {1}, "l.weight", FX_ST_F8_E8M0, NULL}, 0, FLUX_ERR_MODEL,
-         "has dtype F8_E8M0; weights must be F32, F16, BF16, F8_E4M3, F8_E5M2 or a GGUF block type"},
+        {{NULL, FX_DTYPE_F32, FX_SHAPE0, {1}, "l.weight", FX_DTYPE_F8_E8M0, NULL}, 0, FLUX_ERR_MODEL,
+         "has dtype F8_E8M0; weights must be F32, F16, BF16, Q8_0"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         fx_wset *s = open_case("bad.safetensors", &cases[i].c);
@@ -139,7 +139,7 @@ TEST(fp8_file_refused_outside_linear_layers) {
                  {"model.embed_tokens.weight", 0, "is F8_E4M3; fp8 is read for linear layers only, not for the "
                                                   "embedding table"}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        scale_case c = {NULL, FX_ST_F32, FX_SHAPE0, {1}, cases[i].name, FX_ST_F8_E4M3, NULL};
+        scale_case c = {NULL, FX_DTYPE_F32, FX_SHAPE0, {1}, cases[i].name, FX_DTYPE_F8_E4M3, NULL};
         fx_wset *s = open_case("part.safetensors", &c);
         REQUIRE(s);
         fx_err err = {0};

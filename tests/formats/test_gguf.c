@@ -1,6 +1,6 @@
 /*
  * test_gguf.c — the GGUF reader (gguf.h) and GGUF files behind the weight
- * sets (safetensors.h): a file built field by field here is read back
+ * sets (weight_set.h): a file built field by field here is read back
  * exactly (key/values, shapes reversed to PyTorch order, dtypes, data,
  * version 2 and 3); the writer's files read back; and every malformed
  * header of the format reference's check list fails with FLUX_ERR_FORMAT
@@ -14,7 +14,10 @@
 
 #include "src/formats/gguf.h"
 #include "src/formats/gguf_write.h"
-#include "src/formats/safetensors.h"
+#include "src/formats/weight_set.h"
+
+/* ggml.h's type ids, written out here so the dtype table is checked against them. */
+enum { GGML_F32 = 0, GGML_F16 = 1, GGML_Q8_0 = 8, GGML_Q4_K = 12, GGML_IQ2_XXS = 16, GGML_I64 = 27, GGML_BF16 = 30 };
 
 /* ------------------------------------------------------------------------ */
 /* A byte builder for hand-made GGUF files                                  */
@@ -80,11 +83,11 @@ static ref_file make_ref(void) {
     r.t0_ndims = b->n, u32(b, 2);
     r.t0_ne0 = b->n, u64(b, 3);
     r.t0_ne1 = b->n, u64(b, 2);
-    r.t0_type = b->n, u32(b, FX_GGML_F32);
+    r.t0_type = b->n, u32(b, GGML_F32);
     r.t0_offset = b->n, u64(b, 0);
-    r.t1_name = b->n, str(b, "b.weight"), u32(b, 2), u64(b, 64), u64(b, 2), u32(b, FX_GGML_Q8_0);
+    r.t1_name = b->n, str(b, "b.weight"), u32(b, 2), u64(b, 64), u64(b, 2), u32(b, GGML_Q8_0);
     r.t1_offset = b->n, u64(b, 32);
-    str(b, "c.scale"), u32(b, 1), u64(b, 4), u32(b, FX_GGML_BF16), u64(b, 32 + 160);
+    str(b, "c.scale"), u32(b, 1), u64(b, 4), u32(b, GGML_BF16), u64(b, 32 + 160);
     pad_to(b, 32);
     r.header_end = b->n;
     /* data: a (24 bytes, padded to 32), b (4 blocks × 34 = 136, padded to 160), c (8) */
@@ -155,9 +158,9 @@ TEST(gguf_reads_a_hand_built_file) {
         REQUIRE(fx_st_count(f) == 3);
         const fx_tensor *a = fx_st_find(f, "a.weight"), *b = fx_st_find(f, "b.weight"), *c = fx_st_find(f, "c.scale");
         REQUIRE(a && b && c);
-        CHECK(a->dtype == FX_ST_F32 && a->shape.ndim == 2 && a->shape.d[0] == 2 && a->shape.d[1] == 3);
-        CHECK(b->dtype == FX_ST_Q8_0 && b->shape.d[0] == 2 && b->shape.d[1] == 64 && b->nbytes == 136);
-        CHECK(c->dtype == FX_ST_BF16 && c->shape.ndim == 1 && c->shape.d[0] == 4);
+        CHECK(a->dtype == FX_DTYPE_F32 && a->shape.ndim == 2 && a->shape.d[0] == 2 && a->shape.d[1] == 3);
+        CHECK(b->dtype == FX_DTYPE_Q8_0 && b->shape.d[0] == 2 && b->shape.d[1] == 64 && b->nbytes == 136);
+        CHECK(c->dtype == FX_DTYPE_BF16 && c->shape.ndim == 1 && c->shape.d[0] == 4);
         float v[128];
         fx_st_convert_f32(fx_tensor_data(a), a->dtype, 6, v);
         for (int i = 0; i < 6; i++) CHECK(v[i] == (float)i);
@@ -241,7 +244,7 @@ TEST(gguf_writer_round_trip) {
         snprintf(name, sizeof name, "t%d.weight", i);
         const fx_tensor *t = fx_st_find(f, name);
         REQUIRE(t);
-        CHECK(fx_st_weight_dtype(t->dtype) == (int)types[i]);
+        CHECK(t->dtype == types[i] && fx_dtype_is_weight(t->dtype));
         CHECK(t->shape.d[0] == 3 && t->shape.d[1] == 256);
         CHECK((const unsigned char *)fx_tensor_data(t) == img + fx_gguf_writer_offset(w, i));
         CHECK((uint64_t)t->nbytes == fx_gguf_writer_nbytes(w, i));
@@ -356,11 +359,11 @@ TEST(gguf_rejects_bad_tensors) {
     EXPECT_BAD(p, b->n, "tensor 'a.weight'", "unknown ggml type id 99");
     patch_u32(b, r.t0_type, 4); /* retired Q4_2 */
     EXPECT_BAD(p, b->n, "tensor 'a.weight'", "unknown ggml type id 4");
-    patch_u32(b, r.t0_type, 16);
-    EXPECT_BAD(p, b->n, "tensor 'a.weight'", "type IQ2_XXS (16) is not supported");
-    patch_u32(b, r.t0_type, FX_GGML_Q4_K); /* ne[0] = 3 is not a multiple of 256 */
+    patch_u32(b, r.t0_type, GGML_IQ2_XXS); /* a type without kernels is sized like any other */
+    EXPECT_BAD(p, b->n, "tensor 'a.weight'", "not a multiple of the IQ2_XXS block (256)");
+    patch_u32(b, r.t0_type, GGML_Q4_K); /* ne[0] = 3 is not a multiple of 256 */
     EXPECT_BAD(p, b->n, "tensor 'a.weight'", "not a multiple of the Q4_K block (256)");
-    patch_u32(b, r.t0_type, FX_GGML_F32);
+    patch_u32(b, r.t0_type, GGML_F32);
     patch_u64(b, r.t0_offset, 8);
     EXPECT_BAD(p, b->n, "tensor 'a.weight'", "offset 8 is not a multiple of the alignment 32");
     patch_u64(b, r.t0_offset, UINT64_MAX - 31);
@@ -386,25 +389,35 @@ TEST(gguf_rejects_bad_tensors) {
     free(r.b.p);
 }
 
-/* Non-weight GGUF types are listed but refused as weights; names longer
- * than the spec's 64 bytes (ComfyUI-GGUF allows 127) are read. */
+/* Non-weight GGUF types are listed but refused as weights, also block
+ * types without kernels (issue 24.3: such a tensor fails only when read,
+ * naming file, tensor and type); names longer than the spec's 64 bytes
+ * (ComfyUI-GGUF allows 127) are read. */
 TEST(gguf_listed_types_and_long_names) {
     gbuf b = {0};
     char longname[200];
     memset(longname, 'n', 150);
     strcpy(longname + 150, ".weight");
-    put(&b, "GGUF", 4), u32(&b, 3), u64(&b, 2), u64(&b, 0);
-    str(&b, "steps"), u32(&b, 1), u64(&b, 1), u32(&b, FX_GGML_I64), u64(&b, 0);
-    str(&b, longname), u32(&b, 1), u64(&b, 2), u32(&b, FX_GGML_F16), u64(&b, 32);
+    put(&b, "GGUF", 4), u32(&b, 3), u64(&b, 3), u64(&b, 0);
+    str(&b, "steps"), u32(&b, 1), u64(&b, 1), u32(&b, GGML_I64), u64(&b, 0);
+    str(&b, longname), u32(&b, 1), u64(&b, 2), u32(&b, GGML_F16), u64(&b, 32);
+    str(&b, "iq2.weight"), u32(&b, 2), u64(&b, 256), u64(&b, 2), u32(&b, GGML_IQ2_XXS), u64(&b, 64);
     pad_to(&b, 32);
-    for (int i = 0; i < 36; i++) put(&b, "\0", 1);
+    for (int i = 0; i < 64 + 2 * 66; i++) put(&b, "\0", 1);
     fx_err err = {0};
     fx_wset *s = fx_wset_open_memory(b.p, b.n, "t.gguf", 0, &err);
     REQUIRE_MSG(s, "%s", err.msg);
     const fx_tensor *t = fx_wset_find(s, "steps");
-    CHECK(t && t->dtype == FX_ST_I64);
+    CHECK(t && t->dtype == FX_DTYPE_I64);
     CHECK(fx_wset_check_weight(s, "steps", NULL, &err) == FLUX_ERR_MODEL);
     CHECK(fx_wset_find(s, longname) != NULL);
+    t = fx_wset_find(s, "iq2.weight");
+    CHECK(t && t->dtype == FX_DTYPE_IQ2_XXS && t->nbytes == 2 * 66 && t->shape.ndim == 2 && t->shape.d[0] == 2 &&
+          t->shape.d[1] == 256);
+    fx_weight w;
+    CHECK(fx_wset_linear(s, "iq2.weight", 2, 256, &w, &err) == FLUX_ERR_UNSUPPORTED);
+    CHECK_MSG(strstr(err.msg, "t.gguf: tensor 'iq2.weight' has dtype IQ2_XXS, which flux.c cannot decode"), "%s",
+              err.msg);
     fx_wset_close(s);
     free(b.p);
 }

@@ -42,7 +42,7 @@ typedef struct lfile {
 
 static float g_values[1 << 16];
 
-static void add(lfile *f, const char *name, fx_st_dtype dt, fx_shape shape) {
+static void add(lfile *f, const char *name, fx_dtype dt, fx_shape shape) {
     static char names[64][256];
     const int i = f->n++;
     snprintf(names[i], sizeof names[i], "%s", name);
@@ -55,7 +55,7 @@ static void add_alpha(lfile *f, const char *module, float alpha) {
     char name[256];
     snprintf(name, sizeof name, "%s.alpha", module);
     alphas[f->n] = alpha;
-    add(f, name, FX_ST_F32, FX_SHAPE0);
+    add(f, name, FX_DTYPE_F32, FX_SHAPE0);
     f->t[f->n - 1].data = &alphas[f->n - 1];
 }
 
@@ -64,9 +64,9 @@ static void add_lora(lfile *f, const char *module, const char *down, const char 
                      int64_t out) {
     char name[256];
     snprintf(name, sizeof name, "%s%s", module, down);
-    add(f, name, FX_ST_BF16, FX_SHAPE(r, in));
+    add(f, name, FX_DTYPE_BF16, FX_SHAPE(r, in));
     snprintf(name, sizeof name, "%s%s", module, up);
-    add(f, name, FX_ST_BF16, FX_SHAPE(out, r));
+    add(f, name, FX_DTYPE_BF16, FX_SHAPE(out, r));
 }
 
 static const char *write_file(const lfile *f, const char *name) {
@@ -314,32 +314,32 @@ TEST(lora_scale_rules) {
     add_lora(&f, "lora_unet_double_blocks_0_img_attn_proj", ".lora_down.weight", ".lora_up.weight", 4, D, D);
     add_alpha(&f, "lora_unet_double_blocks_0_img_attn_proj", 2.0f);
     /* LoKr, w2 factored (rank 2), α 3: 3/2; W1 [4, 4] ⊗ W2 [16, 16] */
-    add(&f, "lycoris_double_blocks_0_txt_attn_proj.lokr_w1", FX_ST_BF16, FX_SHAPE(4, 4));
-    add(&f, "lycoris_double_blocks_0_txt_attn_proj.lokr_w2_a", FX_ST_BF16, FX_SHAPE(16, 2));
-    add(&f, "lycoris_double_blocks_0_txt_attn_proj.lokr_w2_b", FX_ST_F32, FX_SHAPE(2, 16));
+    add(&f, "lycoris_double_blocks_0_txt_attn_proj.lokr_w1", FX_DTYPE_BF16, FX_SHAPE(4, 4));
+    add(&f, "lycoris_double_blocks_0_txt_attn_proj.lokr_w2_a", FX_DTYPE_BF16, FX_SHAPE(16, 2));
+    add(&f, "lycoris_double_blocks_0_txt_attn_proj.lokr_w2_b", FX_DTYPE_F32, FX_SHAPE(2, 16));
     add_alpha(&f, "lycoris_double_blocks_0_txt_attn_proj", 3.0f);
     /* LoKr, both whole: 1 whatever alpha says */
-    add(&f, "lycoris_double_blocks_1_txt_attn_proj.lokr_w1", FX_ST_BF16, FX_SHAPE(2, 8));
-    add(&f, "lycoris_double_blocks_1_txt_attn_proj.lokr_w2", FX_ST_F16, FX_SHAPE(32, 8));
+    add(&f, "lycoris_double_blocks_1_txt_attn_proj.lokr_w1", FX_DTYPE_BF16, FX_SHAPE(2, 8));
+    add(&f, "lycoris_double_blocks_1_txt_attn_proj.lokr_w2", FX_DTYPE_F16, FX_SHAPE(32, 8));
     add_alpha(&f, "lycoris_double_blocks_1_txt_attn_proj", 5.0f);
     /* LoKr, w1 factored (rank 2) and w2 whole, α 4: 4/2 */
-    add(&f, "lycoris_double_blocks_1_img_attn_proj.lokr_w1_a", FX_ST_BF16, FX_SHAPE(4, 2));
-    add(&f, "lycoris_double_blocks_1_img_attn_proj.lokr_w1_b", FX_ST_BF16, FX_SHAPE(2, 4));
-    add(&f, "lycoris_double_blocks_1_img_attn_proj.lokr_w2", FX_ST_BF16, FX_SHAPE(16, 16));
+    add(&f, "lycoris_double_blocks_1_img_attn_proj.lokr_w1_a", FX_DTYPE_BF16, FX_SHAPE(4, 2));
+    add(&f, "lycoris_double_blocks_1_img_attn_proj.lokr_w1_b", FX_DTYPE_BF16, FX_SHAPE(2, 4));
+    add(&f, "lycoris_double_blocks_1_img_attn_proj.lokr_w2", FX_DTYPE_BF16, FX_SHAPE(16, 16));
     add_alpha(&f, "lycoris_double_blocks_1_img_attn_proj", 4.0f);
     /* LoHa ranks 4 and 2, α 1: 1/4; kept as a product of rank 8 (8·(64 + 256) < 64·256) */
-    add(&f, "diffusion_model.single_blocks.0.linear2.hada_w1_a", FX_ST_BF16, FX_SHAPE(D, 4));
-    add(&f, "diffusion_model.single_blocks.0.linear2.hada_w1_b", FX_ST_BF16, FX_SHAPE(4, D + M));
-    add(&f, "diffusion_model.single_blocks.0.linear2.hada_w2_a", FX_ST_BF16, FX_SHAPE(D, 2));
-    add(&f, "diffusion_model.single_blocks.0.linear2.hada_w2_b", FX_ST_BF16, FX_SHAPE(2, D + M));
+    add(&f, "diffusion_model.single_blocks.0.linear2.hada_w1_a", FX_DTYPE_BF16, FX_SHAPE(D, 4));
+    add(&f, "diffusion_model.single_blocks.0.linear2.hada_w1_b", FX_DTYPE_BF16, FX_SHAPE(4, D + M));
+    add(&f, "diffusion_model.single_blocks.0.linear2.hada_w2_a", FX_DTYPE_BF16, FX_SHAPE(D, 2));
+    add(&f, "diffusion_model.single_blocks.0.linear2.hada_w2_b", FX_DTYPE_BF16, FX_SHAPE(2, D + M));
     add_alpha(&f, "diffusion_model.single_blocks.0.linear2", 1.0f);
     /* LoHa ranks 8 and 8 on [64, 192]: 64·256 > 64·192, ΔW itself; no alpha: 1 */
-    add(&f, "diffusion_model.double_blocks.1.img_mlp.2.hada_w1_a", FX_ST_BF16, FX_SHAPE(D, 8));
-    add(&f, "diffusion_model.double_blocks.1.img_mlp.2.hada_w1_b", FX_ST_BF16, FX_SHAPE(8, M));
-    add(&f, "diffusion_model.double_blocks.1.img_mlp.2.hada_w2_a", FX_ST_F16, FX_SHAPE(D, 8));
-    add(&f, "diffusion_model.double_blocks.1.img_mlp.2.hada_w2_b", FX_ST_F32, FX_SHAPE(8, M));
+    add(&f, "diffusion_model.double_blocks.1.img_mlp.2.hada_w1_a", FX_DTYPE_BF16, FX_SHAPE(D, 8));
+    add(&f, "diffusion_model.double_blocks.1.img_mlp.2.hada_w1_b", FX_DTYPE_BF16, FX_SHAPE(8, M));
+    add(&f, "diffusion_model.double_blocks.1.img_mlp.2.hada_w2_a", FX_DTYPE_F16, FX_SHAPE(D, 8));
+    add(&f, "diffusion_model.double_blocks.1.img_mlp.2.hada_w2_b", FX_DTYPE_F32, FX_SHAPE(8, M));
     /* diff: 1 */
-    add(&f, "diffusion_model.single_blocks.1.linear2.diff", FX_ST_BF16, FX_SHAPE(D, D + M));
+    add(&f, "diffusion_model.single_blocks.1.linear2.diff", FX_DTYPE_BF16, FX_SHAPE(D, D + M));
     fx_lora_report rep;
     fx_err err = {0};
     fx_lora *l = open_file(&f, "scales.safetensors", model, &rep, &err);
@@ -407,8 +407,8 @@ TEST(lora_warns_about_ignored_keys) {
     lfile f = {0};
     add_lora(&f, "lora_unet_single_blocks_0_linear2", ".lora_down.weight", ".lora_up.weight", 2, D + M, D);
     add_lora(&f, "lora_unet_double_blocks_7_img_attn_qkv", ".lora_down.weight", ".lora_up.weight", 2, D, 3 * D);
-    add(&f, "emb_params", FX_ST_F32, FX_SHAPE(3, 4));
-    add(&f, "lora_unet_single_blocks_0_linear2.diff_b", FX_ST_F32, FX_SHAPE(D));
+    add(&f, "emb_params", FX_DTYPE_F32, FX_SHAPE(3, 4));
+    add(&f, "lora_unet_single_blocks_0_linear2.diff_b", FX_DTYPE_F32, FX_SHAPE(D));
     add_lora(&f, "lora_te1_text_model_encoder_layers_0_mlp_fc1", ".lora_down.weight", ".lora_up.weight", 2, 16, 16);
     fx_lora_report rep;
     fx_err err = {0};
@@ -443,8 +443,8 @@ TEST(lora_refuses_hostile_files) {
     REFUSED(&f, "b_rows.safetensors", FLUX_ERR_MODEL, "img_attn.qkv.lora_B.weight", "[64, 4]", "needs [192, 4]");
     /* A rank 4, B rank 3 */
     memset(&f, 0, sizeof f);
-    add(&f, "lora_unet_double_blocks_0_img_attn_proj.lora_down.weight", FX_ST_BF16, FX_SHAPE(4, D));
-    add(&f, "lora_unet_double_blocks_0_img_attn_proj.lora_up.weight", FX_ST_BF16, FX_SHAPE(D, 3));
+    add(&f, "lora_unet_double_blocks_0_img_attn_proj.lora_down.weight", FX_DTYPE_BF16, FX_SHAPE(4, D));
+    add(&f, "lora_unet_double_blocks_0_img_attn_proj.lora_up.weight", FX_DTYPE_BF16, FX_SHAPE(D, 3));
     REFUSED(&f, "rank.safetensors", FLUX_ERR_MODEL, "rank mismatch", "lora_down.weight' has rank 4", "rank 3");
     /* NaN, Inf, non-scalar alpha */
     static const float bad_alpha[] = {NAN, INFINITY, -INFINITY};
@@ -456,7 +456,7 @@ TEST(lora_refuses_hostile_files) {
     }
     memset(&f, 0, sizeof f);
     add_lora(&f, qkv, ".lora_A.weight", ".lora_B.weight", 4, D, 3 * D);
-    add(&f, "diffusion_model.double_blocks.0.img_attn.qkv.alpha", FX_ST_F32, FX_SHAPE(2));
+    add(&f, "diffusion_model.double_blocks.0.img_attn.qkv.alpha", FX_DTYPE_F32, FX_SHAPE(2));
     REFUSED(&f, "alpha2.safetensors", FLUX_ERR_MODEL, "img_attn.qkv.alpha", "single number");
     /* metadata alpha out of range */
     memset(&f, 0, sizeof f);
@@ -474,50 +474,50 @@ TEST(lora_refuses_hostile_files) {
     /* DoRA and other schemes */
     memset(&f, 0, sizeof f);
     add_lora(&f, qkv, ".lora_A.weight", ".lora_B.weight", 4, D, 3 * D);
-    add(&f, "diffusion_model.double_blocks.0.img_attn.qkv.dora_scale", FX_ST_BF16, FX_SHAPE(1, D));
+    add(&f, "diffusion_model.double_blocks.0.img_attn.qkv.dora_scale", FX_DTYPE_BF16, FX_SHAPE(1, D));
     REFUSED(&f, "dora.safetensors", FLUX_ERR_UNSUPPORTED, "img_attn.qkv.dora_scale", "DoRA");
     memset(&f, 0, sizeof f);
-    add(&f, "transformer.transformer_blocks.0.attn.to_q.lora_magnitude_vector", FX_ST_BF16, FX_SHAPE(D));
+    add(&f, "transformer.transformer_blocks.0.attn.to_q.lora_magnitude_vector", FX_DTYPE_BF16, FX_SHAPE(D));
     REFUSED(&f, "dora2.safetensors", FLUX_ERR_UNSUPPORTED, "to_q.lora_magnitude_vector", "DoRA");
     memset(&f, 0, sizeof f);
-    add(&f, "diffusion_model.img_in.set_weight", FX_ST_BF16, FX_SHAPE(D, 128));
+    add(&f, "diffusion_model.img_in.set_weight", FX_DTYPE_BF16, FX_SHAPE(D, 128));
     REFUSED(&f, "set.safetensors", FLUX_ERR_UNSUPPORTED, "img_in.set_weight", "set_weight");
     memset(&f, 0, sizeof f);
-    add(&f, "lycoris_img_in.oft_blocks", FX_ST_BF16, FX_SHAPE(4, 16, 16));
+    add(&f, "lycoris_img_in.oft_blocks", FX_DTYPE_BF16, FX_SHAPE(4, 16, 16));
     REFUSED(&f, "oft.safetensors", FLUX_ERR_UNSUPPORTED, "lycoris_img_in.oft_blocks", "OFT");
     /* incomplete modules */
     memset(&f, 0, sizeof f);
-    add(&f, "diffusion_model.img_in.lora_A.weight", FX_ST_BF16, FX_SHAPE(4, 128));
+    add(&f, "diffusion_model.img_in.lora_A.weight", FX_DTYPE_BF16, FX_SHAPE(4, 128));
     REFUSED(&f, "half.safetensors", FLUX_ERR_MODEL, "img_in.lora_A.weight' has no partner");
     memset(&f, 0, sizeof f);
     add_alpha(&f, "lora_unet_img_in", 4.0f);
     REFUSED(&f, "alpha_only.safetensors", FLUX_ERR_MODEL, "lora_unet_img_in.alpha' without any factor");
     memset(&f, 0, sizeof f);
-    add(&f, "lycoris_img_in.lokr_w1", FX_ST_BF16, FX_SHAPE(4, 4));
+    add(&f, "lycoris_img_in.lokr_w1", FX_DTYPE_BF16, FX_SHAPE(4, 4));
     REFUSED(&f, "lokr_half.safetensors", FLUX_ERR_MODEL, "lycoris_img_in", "without its W2 factor");
     memset(&f, 0, sizeof f);
-    add(&f, "lycoris_img_in.lokr_w1", FX_ST_BF16, FX_SHAPE(4, 4));
-    add(&f, "lycoris_img_in.lokr_w2", FX_ST_BF16, FX_SHAPE(16, 16)); /* 4·16 = 64 rows but 4·16 ≠ 128 columns */
+    add(&f, "lycoris_img_in.lokr_w1", FX_DTYPE_BF16, FX_SHAPE(4, 4));
+    add(&f, "lycoris_img_in.lokr_w2", FX_DTYPE_BF16, FX_SHAPE(16, 16)); /* 4·16 = 64 rows but 4·16 ≠ 128 columns */
     REFUSED(&f, "lokr_shape.safetensors", FLUX_ERR_MODEL, "lycoris_img_in", "make [64, 64], the module is [64, 128]");
     memset(&f, 0, sizeof f);
-    add(&f, "m.hada_w1_a", FX_ST_BF16, FX_SHAPE(D, 2));
-    add(&f, "diffusion_model.img_in.hada_w1_a", FX_ST_BF16, FX_SHAPE(D, 2));
-    add(&f, "diffusion_model.img_in.hada_w1_b", FX_ST_BF16, FX_SHAPE(2, 128));
-    add(&f, "diffusion_model.img_in.hada_w2_a", FX_ST_BF16, FX_SHAPE(D, 2));
+    add(&f, "m.hada_w1_a", FX_DTYPE_BF16, FX_SHAPE(D, 2));
+    add(&f, "diffusion_model.img_in.hada_w1_a", FX_DTYPE_BF16, FX_SHAPE(D, 2));
+    add(&f, "diffusion_model.img_in.hada_w1_b", FX_DTYPE_BF16, FX_SHAPE(2, 128));
+    add(&f, "diffusion_model.img_in.hada_w2_a", FX_DTYPE_BF16, FX_SHAPE(D, 2));
     REFUSED(&f, "loha_half.safetensors", FLUX_ERR_MODEL, "diffusion_model.img_in", "hada_w2_b");
     /* two schemes, a factor given twice */
     memset(&f, 0, sizeof f);
     add_lora(&f, "diffusion_model.img_in", ".lora_A.weight", ".lora_B.weight", 4, 128, D);
-    add(&f, "diffusion_model.img_in.diff", FX_ST_BF16, FX_SHAPE(D, 128));
+    add(&f, "diffusion_model.img_in.diff", FX_DTYPE_BF16, FX_SHAPE(D, 128));
     REFUSED(&f, "mixed.safetensors", FLUX_ERR_MODEL, "diffusion_model.img_in", "mixes LoRA diff");
     memset(&f, 0, sizeof f);
     add_lora(&f, "diffusion_model.img_in", ".lora_A.weight", ".lora_B.weight", 4, 128, D);
-    add(&f, "diffusion_model.img_in.lora_down.weight", FX_ST_BF16, FX_SHAPE(4, 128));
+    add(&f, "diffusion_model.img_in.lora_down.weight", FX_DTYPE_BF16, FX_SHAPE(4, 128));
     REFUSED(&f, "twice.safetensors", FLUX_ERR_MODEL, "diffusion_model.img_in", "given twice");
     /* a factor dtype the kernels cannot use */
     memset(&f, 0, sizeof f);
-    add(&f, "diffusion_model.img_in.lora_A.weight", FX_ST_I32, FX_SHAPE(4, 128));
-    add(&f, "diffusion_model.img_in.lora_B.weight", FX_ST_BF16, FX_SHAPE(D, 4));
+    add(&f, "diffusion_model.img_in.lora_A.weight", FX_DTYPE_I32, FX_SHAPE(4, 128));
+    add(&f, "diffusion_model.img_in.lora_B.weight", FX_DTYPE_BF16, FX_SHAPE(D, 4));
     REFUSED(&f, "dtype.safetensors", FLUX_ERR_MODEL, "img_in.lora_A.weight", "I32");
     /* nothing matches: another model's adapter */
     memset(&f, 0, sizeof f);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/formats/safetensors.h"
+#include "src/formats/weight_set.h"
 
 /* A safetensors image: 8-byte little-endian header length, header, data. */
 static unsigned char *build(const char *header, const void *data, size_t dlen, size_t *len) {
@@ -208,9 +208,9 @@ TEST(safetensors_accepts_all_dtypes_and_edge_shapes) {
         snprintf(nm, sizeof nm, "t_%s", names[i]);
         const fx_tensor *t = fx_st_find(f, nm);
         REQUIRE_MSG(t, "%s missing", nm);
-        CHECK(!strcmp(fx_st_dtype_name(t->dtype), names[i]));
+        CHECK(!strcmp(fx_dtype_name(t->dtype), names[i]));
         CHECK_EQ_INT(t->nbytes, 3 * sizes[i]);
-        CHECK_EQ_INT(fx_st_dtype_size(t->dtype), sizes[i]);
+        CHECK_EQ_INT(fx_dtype_size(t->dtype), sizes[i]);
         CHECK(t->file == f && fx_tensor_data(t) != NULL);
     }
     const fx_tensor *s = fx_st_find(f, "scalar");
@@ -360,9 +360,9 @@ TEST(safetensors_lookup_errors_and_views) {
     CHECK_MSG(!strcmp(err.msg, "vae/m.safetensors: tensor 'nope.weight' not found"), "%s", err.msg);
     /* a non-float tensor is not a weight */
     CHECK(fx_wset_check_weight(s, "steps", &FX_SHAPE0, &err) == FLUX_ERR_MODEL);
-    CHECK_MSG(strstr(err.msg, "tensor 'steps' has dtype I64; weights must be F32, F16, BF16, F8_E4M3, F8_E5M2 or a GGUF block type"), "%s", err.msg);
+    CHECK_MSG(strstr(err.msg, "tensor 'steps' has dtype I64; weights must be F32, F16, BF16, Q8_0, Q4_0"), "%s", err.msg);
     const fx_tensor *t;
-    CHECK(fx_wset_get(s, "steps", &FX_SHAPE0, &t, &err) == FLUX_OK && t->dtype == FX_ST_I64);
+    CHECK(fx_wset_get(s, "steps", &FX_SHAPE0, &t, &err) == FLUX_OK && t->dtype == FX_DTYPE_I64);
     /* small tensor → new f32 array */
     float *v = NULL;
     int64_t numel = 0;
@@ -530,7 +530,7 @@ TEST(safetensors_golden_model_files) {
     CHECK_EQ_INT(fx_wset_count(te), 310);
     const fx_tensor *emb = fx_wset_find(te, "model.embed_tokens.weight");
     REQUIRE(emb);
-    CHECK(emb->dtype == FX_ST_BF16 && fx_shape_eq(&emb->shape, &FX_SHAPE(151936, 16)));
+    CHECK(emb->dtype == FX_DTYPE_BF16 && fx_shape_eq(&emb->shape, &FX_SHAPE(151936, 16)));
     CHECK(fx_wset_find(te, "model.layers.27.mlp.up_proj.weight") != NULL);
     fx_wset_close(te);
     fx_wset *vae = fx_wset_open(fx_test_path("golden/model/vae/diffusion_pytorch_model.safetensors"),
@@ -554,11 +554,11 @@ TEST(safetensors_conversions_match_kernels) {
     float *dst = malloc(65536 * sizeof *dst);
     REQUIRE(src && dst);
     for (uint32_t i = 0; i < 65536; i++) src[i] = (uint16_t)i;
-    fx_st_convert_f32(src, FX_ST_F16, 65536, dst);
+    fx_st_convert_f32(src, FX_DTYPE_F16, 65536, dst);
     int bad = 0;
     for (uint32_t i = 0; i < 65536; i++) bad += bits_of(dst[i]) != bits_of(fx_f16_bits_to_f32((uint16_t)i));
     CHECK_EQ_INT(bad, 0);
-    fx_st_convert_f32(src, FX_ST_BF16, 65536, dst);
+    fx_st_convert_f32(src, FX_DTYPE_BF16, 65536, dst);
     bad = 0;
     for (uint32_t i = 0; i < 65536; i++) bad += bits_of(dst[i]) != bits_of(fx_bf16_bits_to_f32((uint16_t)i));
     CHECK_EQ_INT(bad, 0);

@@ -4,7 +4,7 @@
  * written from (tools/make_single_file, an independent diffusers → BFL
  * implementation): the same tensors by name, shape, dtype and bytes, the
  * spec's row facts checked on the raw file, bit-identical transformer
- * velocities, and the weight-set views underneath (safetensors.h).
+ * velocities, and the weight-set views underneath (weight_set.h).
  */
 #include "tests/test.h"
 
@@ -55,8 +55,8 @@ static void expect_same_tensors(int line, const fx_wset *want, const fx_wset *go
         }
         char sa[64], sb[64];
         if (!fx_shape_eq(&a->shape, &b->shape) || a->dtype != b->dtype) {
-            fx_test_fail(__FILE__, line, "'%s': %s %s vs folder %s %s", a->name, fx_st_dtype_name(b->dtype),
-                         fx_shape_str(&b->shape, sb, sizeof sb), fx_st_dtype_name(a->dtype),
+            fx_test_fail(__FILE__, line, "'%s': %s %s vs folder %s %s", a->name, fx_dtype_name(b->dtype),
+                         fx_shape_str(&b->shape, sb, sizeof sb), fx_dtype_name(a->dtype),
                          fx_shape_str(&a->shape, sa, sizeof sa));
             continue;
         }
@@ -172,7 +172,7 @@ TEST(single_file_bfl_name_table) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* Views (safetensors.h)                                                    */
+/* Views (weight_set.h)                                                     */
 /* ------------------------------------------------------------------------ */
 
 /* A small file: "a" F32 [4, 3] = 0..11, "b" BF16 [2, 3], "c" F32 [2, 3] = 100.. */
@@ -334,7 +334,7 @@ TEST(single_file_bfl_rows_are_the_spec_rows) {
     const uint8_t *qkv = raw_tensor(file, "double_blocks.1.img_attn.qkv.weight", &nb);
     REQUIRE(qkv && nb == 3 * d * d * 2);
     const fx_tensor *k = fx_wset_find(folder, "transformer_blocks.1.attn.to_k.weight");
-    REQUIRE(k && k->dtype == FX_ST_BF16);
+    REQUIRE(k && k->dtype == FX_DTYPE_BF16);
     CHECK(!memcmp(qkv + d * d * 2, fx_tensor_data(k), (size_t)(d * d * 2)));
     const uint8_t *tqkv = raw_tensor(file, "double_blocks.0.txt_attn.qkv.weight", &nb);
     const fx_tensor *v = fx_wset_find(folder, "transformer_blocks.0.attn.add_v_proj.weight");

@@ -18,7 +18,7 @@
 
 #include "src/formats/gguf.h"
 #include "src/formats/qwen3_file.h"
-#include "src/formats/safetensors.h"
+#include "src/formats/weight_set.h"
 #include "tests/fuzz/fuzz_memfd.h"
 #include "src/formats/single_file.h"
 
@@ -33,7 +33,7 @@ static void exercise(fx_wset *s) {
     for (size_t i = 0; i < fx_wset_count(s); i++) {
         const fx_tensor *t = fx_wset_tensor_at(s, i);
         check(fx_wset_find(s, t->name) == t);
-        if (fx_st_weight_dtype(t->dtype) < 0 || !fx_wset_data_loaded(s)) continue;
+        if (!fx_dtype_is_weight(t->dtype) || !fx_wset_data_loaded(s)) continue;
         if (fx_shape_numel(&t->shape) > (1 << 16)) continue;
         float *v = NULL;
         int64_t n = -1;

@@ -14,7 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "src/formats/safetensors.h"
+#include "src/formats/weight_set.h"
 #include "tests/fuzz/fuzz_memfd.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -29,7 +29,7 @@ static void exercise(fx_wset *s) {
         const fx_tensor *t = fx_wset_tensor_at(s, i);
         check(fx_wset_find(s, t->name) == t);
         check(fx_wset_get(s, t->name, &t->shape, NULL, &err) == FLUX_OK);
-        if (fx_st_weight_dtype(t->dtype) < 0 || !fx_wset_data_loaded(s)) continue;
+        if (!fx_dtype_is_weight(t->dtype) || !fx_wset_data_loaded(s)) continue;
         float *v = NULL;
         int64_t n = -1;
         if (fx_wset_f32(s, t->name, NULL, &v, &n, &err) == FLUX_OK) {

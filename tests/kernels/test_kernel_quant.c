@@ -676,3 +676,32 @@ TEST(kernel_quant_linear_row_view) {
     kt_ctx_free(&kc);
     free(wq), free(wf), free(x), free(ya), free(yb);
 }
+
+/* simd/dtype.h's table: names and ggml ids map back to their type; a
+ * weight block type or fp8 has a reference dequantizer and nothing else does;
+ * rows are whole blocks; a few sizes against ggml's block structs. */
+TEST(kernel_dtype_table_is_consistent) {
+    int weights = 0;
+    for (int i = 0; i < FX_DTYPE_COUNT; i++) {
+        const fx_dtype t = (fx_dtype)i;
+        CHECK_MSG(fx_dtype_parse(fx_dtype_name(t)) == i, "%s", fx_dtype_name(t));
+        if (fx_dtype_ggml_id(t) >= 0) CHECK_MSG(fx_dtype_of_ggml((uint32_t)fx_dtype_ggml_id(t)) == i, "%s", fx_dtype_name(t));
+        const int block_weight = fx_dtype_is_weight(t) && fx_dtype_is_expanded(t);
+        CHECK_MSG((fx_dequant_ref[t] != NULL) == block_weight, "%s", fx_dtype_name(t));
+        CHECK_EQ_INT(fx_dtype_row_bytes(t, 3 * fx_dtype_block(t)), 3 * (int64_t)fx_dtype_block_bytes(t));
+        CHECK_EQ_INT(fx_dtype_row_bytes(t, fx_dtype_block(t) + 1), fx_dtype_is_block(t) ? -1 : (int64_t)(fx_dtype_block_bytes(t) * (fx_dtype_block(t) + 1)));
+        weights += fx_dtype_is_weight(t);
+    }
+    CHECK_EQ_INT(weights, 17); /* F32, F16, BF16, 12 block types, 2 fp8 */
+    CHECK_EQ_INT(fx_dtype_of_ggml(4), -1); /* retired Q4_2 */
+    CHECK_EQ_INT(fx_dtype_of_ggml(99), -1);
+    CHECK(fx_dtype_of_ggml(16) == FX_DTYPE_IQ2_XXS && fx_dtype_block_bytes(FX_DTYPE_IQ2_XXS) == 66);
+    CHECK(fx_dtype_of_ggml(39) == FX_DTYPE_MXFP4 && fx_dtype_block(FX_DTYPE_MXFP4) == 32 &&
+          fx_dtype_block_bytes(FX_DTYPE_MXFP4) == 17);
+    CHECK(fx_dtype_of_ggml(15) == FX_DTYPE_Q8_K && fx_dtype_block_bytes(FX_DTYPE_Q8_K) == 292);
+    CHECK(fx_dtype_in_safetensors(FX_DTYPE_BF16) && fx_dtype_in_safetensors(FX_DTYPE_C64) &&
+          !fx_dtype_in_safetensors(FX_DTYPE_Q4_K));
+    char names[200];
+    CHECK(!strncmp(fx_dtype_weight_names(names, sizeof names), "F32, F16, BF16, Q8_0, ", 22));
+    CHECK(strstr(names, "IQ4_XS") && !strstr(names, "IQ2"));
+}

@@ -384,7 +384,7 @@ static int write_reversed(const char *src, const char *dst) {
     for (size_t i = n; i-- > 0;) {
         const fx_tensor *t = fx_st_tensor_at(f, i);
         hlen += (size_t)snprintf(hdr + hlen, hcap - hlen, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", i + 1 < n ? "," : "",
-                                 t->name, fx_st_dtype_name(t->dtype));
+                                 t->name, fx_dtype_name(t->dtype));
         for (int d = 0; d < t->shape.ndim; d++)
             hlen += (size_t)snprintf(hdr + hlen, hcap - hlen, "%s%lld", d ? "," : "", (long long)t->shape.d[d]);
         hlen += (size_t)snprintf(hdr + hlen, hcap - hlen, "],\"data_offsets\":[%lld,%lld]}", (long long)off,

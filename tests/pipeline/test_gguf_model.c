@@ -10,6 +10,8 @@
  *     from a folder holding their dequantized weights as F32 safetensors;
  *   - --quant on load equals running the files flux quantize writes;
  *   - a folder of configs, tokenizer and VAE plus the two GGUF files runs;
+ *   - a type without kernels on tensors klein never reads loads; on one it
+ *     reads, the load fails naming file, tensor and type;
  *   - wrong files (truncated, another model's shapes, the other component,
  *     another Qwen3) fail with exit 1, a message naming file and tensor or
  *     key, and no output written.
@@ -201,22 +203,22 @@ TEST(gguf_quantize_writes_peer_files_with_reference_blocks) {
     /* every tensor under its BFL name; the types the peers' rules give */
     static const struct {
         const char *name;
-        fx_st_dtype dt;
+        fx_dtype dt;
     } want[] = {
-        {"img_in.weight", FX_ST_BF16},
-        {"txt_in.weight", FX_ST_BF16},
-        {"time_in.in_layer.weight", FX_ST_BF16},
-        {"final_layer.linear.weight", FX_ST_BF16},
-        {"final_layer.adaLN_modulation.1.weight", FX_ST_BF16},
-        {"double_blocks.1.img_attn.qkv.weight", FX_ST_Q4_K},
-        {"double_blocks.0.txt_mlp.2.weight", FX_ST_Q4_K},
-        {"single_blocks.1.linear1.weight", FX_ST_Q4_K},
-        {"single_stream_modulation.lin.weight", FX_ST_Q4_K},
-        {"single_blocks.0.norm.key_norm.scale", FX_ST_F32},
+        {"img_in.weight", FX_DTYPE_BF16},
+        {"txt_in.weight", FX_DTYPE_BF16},
+        {"time_in.in_layer.weight", FX_DTYPE_BF16},
+        {"final_layer.linear.weight", FX_DTYPE_BF16},
+        {"final_layer.adaLN_modulation.1.weight", FX_DTYPE_BF16},
+        {"double_blocks.1.img_attn.qkv.weight", FX_DTYPE_Q4_K},
+        {"double_blocks.0.txt_mlp.2.weight", FX_DTYPE_Q4_K},
+        {"single_blocks.1.linear1.weight", FX_DTYPE_Q4_K},
+        {"single_stream_modulation.lin.weight", FX_DTYPE_Q4_K},
+        {"single_blocks.0.norm.key_norm.scale", FX_DTYPE_F32},
     };
     for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
         const fx_tensor *t = fx_wset_find(g, want[i].name);
-        CHECK_MSG(t && t->dtype == want[i].dt, "%s: %s", want[i].name, t ? fx_st_dtype_name(t->dtype) : "missing");
+        CHECK_MSG(t && t->dtype == want[i].dt, "%s: %s", want[i].name, t ? fx_dtype_name(t->dtype) : "missing");
     }
     /* fused qkv = quantized to_q | to_k | to_v rows; linear1 as is */
     const fx_tensor *qkv = fx_wset_find(g, "double_blocks.1.img_attn.qkv.weight");
@@ -255,7 +257,7 @@ TEST(gguf_quantize_writes_peer_files_with_reference_blocks) {
     CHECK(!fx_gguf_get_uint(h, "qwen3.block_count", &u) && u == 28);
     CHECK(fx_wset_find(g, "blk.27.ffn_down.weight") && fx_wset_find(g, "output_norm.weight"));
     const fx_tensor *emb = fx_wset_find(g, "token_embd.weight");
-    CHECK(emb && emb->dtype == FX_ST_Q5_0);
+    CHECK(emb && emb->dtype == FX_DTYPE_Q5_0);
     q = quantized_rows(src, "model.layers.3.mlp.down_proj.weight", 0, 32, FX_DTYPE_Q5_0, &nb);
     const fx_tensor *dn = fx_wset_find(g, "blk.3.ffn_down.weight");
     CHECK(q && dn && dn->nbytes == nb && !memcmp(fx_tensor_data(dn), q, (size_t)nb));
@@ -518,6 +520,60 @@ TEST(gguf_wrong_files_fail_cleanly) {
     snprintf(cmd, sizeof cmd, "'%s' -d '%s' --quant q4_2 -p x -o '%s/x.png'", fx_test_flux_bin(), dir, fx_test_tmpdir());
     CHECK(fx_test_run(cmd, &out) == 2 && strstr(out, "--quant: 'q4_2' is not a quantization type"));
     free(out);
+}
+
+/* Set the ggml type id of tensor `name` in a GGUF image (its info record:
+ * u64 length, name, u32 n_dims, u64 ne[n_dims], u32 type); 0 or -1. */
+static int patch_tensor_type(char *bytes, size_t len, const char *name, uint32_t type) {
+    const size_t n = strlen(name);
+    for (size_t i = 0; i + 8 + n + 4 <= len; i++) {
+        uint64_t l;
+        memcpy(&l, bytes + i, 8);
+        if (l != n || memcmp(bytes + i + 8, name, n)) continue;
+        uint32_t nd;
+        memcpy(&nd, bytes + i + 8 + n, 4);
+        size_t at = i + 8 + n + 4 + 8 * (size_t)nd;
+        if (nd < 1 || nd > 4 || at + 4 > len) return -1;
+        memcpy(bytes + at, &type, 4);
+        return 0;
+    }
+    return -1;
+}
+
+/* Issue 24.3: a type flux.c cannot decode (MXFP4, ggml id 39: half the
+ * bytes of Q8_0, so the patched tensors still fit their slots) fails only
+ * when the model reads the tensor: in Qwen3 layer 27 (klein runs 0..26)
+ * the file loads and runs as before; in layer 0 the load fails naming the
+ * file, the tensor and the type. */
+TEST(gguf_undecodable_type_fails_only_when_read) {
+    const char *dir = model();
+    REQUIRE(dir);
+    char teq[PATH_MAX], bad[PATH_MAX], args[2 * PATH_MAX];
+    const char *a = quantize(dir, "text-encoder", "q8_0", "te.gguf");
+    REQUIRE(a);
+    snprintf(teq, sizeof teq, "%s", a);
+    size_t len = 0;
+    char *bytes = fx_test_read_file(teq, &len);
+    REQUIRE(bytes);
+    static const char *const layer27[] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
+    for (size_t i = 0; i < sizeof layer27 / sizeof *layer27; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "blk.27.%s.weight", layer27[i]);
+        CHECK_MSG(patch_tensor_type(bytes, len, name, 39) == 0, "no tensor %s", name);
+    }
+    snprintf(bad, sizeof bad, "%s/te-mxfp4-unread.gguf", fx_test_tmpdir());
+    REQUIRE(fx_test_write_file(bad, bytes, len) == 0);
+    flux_image *x = generate(dir, NULL, teq, NULL, FLUX_PRECISION_DEFAULT);
+    flux_image *y = generate(dir, NULL, bad, NULL, FLUX_PRECISION_DEFAULT);
+    CHECK(x && y && fx_test_same_pixels(x, y));
+    flux_image_free(x), flux_image_free(y);
+    REQUIRE(patch_tensor_type(bytes, len, "blk.0.attn_k.weight", 39) == 0);
+    snprintf(bad, sizeof bad, "%s/te-mxfp4-read.gguf", fx_test_tmpdir());
+    REQUIRE(fx_test_write_file(bad, bytes, len) == 0);
+    free(bytes);
+    snprintf(args, sizeof args, "--text-encoder '%s'", bad);
+    expect_cli_failure(__LINE__, dir, args, "te-mxfp4-read.gguf: tensor 'model.layers.0.self_attn.k_proj.weight' (from rows 0..16 of 'blk.0.attn_k.weight')",
+                       "has dtype MXFP4, which flux.c cannot decode");
 }
 
 TEST(gguf_quantize_cli_errors) {

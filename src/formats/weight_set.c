@@ -1,0 +1,447 @@
+/*
+ * weight_set.c — weight sets (weight_set.h): opening a component, lookups
+ * by name with shape and dtype checks, weights viewed in place, f32 reads,
+ * and the data of all the set's files loaded, dropped and checked together.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "wset_internal.h"
+
+const char *fx_wset_display(const fx_wset *s) { return s->display; }
+size_t fx_wset_count(const fx_wset *s) { return s->n; }
+const fx_tensor *fx_wset_tensor_at(const fx_wset *s, size_t i) { return i < s->n ? s->tensors[i] : NULL; }
+size_t fx_wset_file_count(const fx_wset *s) { return s->n_files; }
+const fx_st_file *fx_wset_file_at(const fx_wset *s, size_t i) { return i < s->n_files ? s->files[i] : NULL; }
+
+static void free_copies(fx_wset *s) {
+    for (size_t i = 0; i < s->n_copies; i++) free(s->copies[i]);
+    free(s->copies);
+    s->copies = NULL;
+    s->n_copies = 0;
+}
+
+void fx_wset_close(fx_wset *s) {
+    if (!s) return;
+    free_copies(s);
+    if (s->base) { /* a view: the files are base's */
+        for (size_t i = 0; i < s->n; i++) free(s->views[i]);
+        free(s->views);
+        fx_st_close(s->stacked);
+        fx_wset_close(s->base);
+        s->files = NULL;
+        s->n_files = 0;
+    }
+    for (size_t i = 0; i < s->n_files; i++) fx_st_close(s->files[i]);
+    free(s->files);
+    free(s->tensors);
+    fx_name_table_free(&s->names);
+    fx_json_free(s->index_doc);
+    free(s->display);
+    free(s);
+}
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* The set of one opened file (s->files[0]): all its tensors. */
+static flux_status wset_of_file(fx_wset *s, fx_err *err) {
+    s->n_files = 1;
+    const fx_st_file *f = s->files[0];
+    s->tensors = malloc((f->n ? f->n : 1) * sizeof *s->tensors);
+    if (!s->tensors || fx_name_table_init(&s->names, f->n))
+        return fx_fail(err, FLUX_ERR_NOMEM, "out of memory opening %s", s->display);
+    for (s->n = 0; s->n < f->n; s->n++) {
+        s->tensors[s->n] = f->index[s->n];
+        fx_name_table_insert(&s->names, s->tensors, s->n); /* names are unique within a file */
+    }
+    return FLUX_OK;
+}
+
+static flux_status wset_single(fx_wset *s, const char *path, int use_mmap, fx_err *err) {
+    s->files = calloc(1, sizeof *s->files);
+    if (!s->files) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory opening %s", s->display);
+    s->files[0] = fx_st_open(path, s->display, use_mmap, err);
+    if (!s->files[0]) return err ? err->code : FLUX_ERR_IO;
+    return wset_of_file(s, err);
+}
+
+fx_wset *fx_wset_open(const char *path, const char *display, int use_mmap, fx_err *err) {
+    fx_wset *s = calloc(1, sizeof *s);
+    if (!s || !(s->display = strdup(display ? display : path))) {
+        free(s);
+        fx_fail(err, FLUX_ERR_NOMEM, "out of memory opening %s", path);
+        return NULL;
+    }
+    flux_status st = ends_with(path, ".index.json") ? fx_wset_open_sharded(s, path, use_mmap, err)
+                                                    : wset_single(s, path, use_mmap, err);
+    if (st) {
+        fx_wset_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+fx_wset *fx_wset_open_memory(void *buf, size_t len, const char *display, int own, fx_err *err) {
+    fx_wset *s = calloc(1, sizeof *s);
+    if (!s || !(s->display = strdup(display)) || !(s->files = calloc(1, sizeof *s->files))) {
+        if (s) free(s->display), free(s);
+        if (own) free(buf);
+        fx_fail(err, FLUX_ERR_NOMEM, "out of memory opening %s", display);
+        return NULL;
+    }
+    if (!(s->files[0] = fx_st_open_memory(buf, len, display, err))) {
+        if (own) free(buf);
+        fx_wset_close(s);
+        return NULL;
+    }
+    if (own) s->files[0]->owned = buf;
+    if (wset_of_file(s, err)) {
+        fx_wset_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+fx_wset *fx_wset_open_component(const char *dir, const char *display_dir, const char *base, int use_mmap,
+                                fx_err *err) {
+    char path[4096], disp[1024];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, base);
+    snprintf(disp, sizeof disp, "%s/%s", display_dir, base);
+    if (stat(path, &st) == 0) return fx_wset_open(path, disp, use_mmap, err);
+    int e = errno;
+    char ipath[4096 + 16], idisp[1024 + 16];
+    snprintf(ipath, sizeof ipath, "%s.index.json", path);
+    snprintf(idisp, sizeof idisp, "%s.index.json", disp);
+    if (stat(ipath, &st) == 0) return fx_wset_open(ipath, idisp, use_mmap, err);
+    fx_fail(err, FLUX_ERR_IO, "cannot open %s (nor a sharded %s.index.json): %s", path, base, strerror(e));
+    return NULL;
+}
+
+flux_status fx_wset_load_data(fx_wset *s, int use_mmap, fx_err *err) {
+    for (size_t i = 0; i < s->n_files; i++) {
+        flux_status st = fx_st_load_data(s->files[i], use_mmap, err);
+        if (st) return st;
+    }
+    return FLUX_OK;
+}
+
+void fx_wset_drop_data(fx_wset *s) {
+    free_copies(s);
+    if (s->base) {
+        fx_wset_drop_data(s->base);
+        return;
+    }
+    for (size_t i = 0; i < s->n_files; i++) fx_st_drop_data(s->files[i]);
+}
+
+flux_status fx_wset_check_faults(const fx_wset *s, fx_err *err) {
+    for (size_t i = 0; i < s->n_files; i++) TRY(fx_st_check_faults(s->files[i], err));
+    return FLUX_OK;
+}
+
+flux_status fx_wset_check_unchanged(const fx_wset *s, fx_err *err) {
+    for (size_t i = 0; i < s->n_files; i++) TRY(fx_st_check_unchanged(s->files[i], err));
+    return FLUX_OK;
+}
+
+int fx_wset_data_loaded(const fx_wset *s) {
+    for (size_t i = 0; i < s->n_files; i++)
+        if (!s->files[i]->data) return 0;
+    return 1;
+}
+
+void fx_wset_willneed(const fx_wset *s) {
+    for (size_t i = 0; i < s->n_files; i++) {
+        const fx_st_file *f = s->files[i];
+        if (f->data) fx_st_advise(f, f->data, (size_t)(f->file_size - f->data_off), 0);
+    }
+}
+
+long fx_wset_index(const fx_wset *s, const char *name) { return fx_name_table_find(&s->names, s->tensors, name); }
+
+const fx_tensor *fx_wset_find(const fx_wset *s, const char *name) {
+    long i = fx_name_table_find(&s->names, s->tensors, name);
+    return i < 0 ? NULL : s->tensors[i];
+}
+
+flux_status fx_wset_get(const fx_wset *s, const char *name, const fx_shape *expect, const fx_tensor **out,
+                        fx_err *err) {
+    const fx_tensor *t = fx_wset_find(s, name);
+    if (out) *out = t;
+    if (!t) return fx_fail(err, FLUX_ERR_MODEL, "%s: tensor '%.200s' not found", s->display, name);
+    if (expect && !fx_shape_eq(&t->shape, expect)) {
+        char a[160], b[160], origin[600];
+        return fx_fail(err, FLUX_ERR_MODEL, "%s: tensor '%.200s'%s has shape %s, expected %s", t->file->display,
+                       name, fx_wset_view_origin(s, t, origin, sizeof origin), fx_shape_str(&t->shape, a, sizeof a),
+                       fx_shape_str(expect, b, sizeof b));
+    }
+    return FLUX_OK;
+}
+
+flux_status fx_wset_check_weight(const fx_wset *s, const char *name, const fx_shape *expect, fx_err *err) {
+    const fx_tensor *t;
+    flux_status st = fx_wset_get(s, name, expect, &t, err);
+    if (st) return st;
+    if (!fx_dtype_is_weight(t->dtype)) {
+        /* a block type without kernels is a valid file flux.c cannot run; a
+         * plain type (I64, ...) is no weight at all */
+        char origin[600], names[200];
+        int block = fx_dtype_is_block(t->dtype);
+        return fx_fail(err, block ? FLUX_ERR_UNSUPPORTED : FLUX_ERR_MODEL,
+                       "%s: tensor '%.200s'%s has dtype %s%s; weights must be %s", t->file->display, name,
+                       fx_wset_view_origin(s, t, origin, sizeof origin), fx_dtype_name(t->dtype),
+                       block ? ", which flux.c cannot decode" : "", fx_dtype_weight_names(names, sizeof names));
+    }
+    return FLUX_OK;
+}
+
+/* The checked tensor with its data present. */
+static flux_status weight_tensor(const fx_wset *s, const char *name, const fx_shape *expect,
+                                 const fx_tensor **out, fx_err *err) {
+    flux_status st = fx_wset_check_weight(s, name, expect, err);
+    if (st) return st;
+    *out = fx_wset_find(s, name);
+    if (!(*out)->file->data)
+        return fx_fail(err, FLUX_ERR_STATE, "%s: data of tensor '%.200s' is not loaded", (*out)->file->display,
+                       name);
+    return FLUX_OK;
+}
+
+/* ---- fp8 weights: the per-tensor scale beside them ----
+ * ComfyUI's conventions (README "fp8 checkpoints" gives the sources):
+ * '<layer>.weight' F8_E4M3 / F8_E5M2 with '<layer>.weight_scale' (the
+ * mixed-quant files) or '<layer>.scale_weight' (the older "scaled_fp8"
+ * files), one f32 value, weight = f32(fp8)·scale; no scale tensor: scale 1
+ * (plain fp8 casts). '.input_scale' / '.scale_input' only matter to fp8
+ * activation matmuls; the dequantized product ignores them. */
+
+/* The set and name a tensor of s is stored under (views: their source). */
+static const fx_wset *stored_as(const fx_wset *s, const fx_tensor *t, const char **name) {
+    const view_tensor *v = as_view_tensor(s, t);
+    *name = v ? v->src[0]->name : t->name;
+    return v ? s->base : s;
+}
+
+/* The scale tensor of fp8 weight `name` in s (NULL: none); FLUX_ERR_MODEL
+ * when both conventions are present. */
+static flux_status fp8_scale_tensor(const fx_wset *s, const char *name, const fx_tensor **out, fx_err *err) {
+    static const char *const suffix[2] = {".weight_scale", ".scale_weight"};
+    const size_t len = strlen(name);
+    *out = NULL;
+    if (len < 7 || strcmp(name + len - 7, ".weight")) return FLUX_OK;
+    char key[FX_ST_MAX_NAME + 16];
+    const fx_tensor *found[2];
+    for (int i = 0; i < 2; i++) {
+        snprintf(key, sizeof key, "%.*s%s", (int)(len - 7), name, suffix[i]);
+        found[i] = fx_wset_find(s, key);
+    }
+    if (found[0] && found[1])
+        return fx_fail(err, FLUX_ERR_MODEL, "%s: fp8 tensor '%.200s' has two scales, '%s' and '%s' (one convention expected)",
+                       fx_wset_display(s), name, found[0]->name, found[1]->name);
+    *out = found[0] ? found[0] : found[1];
+    return FLUX_OK;
+}
+
+/* The scale of fp8 tensor t of s: 1 without a scale tensor; a scale must
+ * be one finite, nonzero F32/BF16/F16 value (shape [] or [1]). */
+static flux_status fp8_scale(const fx_wset *s, const fx_tensor *t, float *scale, fx_err *err) {
+    const char *name;
+    const fx_wset *base = stored_as(s, t, &name);
+    const fx_tensor *st;
+    *scale = 1.0f;
+    flux_status rc = fp8_scale_tensor(base, name, &st, err);
+    if (rc || !st) return rc;
+    char sh[96];
+    if (fx_shape_numel(&st->shape) != 1 || st->shape.ndim > 1)
+        return fx_fail(err, FLUX_ERR_UNSUPPORTED,
+                       "%s: scale '%.200s' has shape %s; fp8 weights take one per-tensor scale (shape [] or [1]), "
+                       "per-channel or block scales are not supported",
+                       fx_wset_display(base), st->name, fx_shape_str(&st->shape, sh, sizeof sh));
+    if (st->dtype != FX_DTYPE_F32 && st->dtype != FX_DTYPE_BF16 && st->dtype != FX_DTYPE_F16)
+        return fx_fail(err, FLUX_ERR_MODEL, "%s: scale '%.200s' has dtype %s, expected F32", fx_wset_display(base),
+                       st->name, fx_dtype_name(st->dtype));
+    if (!fx_tensor_data(st))
+        return fx_fail(err, FLUX_ERR_STATE, "%s: data of tensor '%.200s' is not loaded", st->file->display, st->name);
+    fx_st_convert_f32(fx_tensor_data(st), st->dtype, 1, scale);
+    if (!(*scale == *scale) || *scale == 0.0f || *scale - *scale != 0.0f)
+        return fx_fail(err, FLUX_ERR_MODEL, "%s: scale '%.200s' is %g; an fp8 scale must be finite and nonzero",
+                       fx_wset_display(base), st->name, (double)*scale);
+    return FLUX_OK;
+}
+
+int fx_st_fp8_companion(const char *name) {
+    static const char *const suffix[] = {".weight_scale", ".scale_weight", ".input_scale", ".scale_input",
+                                         ".comfy_quant"};
+    const size_t len = strlen(name);
+    for (size_t i = 0; i < sizeof suffix / sizeof *suffix; i++) {
+        const size_t sl = strlen(suffix[i]);
+        if (len > sl && !strcmp(name + len - sl, suffix[i])) return 1;
+    }
+    /* the marker tensor "<prefix>scaled_fp8" */
+    return len >= 10 && !strcmp(name + len - 10, "scaled_fp8") && (len == 10 || name[len - 11] == '.');
+}
+
+flux_status fx_wset_check_fp8(const fx_wset *s, fx_err *err) {
+    static const char *const suffix[] = {".weight_scale", ".scale_weight"};
+    if (s->base) s = s->base; /* views: the stored names */
+    for (size_t i = 0; i < s->n; i++) {
+        const fx_tensor *t = s->tensors[i];
+        const size_t len = strlen(t->name);
+        for (int j = 0; j < 2; j++) {
+            const size_t sl = strlen(suffix[j]);
+            if (len <= sl || strcmp(t->name + len - sl, suffix[j])) continue;
+            char wname[FX_ST_MAX_NAME + 16];
+            snprintf(wname, sizeof wname, "%.*s.weight", (int)(len - sl), t->name);
+            const fx_tensor *w = fx_wset_find(s, wname);
+            if (!w)
+                return fx_fail(err, FLUX_ERR_MODEL, "%s: scale '%.200s' has no weight '%.200s'", fx_wset_display(s),
+                               t->name, wname);
+            if (!fx_dtype_is_fp8(w->dtype))
+                return fx_fail(err, FLUX_ERR_UNSUPPORTED,
+                               "%s: scale '%.200s' belongs to '%.200s' of dtype %s; only fp8 (F8_E4M3, F8_E5M2) "
+                               "weights take a per-tensor scale",
+                               fx_wset_display(s), t->name, wname, fx_dtype_name(w->dtype));
+        }
+    }
+    return FLUX_OK;
+}
+
+/* n elements of tensor t of s from src into f32 (fp8: times its scale,
+ * the weight's value). */
+flux_status fx_wset_convert_f32(const fx_wset *s, const fx_tensor *t, const void *src, int64_t n, float *dst,
+                               fx_err *err) {
+    fx_st_convert_f32(src, t->dtype, n, dst);
+    if (!fx_dtype_is_fp8(t->dtype)) return FLUX_OK;
+    float scale;
+    flux_status st = fp8_scale(s, t, &scale, err);
+    if (!st) fx_weight_scale_row(scale, n, dst);
+    return st;
+}
+
+flux_status fx_wset_matrix_view(fx_wset *s, const char *name, const fx_shape *expect, int64_t rows, int64_t cols,
+                                fx_weight *out, fx_err *err) {
+    const fx_tensor *t = fx_wset_find(s, name);
+    if (is_stacked(s, t))
+        return fx_fail(err, FLUX_ERR_MODEL,
+                       "%s: tensor '%.200s' is stored as two row ranges; it can only be used by rows "
+                       "(fx_wset_linear_rows)",
+                       fx_wset_display(s), name);
+    flux_status st = weight_tensor(s, name, expect, &t, err);
+    if (st) return st;
+    const void *data = fx_tensor_data(t);
+    size_t es = fx_dtype_is_block(t->dtype) ? 1 : fx_dtype_size(t->dtype); /* blocks are read bytewise */
+    if ((uintptr_t)data % es) { /* rare: keep kernels' loads aligned to the element */
+        void *copy = NULL;
+        void **grown = realloc(s->copies, (s->n_copies + 1) * sizeof *grown);
+        if (!grown || posix_memalign(&copy, 64, t->nbytes ? (size_t)t->nbytes : 64)) {
+            if (grown) s->copies = grown;
+            return fx_fail(err, FLUX_ERR_NOMEM, "out of memory copying misaligned tensor '%.200s'", name);
+        }
+        memcpy(copy, data, (size_t)t->nbytes);
+        s->copies = grown;
+        s->copies[s->n_copies++] = copy;
+        data = copy;
+    }
+    float scale = 0.0f;
+    if (fx_dtype_is_fp8(t->dtype) && (st = fp8_scale(s, t, &scale, err))) return st;
+    *out = (fx_weight){data, t->dtype, rows, cols, cols, NULL, scale};
+    return FLUX_OK;
+}
+
+flux_status fx_wset_linear(fx_wset *s, const char *name, int64_t rows, int64_t cols, fx_weight *out,
+                           fx_err *err) {
+    return fx_wset_matrix_view(s, name, &FX_SHAPE(rows, cols), rows, cols, out, err);
+}
+
+flux_status fx_wset_conv(fx_wset *s, const char *name, int64_t cout, int64_t cin, int64_t kh, int64_t kw,
+                         fx_weight *out, fx_err *err) {
+    return fx_wset_matrix_view(s, name, &FX_SHAPE(cout, cin, kh, kw), cout, cin * kh * kw, out, err);
+}
+
+flux_status fx_wset_linearf(fx_wset *s, fx_weight *out, int64_t rows, int64_t cols, fx_err *err,
+                            const char *fmt, ...) {
+    char name[FX_ST_MAX_NAME];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    return fx_wset_linear(s, name, rows, cols, out, err);
+}
+
+flux_status fx_wset_vecf(const fx_wset *s, float **out, int64_t n, fx_err *err, const char *fmt, ...) {
+    char name[FX_ST_MAX_NAME];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    return fx_wset_f32(s, name, &FX_SHAPE(n), out, NULL, err);
+}
+
+/* The file of s whose loaded data holds w's first byte, or NULL. */
+static const fx_st_file *weight_file(const fx_wset *s, const fx_weight *w) {
+    if (s->base) s = s->base;
+    const unsigned char *p = w->data;
+    for (size_t i = 0; i < s->n_files; i++) {
+        const fx_st_file *f = s->files[i];
+        if (f->data && p >= f->data && p < f->data + (f->file_size - f->data_off)) return f;
+    }
+    return NULL;
+}
+
+static void weight_advice(const fx_wset *s, const fx_weight *w, int dontneed) {
+    const fx_st_file *f = weight_file(s, w);
+    size_t len = w->n > 0 ? (size_t)fx_dtype_row_bytes(w->dtype, (w->n - 1) * w->ld + w->k) : 0;
+    if (f) fx_st_advise(f, w->data, len, dontneed);
+}
+
+int fx_wset_weight_mapped(const fx_wset *s, const fx_weight *w) {
+    const fx_st_file *f = weight_file(s, w);
+    return f && f->map_base;
+}
+
+void fx_wset_weight_willneed(const fx_wset *s, const fx_weight *w) { weight_advice(s, w, 0); }
+void fx_wset_weight_dontneed(const fx_wset *s, const fx_weight *w) { weight_advice(s, w, 1); }
+
+flux_status fx_wset_read_f32(const fx_wset *s, const char *name, const fx_shape *expect, float *dst,
+                             fx_err *err) {
+    const fx_tensor *t = fx_wset_find(s, name);
+    if (is_stacked(s, t)) {
+        flux_status st = fx_wset_check_weight(s, name, expect, err);
+        return st ? st : fx_wset_read_stacked(s->base, as_view_tensor(s, t), dst, err);
+    }
+    flux_status st = weight_tensor(s, name, expect, &t, err);
+    if (st) return st;
+    return fx_wset_convert_f32(s, t, fx_tensor_data(t), fx_shape_numel(&t->shape), dst, err);
+}
+
+flux_status fx_wset_f32(const fx_wset *s, const char *name, const fx_shape *expect, float **out,
+                        int64_t *numel, fx_err *err) {
+    const fx_tensor *t = fx_wset_find(s, name);
+    *out = NULL;
+    int stacked = is_stacked(s, t);
+    flux_status st = stacked ? fx_wset_check_weight(s, name, expect, err) : weight_tensor(s, name, expect, &t, err);
+    if (st) return st;
+    int64_t n = fx_shape_numel(&t->shape);
+    float *buf = malloc(n ? (size_t)n * sizeof *buf : sizeof *buf);
+    if (!buf) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory reading tensor '%.200s'", name);
+    if (stacked && (st = fx_wset_read_stacked(s->base, as_view_tensor(s, t), buf, err))) {
+        free(buf);
+        return st;
+    }
+    if (!stacked && (st = fx_wset_convert_f32(s, t, fx_tensor_data(t), n, buf, err))) {
+        free(buf);
+        return st;
+    }
+    *out = buf;
+    if (numel) *numel = n;
+    return FLUX_OK;
+}
+

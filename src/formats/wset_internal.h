@@ -1,0 +1,60 @@
+/*
+ * wset_internal.h — inside the weight sets (weight_set.c, wset_shards.c,
+ * wset_view.c): the set's fields and what the three files share.
+ */
+#ifndef FX_WSET_INTERNAL_H
+#define FX_WSET_INTERNAL_H
+
+#include "src/base/json.h"
+#include "tensor_reader.h"
+#include "weight_set.h"
+
+struct fx_wset {
+    char *display;
+    fx_st_file **files;
+    size_t n_files;
+    const fx_tensor **tensors; /* visible tensors */
+    size_t n;
+    fx_name_table names;
+    fx_json_doc *index_doc;    /* sharded: the index (names point into the shards) */
+    void **copies;             /* aligned copies of misaligned tensors */
+    size_t n_copies;
+    /* views (fx_wset_view_new): files and data belong to base */
+    fx_wset *base;
+    struct view_tensor **views; /* [capacity], owned */
+    size_t capacity;
+    fx_st_file *stacked;       /* pseudo file (no data) of two-range tensors */
+};
+
+/* A tensor of a view: t is what lookups return (first member, so a view's
+ * fx_tensor pointers convert back). */
+typedef struct view_tensor {
+    fx_tensor t;
+    const fx_tensor *src[2];
+    int64_t row0[2], rows[2];
+    int n;
+    char name[];
+} view_tensor;
+
+static inline const view_tensor *as_view_tensor(const fx_wset *s, const fx_tensor *t) {
+    return s->base && t ? (const view_tensor *)(const void *)t : NULL;
+}
+
+/* 1 if t is a two-range tensor of view s (no single data pointer). */
+static inline int is_stacked(const fx_wset *s, const fx_tensor *t) { return t && s->stacked && t->file == s->stacked; }
+
+/* Open the shards of the index at path into s (wset_shards.c). */
+flux_status fx_wset_open_sharded(fx_wset *s, const char *path, int use_mmap, fx_err *err);
+
+/* " (from rows a..b of 'src')" for a view tensor, "" for others, into buf. */
+const char *fx_wset_view_origin(const fx_wset *s, const fx_tensor *t, char *buf, size_t size);
+/* A two-range view tensor converted range by range into dst. */
+flux_status fx_wset_read_stacked(const fx_wset *base, const view_tensor *v, float *dst, fx_err *err);
+/* n elements of tensor t of s (its data at src) into f32; fp8 times its scale. */
+flux_status fx_wset_convert_f32(const fx_wset *s, const fx_tensor *t, const void *src, int64_t n, float *dst,
+                                fx_err *err);
+/* The [rows, cols] matrix view of a tensor of s (weight_set.c). */
+flux_status fx_wset_matrix_view(fx_wset *s, const char *name, const fx_shape *expect, int64_t rows, int64_t cols,
+                                fx_weight *out, fx_err *err);
+
+#endif
