@@ -71,7 +71,8 @@ OPT      ?= -O2
 WARN     := -Wall -Wextra -Wshadow -Wpointer-arith -Wvla -Wstrict-prototypes \
             -Wno-unused-parameter -Wno-missing-field-initializers
 CPPFLAGS += -D_GNU_SOURCE -I.
-CFLAGS   += -std=c11 $(OPT) -g -fPIC $(WARN) -MMD -MP
+# Hidden by default: libflux.so exports only what flux.h marks FLUX_API.
+CFLAGS   += -std=c11 $(OPT) -g -fPIC -fvisibility=hidden $(WARN) -MMD -MP
 LDLIBS   += -lpng -lm -lpthread
 
 ifeq ($(OPENMP),1)
@@ -174,10 +175,17 @@ all: $(FLUX_BIN) $(LIB_A) $(LIB_SO)   ## the CLI and both libraries
 
 lib: $(LIB_A) $(LIB_SO)                ## libflux.a and libflux.so only
 
-$(OBJ)/%.o: %.c
+$(OBJ)/%.o: %.c $(BUILD)/cflags
 	@mkdir -p $(dir $@)
 	@$(if $(filter 0,$(V)),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(ISAFLAGS) -c $< -o $@
+
+# Everything recompiles when the compiler flags change (a build tree made
+# before -fvisibility=hidden would otherwise keep exporting internals).
+CFLAGS_STAMP := $(CC) $(CPPFLAGS) $(CFLAGS)
+$(BUILD)/cflags: FORCE
+	@mkdir -p $(dir $@)
+	@echo "$(CFLAGS_STAMP)" | cmp -s - $@ || echo "$(CFLAGS_STAMP)" > $@
 
 $(LIB_A): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -257,7 +265,7 @@ test-native: all $(TEST_BIN) $(BENCH_BIN) tools fixtures   ## only the native te
 	    $(TEST_BIN) $(TESTS)
 
 FUZZ_PNG_SRC := src/base/file_read.c src/image/image.c src/image/image_file.c src/image/image_png.c src/image/image_ppm.c \
-                src/base/atomic_file.c src/base/error.c
+                src/base/atomic_file.c src/base/signal_policy.c src/base/error.c
 
 # ---- fuzzing: libFuzzer targets tests/fuzz/fuzz_*.c (clang), each run for
 # FUZZ_SECONDS; new inputs go to build/fuzz/corpus-<target>, seeds are read
@@ -270,13 +278,13 @@ FUZZ_DIR     := build/fuzz
 FUZZ_TENSOR_FILES := src/formats/tensor_file.c src/formats/safetensors.c src/formats/gguf_tensors.c src/formats/gguf.c \
                      src/formats/name_table.c src/formats/file_identity.c src/formats/map_guard.c \
                      src/formats/weight_set.c src/formats/wset_shards.c src/formats/wset_view.c
-FUZZ_SRC_DEFAULT := src/base/file_read.c src/base/json.c $(FUZZ_TENSOR_FILES) src/model/config.c \
+FUZZ_SRC_DEFAULT := src/base/file_read.c src/base/json.c $(FUZZ_TENSOR_FILES) src/base/signal_policy.c src/model/config.c \
                     src/base/error.c src/base/log.c simd/quant/dtypes.c simd/quant/dequant.c \
                     simd/rowops/rowops_scalar.c simd/convert/convert.c simd/rope/rope.c
 FUZZ_SRC_gguf = $(FUZZ_SRC_DEFAULT) src/formats/qwen3_file.c src/formats/single_file.c
 FUZZ_SRC_png  = $(FUZZ_PNG_SRC)
 FUZZ_LIBS_png = -lpng
-FUZZ_SRC_npy  = src/base/file_read.c src/base/npy.c src/base/atomic_file.c src/base/error.c
+FUZZ_SRC_npy  = src/base/file_read.c src/base/npy.c src/base/atomic_file.c src/base/signal_policy.c src/base/error.c
 FUZZ_SRC_tokenizer = src/base/file_read.c src/text/tokenizer.c src/text/unicode.c src/text/unicode_tables.c src/base/json.c src/base/error.c
 FUZZ_SRC_lora = $(FUZZ_SRC_DEFAULT) src/formats/single_file.c src/formats/lora.c src/formats/lora_keys.c simd/gemm/delta.c \
                 simd/gemm/linear.c \

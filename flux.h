@@ -4,10 +4,12 @@
  *
  * Everything lives in a flux_ctx: loaded weights (mmap'd, bf16 as shipped),
  * kernel dispatch, thread count, scratch memory, caches and the last error.
- * The library has no global mutable state and never calls exit(); every call
- * that can fail returns a flux_status and leaves a message retrievable with
- * flux_error(ctx). One context must not be used by two threads at the same
- * time; independent contexts may run concurrently.
+ * The library never calls exit(); every call that can fail returns a
+ * flux_status and leaves a message retrievable with flux_error(ctx). One
+ * context must not be used by two threads at the same time; independent
+ * contexts may run concurrently. The few things that are per process
+ * (signal handlers, facts about the CPU) are listed under "Process-wide
+ * state" at the end of this header, with how to turn the handlers off.
  *
  * NULL arguments never crash: a function returning flux_status returns
  * FLUX_ERR_INVALID_ARG for a NULL context, parameter struct, path, text or
@@ -41,6 +43,17 @@
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* Every function of this header is marked FLUX_API: the library is built
+ * with -fvisibility=hidden, so these are the only symbols libflux.so
+ * exports (tests check it); everything else is internal and may change. */
+#ifndef FLUX_API
+#if defined(__GNUC__) || defined(__clang__)
+#define FLUX_API __attribute__((visibility("default")))
+#else
+#define FLUX_API
+#endif
 #endif
 
 #define FLUX_VERSION_MAJOR 0
@@ -82,7 +95,7 @@ typedef enum flux_status {
 } flux_status;
 
 /* A short constant name for a status ("FLUX_ERR_IO", ...). */
-const char *flux_status_name(flux_status s);
+FLUX_API const char *flux_status_name(flux_status s);
 
 /* ------------------------------------------------------------------------ */
 /* Context                                                                  */
@@ -147,25 +160,25 @@ typedef struct flux_options {
 } flux_options;
 
 /* Fill *opt with the defaults (threads 0, mmap on, default precision, ...). */
-void flux_options_init(flux_options *opt);
+FLUX_API void flux_options_init(flux_options *opt);
 
 /* Create a context. opt may be NULL for defaults. Returns NULL only when
  * memory is exhausted. The context owns everything loaded into it.
  * Environment values it does not understand (FLUX_ISA, FLUX_PRECISION) are
  * ignored, and flux_error(ctx) describes them until the next call; as does
  * an opt->isa this CPU cannot run. */
-flux_ctx *flux_new(const flux_options *opt);
+FLUX_API flux_ctx *flux_new(const flux_options *opt);
 
 /* Release the context and everything it owns (NULL is allowed). */
-void flux_free(flux_ctx *ctx);
+FLUX_API void flux_free(flux_ctx *ctx);
 
 /* The message of the last failed call on this context ("" if none). The
  * pointer stays valid until the next call on the context. ctx may be NULL. */
-const char *flux_error(const flux_ctx *ctx);
+FLUX_API const char *flux_error(const flux_ctx *ctx);
 
 /* The most threads the context uses (see flux_options.threads); 0 for a
  * NULL ctx. */
-int flux_threads(const flux_ctx *ctx);
+FLUX_API int flux_threads(const flux_ctx *ctx);
 
 /* ------------------------------------------------------------------------ */
 /* Loading                                                                  */
@@ -194,7 +207,7 @@ typedef struct flux_load_options {
                                      quantized stay as they are; NULL = off */
 } flux_load_options;
 
-void flux_load_options_init(flux_load_options *lo);
+FLUX_API void flux_load_options_init(flux_load_options *lo);
 
 /* Load a model folder in the official Hugging Face layout:
  *   model_index.json, transformer/{config.json,*.safetensors[.index.json]},
@@ -215,9 +228,9 @@ void flux_load_options_init(flux_load_options *lo);
  * that call with FLUX_ERR_IO naming the file (the read would otherwise be
  * a SIGBUS: a handler is installed for SIGBUS during those calls and the
  * previous one restored after; faults outside the mapped weights go to the
- * previous handler). */
-flux_status flux_load(flux_ctx *ctx, const char *model_dir,
-                      const flux_load_options *lo);
+ * previous handler; FLUX_SIGNALS_MAPPED_FAULTS, at the end, turns it off). */
+FLUX_API flux_status flux_load(flux_ctx *ctx, const char *model_dir,
+                               const flux_load_options *lo);
 
 typedef struct flux_model_info {
     const char *name;          /* folder name, e.g. "FLUX.2-klein-4B" */
@@ -234,7 +247,7 @@ typedef struct flux_model_info {
 } flux_model_info;
 
 /* Describe the loaded model. FLUX_ERR_STATE if nothing is loaded. */
-flux_status flux_get_model_info(const flux_ctx *ctx, flux_model_info *info);
+FLUX_API flux_status flux_get_model_info(const flux_ctx *ctx, flux_model_info *info);
 
 /* ------------------------------------------------------------------------ */
 /* LoRA adapters                                                            */
@@ -284,17 +297,17 @@ typedef struct flux_lora_info {
  * FLUX_ERR_UNSUPPORTED (DoRA, ...), FLUX_ERR_INVALID_ARG (scale, more than
  * FLUX_MAX_LORAS). Keys that match nothing, while others do, only give a
  * warning (flux_lora_get_info). */
-flux_status flux_lora_load(flux_ctx *ctx, const char *path, float scale);
+FLUX_API flux_status flux_lora_load(flux_ctx *ctx, const char *path, float scale);
 /* Change the strength of adapter `index` (no file access). */
-flux_status flux_lora_set_scale(flux_ctx *ctx, int index, float scale);
+FLUX_API flux_status flux_lora_set_scale(flux_ctx *ctx, int index, float scale);
 /* Remove adapter `index`; later ones move down by one. */
-flux_status flux_lora_remove(flux_ctx *ctx, int index);
+FLUX_API flux_status flux_lora_remove(flux_ctx *ctx, int index);
 /* Remove every adapter. */
-void flux_lora_clear(flux_ctx *ctx);
+FLUX_API void flux_lora_clear(flux_ctx *ctx);
 /* Adapters loaded (0 when ctx is NULL). */
-int flux_lora_count(const flux_ctx *ctx);
+FLUX_API int flux_lora_count(const flux_ctx *ctx);
 /* Describe adapter `index`; the strings stay valid until it is removed. */
-flux_status flux_lora_get_info(const flux_ctx *ctx, int index, flux_lora_info *info);
+FLUX_API flux_status flux_lora_get_info(const flux_ctx *ctx, int index, flux_lora_info *info);
 
 /* ------------------------------------------------------------------------ */
 /* Quantized weights (GGUF)                                                 */
@@ -312,7 +325,7 @@ typedef struct flux_quantize_options {
     void *progress_user;
 } flux_quantize_options;
 
-void flux_quantize_options_init(flux_quantize_options *o);
+FLUX_API void flux_quantize_options_init(flux_quantize_options *o);
 
 /* Write one component of the model folder as a GGUF file that peers read
  * (ComfyUI-GGUF, stable-diffusion.cpp, llama.cpp naming): the transformer
@@ -323,8 +336,8 @@ void flux_quantize_options_init(flux_quantize_options *o);
  * (byte-identical blocks). The file is written atomically: on any error or
  * cancellation nothing is left at out_path. Uses the context's threads;
  * does not change the model loaded in ctx. */
-flux_status flux_quantize(flux_ctx *ctx, const char *model_dir, const flux_quantize_options *o,
-                          const char *out_path);
+FLUX_API flux_status flux_quantize(flux_ctx *ctx, const char *model_dir, const flux_quantize_options *o,
+                                   const char *out_path);
 
 /* ------------------------------------------------------------------------ */
 /* Images                                                                   */
@@ -341,25 +354,25 @@ typedef struct flux_image {
 } flux_image;
 
 /* Allocate a zeroed image (channels 1..4). NULL on bad size or no memory. */
-flux_image *flux_image_new(int width, int height, int channels);
-void flux_image_free(flux_image *img);
+FLUX_API flux_image *flux_image_new(int width, int height, int channels);
+FLUX_API void flux_image_free(flux_image *img);
 /* Set (or replace) a metadata entry; value NULL removes it. Keys and values
  * are UTF-8 (PNG: written as tEXt when Latin-1, else iTXt; keys must be
  * 1-79 Latin-1 characters). Returns FLUX_OK, FLUX_ERR_NOMEM, or
  * FLUX_ERR_INVALID_ARG for a NULL image or an empty key. */
-flux_status flux_image_set_text(flux_image *img, const char *key, const char *value);
+FLUX_API flux_status flux_image_set_text(flux_image *img, const char *key, const char *value);
 /* The value of a metadata entry, or NULL. */
-const char *flux_image_get_text(const flux_image *img, const char *key);
+FLUX_API const char *flux_image_get_text(const flux_image *img, const char *key);
 
 /* Read a PNG (gray, gray+alpha, RGB, RGBA, palette, 8 or 16 bit) or a binary
  * PPM (P6) into an 8-bit RGB image (alpha dropped, 16-bit scaled to 8-bit).
  * PNG tEXt chunks are read into the metadata. */
-flux_status flux_image_load(flux_ctx *ctx, const char *path, flux_image **out);
+FLUX_API flux_status flux_image_load(flux_ctx *ctx, const char *path, flux_image **out);
 
 /* Write a PNG (by extension .png) or PPM (.ppm). The write is atomic: data
  * goes to a temporary file in the same directory that is renamed over the
  * destination only when complete, so a failure never leaves a partial file. */
-flux_status flux_image_save(flux_ctx *ctx, const flux_image *img, const char *path);
+FLUX_API flux_status flux_image_save(flux_ctx *ctx, const flux_image *img, const char *path);
 
 /* ------------------------------------------------------------------------ */
 /* Generation                                                               */
@@ -427,7 +440,7 @@ typedef struct flux_params {
 
 /* Fill *p with defaults: no prompt, size 0×0 (= 256×256), steps 0 (auto),
  * seed FLUX_SEED_RANDOM, guidance −1 (auto), shifted schedule, alpha 2. */
-void flux_params_init(flux_params *p);
+FLUX_API void flux_params_init(flux_params *p);
 
 /* Generate one image (txt2img, or img2img / multi-reference when refs are
  * given; classifier-free guidance on base models). *out receives a new RGB
@@ -435,11 +448,11 @@ void flux_params_init(flux_params *p);
  * software, A1111-style "parameters"); free it with flux_image_free.
  * With p->batch > 1 this generates only the first image; use
  * flux_generate_batch for all of them. */
-flux_status flux_generate(flux_ctx *ctx, const flux_params *p, flux_image **out);
+FLUX_API flux_status flux_generate(flux_ctx *ctx, const flux_params *p, flux_image **out);
 
 /* Generate p->batch images (seeds seed, seed+1, ...) sharing one text
  * encoding. out must have room for p->batch pointers. */
-flux_status flux_generate_batch(flux_ctx *ctx, const flux_params *p, flux_image **out);
+FLUX_API flux_status flux_generate_batch(flux_ctx *ctx, const flux_params *p, flux_image **out);
 
 /* ------------------------------------------------------------------------ */
 /* Text                                                                     */
@@ -448,30 +461,30 @@ flux_status flux_generate_batch(flux_ctx *ctx, const flux_params *p, flux_image 
 /* Tokenize a prompt. With raw = 0 the klein chat template is applied; no
  * padding either way. Writes up to max_ids ids and sets *n_ids to the full
  * count (which may exceed max_ids). Needs tokenizer/tokenizer.json. */
-flux_status flux_tokenize(flux_ctx *ctx, const char *text, int raw,
-                          int32_t *ids, int max_ids, int *n_ids);
+FLUX_API flux_status flux_tokenize(flux_ctx *ctx, const char *text, int raw,
+                                   int32_t *ids, int max_ids, int *n_ids);
 
 /* Encode a prompt into klein text embeddings: out = [512, text_dim] floats
  * (Qwen3 hidden states 9, 18, 27 stacked per token; 512 rows including
  * padding). out must hold 512·text_dim floats. Loads the text encoder if it
  * was released. Uses the embedding cache unless disabled. */
-flux_status flux_encode_text(flux_ctx *ctx, const char *prompt, float *out);
+FLUX_API flux_status flux_encode_text(flux_ctx *ctx, const char *prompt, float *out);
 
 /* Free the text encoder's weights and buffers (it reloads on demand). */
-void flux_release_text_encoder(flux_ctx *ctx);
+FLUX_API void flux_release_text_encoder(flux_ctx *ctx);
 
 /* ------------------------------------------------------------------------ */
 /* Build and CPU information                                                */
 /* ------------------------------------------------------------------------ */
 
 /* "0.1.0" */
-const char *flux_version(void);
+FLUX_API const char *flux_version(void);
 /* Compiler, flags, OpenMP, build variant: one line. */
-const char *flux_build_info(void);
+FLUX_API const char *flux_build_info(void);
 /* Detected CPU features and the kernels this context uses (ctx NULL: a
  * default context), several lines written into buf (always NUL-terminated
  * when size > 0; buf NULL: nothing written). Returns the length needed. */
-size_t flux_cpu_info(const flux_ctx *ctx, char *buf, size_t size);
+FLUX_API size_t flux_cpu_info(const flux_ctx *ctx, char *buf, size_t size);
 
 /* One Vulkan device as the loader enumerates it (flux --list-devices). */
 typedef struct flux_device_info {
@@ -487,10 +500,69 @@ typedef struct flux_device_info {
 /* Up to max devices into out, their number in *count. A build without
  * Vulkan, or no Vulkan loader/driver: FLUX_ERR_UNSUPPORTED with the reason
  * in flux_error(ctx); no devices is FLUX_OK with *count 0. */
-flux_status flux_list_devices(flux_ctx *ctx, flux_device_info *out, int max, int *count);
+FLUX_API flux_status flux_list_devices(flux_ctx *ctx, flux_device_info *out, int max, int *count);
 
 /* What runs the stages of this context: "cpu" or "vulkan: <device>". */
-const char *flux_backend_name(const flux_ctx *ctx);
+FLUX_API const char *flux_backend_name(const flux_ctx *ctx);
+
+/* ------------------------------------------------------------------------ */
+/* Process-wide state                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* Signal dispositions belong to the process, so the handlers flux may
+ * install are chosen per process, by these bits:
+ *
+ * FLUX_SIGNALS_TEMP_FILES   SIGINT, SIGTERM, SIGHUP, only while a file
+ *     flux writes atomically is open (images, .npy dumps, the embedding
+ *     cache, quantized GGUF and safetensors files) and only for signals
+ *     still at their default action: the handler removes the temporary
+ *     files and re-raises the signal, so the process dies as it would
+ *     have, without leftovers. Off by default: an application's SIGINT
+ *     stays its own. The flux CLI turns it on.
+ * FLUX_SIGNALS_FILE_SIZE    SIGXFSZ set to "ignore" while such a file is
+ *     open, if it is at its default: a file-size limit (ulimit -f) fails
+ *     the write with FLUX_ERR_IO ("File too large") instead of killing the
+ *     process. On by default.
+ * FLUX_SIGNALS_MAPPED_FAULTS  SIGBUS, during flux_generate,
+ *     flux_generate_batch and flux_encode_text (set on entry, the previous
+ *     disposition restored when the last such call returns): a weight file
+ *     cut short under the mapping fails the call with FLUX_ERR_IO naming
+ *     the file (flux_load); faults elsewhere go to the previous handler.
+ *     Off: such a file kills the process with SIGBUS. On by default.
+ * FLUX_SIGNALS_CPU_PROBE    SIGILL and SIGSEGV, during the one-off
+ *     self-test of the AMX tile kernels (the first flux_new or
+ *     flux_cpu_info of the process, on a CPU that reports AMX; one small
+ *     GEMM, the previous handlers restored right after): a CPU or
+ *     hypervisor that reports AMX but faults on it gets AMX turned off.
+ *     Off: the self-test runs unguarded (its results are still checked,
+ *     but a machine whose tiles fault then dies of the fault). On by
+ *     default.
+ *
+ * flux_set_signals(which) sets the bits for calls that start afterwards
+ * (call it before the first flux_new to govern the CPU probe) and returns
+ * the previous set. A handler flux installed is removed only if it is
+ * still the disposition; one the application installs meanwhile is left
+ * alone.
+ *
+ * Other process-wide state, none of it settable: the CPU's features and
+ * the AMX self-test result (computed once, read-only after); on Linux
+ * with AMX, the tile-state permission requested from the kernel once
+ * (arch_prctl, irreversible for the process); the OpenMP runtime's thread
+ * pool (flux never changes its settings; each context passes its thread
+ * count per parallel region); the tables of open temporary files and
+ * guarded mappings the handlers above read; and the environment variables
+ * read at flux_new (FLUX_ISA, FLUX_PRECISION, OMP_NUM_THREADS) and for the
+ * embedding cache (XDG_CACHE_HOME, HOME, FLUX_CACHE_MAX_MB). */
+#define FLUX_SIGNALS_TEMP_FILES 1u
+#define FLUX_SIGNALS_MAPPED_FAULTS 2u
+#define FLUX_SIGNALS_CPU_PROBE 4u
+#define FLUX_SIGNALS_FILE_SIZE 8u
+#define FLUX_SIGNALS_DEFAULT (FLUX_SIGNALS_FILE_SIZE | FLUX_SIGNALS_MAPPED_FAULTS | FLUX_SIGNALS_CPU_PROBE)
+#define FLUX_SIGNALS_ALL (FLUX_SIGNALS_TEMP_FILES | FLUX_SIGNALS_DEFAULT)
+
+/* Choose the handlers above (bits outside FLUX_SIGNALS_ALL are ignored);
+ * returns the previous set. Safe to call from any thread at any time. */
+FLUX_API unsigned flux_set_signals(unsigned which);
 
 #ifdef __cplusplus
 }

@@ -73,7 +73,8 @@ int fx_amx_os_request(char *why, size_t size);
 /* Run fn(arg) with SIGILL and SIGSEGV caught on this thread (amx_os.c):
  * returns fn's result, or -1 with *signo set when a signal arrived. Only
  * for the one-off AMX self-test; other threads' signals go to the
- * handlers installed before. */
+ * handlers installed before. Without FLUX_SIGNALS_CPU_PROBE (flux.h) fn
+ * runs unguarded. */
 int fx_amx_os_guarded(int (*fn)(void *), void *arg, int *signo);
 
 #endif

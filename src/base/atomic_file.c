@@ -1,5 +1,6 @@
 /* atomic_file.c — temp file + fsync + rename (see atomic_file.h). */
 #include "atomic_file.h"
+#include "signal_policy.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -62,21 +63,23 @@ static void on_fatal(int sig) {
     errno = saved;
 }
 
-/* Our handler for signals still at their default; SIGXFSZ ignored. */
+/* Our handler for signals still at their default; SIGXFSZ ignored. Each
+ * as the application allows (FLUX_SIGNALS_TEMP_FILES, _FILE_SIZE). */
 static void install_locked(void) {
     struct sigaction cur, ours;
     memset(&ours, 0, sizeof ours);
     ours.sa_handler = on_fatal;
     sigfillset(&ours.sa_mask);
+    const int fatal = fx_signals_allowed(FLUX_SIGNALS_TEMP_FILES);
     for (int k = 0; k < N_FATAL; k++) {
-        g_installed[k] = sigaction(g_fatal[k], NULL, &cur) == 0 && cur.sa_handler == SIG_DFL &&
+        g_installed[k] = fatal && sigaction(g_fatal[k], NULL, &cur) == 0 && cur.sa_handler == SIG_DFL &&
                          !(cur.sa_flags & SA_SIGINFO) && sigaction(g_fatal[k], &ours, NULL) == 0;
     }
     struct sigaction ign;
     memset(&ign, 0, sizeof ign);
     ign.sa_handler = SIG_IGN;
-    g_ignored_xfsz = sigaction(SIGXFSZ, NULL, &cur) == 0 && cur.sa_handler == SIG_DFL &&
-                     !(cur.sa_flags & SA_SIGINFO) && sigaction(SIGXFSZ, &ign, NULL) == 0;
+    g_ignored_xfsz = fx_signals_allowed(FLUX_SIGNALS_FILE_SIZE) && sigaction(SIGXFSZ, NULL, &cur) == 0 &&
+                     cur.sa_handler == SIG_DFL && !(cur.sa_flags & SA_SIGINFO) && sigaction(SIGXFSZ, &ign, NULL) == 0;
 }
 
 /* Back to the defaults, where nobody changed our settings meanwhile. */
@@ -95,7 +98,8 @@ static void restore_locked(void) {
     g_ignored_xfsz = 0;
 }
 
-/* Register an open temporary file; its slot, or -1 (table full). */
+/* Register an open temporary file; its slot, or -1 (table full: written
+ * unguarded). */
 static int guard_add(const char *tmp_path) {
     if (strlen(tmp_path) >= PATH_MAX) return -1;
     pthread_mutex_lock(&g_guard_lock);

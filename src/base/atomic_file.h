@@ -19,10 +19,13 @@
  * default (the process would die), go through a handler that removes every
  * open temporary file and re-raises the signal with the default action, so
  * the process ends as it would have; signals the application handles or
- * ignores are left to it. SIGXFSZ (file size limit) is ignored meanwhile
- * when at its default, so the write fails with EFBIG and the error path
- * removes the file. The dispositions are restored when the last temporary
- * file closes (unless another handler was installed meanwhile).
+ * ignores are left to it. Only with FLUX_SIGNALS_TEMP_FILES (flux.h): the
+ * CLI turns it on, the library default leaves an application's SIGINT
+ * alone. SIGXFSZ (file size limit) is ignored meanwhile when at its
+ * default (FLUX_SIGNALS_FILE_SIZE, on by default), so the write fails with
+ * EFBIG and the error path removes the file. The bits are read when the
+ * first temporary file opens; the dispositions are restored when the last
+ * one closes (unless another handler was installed meanwhile).
  *
  * Leftovers. Temporary files are named ".<base>.<pid>.<16 hex>.tmp"; what
  * a killed writer (SIGKILL, power loss) left next to the destination is

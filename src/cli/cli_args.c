@@ -4,7 +4,7 @@
  */
 #include "cli_args.h"
 
-#include "simd/kernels.h"
+#include "cli_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

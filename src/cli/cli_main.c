@@ -22,10 +22,7 @@
 #include "cli_quantize.h"
 #include "cli_repl.h"
 #include "cli_show.h"
-#include "src/base/clock.h"
-#include "src/base/json.h"
-#include "src/base/npy.h"
-#include "src/pipeline/ref_image.h"
+#include "cli_internal.h"
 
 /* Set by the SIGINT handler; the progress callback turns it into a
  * cancellation so no output file is written. */
@@ -345,6 +342,9 @@ static int list_devices(flux_ctx *ctx) {
 /* ------------------------------------------------------------ main */
 
 int main(int argc, char **argv) {
+    /* A program owns its signals: Ctrl-C, SIGTERM and SIGHUP during a
+     * write also remove the temporary file (flux.h, "Process-wide state") */
+    flux_set_signals(FLUX_SIGNALS_ALL);
     if (argc > 1 && !strcmp(argv[1], "quantize")) return cli_quantize_main(argc - 1, argv + 1);
     /* static: its 64 KiB of --lora paths stay off the stack, so a small
      * stack limit (ulimit -s 64) still runs the program */

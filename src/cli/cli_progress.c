@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "src/base/clock.h"
+#include "cli_internal.h"
 
 /* Redraw the TTY line at most this often (seconds), except on stage changes. */
 #define REDRAW_INTERVAL 0.1

@@ -16,7 +16,7 @@
 
 #include "cli_args.h"
 #include "flux.h"
-#include "src/base/clock.h"
+#include "cli_internal.h"
 
 static volatile sig_atomic_t g_interrupted;
 

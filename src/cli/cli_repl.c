@@ -15,9 +15,8 @@
 
 #include "cli_lora.h"
 #include "cli_progress.h"
-#include "src/base/clock.h"
+#include "cli_internal.h"
 #include "cli_show.h"
-#include "src/pipeline/ref_image.h"
 
 /* ------------------------------------------------------------------------ */
 /* The session                                                              */

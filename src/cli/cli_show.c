@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/image/codecs.h"
+#include "cli_internal.h"
 
 const char *cli_show_proto_name(cli_show_proto p) {
     return p == CLI_SHOW_KITTY ? "kitty" : p == CLI_SHOW_ITERM2 ? "iterm2" : "none";

@@ -1,6 +1,8 @@
 /* map_guard.c — SIGBUS on truncated mapped files becomes an error (map_guard.h). */
 #include "map_guard.h"
 
+#include "src/base/signal_policy.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -89,7 +91,7 @@ int fx_map_guard_faulted(int slot, size_t *offset) {
 
 void fx_map_guard_enter(void) {
     pthread_mutex_lock(&g_lock);
-    if (g_enters++ == 0) {
+    if (g_enters++ == 0 && fx_signals_allowed(FLUX_SIGNALS_MAPPED_FAULTS)) {
         struct sigaction ours;
         memset(&ours, 0, sizeof ours);
         ours.sa_sigaction = on_sigbus;

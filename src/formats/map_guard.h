@@ -20,7 +20,9 @@
  * "ignore", get the default action back and fault again (a core dump, as
  * without us). The handler is installed on the first enter and the
  * previous one restored on the last leave, unless someone replaced ours
- * meanwhile; outside the library's calls SIGBUS is never touched.
+ * meanwhile; outside the library's calls SIGBUS is never touched. Without
+ * FLUX_SIGNALS_MAPPED_FAULTS (flux_set_signals, flux.h) it is not touched
+ * at all, and such a read kills the process.
  *
  * Signal dispositions are process-wide, so this is process-wide state: a
  * fixed table of mappings the handler reads without locks, and an enter

@@ -358,7 +358,7 @@ static void quantize_chunk(const fx_weight *w, int64_t n, int64_t cols, fx_dtype
         if (fx_dtype_is_fp8(w->dtype)) fx_weight_scale_row(w->scale, rows * cols, f); /* the weight's values */
         int64_t bad = first_non_finite(f, rows * cols);
         if (bad >= 0) {
-#pragma omp critical(fx_quantize_chunk_result)
+#pragma omp critical /* unnamed: a named one is an exported symbol of libflux.so */
             if (r0 + bad / cols < res->bad_row) res->bad_row = r0 + bad / cols, res->bad_value = f[bad], res->write_errno = 0;
             continue;
         }
@@ -370,7 +370,7 @@ static void quantize_chunk(const fx_weight *w, int64_t n, int64_t cols, fx_dtype
             e = put_at(s, off + (uint64_t)(r0 * row_bytes), q, (size_t)(rows * row_bytes));
         }
         if (e) {
-#pragma omp critical(fx_quantize_chunk_result)
+#pragma omp critical
             if (r0 < res->bad_row) res->bad_row = r0, res->write_errno = e;
         }
     }

@@ -5,7 +5,8 @@
  * ignored during the write so a file-size limit is an error ("File too
  * large") that removes the file; a killed writer's leftovers are removed
  * the next time the destination is written; signal handlers of the
- * application are left alone.
+ * application are left alone, and SIGINT/SIGTERM/SIGHUP entirely unless
+ * the application allows FLUX_SIGNALS_TEMP_FILES (the CLI does).
  */
 #include "tests/test.h"
 
@@ -40,6 +41,7 @@ static int signal_during_write(const char *dir, int sig, int app_handler) {
         /* the application's choice, kept; else the default (a shell starts
          * background jobs with SIGINT ignored, which the child inherits) */
         signal(sig, app_handler ? SIG_IGN : SIG_DFL);
+        flux_set_signals(FLUX_SIGNALS_ALL); /* as the CLI does */
         char path[1200];
         snprintf(path, sizeof path, "%s/out.bin", dir);
         fx_atomic_file af;
@@ -81,6 +83,43 @@ TEST(atomic_file_signals_remove_the_temporary_file) {
     sigaction(SIGXFSZ, NULL, &sa);
     CHECK(sa.sa_handler == SIG_DFL);
     (void)af;
+}
+
+/* The library default (an embedding application): SIGINT, SIGTERM and
+ * SIGHUP are never touched, SIGXFSZ is ignored during a write; with
+ * FLUX_SIGNALS_TEMP_FILES the handler is there during the write and gone
+ * after; with no bits at all nothing is touched. */
+TEST(atomic_file_leaves_sigint_to_the_application_by_default) { /* (each test runs in its own process) */
+    static const struct {
+        unsigned bits;
+        int handled, xfsz_ignored;
+    } cases[] = {{FLUX_SIGNALS_DEFAULT, 0, 1}, {FLUX_SIGNALS_ALL, 1, 1}, {0, 0, 0}};
+    CHECK_EQ_INT(flux_set_signals(FLUX_SIGNALS_ALL | 0x100u), FLUX_SIGNALS_DEFAULT);
+    CHECK_EQ_INT(flux_set_signals(FLUX_SIGNALS_DEFAULT), FLUX_SIGNALS_ALL); /* unknown bits dropped */
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        for (size_t i = 0; i < 3; i++) signal(sigs[i], SIG_DFL);
+        signal(SIGXFSZ, SIG_DFL);
+        flux_set_signals(cases[c].bits);
+        fx_atomic_file af;
+        fx_err err = {0};
+        REQUIRE(fx_atomic_open(&af, fx_test_tmp_path("during.bin"), &err) == FLUX_OK);
+        struct sigaction sa;
+        for (size_t i = 0; i < 3; i++) {
+            sigaction(sigs[i], NULL, &sa);
+            CHECK_MSG((sa.sa_handler != SIG_DFL) == cases[c].handled, "bits %#x, signal %d: handler %s", cases[c].bits,
+                      sigs[i], sa.sa_handler == SIG_DFL ? "default" : "flux's");
+        }
+        sigaction(SIGXFSZ, NULL, &sa);
+        CHECK_EQ_INT(sa.sa_handler == SIG_IGN, cases[c].xfsz_ignored);
+        fx_atomic_abort(&af);
+        for (size_t i = 0; i < 3; i++) {
+            sigaction(sigs[i], NULL, &sa);
+            CHECK(sa.sa_handler == SIG_DFL);
+        }
+        sigaction(SIGXFSZ, NULL, &sa);
+        CHECK(sa.sa_handler == SIG_DFL);
+    }
 }
 
 /* A file-size limit (RLIMIT_FSIZE, ulimit -f) during a write: an error
