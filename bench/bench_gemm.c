@@ -43,7 +43,7 @@ typedef struct gemm_problem {
     const fx_gemm_int8 *k8; /* int8 mode: a kernel forced by --int8-kernel, else NULL (the table's) */
 } gemm_problem;
 
-static size_t dt_size(fx_dtype dt) { return dt == FX_DTYPE_F32 ? 4 : 2; }
+static size_t dt_size(fx_dtype dt) { return dt == FX_DTYPE_F32 ? 4 : fx_dtype_is_fp8(dt) ? 1 : 2; }
 /* Bytes of the stored weights. */
 static double weight_bytes(const gemm_problem *p) {
     return fx_dtype_is_block(p->dt) ? (double)fx_dtype_row_bytes(p->dt, p->n * p->k) : (double)(p->n * p->k) * dt_size(p->dt);
@@ -88,6 +88,8 @@ static int problem_init(gemm_problem *p) {
             size_t idx = (size_t)(j * p->k + q);
             float v = tmp[q] * 0.05f;
             if (p->dt == FX_DTYPE_F32) ((float *)p->w)[idx] = v;
+            else if (fx_dtype_is_fp8(p->dt)) /* finite codes below 2^7, either sign (scale: problem_weight) */
+                ((uint8_t *)p->w)[idx] = (uint8_t)((idx * 2654435761u >> 20) % 0x70 | (v < 0 ? 0x80 : 0));
             else if (p->dt == FX_DTYPE_BF16) ((uint16_t *)p->w)[idx] = fx_f32_to_bf16_bits(v);
             else ((uint16_t *)p->w)[idx] = (uint16_t)(0x2000 + (idx * 2654435761u >> 20) % 0x1000); /* small halves */
         }
@@ -106,6 +108,7 @@ static void problem_free(gemm_problem *p) {
 static void run_ours(void *arg) {
     gemm_problem *p = arg;
     fx_weight w = {p->w, p->dt, p->n, p->k, p->k, NULL};
+    w.scale = fx_dtype_is_fp8(p->dt) ? 1.0f / 4096 : 0.0f; /* fp8: a scaled weight, as ComfyUI's files */
     fx_epilogue e = {p->mode, p->mode == FX_EPI_STORE ? NULL : p->bias,
                      p->mode == FX_EPI_GATED_ACCUMULATE ? p->gate : NULL};
     if (p->k8 && !fx_linear_int8(&p->kc, p->k8, p->m, p->x, p->k, &w, p->form, p->y, p->n, &e)) return;
@@ -394,6 +397,10 @@ static int parse_wtypes(const char *ws, int64_t k, fx_dtype *types) {
     int nt = 0;
     for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok && nt < 16; tok = strtok_r(NULL, ",", &save)) {
         int t = fx_dtype_parse(tok);
+        if (t >= 0 && fx_dtype_is_fp8((fx_dtype)t)) { /* fp8 with a per-tensor scale */
+            types[nt++] = (fx_dtype)t;
+            continue;
+        }
         if (t < 0 || !fx_dtype_is_block((fx_dtype)t) || !fx_dtype_can_quantize((fx_dtype)t) ||
             (k > 0 && k % fx_dtype_block((fx_dtype)t))) {
             fprintf(stderr, "flux-bench gemm: --wtype '%s' is not a block type flux quantizes, or k = %lld is not a "
@@ -549,7 +556,7 @@ static int gemm_defaults(const fx_bench_env *env) {
 
 FX_BENCH_COMMAND(gemm,
                  "gemm --m M --n N --k K [--dtype bf16|f32|f16] [--epilogue store|acc|gated]\n"
-                 "                        [--wtype q8_0,q4_k,... (GGUF block types beside the bf16 row;\n"
+                 "                        [--wtype q8_0,q4_k,f8_e4m3,... (GGUF block types, fp8, beside the bf16 row;\n"
                  "                         with --precision int8: W8A8)]\n"
                  "                        [--int8-kernel avx2|avxvnni|avx512vnni|amx|scalar (with --precision int8)]\n"
                  "                        [--kc KC,... --mc MC,... --nc NC,... (block sizes, for tuning: one row per\n"

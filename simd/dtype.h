@@ -48,8 +48,8 @@
     X(F64, "F64", 1, 8, 28, FX_DT_SAFETENSORS)                  \
     X(I64, "I64", 1, 8, 27, FX_DT_SAFETENSORS)                  \
     X(U64, "U64", 1, 8, -1, FX_DT_SAFETENSORS)                  \
-    X(F8_E4M3, "F8_E4M3", 1, 1, -1, FX_DT_SAFETENSORS)          \
-    X(F8_E5M2, "F8_E5M2", 1, 1, -1, FX_DT_SAFETENSORS)          \
+    X(F8_E4M3, "F8_E4M3", 1, 1, -1, FX_DT_WEIGHT | FX_DT_SAFETENSORS) /* per-tensor scale: fx_weight */ \
+    X(F8_E5M2, "F8_E5M2", 1, 1, -1, FX_DT_WEIGHT | FX_DT_SAFETENSORS) \
     X(F8_E8M0, "F8_E8M0", 1, 1, -1, FX_DT_SAFETENSORS)          \
     X(C64, "C64", 1, 8, -1, FX_DT_SAFETENSORS)                  \
     /* ggml block types without kernels: listed, refused when read */ \

@@ -38,8 +38,10 @@
 /* ------------------------------------------------------------------------ */
 
 /* Element types (simd/dtype.h lists them all with their facts). Weights
- * (fx_dtype_is_weight) are F32, F16, BF16 and the ggml block types with
- * kernels (simd/quant/quant.h gives every byte layout). A block type stores
+ * (fx_dtype_is_weight) are F32, F16, BF16, the ggml block types with
+ * kernels (simd/quant/quant.h gives every byte layout) and the two fp8
+ * types of safetensors files (one byte per element, with a per-tensor
+ * scale carried on the weight: fx_weight.scale). A block type stores
  * a row as consecutive blocks of fx_dtype_block(t) elements (32, or 256
  * for the K-quants and IQ4_XS), each fx_dtype_block_bytes(t) bytes. */
 
@@ -52,6 +54,11 @@ const char *fx_dtype_name(fx_dtype t);
 int fx_dtype_parse(const char *name);
 /* 1 for the block types (also those without kernels). */
 int fx_dtype_is_block(fx_dtype t);
+/* 1 for the fp8 types (F8_E4M3, F8_E5M2). */
+int fx_dtype_is_fp8(fx_dtype t);
+/* 1 for the types the GEMM expands inside its packing step (block types
+ * and fp8): everything but F32/F16/BF16. */
+int fx_dtype_is_expanded(fx_dtype t);
 /* 1 for the types kernels read (F32, F16, BF16, block types with kernels). */
 int fx_dtype_is_weight(fx_dtype t);
 /* The names of the weight types into buf, ", "-separated ("F32, F16,
@@ -93,13 +100,28 @@ struct fx_delta;
  * data; ld and k are multiples of the block and a view starts at a block
  * boundary (row slices only, fx_weight_rows).
  * delta: additive terms applied by fx_linear after the main product (LoRA
- * adapters at run time, below); NULL = none, the plain layer. */
+ * adapters at run time, below); NULL = none, the plain layer.
+ * scale: fp8 weights' per-tensor scale s: element = f32(stored)·s, rounded
+ * to f32 once (the dequantized weight of ComfyUI's scaled-fp8 files); 0
+ * means unscaled (s = 1), so a zero-initialized weight is the plain one.
+ * Other dtypes ignore it. */
 typedef struct fx_weight {
     const void *data;
     fx_dtype dtype;
     int64_t n, k, ld;
     const struct fx_delta *delta;
+    float scale;
 } fx_weight;
+
+/* Whether an fp8 scale changes values (0 and 1 do not), and x[0..n) ·=
+ * scale when it does: the expansion of fp8 elements after their exact
+ * widening (one f32 rounding per element). Callers pass the scale of fp8
+ * weights only (block types have theirs inside the blocks). */
+static inline int fx_weight_scaled(float scale) { return scale != 0.0f && scale != 1.0f; }
+static inline void fx_weight_scale_row(float scale, int64_t n, float *x) {
+    if (fx_weight_scaled(scale))
+        for (int64_t i = 0; i < n; i++) x[i] *= scale;
+}
 
 /* Rows [r0, r0 + n) of a weight (a view, nothing copied), any dtype. */
 fx_weight fx_weight_rows(const fx_weight *w, int64_t r0, int64_t n);

@@ -20,7 +20,21 @@
  * --extra-component adds an unprefixed "vae.decoder.conv_in.weight" as an
  * all-in-one ComfyUI file would (ignored with the prefix). The file is
  * written as OUT.tmp and renamed when complete.
+ *
+ * --fp8 e4m3|e5m2 stores every 2-D ".weight" (the linear layers) as fp8
+ * the way ComfyUI's quantizer does (comfy/quant_ops.py,
+ * TensorCoreFP8Layout.quantize): scale = max|W| / fp8 max (448 or 57344),
+ * q = fp8(W · (1/scale)) rounded to nearest even (saturating), with the
+ * scale beside it as '<layer>.weight_scale' (F32, shape []: the mixed-quant
+ * convention); --fp8-legacy writes the older scaled-fp8 convention instead:
+ * '<layer>.scale_weight', '<layer>.scale_input' = 1 and the "scaled_fp8"
+ * marker tensor (shape [0], the fp8 dtype). --dequantized writes the same
+ * weights as F32 values f32(q)·scale and no scales: the reference the fp8
+ * file must reproduce; --dequantized-bf16 those values rounded to BF16
+ * (nearest even): what the default precision's bf16 kernels read. fp8 values are computed here from their definition
+ * (ldexp), independently of the kernels' decoder.
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +68,7 @@ typedef struct out_tensor {
     fx_shape shape;
     fx_dtype dtype;
     int64_t nbytes, offset;
+    unsigned char *mem; /* converted bytes written instead of the parts (dtype, shape, nbytes set) */
 } out_tensor;
 
 static out_tensor g_out[MAX_OUT];
@@ -88,6 +103,11 @@ static void layout_outputs(void) {
     int64_t offset = 0;
     for (int k = 0; k < g_n; k++) {
         out_tensor *o = &g_out[k];
+        if (o->mem) {
+            o->offset = offset;
+            offset += o->nbytes;
+            continue;
+        }
         const fx_tensor *first = o->parts[0].t;
         o->dtype = first->dtype;
         o->shape = first->shape;
@@ -138,7 +158,8 @@ static void write_file(const char *path) {
     fwrite(h, 1, len, f);
     for (int k = 0; k < g_n; k++) {
         const out_tensor *o = &g_out[k];
-        for (int i = 0; i < o->n; i++) {
+        if (o->mem) fwrite(o->mem, 1, (size_t)o->nbytes, f);
+        for (int i = 0; o->mem ? 0 : i < o->n; i++) {
             const part *p = &o->parts[i];
             const unsigned char *data = fx_tensor_data(p->t);
             int64_t row_bytes = p->t->nbytes / p->t->shape.d[0];
@@ -229,6 +250,112 @@ static void build_bfl(int guidance_in) {
     add1("final_layer.linear.weight", "proj_out.weight");
 }
 
+/* ---- fp8 (see the top) ---- */
+
+static double fp8_value(int e4m3, int b) {
+    const int mbits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+    const int e = b >> mbits & (e4m3 ? 15 : 31), m = b & ((1 << mbits) - 1);
+    double v = e ? ldexp(1.0 + m / (double)(1 << mbits), e - bias) : ldexp(m, 1 - bias - mbits);
+    return b & 0x80 ? -v : v;
+}
+
+/* x (finite) to the nearest fp8 code, ties to the even code, saturating at
+ * the largest finite value (E4M3FN 0x7E = 448, E5M2 0x7B = 57344). */
+static unsigned char fp8_code(int e4m3, float x) {
+    const int top = e4m3 ? 0x7E : 0x7B;
+    const double a = fabs((double)x);
+    int lo = 0, hi = top; /* positive codes increase with their value */
+    if (a >= fp8_value(e4m3, top)) lo = top;
+    else {
+        while (hi - lo > 1) {
+            int mid = (lo + hi) / 2;
+            if (fp8_value(e4m3, mid) <= a) lo = mid;
+            else hi = mid;
+        }
+        double dl = a - fp8_value(e4m3, lo), dh = fp8_value(e4m3, hi) - a;
+        if (dh < dl || (dh == dl && (hi & 1) == 0)) lo = hi;
+    }
+    return (unsigned char)(lo | (x < 0 && lo ? 0x80 : 0));
+}
+
+static out_tensor *add_mem(const char *name, fx_dtype dtype, int ndim, int64_t d0, const void *bytes, int64_t nbytes) {
+    if (g_n == MAX_OUT) die("too many tensors");
+    out_tensor *o = &g_out[g_n++];
+    memset(o, 0, sizeof *o);
+    snprintf(o->name, sizeof o->name, "%s", name);
+    o->dtype = dtype;
+    o->shape.ndim = ndim;
+    o->shape.d[0] = d0;
+    o->nbytes = nbytes;
+    if (!(o->mem = malloc(nbytes ? (size_t)nbytes : 1))) die("out of memory");
+    memcpy(o->mem, bytes, (size_t)nbytes);
+    return o;
+}
+
+/* Every 2-D ".weight" output as fp8 + scale (dequant: as F32 f32(q)·scale). */
+static void convert_fp8(int e4m3, int legacy, int dequant) {
+    const int n0 = g_n;
+    layout_outputs(); /* shapes of the copied tensors */
+    const float one = 1.0f;
+    for (int k = 0; k < n0; k++) {
+        out_tensor *o = &g_out[k];
+        const size_t len = strlen(o->name);
+        if (o->mem || o->shape.ndim != 2 || len < 7 || strcmp(o->name + len - 7, ".weight")) continue;
+        const int64_t n = o->shape.d[0] * o->shape.d[1];
+        float *v = malloc((size_t)n * 4 + 4);
+        if (!v) die("out of memory");
+        int64_t at = 0;
+        for (int i = 0; i < o->n; i++) {
+            const part *p = &o->parts[i];
+            const int64_t row_elems = fx_shape_numel(&p->t->shape) / p->t->shape.d[0];
+            fx_st_convert_f32((const unsigned char *)fx_tensor_data(p->t) + p->row0 * (p->t->nbytes / p->t->shape.d[0]),
+                              p->t->dtype, p->rows * row_elems, v + at);
+            at += p->rows * row_elems;
+        }
+        float amax = 0.0f;
+        for (int64_t i = 0; i < n; i++) amax = fabsf(v[i]) > amax ? fabsf(v[i]) : amax;
+        const float scale = amax > 0.0f ? amax / (float)fp8_value(e4m3, e4m3 ? 0x7E : 0x7B) : 1.0f;
+        const float inv = 1.0f / scale;
+        unsigned char *q = malloc((size_t)n + 1);
+        if (!q) die("out of memory");
+        for (int64_t i = 0; i < n; i++) q[i] = fp8_code(e4m3, v[i] * inv);
+        o->mem = q;
+        if (dequant) {
+            for (int64_t i = 0; i < n; i++) v[i] = (float)fp8_value(e4m3, q[i]) * scale;
+            free(q);
+            o->mem = (unsigned char *)v;
+            o->dtype = FX_DTYPE_F32;
+            o->nbytes = n * 4;
+            if (dequant == 2) { /* bf16, nearest even (the values are finite) */
+                uint16_t *h = (uint16_t *)(void *)v;
+                for (int64_t i = 0; i < n; i++) {
+                    uint32_t b;
+                    memcpy(&b, &v[i], 4);
+                    h[i] = (uint16_t)((b + 0x7FFF + (b >> 16 & 1)) >> 16);
+                }
+                o->dtype = FX_DTYPE_BF16;
+                o->nbytes = n * 2;
+            }
+            continue;
+        }
+        free(v);
+        o->dtype = e4m3 ? FX_DTYPE_F8_E4M3 : FX_DTYPE_F8_E5M2;
+        o->nbytes = n;
+        char name[240];
+        snprintf(name, sizeof name, "%.*s.%s", (int)(len - 7), o->name, legacy ? "scale_weight" : "weight_scale");
+        add_mem(name, FX_DTYPE_F32, 0, 0, &scale, 4);
+        if (legacy) {
+            snprintf(name, sizeof name, "%.*s.scale_input", (int)(len - 7), o->name);
+            add_mem(name, FX_DTYPE_F32, 0, 0, &one, 4);
+        }
+    }
+    if (legacy && !dequant) {
+        char name[240];
+        snprintf(name, sizeof name, "%sscaled_fp8", g_prefix);
+        add_mem(name, e4m3 ? FX_DTYPE_F8_E4M3 : FX_DTYPE_F8_E5M2, 1, 0, "", 0);
+    }
+}
+
 static void build_diffusers(void) {
     for (size_t i = 0; i < fx_wset_count(g_in); i++) {
         const char *name = fx_wset_tensor_at(g_in, i)->name;
@@ -238,16 +365,21 @@ static void build_diffusers(void) {
 
 int main(int argc, char **argv) {
     const char *layout = NULL, *dir = NULL, *out = NULL;
-    int guidance_in = 0, extra = 0;
+    int guidance_in = 0, extra = 0, legacy = 0, dequant = 0;
+    const char *fp8 = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--layout") && i + 1 < argc) layout = argv[++i];
         else if (!strcmp(argv[i], "-d") && i + 1 < argc) dir = argv[++i];
         else if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
         else if (!strcmp(argv[i], "--guidance-in")) guidance_in = 1;
         else if (!strcmp(argv[i], "--extra-component")) extra = 1;
+        else if (!strcmp(argv[i], "--fp8") && i + 1 < argc) fp8 = argv[++i];
+        else if (!strcmp(argv[i], "--fp8-legacy")) legacy = 1;
+        else if (!strcmp(argv[i], "--dequantized")) dequant = 1;
+        else if (!strcmp(argv[i], "--dequantized-bf16")) dequant = 2;
         else {
             fprintf(stderr, "usage: make_single_file --layout bfl|comfyui|diffusers -d MODEL_DIR -o OUT.safetensors "
-                            "[--guidance-in] [--extra-component]\n");
+                            "[--guidance-in] [--extra-component] [--fp8 e4m3|e5m2 [--fp8-legacy] [--dequantized[-bf16]]]\n");
             return 2;
         }
     }
@@ -269,6 +401,12 @@ int main(int argc, char **argv) {
         g_prefix = "";
         add1("vae.decoder.conv_in.weight", "x_embedder.weight");
         g_prefix = saved;
+    }
+    if (fp8) {
+        if (strcmp(fp8, "e4m3") && strcmp(fp8, "e5m2")) die("--fp8: '%s' is not e4m3 or e5m2", fp8);
+        convert_fp8(!strcmp(fp8, "e4m3"), legacy, dequant);
+    } else if (legacy || dequant) {
+        die("--fp8-legacy and --dequantized go with --fp8");
     }
     write_file(out);
     printf("make_single_file: wrote %s (%s layout, %d tensors)\n", out, layout, g_n);

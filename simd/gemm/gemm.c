@@ -35,8 +35,10 @@ static int64_t ceil_div(int64_t v, int64_t a) { return (v + a - 1) / a; }
  * path's ordinary F32 / BF16 packing, a GEMV or a tile driver then reads
  * the expanded rows (a bf16 target in one pass when the table has a direct
  * bf16 dequantizer: the same values as dequantize, then round). */
-fx_gemm_expander fx_gemm_expander_for(const fx_kctx *kc, fx_dtype t, fx_dtype target) {
-    fx_gemm_expander e = {fx_quant_dequant_fn(kc->k, t), NULL, NULL, fx_dtype_block(t), fx_dtype_block_bytes(t)};
+fx_gemm_expander fx_gemm_expander_for(const fx_kctx *kc, const fx_weight *w, fx_dtype target) {
+    const fx_dtype t = w->dtype;
+    fx_gemm_expander e = {fx_quant_dequant_fn(kc->k, t), NULL, NULL, fx_dtype_block(t), fx_dtype_block_bytes(t),
+                          fx_dtype_is_fp8(t) ? w->scale : 0.0f};
     if (target == FX_DTYPE_BF16)
         e.to_bf16 = fx_row_table(kc)->f32_to_bf16, e.dequant_bf16 = fx_quant_dequant_bf16_fn(kc->k, t);
     return e;
@@ -48,10 +50,12 @@ void fx_gemm_expand_rows(const fx_gemm_expander *e, int rows, int64_t cols, cons
         const uint8_t *p = (const uint8_t *)src + r * src_rb;
         if (!e->to_bf16) {
             e->dequant(p, cols / e->block, (float *)dst + r * ldd);
-        } else if (e->dequant_bf16) {
+            fx_weight_scale_row(e->scale, cols, (float *)dst + r * ldd);
+        } else if (e->dequant_bf16 && !fx_weight_scaled(e->scale)) {
             e->dequant_bf16(p, cols / e->block, (uint16_t *)dst + r * ldd);
         } else {
             e->dequant(p, cols / e->block, tmp);
+            fx_weight_scale_row(e->scale, cols, tmp);
             e->to_bf16(cols, tmp, (uint16_t *)dst + r * ldd);
         }
     }
@@ -108,7 +112,7 @@ static void linear_gemv_blocks(const fx_gemm_expander *e, fx_gemv_fn gemv, fx_dt
         for (int64_t j = n0; j < n1; j += GEMV_ROWS) {
             const int rows = (int)(n1 - j < GEMV_ROWS ? n1 - j : GEMV_ROWS);
             fx_gemm_expand_rows(e, rows, k, (const char *)w->data + j * rb, rb, rows_buf, k, tmp);
-            const fx_weight tw = {rows_buf, target, rows, k, k, NULL};
+            const fx_weight tw = {rows_buf, target, rows, k, k, NULL, 0.0f};
             fx_epilogue te = *epi;
             if (te.bias) te.bias += j;
             if (te.gate) te.gate += j;
@@ -266,9 +270,9 @@ static int linear_blocked(const fx_kctx *kc, const fx_gemm_path *p, int threads,
     pl.x = x, pl.ldx = ldx;
     pl.w = w->data, pl.ldw = w->ld, pl.wdtype = w->dtype;
     pl.w_rb = fx_dtype_row_bytes(w->dtype, w->ld);
-    if (fx_dtype_is_block(w->dtype)) { /* expanded to what the path packs */
+    if (fx_dtype_is_expanded(w->dtype)) { /* expanded to what the path packs */
         const fx_dtype target = p->elem == 2 ? FX_DTYPE_BF16 : FX_DTYPE_F32; /* bf16 pairs or AMX tiles */
-        ex = fx_gemm_expander_for(kc, w->dtype, target);
+        ex = fx_gemm_expander_for(kc, w, target);
         pl.ex = &ex;
         pl.pack_w = p->pack_w[target];
     } else {
@@ -322,9 +326,11 @@ void fx_gemm_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, c
     int threads = kc->threads > 0 ? kc->threads : 1;
     if (2.0 * (double)m * (double)n * (double)k < FX_GEMM_SERIAL_FLOPS) threads = 1;
 
-    const int blocks = fx_dtype_is_block(w->dtype);
+    /* block types and fp8: expanded (fp8 never runs W8A8: its values are
+     * not int8-representable per channel, and it is as fast as bf16) */
+    const int blocks = fx_dtype_is_expanded(w->dtype);
     /* W8A8 (falls back to the weight-only path without scratch memory) */
-    if (blocks && kc->int8 && !fx_linear_int8(kc, NULL, m, x, ldx, w, NULL, y, ldy, epi)) return;
+    if (fx_dtype_is_block(w->dtype) && kc->int8 && !fx_linear_int8(kc, NULL, m, x, ldx, w, NULL, y, ldy, epi)) return;
     if (m <= FX_GEMV_MAX_M) {
         const uint16_t *xb = NULL;
         const int want_xb = (w->dtype == FX_DTYPE_BF16 || blocks) && g->gemv_bf16_dot;
@@ -343,7 +349,7 @@ void fx_gemm_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, c
         }
         if (blocks) { /* expanded GEMV_ROWS rows at a time */
             const fx_dtype target = g->gemv_bf16_dot ? FX_DTYPE_BF16 : FX_DTYPE_F32;
-            const fx_gemm_expander e = fx_gemm_expander_for(kc, w->dtype, target);
+            const fx_gemm_expander e = fx_gemm_expander_for(kc, w, target);
             if (have)
                 linear_gemv_blocks(&e, g->gemv[target], target, threads, m, x, ldx, xb, w, y, ldy, epi,
                                    (char *)fx_scratch_shared(kc->scratch) + xb_bytes, per_thread);
@@ -360,7 +366,9 @@ void fx_gemm_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, c
     /* block types take the path of bf16 weights (expanded to its element
      * type inside the packing step), or the table's tile driver */
     int failed;
-    if (g->tiles && (blocks || w->dtype == FX_DTYPE_BF16))
+    /* (fp8 rows need not be whole 32-element steps: the tile drivers' K
+     * tails read bf16 weights in place only, so such fp8 take the loops) */
+    if (g->tiles && (blocks || w->dtype == FX_DTYPE_BF16) && !(fx_dtype_is_fp8(w->dtype) && k % 32))
         failed = g->tiles->linear(g->tiles, kc, threads, m, x, ldx, w, y, ldy, epi);
     else
         failed = linear_blocked(kc, g->path[blocks ? FX_DTYPE_BF16 : w->dtype], threads, m, x, ldx, w, y, ldy, epi);

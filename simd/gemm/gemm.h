@@ -179,8 +179,8 @@ struct fx_gemm_tiles {
 };
 
 /* ---- block-typed weights expanded to an element type (gemm.c) ----
- * Rows of whole blocks dequantized (bit-identical to fx_dequantize_row)
- * and, for a bf16 target, rounded to bf16 (RNE) into a buffer that the
+ * Rows of whole blocks dequantized (bit-identical to fx_dequantize_row;
+ * fp8: times the weight's scale, fx_weight_scale_row) and, for a bf16 target, rounded to bf16 (RNE) into a buffer that the
  * f32 / bf16 machinery then reads as if the weight were stored so. */
 typedef struct fx_gemm_expander {
     fx_dequant_fn dequant;
@@ -188,8 +188,10 @@ typedef struct fx_gemm_expander {
     fx_dequant_bf16_fn dequant_bf16; /* bf16 target in one pass, when the table has it (else NULL) */
     int64_t block;
     size_t block_bytes;
+    float scale; /* fp8: the weight's scale, applied to the f32 values before any rounding; 0 = none */
 } fx_gemm_expander;
-fx_gemm_expander fx_gemm_expander_for(const fx_kctx *kc, fx_dtype t, fx_dtype target);
+/* The expander of w (a block type or fp8) into target (F32 or BF16). */
+fx_gemm_expander fx_gemm_expander_for(const fx_kctx *kc, const fx_weight *w, fx_dtype target);
 /* rows × cols elements (cols a multiple of the block) from rows src_rb
  * bytes apart into dst (rows ldd elements apart) of the target type; f32
  * staging for a bf16 target in tmp (cols floats). */

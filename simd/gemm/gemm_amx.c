@@ -396,8 +396,8 @@ static int linear_tiles(const fx_gemm_tiles *t, const fx_kctx *kc, int threads, 
     pl.x = x, pl.ldx = ldx;
     pl.w = w->data;
     pl.w_rb = fx_dtype_row_bytes(w->dtype, w->ld);
-    if (fx_dtype_is_block(w->dtype)) {
-        ex = fx_gemm_expander_for(kc, w->dtype, FX_DTYPE_BF16);
+    if (fx_dtype_is_expanded(w->dtype)) {
+        ex = fx_gemm_expander_for(kc, w, FX_DTYPE_BF16);
         pl.ex = &ex;
         pl.eld = pl.k + 32; /* +64 bytes: rows do not share L1 sets as 2^k strides would */
     }

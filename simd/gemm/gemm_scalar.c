@@ -146,13 +146,14 @@ void fx_gemv_c(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int
             } else if (w->dtype == FX_DTYPE_F16) {
                 const uint16_t *wr = (const uint16_t *)w->data + j * w->ld;
                 for (int64_t q = 0; q < k; q++) acc += xr[q] * fx_f16_bits_to_f32(wr[q]);
-            } else { /* block type: one block at a time, same chain as its f32 expansion */
+            } else { /* block type or fp8: one block at a time, same chain as its f32 expansion */
                 const int64_t bl = fx_dtype_block(w->dtype);
                 const size_t bb = fx_dtype_block_bytes(w->dtype);
                 const uint8_t *wr = (const uint8_t *)w->data + fx_dtype_row_bytes(w->dtype, j * w->ld);
                 float blk[256];
                 for (int64_t q0 = 0; q0 < k; q0 += bl, wr += bb) {
                     fx_dequantize_row(w->dtype, wr, bl, blk);
+                    fx_weight_scale_row(fx_dtype_is_fp8(w->dtype) ? w->scale : 0.0f, bl, blk); /* fp8 */
                     for (int64_t q = 0; q < bl; q++) acc += xr[q0 + q] * blk[q];
                 }
             }

@@ -44,10 +44,35 @@ static inline dqv dq_set1(float f) { return _mm256_set1_ps(f); }
 #undef DQ_OUT
 
 
+/* ---- fp8, 8 bytes as one ymm (the method of dequant_avx512.c, F16C) ---- */
+static void dq_f8_e5m2_avx2(const uint8_t *x, int64_t n, float *y) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i h = _mm_slli_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)(x + i))), 8);
+        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(h));
+    }
+    for (; i < n; i++) y[i] = fx_f8_e5m2_to_f32(x[i]);
+}
+
+static void dq_f8_e4m3_avx2(const uint8_t *x, int64_t n, float *y) {
+    int64_t i = 0;
+    const __m128i low7 = _mm_set1_epi16(0x7F), sign = _mm_set1_epi16(0x80);
+    for (; i + 8 <= n; i += 8) {
+        const __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)(x + i)));
+        const __m128i h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(w, sign), 8), _mm_slli_epi16(_mm_and_si128(w, low7), 7));
+        const __m256 f = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
+        const __m256 nan = _mm256_castsi256_ps(_mm256_cvtepi16_epi32(_mm_cmpeq_epi16(_mm_and_si128(w, low7), low7)));
+        const __m256 qnan = _mm256_or_ps(_mm256_and_ps(f, _mm256_set1_ps(-0.0f)),
+                                         _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC00000)));
+        _mm256_storeu_ps(y + i, _mm256_blendv_ps(f, qnan, nan));
+    }
+    for (; i < n; i++) y[i] = fx_f8_e4m3_to_f32(x[i]);
+}
+
 FX_QUANT_DECLARE(avx2)
 
 const fx_quant_kernels fx_quant_avx2 = {
     .name = "avx2",
     .quant = {FX_QUANT_ENTRIES(avx2)},
-    .dequant = {FX_DQ_ENTRIES(DQ_F32)},
+    .dequant = {FX_DQ_ENTRIES(DQ_F32), [FX_DTYPE_F8_E4M3] = dq_f8_e4m3_avx2, [FX_DTYPE_F8_E5M2] = dq_f8_e5m2_avx2},
 };

@@ -216,6 +216,39 @@ static void dq_iq4_xs(const uint8_t *b, int64_t nb, float *y) {
     }
 }
 
+/* ---- fp8, 8 bytes at a time (the method of dequant_avx512.c: a half's
+ * fields, widened by fcvtl; NaNs as the scalar decoder makes them) ---- */
+static void put_f16x8(uint16x8_t h, float *y) {
+    const float16x8_t v = vreinterpretq_f16_u16(h);
+    vst1q_f32(y, vcvt_f32_f16(vget_low_f16(v)));
+    vst1q_f32(y + 4, vcvt_high_f32_f16(v));
+}
+
+static void dq_f8_e5m2(const uint8_t *x, int64_t n, float *y) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) put_f16x8(vshlq_n_u16(vmovl_u8(vld1_u8(x + i)), 8), y + i);
+    for (; i < n; i++) y[i] = fx_f8_e5m2_to_f32(x[i]);
+}
+
+static void dq_f8_e4m3(const uint8_t *x, int64_t n, float *y) {
+    int64_t i = 0;
+    const uint16x8_t low7 = vdupq_n_u16(0x7F), sign = vdupq_n_u16(0x80);
+    const uint32x4_t qnan = vdupq_n_u32(0x7FC00000), sbit = vdupq_n_u32(0x80000000u);
+    for (; i + 8 <= n; i += 8) {
+        const uint16x8_t w = vmovl_u8(vld1_u8(x + i));
+        const uint16x8_t h = vorrq_u16(vshlq_n_u16(vandq_u16(w, sign), 8), vshlq_n_u16(vandq_u16(w, low7), 7));
+        const int16x8_t nan = vreinterpretq_s16_u16(vceqq_u16(vandq_u16(w, low7), low7));
+        put_f16x8(h, y + i);
+        for (int j = 0; j < 2; j++) {
+            float32x4_t f = vmulq_n_f32(vld1q_f32(y + i + 4 * j), 256.0f);
+            const uint32x4_t m = vreinterpretq_u32_s32(vmovl_s16(j ? vget_high_s16(nan) : vget_low_s16(nan)));
+            const uint32x4_t q = vorrq_u32(vandq_u32(vreinterpretq_u32_f32(f), sbit), qnan);
+            vst1q_f32(y + i + 4 * j, vbslq_f32(m, vreinterpretq_f32_u32(q), f));
+        }
+    }
+    for (; i < n; i++) y[i] = fx_f8_e4m3_to_f32(x[i]);
+}
+
 FX_QUANT_DECLARE(neon)
 
 const fx_quant_kernels fx_quant_neon = {
@@ -226,5 +259,6 @@ const fx_quant_kernels fx_quant_neon = {
         [FX_DTYPE_Q5_0] = dq_q5_0, [FX_DTYPE_Q5_1] = dq_q5_1, [FX_DTYPE_Q2_K] = dq_q2_k,
         [FX_DTYPE_Q3_K] = dq_q3_k, [FX_DTYPE_Q4_K] = dq_q4_k, [FX_DTYPE_Q5_K] = dq_q5_k,
         [FX_DTYPE_Q6_K] = dq_q6_k, [FX_DTYPE_IQ4_NL] = dq_iq4_nl, [FX_DTYPE_IQ4_XS] = dq_iq4_xs,
+        [FX_DTYPE_F8_E4M3] = dq_f8_e4m3, [FX_DTYPE_F8_E5M2] = dq_f8_e5m2,
     },
 };

@@ -34,6 +34,10 @@ int fx_dtype_parse(const char *name) {
 
 int fx_dtype_is_block(fx_dtype t) { return known(t) && info[t].block > 1; }
 
+int fx_dtype_is_fp8(fx_dtype t) { return t == FX_DTYPE_F8_E4M3 || t == FX_DTYPE_F8_E5M2; }
+
+int fx_dtype_is_expanded(fx_dtype t) { return fx_dtype_is_block(t) || fx_dtype_is_fp8(t); }
+
 int fx_dtype_is_weight(fx_dtype t) { return known(t) && (info[t].flags & FX_DT_WEIGHT); }
 
 int fx_dtype_in_safetensors(fx_dtype t) { return known(t) && (info[t].flags & FX_DT_SAFETENSORS); }

@@ -64,6 +64,28 @@ fx_dequant_fn fx_quant_dequant_fn(const fx_kernels *k, fx_dtype t);
 /* The table's direct bf16 dequantizer of a block type, or NULL. */
 fx_dequant_bf16_fn fx_quant_dequant_bf16_fn(const fx_kernels *k, fx_dtype t);
 
+/* fp8 bytes → f32, exact. E5M2 has the exponent field and bias (15) of an
+ * IEEE half: it is the half's upper byte (infinities and NaNs included).
+ * E4M3FN ("fn": finite): bias 7, subnormals m·2⁻⁹, no infinities, the
+ * all-ones exponent with mantissa 7 (0x7F / 0xFF) is NaN, max ±448. */
+static inline float fx_f8_e5m2_to_f32(uint8_t b) { return fx_f16_bits_to_f32((uint16_t)(b << 8)); }
+static inline float fx_f8_e4m3_to_f32(uint8_t b) {
+    const uint32_t e = (b >> 3) & 15, m = b & 7, sign = (uint32_t)(b & 0x80) << 24;
+    uint32_t bits;
+    if (e == 15 && m == 7) {
+        bits = sign | 0x7FC00000u; /* quiet NaN */
+    } else if (e == 0) {
+        float v = (float)m * 0x1p-9f; /* subnormal: exact */
+        memcpy(&bits, &v, 4);
+        bits |= sign;
+    } else {
+        bits = sign | (e + 120) << 23 | m << 20; /* 2^(e-7)·1.m, f32 bias 127 */
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
 /* The 16 values of the IQ4_NL / IQ4_XS non-linear grid. */
 extern const int8_t fx_iq4nl_values[16];
 

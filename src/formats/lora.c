@@ -295,7 +295,11 @@ static flux_status factor(const open_ctx *o, const group *g, fx_lora_part p, int
         return fx_fail(o->err, FLUX_ERR_MODEL, "%s: tensor '%.200s' has shape %s, but module '%.*s' needs %s", o->path,
                        t->name, shape, (int)(g->stem_len < 200 ? g->stem_len : 200), g->stem, want);
     }
-    return fx_wset_linear(o->file, t->name, t->shape.d[0], t->shape.d[1], w, o->err);
+    flux_status st = fx_wset_linear(o->file, t->name, t->shape.d[0], t->shape.d[1], w, o->err);
+    if (!st && w->dtype != FX_DTYPE_F32 && w->dtype != FX_DTYPE_F16 && w->dtype != FX_DTYPE_BF16)
+        return fx_fail(o->err, FLUX_ERR_UNSUPPORTED, "%s: tensor '%.200s' has dtype %s; adapter factors must be F32, "
+                       "F16 or BF16", o->path, t->name, fx_dtype_name(w->dtype));
+    return st;
 }
 
 /* A scalar .alpha of any float or integer dtype. */

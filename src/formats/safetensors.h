@@ -16,7 +16,8 @@
  * names, __metadata__ an object of strings (fx_st_metadata answers from
  * it). Gaps between tensors are allowed. Opening touches only the header.
  *
- * Only F32, F16 and BF16 tensors can be used as weights; other dtypes (e.g.
+ * Only F32, F16, BF16 and fp8 (F8_E4M3, F8_E5M2, with their per-tensor scale:
+ * weight_set.h) tensors can be used as weights; other dtypes (e.g.
  * the VAE's I64 bn.num_batches_tracked) are listed and validated but
  * refused by the weight getters.
  */

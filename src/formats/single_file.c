@@ -222,6 +222,10 @@ fx_wset *fx_single_file_wrap(fx_wset *base, const fx_logger *log, fx_single_file
             }
             name += plen;
         }
+        if (fx_st_fp8_companion(name)) { /* fp8 scales: read beside their weight in the base */
+            info->ignored++;
+            continue;
+        }
         int64_t rows = t->shape.ndim ? t->shape.d[0] : 0;
         fx_bfl_target targets[3];
         int k;

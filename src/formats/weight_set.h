@@ -69,6 +69,17 @@ const fx_tensor *fx_wset_find(const fx_wset *s, const char *name);
 /* Its position (fx_wset_tensor_at), or -1 when absent. */
 long fx_wset_index(const fx_wset *s, const char *name);
 
+/* fp8 scales (README "fp8 checkpoints"): every '<layer>.weight_scale' /
+ * '<layer>.scale_weight' of s must belong to an fp8 '<layer>.weight' of s;
+ * else FLUX_ERR_MODEL (no such weight) or FLUX_ERR_UNSUPPORTED (a scale on
+ * a weight of another dtype), naming both. The fp8 getters below refuse a
+ * weight whose scale is not one finite nonzero value. */
+flux_status fx_wset_check_fp8(const fx_wset *s, fx_err *err);
+/* 1 for the tensors that travel with fp8 weights and are not weights
+ * themselves: '.weight_scale', '.scale_weight', '.input_scale',
+ * '.scale_input', '.comfy_quant' and the "scaled_fp8" marker. */
+int fx_st_fp8_companion(const char *name);
+
 /* Lookup with checks: missing → FLUX_ERR_MODEL "<set>: tensor 'n' not
  * found"; expect (may be NULL = any shape) not matching → FLUX_ERR_MODEL
  * "<file>: tensor 'n' has shape [..], expected [..]". */

@@ -23,15 +23,17 @@ const char *fx_wset_view_origin(const fx_wset *s, const fx_tensor *t, char *buf,
 }
 
 /* A two-range view tensor converted range by range into dst. */
-flux_status fx_wset_read_stacked(const view_tensor *v, float *dst, fx_err *err) {
+flux_status fx_wset_read_stacked(const fx_wset *base, const view_tensor *v, float *dst, fx_err *err) {
     for (int i = 0; i < v->n; i++) {
         const fx_tensor *src = v->src[i];
         if (!fx_tensor_data(src))
             return fx_fail(err, FLUX_ERR_STATE, "%s: data of tensor '%.200s' is not loaded", src->file->display,
                            src->name);
         int64_t row_elems = src->shape.d[0] ? fx_shape_numel(&src->shape) / src->shape.d[0] : 0;
-        fx_st_convert_f32((const char *)fx_tensor_data(src) + fx_dtype_row_bytes(src->dtype, v->row0[i] * row_elems),
-                          src->dtype, v->rows[i] * row_elems, dst);
+        flux_status st = fx_wset_convert_f32(
+            base, src, (const char *)fx_tensor_data(src) + fx_dtype_row_bytes(src->dtype, v->row0[i] * row_elems),
+            v->rows[i] * row_elems, dst, err);
+        if (st) return st;
         dst += v->rows[i] * row_elems;
     }
     return FLUX_OK;

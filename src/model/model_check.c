@@ -69,6 +69,7 @@ static void family_of(const char *name, char *buf, size_t size) {
 /* After the table (its status st): every tensor claimed, or known to be
  * unused. Releases the claims. */
 static flux_status checker_finish(checker *ck, flux_status st, known_unused_fn known, const void *config) {
+    if (!st) st = fx_wset_check_fp8(ck->w, ck->err);
     if (st) {
         free(ck->seen);
         return st;
@@ -78,7 +79,7 @@ static flux_status checker_finish(checker *ck, flux_status st, known_unused_fn k
     const fx_tensor *first = NULL;
     for (size_t i = 0; i < n; i++) {
         const fx_tensor *t = fx_wset_tensor_at(ck->w, i);
-        if (ck->seen[i] || (known && known(t->name, config))) continue;
+        if (ck->seen[i] || fx_st_fp8_companion(t->name) || (known && known(t->name, config))) continue;
         if (!unused++) first = t;
     }
     free(ck->seen);
@@ -286,6 +287,21 @@ static int qwen3_known_unused(const char *name, const void *config) {
            layer < c->layers;
 }
 
+/* fp8 is read by the linear layers of the transformer and the text
+ * encoder (their scale applied in the GEMM's expansion); elsewhere (the
+ * VAE's convolutions, the embedding table's row lookups) it is refused. */
+static flux_status refuse_fp8(const fx_wset *w, const char *only, const char *what, fx_err *err) {
+    for (size_t i = 0; i < fx_wset_count(w); i++) {
+        const fx_tensor *t = fx_wset_tensor_at(w, i);
+        if ((t->dtype == FX_DTYPE_F8_E4M3 || t->dtype == FX_DTYPE_F8_E5M2) && (!only || !strcmp(t->name, only)))
+            return fx_fail(err, FLUX_ERR_UNSUPPORTED,
+                           "%s: tensor '%.200s' is %s; fp8 is read for linear layers only, not for %s",
+                           t->file ? fx_st_display(t->file) : fx_wset_display(w), t->name, fx_dtype_name(t->dtype),
+                           what);
+    }
+    return FLUX_OK;
+}
+
 flux_status fx_check_dit_weights(const fx_wset *w, const fx_dit_config *c, fx_err *err) {
     checker ck;
     TRY(checker_init(&ck, w, err));
@@ -293,12 +309,14 @@ flux_status fx_check_dit_weights(const fx_wset *w, const fx_dit_config *c, fx_er
 }
 
 flux_status fx_check_vae_weights(const fx_wset *w, const fx_vae_config *c, fx_err *err) {
+    TRY(refuse_fp8(w, NULL, "the VAE", err));
     checker ck;
     TRY(checker_init(&ck, w, err));
     return checker_finish(&ck, vae_table(&ck, c), vae_known_unused, c);
 }
 
 flux_status fx_check_qwen3_weights(const fx_wset *w, const fx_qwen3_config *c, fx_err *err) {
+    TRY(refuse_fp8(w, "model.embed_tokens.weight", "the embedding table", err));
     checker ck;
     TRY(checker_init(&ck, w, err));
     return checker_finish(&ck, qwen3_table(&ck, c), qwen3_known_unused, c);

@@ -9,6 +9,7 @@
 #include "tests/test.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -416,6 +417,118 @@ TEST(single_file_same_velocity_as_the_folder) {
     }
 }
 
+/* 1 if two PNG files load and hold the same pixels. */
+static int same_png(const char *a, const char *b) {
+    flux_ctx *ctx = flux_new(NULL);
+    flux_image *x = NULL, *y = NULL;
+    int same = ctx && flux_image_load(ctx, a, &x) == FLUX_OK && flux_image_load(ctx, b, &y) == FLUX_OK &&
+               fx_test_same_pixels(x, y);
+    flux_image_free(x), flux_image_free(y);
+    flux_free(ctx);
+    return same;
+}
+
+/* ---- fp8 checkpoints (README "fp8 checkpoints") ---- */
+
+/* make_single_file with fp8 flags into <tag>.safetensors (static buffer per call). */
+static const char *make_fp8_file(const char *layout, const char *flags, const char *tag) {
+    static char paths[4][PATH_MAX];
+    static int next;
+    char *path = paths[next++ % 4];
+    snprintf(path, PATH_MAX, "%s/%s.safetensors", fx_test_tmpdir(), tag);
+    char args[3 * PATH_MAX];
+    snprintf(args, sizeof args, "--layout %s -d '%s' -o '%s' %s", layout, fx_test_path("golden/model"), path, flags);
+    return FX_TEST_RUN_TOOL("make_single_file", args) ? NULL : path;
+}
+
+/* max |a − b| / max |b| over n values. */
+static double rel_diff(const float *a, const float *b, int64_t n) {
+    double d = 0, m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        d = fabs((double)a[i] - b[i]) > d ? fabs((double)a[i] - b[i]) : d;
+        m = fabs((double)b[i]) > m ? fabs((double)b[i]) : m;
+    }
+    return m > 0 ? d / m : d;
+}
+
+/* The golden transformer as ComfyUI fp8 files (E4M3 with the scaled-fp8
+ * keys and marker, BFL names; E5M2 with '.weight_scale', diffusers names)
+ * against the same weights dequantized to F32 (f32(fp8)·scale): in f32
+ * mode the velocities agree to 1e-5 relative (the products are the same
+ * sums); in the default precision the fp8 file gives bit for bit the
+ * velocity of those weights rounded to BF16 (the bf16 kernels' operands),
+ * and its distance to the F32 weights is printed. */
+TEST(single_file_fp8_matches_the_dequantized_model) {
+    static const struct {
+        const char *layout, *flags, *tag;
+    } files[2] = {{"comfyui", "--fp8 e4m3 --fp8-legacy", "fp8-e4m3"}, {"diffusers", "--fp8 e5m2", "fp8-e5m2"}};
+    for (int f = 0; f < 2; f++) {
+        char fp8[PATH_MAX], deq[PATH_MAX], flags[128];
+        const char *p = make_fp8_file(files[f].layout, files[f].flags, files[f].tag);
+        REQUIRE(p);
+        snprintf(fp8, sizeof fp8, "%s", p);
+        snprintf(flags, sizeof flags, "%s --dequantized", files[f].flags);
+        snprintf(deq, sizeof deq, "%s-deq", files[f].tag);
+        p = make_fp8_file(files[f].layout, flags, deq);
+        REQUIRE(p);
+        snprintf(deq, sizeof deq, "%s", p);
+        char bf16[PATH_MAX];
+        snprintf(flags, sizeof flags, "%s --dequantized-bf16", files[f].flags);
+        snprintf(bf16, sizeof bf16, "%s-bf16", files[f].tag);
+        p = make_fp8_file(files[f].layout, flags, bf16);
+        REQUIRE(p);
+        snprintf(bf16, sizeof bf16, "%s", p);
+        flux_precision precs[2] = {FLUX_PRECISION_F32, FLUX_PRECISION_DEFAULT};
+        for (int q = 0; q < 2; q++) {
+            int64_t n0 = 0, n1 = 0, n2 = 0;
+            float *ref = velocity(deq, precs[q], &n0), *got = velocity(fp8, precs[q], &n1);
+            float *rb = q ? velocity(bf16, precs[q], &n2) : NULL;
+            REQUIRE(ref && got && n0 == n1 && (!q || (rb && n2 == n0)));
+            const double d = rel_diff(got, ref, n0);
+            printf("    %s %s: velocity max |fp8 - F32 dequantized| / max |v| = %.3g\n", files[f].tag,
+                   q ? "default precision" : "f32", d);
+            if (!q) CHECK_MSG(d <= 1e-5, "%s f32: relative difference %.3g > 1e-5", files[f].tag, d);
+            else CHECK_MSG(!memcmp(got, rb, (size_t)n0 * 4), "%s default precision: differs from the BF16-rounded weights",
+                           files[f].tag);
+            free(ref), free(got), free(rb);
+        }
+    }
+}
+
+/* The fp8 transformer stays mapped: flux -v reports no converted weights
+ * (no whole copy, no int8 form); --quant reads its scaled values. */
+TEST(single_file_fp8_stays_mapped) {
+    const char *p = make_fp8_file("comfyui", "--fp8 e4m3 --fp8-legacy", "fp8-mapped");
+    REQUIRE(p);
+    char fp8[PATH_MAX], cmd[6 * PATH_MAX], *out = NULL;
+    snprintf(fp8, sizeof fp8, "%s", p);
+    snprintf(cmd, sizeof cmd, "'%s' -v -d '%s' -p 'a boat' -W 64 -H 64 -s 2 -S 5 -o '%s' --transformer '%s' 2>&1",
+             fx_test_flux_bin(), fx_test_path("golden/model"), fx_test_tmp_path("fp8.png"), fp8);
+    int rc = fx_test_run(cmd, &out);
+    REQUIRE(out);
+    CHECK_MSG(rc == 0, "flux: %s", out);
+    CHECK_MSG(strstr(out, "converted weights 0 KB") != NULL, "memory line lacks 'converted weights 0 KB': %s", out);
+    CHECK_MSG(strstr(out, "mapped weights resident") != NULL, "no memory line: %s", out);
+    free(out);
+
+    /* --quant q8_0 from the fp8 file quantizes its values f32(fp8)·scale:
+     * the image of the F32-dequantized file quantized the same way */
+    p = make_fp8_file("comfyui", "--fp8 e4m3 --fp8-legacy --dequantized", "fp8-mapped-deq");
+    REQUIRE(p);
+    char deq[PATH_MAX], p1[PATH_MAX], p2[PATH_MAX];
+    snprintf(deq, sizeof deq, "%s", p);
+    snprintf(p1, sizeof p1, "%s", fx_test_tmp_path("q-fp8.png"));
+    snprintf(p2, sizeof p2, "%s", fx_test_tmp_path("q-deq.png"));
+    snprintf(cmd, sizeof cmd, "'%s' -q -d '%s' -p 'a boat' -W 64 -H 64 -s 2 -S 5 --quant q8_0 -o '%s' --transformer '%s' && "
+             "'%s' -q -d '%s' -p 'a boat' -W 64 -H 64 -s 2 -S 5 --quant q8_0 -o '%s' --transformer '%s'",
+             fx_test_flux_bin(), fx_test_path("golden/model"), p1, fp8, fx_test_flux_bin(), fx_test_path("golden/model"),
+             p2, deq);
+    rc = fx_test_run(cmd, &out);
+    CHECK_MSG(rc == 0, "flux --quant: %s", out ? out : "");
+    free(out);
+    CHECK_MSG(same_png(p1, p2), "--quant q8_0 of the fp8 file differs from that of its dequantized weights");
+}
+
 TEST(single_file_folder_needs_no_transformer_weights) {
     /* --transformer replaces the weights in transformer/: a folder with only
      * transformer/config.json loads. */
@@ -584,10 +697,5 @@ TEST(single_file_same_image_as_the_folder) {
     int rc = fx_test_run(cmd, &out);
     CHECK_MSG(rc == 0, "flux: %s", out);
     free(out);
-    flux_ctx *ctx = flux_new(NULL);
-    flux_image *x = NULL, *y = NULL;
-    CHECK(flux_image_load(ctx, p1, &x) == FLUX_OK && flux_image_load(ctx, p2, &y) == FLUX_OK);
-    CHECK_MSG(fx_test_same_pixels(x, y), "CLI --transformer: image differs");
-    flux_image_free(x), flux_image_free(y);
-    flux_free(ctx);
+    CHECK_MSG(same_png(p1, p2), "CLI --transformer: image differs");
 }

@@ -550,6 +550,108 @@ TEST(kernel_quant_linear_equals_dequantized) {
             }
 }
 
+/* fp8 by hand, independently of the kernels' bit construction: E4M3FN
+ * bias 7 (0x7F/0xFF NaN, no infinities), E5M2 bias 15 (exponent 31:
+ * infinities and NaNs); subnormals m·2^(1 − bias − mantissa bits). */
+static float fp8_value(fx_dtype t, uint8_t b) {
+    const int e4 = t == FX_DTYPE_F8_E4M3, mbits = e4 ? 3 : 2, bias = e4 ? 7 : 15;
+    const int e = b >> mbits & (e4 ? 15 : 31), m = b & ((1 << mbits) - 1);
+    double v = e ? ldexp(1.0 + m / (double)(1 << mbits), e - bias) : ldexp(m, 1 - bias - mbits);
+    return (float)(b & 0x80 ? -v : v);
+}
+
+/* Every byte decodes to its value (NaNs and infinities by class). */
+TEST(kernel_quant_fp8_decode) {
+    for (int t = FX_DTYPE_F8_E4M3; t <= FX_DTYPE_F8_E5M2; t++)
+        for (int b = 0; b < 256; b++) {
+            const uint8_t byte = (uint8_t)b;
+            float got;
+            fx_dequantize_row((fx_dtype)t, &byte, 1, &got);
+            const int low7 = b & 0x7F;
+            if (t == FX_DTYPE_F8_E4M3 && low7 == 0x7F) CHECK_MSG(got != got, "E4M3 0x%02x: %g, want NaN", b, got);
+            else if (t == FX_DTYPE_F8_E5M2 && low7 > 0x7C) CHECK_MSG(got != got, "E5M2 0x%02x: %g, want NaN", b, got);
+            else if (t == FX_DTYPE_F8_E5M2 && low7 == 0x7C) CHECK_MSG(got == (b & 0x80 ? -INFINITY : INFINITY), "E5M2 0x%02x: %g", b, got);
+            else CHECK_MSG(got == fp8_value((fx_dtype)t, byte) && !!signbit(got) == !!(b & 0x80), "%s 0x%02x: %g, want %g",
+                           fx_dtype_name((fx_dtype)t), b, got, fp8_value((fx_dtype)t, byte));
+        }
+    uint8_t max = 0x7E;
+    float v;
+    fx_dequantize_row(FX_DTYPE_F8_E4M3, &max, 1, &v);
+    CHECK(v == 448.0f); /* the E4M3FN maximum */
+    /* every table's decoder (vector lanes and tail) equals the reference bit for bit, NaNs included */
+    kt_isas isas = kt_isas_list("kernel_quant_fp8_decode", 0);
+    uint8_t all[259];
+    for (int b = 0; b < 259; b++) all[b] = (uint8_t)(b * 7 + 3); /* every byte, then 3 for a tail */
+    for (int i = 0; i < isas.n; i++)
+        for (int t = FX_DTYPE_F8_E4M3; t <= FX_DTYPE_F8_E5M2; t++) {
+            float ref[259], got[259];
+            fx_kctx kc = kt_ctx(isas.k[i], 1);
+            fx_dequantize_row((fx_dtype)t, all, 259, ref);
+            fx_dequantize(&kc, (fx_dtype)t, 1, 259, all, 259, got);
+            long at = kt_bitdiff(got, ref, 259, 4);
+            CHECK_MSG(at < 0, "%s %s: byte 0x%02x gives %g, reference %g", kt_name(isas.k[i]), fx_dtype_name((fx_dtype)t),
+                      at < 0 ? 0 : all[at], at < 0 ? 0.0 : got[at], at < 0 ? 0.0 : ref[at]);
+            kt_ctx_free(&kc);
+        }
+}
+
+/* fp8 weights with a per-tensor scale: y equals, bit for bit, the product
+ * with the expanded weight f32(fp8)·scale as F32 (or rounded to BF16 on the
+ * bf16-dot paths), on every table, GEMV and blocked shapes (k not a
+ * multiple of 32 too), every epilogue; scale 0 is the unscaled weight. */
+TEST(kernel_quant_fp8_linear_equals_dequantized) {
+    kt_isas isas = kt_isas_list("kernel_quant_fp8_linear_equals_dequantized", 1);
+    fx_test_rng r;
+    fx_test_rng_seed(&r, 88);
+    static const int64_t shapes[][3] = {{1, 37, 512}, {3, 50, 100}, {7, 45, 512}, {29, 70, 1792}, {64, 19, 250}};
+    static const float scales[] = {0.0f, 1.0f, 0.00123f, 3.7e-5f};
+    int64_t checked = 0;
+    for (int i = 0; i < isas.n; i++)
+        for (int t = FX_DTYPE_F8_E4M3; t <= FX_DTYPE_F8_E5M2; t++)
+            for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+                if (KT_SMALL && s >= 3) continue;
+                const int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+                const float scale = scales[(s + (size_t)t) % 4];
+                uint8_t *wq = malloc((size_t)(n * k));
+                float *wf = kt_alloc((size_t)(n * k)), *x = kt_alloc((size_t)(m * k));
+                float *ya = kt_alloc((size_t)(m * n)), *yb = kt_alloc((size_t)(m * n));
+                float *bias = kt_alloc((size_t)n), *gate = kt_alloc((size_t)n);
+                uint16_t *wb = malloc((size_t)(n * k) * 2);
+                for (int64_t q = 0; q < n * k; q++) {
+                    uint8_t b;
+                    do b = (uint8_t)(fx_test_rng_u64(&r) >> 56);
+                    while ((t == FX_DTYPE_F8_E4M3 && (b & 0x7F) == 0x7F) || (t == FX_DTYPE_F8_E5M2 && (b & 0x7F) >= 0x7C));
+                    wq[q] = b;
+                    wf[q] = fp8_value((fx_dtype)t, b) * (scale != 0.0f ? scale : 1.0f);
+                    wb[q] = fx_f32_to_bf16_bits(wf[q]);
+                }
+                fx_test_fill_uniform(&r, x, (size_t)(m * k), 1.0f);
+                fx_test_fill_uniform(&r, bias, (size_t)n, 0.5f);
+                fx_test_fill_uniform(&r, gate, (size_t)n, 1.0f);
+                fx_test_fill_uniform(&r, ya, (size_t)(m * n), 1.0f);
+                memcpy(yb, ya, (size_t)(m * n) * 4);
+                const fx_epilogue_mode mode = (fx_epilogue_mode)((s + (size_t)i) % 3);
+                const fx_epilogue epi = {mode, mode == FX_EPI_STORE ? NULL : bias, gate};
+                const int threads = 1 + (int)(s % 2) * 2;
+                fx_kctx kc = kt_ctx(isas.k[i], threads);
+                kc.int8 = 1; /* fp8 never runs W8A8: the mode must not change it */
+                fx_weight w = {wq, (fx_dtype)t, n, k, k, NULL};
+                w.scale = scale;
+                const int bf = bf16_target(isas.k[i], m);
+                const fx_weight wref = {bf ? (const void *)wb : (const void *)wf, bf ? FX_DTYPE_BF16 : FX_DTYPE_F32, n, k, k};
+                fx_linear(&kc, m, x, k, &w, ya, n, &epi);
+                fx_linear(&kc, m, x, k, &wref, yb, n, &epi);
+                long at = kt_bitdiff(ya, yb, (size_t)(m * n), 4);
+                CHECK_MSG(at < 0, "%s %s scale %g m=%lld n=%lld k=%lld threads=%d mode=%d: y[%ld] %.9g vs %.9g",
+                          kt_name(isas.k[i]), fx_dtype_name((fx_dtype)t), (double)scale, (long long)m, (long long)n,
+                          (long long)k, threads, (int)mode, at, at < 0 ? 0.0 : ya[at], at < 0 ? 0.0 : yb[at]);
+                checked++;
+                kt_ctx_free(&kc);
+                free(wq), free(wf), free(x), free(ya), free(yb), free(bias), free(gate), free(wb);
+            }
+    printf("    %lld fp8 products equal their expanded weights' bit for bit\n", (long long)checked);
+}
+
 /* A row slice (the fused qkv of a single block) as a view. */
 TEST(kernel_quant_linear_row_view) {
     const fx_kernels *kt = fx_kernels_get(fx_isa_detect(), 0);
@@ -576,7 +678,7 @@ TEST(kernel_quant_linear_row_view) {
 }
 
 /* simd/dtype.h's table: names and ggml ids map back to their type; a
- * weight block type has a reference dequantizer and nothing else does;
+ * weight block type or fp8 has a reference dequantizer and nothing else does;
  * rows are whole blocks; a few sizes against ggml's block structs. */
 TEST(kernel_dtype_table_is_consistent) {
     int weights = 0;
@@ -584,13 +686,13 @@ TEST(kernel_dtype_table_is_consistent) {
         const fx_dtype t = (fx_dtype)i;
         CHECK_MSG(fx_dtype_parse(fx_dtype_name(t)) == i, "%s", fx_dtype_name(t));
         if (fx_dtype_ggml_id(t) >= 0) CHECK_MSG(fx_dtype_of_ggml((uint32_t)fx_dtype_ggml_id(t)) == i, "%s", fx_dtype_name(t));
-        const int block_weight = fx_dtype_is_weight(t) && fx_dtype_is_block(t);
+        const int block_weight = fx_dtype_is_weight(t) && fx_dtype_is_expanded(t);
         CHECK_MSG((fx_dequant_ref[t] != NULL) == block_weight, "%s", fx_dtype_name(t));
         CHECK_EQ_INT(fx_dtype_row_bytes(t, 3 * fx_dtype_block(t)), 3 * (int64_t)fx_dtype_block_bytes(t));
         CHECK_EQ_INT(fx_dtype_row_bytes(t, fx_dtype_block(t) + 1), fx_dtype_is_block(t) ? -1 : (int64_t)(fx_dtype_block_bytes(t) * (fx_dtype_block(t) + 1)));
         weights += fx_dtype_is_weight(t);
     }
-    CHECK_EQ_INT(weights, 15);
+    CHECK_EQ_INT(weights, 17); /* F32, F16, BF16, 12 block types, 2 fp8 */
     CHECK_EQ_INT(fx_dtype_of_ggml(4), -1); /* retired Q4_2 */
     CHECK_EQ_INT(fx_dtype_of_ggml(99), -1);
     CHECK(fx_dtype_of_ggml(16) == FX_DTYPE_IQ2_XXS && fx_dtype_block_bytes(FX_DTYPE_IQ2_XXS) == 66);
