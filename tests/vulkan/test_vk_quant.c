@@ -128,7 +128,8 @@ static void dequant_exact_on(fx_vk_gemm_variant v, const char *label) {
     for (int i = 0; i < K; i++) eye[i * K + i] = 1.0f;
     fx_vk_buf *bx = vkt_upload(vk, eye, (size_t)K * K, "I"), *by = vkt_upload(vk, NULL, (size_t)K * N, "y");
     for (int t = FX_DTYPE_Q8_0; t < FX_DTYPE_COUNT && bx && by; t++) {
-        if (!fx_dtype_is_weight((fx_dtype)t)) continue; /* listed types without kernels */
+        /* listed types without kernels; fp8 is refused on the device (below) */
+        if (!fx_dtype_is_weight((fx_dtype)t) || !fx_dtype_is_block((fx_dtype)t)) continue;
         fx_test_rng r;
         fx_test_rng_seed(&r, (uint64_t)(t * 131 + 17));
         void *w = random_blocks(&r, (fx_dtype)t, N, K);
@@ -175,6 +176,15 @@ TEST(vk_unknown_dtype_is_refused) {
     fx_err err = {0};
     CHECK_EQ_INT(fx_vk_weight_upload(vk, &hw, "blk.odd", &dw, &err), FLUX_ERR_UNSUPPORTED);
     CHECK_MSG(strstr(err.msg, "blk.odd") && strstr(err.msg, "--backend cpu"), "error: %s", err.msg);
+    /* fp8 weights (per-tensor scales) run on the CPU only */
+    uint8_t f8[3 * 64] = {0};
+    for (int t = FX_DTYPE_F8_E4M3; t <= FX_DTYPE_F8_E5M2; t++) {
+        fx_weight fw = {.data = f8, .dtype = (fx_dtype)t, .n = 3, .k = 64, .ld = 64};
+        err = (fx_err){0};
+        CHECK_EQ_INT(fx_vk_weight_upload(vk, &fw, "f8.w", &dw, &err), FLUX_ERR_UNSUPPORTED);
+        CHECK_MSG(strstr(err.msg, "f8.w") && strstr(err.msg, fx_dtype_name((fx_dtype)t)) && strstr(err.msg, "--backend cpu"),
+                  "error: %s", err.msg);
+    }
     fx_test_rng r;
     fx_test_rng_seed(&r, 5);
     void *q = block_weight(&r, FX_DTYPE_Q4_1, 4, 32);
