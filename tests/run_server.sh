@@ -205,9 +205,12 @@ check "still serving after the faults" [ "$(http_code GET /health)" = 200 ]
 
 echo "== a full queue, a client that goes away (${SECONDS} s)"
 # a long job runs, one waits (--max-queue 1): the next is refused
-LONG='{"prompt":"long","width":512,"height":512,"steps":100,"seed":1}'
+# (1024²: long enough that the running job cannot end during the checks)
+LONG='{"prompt":"long","width":1024,"height":1024,"steps":100,"seed":1}'
 http_code POST /v1/jobs -d "$LONG" >/dev/null; J1=$(json_get "$TMP/body" "d['id']")
+wait_state "$PORT" 1 0 # the worker holds it: the next one queues
 http_code POST /v1/jobs -d "$LONG" >/dev/null; J2=$(json_get "$TMP/body" "d['id']")
+wait_state "$PORT" 1 1
 code=$(curl -s -D "$TMP/headers" -o "$TMP/body" -w '%{http_code}' -X POST "http://127.0.0.1:$PORT/v1/jobs" -d "$LONG")
 check "full queue: 429" [ "$code" = 429 ]
 check "429 carries Retry-After" grep -qi "^Retry-After: [0-9]" "$TMP/headers"
@@ -376,8 +379,6 @@ EOF
     i2=$(curl -s "http://127.0.0.1:$P2/metrics" | sed -n 's/^flux_images_total //p')
     check "both servers served (images $i1 + $i2)" [ "${i1:-0}" -ge 1 -a "${i2:-0}" -ge 1 -a $((i1 + i2)) = 4 ]
     # fill server 1 (one running, one queued): nginx sends every new job to server 2.
-    # 1024² jobs: long enough (tens of seconds) that none ends during the checks
-    LONG='{"prompt":"long","width":1024,"height":1024,"steps":100,"seed":1}'
     PORT=$P1
     http_code POST /v1/jobs -d "$LONG" >/dev/null; A1=$(json_get "$TMP/body" "d['id']")
     wait_state "$P1" 1 0 # the worker holds it before the next one queues
