@@ -130,33 +130,42 @@ static enum MHD_Result reply_failure(srv_conn *rc, const srv_job *job) {
     return srv_reply_error(rc, job->http_status ? (unsigned)job->http_status : 500, "%s", job->error);
 }
 
+/* Submit the request and wait for its job: the finished job (release it
+ * with srv_job_unref), or NULL with *ret the answer already given (refused,
+ * failed or cancelled, or MHD_YES for a client that went away). */
+static srv_job *run_sync(srv_conn *rc, srv_api api, int multipart, int need_image, enum MHD_Result *ret) {
+    srv_job *job = submit(rc, api, multipart, 0, need_image, ret);
+    if (!job) return NULL;
+    if (!wait_job(rc, job)) {
+        *ret = MHD_YES;
+    } else if (job->state != SRV_JOB_DONE) {
+        *ret = reply_failure(rc, job);
+    } else {
+        return job;
+    }
+    srv_job_unref(&rc->s->q, job);
+    return NULL;
+}
+
 /* ---------------------------------------------------------------- OpenAI */
 
 static enum MHD_Result openai_images(srv_conn *rc, int edits) {
     const char *ct = MHD_lookup_connection_value(rc->c, MHD_HEADER_KIND, "Content-Type");
     const int multipart = ct && !strncasecmp(ct, "multipart/form-data", 19);
     enum MHD_Result ret = MHD_NO;
-    srv_job *job = submit(rc, SRV_API_OPENAI, multipart, 0, edits, &ret);
+    srv_job *job = run_sync(rc, SRV_API_OPENAI, multipart, edits, &ret);
     if (!job) return ret;
-    if (!wait_job(rc, job)) {
-        srv_job_unref(&rc->s->q, job);
-        return MHD_YES;
+    fx_strbuf b = {0};
+    fx_sb_printf(&b, "{\"created\":%lld,\"data\":[", (long long)time(NULL));
+    for (int i = 0; i < job->n_png; i++) {
+        fx_sb_str(&b, i ? ",{\"b64_json\":\"" : "{\"b64_json\":\"");
+        srv_base64_encode(&b, job->png[i], job->png_len[i]);
+        fx_sb_str(&b, "\",\"revised_prompt\":");
+        srv_json_str(&b, job->req.prompt);
+        fx_sb_printf(&b, ",\"seed\":%" PRIu64 "}", job->seed + (uint64_t)i);
     }
-    if (job->state != SRV_JOB_DONE) {
-        ret = reply_failure(rc, job);
-    } else {
-        fx_strbuf b = {0};
-        fx_sb_printf(&b, "{\"created\":%lld,\"data\":[", (long long)time(NULL));
-        for (int i = 0; i < job->n_png; i++) {
-            fx_sb_str(&b, i ? ",{\"b64_json\":\"" : "{\"b64_json\":\"");
-            srv_base64_encode(&b, job->png[i], job->png_len[i]);
-            fx_sb_str(&b, "\",\"revised_prompt\":");
-            srv_json_str(&b, job->req.prompt);
-            fx_sb_printf(&b, ",\"seed\":%" PRIu64 "}", job->seed + (uint64_t)i);
-        }
-        fx_sb_str(&b, "]}\n");
-        ret = srv_reply(rc, 200, "application/json", &b);
-    }
+    fx_sb_str(&b, "]}\n");
+    ret = srv_reply(rc, 200, "application/json", &b);
     srv_job_unref(&rc->s->q, job);
     return ret;
 }
@@ -173,17 +182,8 @@ static enum MHD_Result openai_models(srv_conn *rc) {
 
 static enum MHD_Result a1111_generate(srv_conn *rc, int img2img) {
     enum MHD_Result ret = MHD_NO;
-    srv_job *job = submit(rc, img2img ? SRV_API_A1111_IMG : SRV_API_A1111, 0, 0, 0, &ret);
+    srv_job *job = run_sync(rc, img2img ? SRV_API_A1111_IMG : SRV_API_A1111, 0, 0, &ret);
     if (!job) return ret;
-    if (!wait_job(rc, job)) {
-        srv_job_unref(&rc->s->q, job);
-        return MHD_YES;
-    }
-    if (job->state != SRV_JOB_DONE) {
-        ret = reply_failure(rc, job);
-        srv_job_unref(&rc->s->q, job);
-        return ret;
-    }
     const srv_gen_request *r = &job->req;
     const double cfg = job->guidance_dropped || r->guidance < 0 ? rc->s->q.info.default_guidance : r->guidance;
     const int steps = r->steps ? r->steps : rc->s->q.info.default_steps;
