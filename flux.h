@@ -312,12 +312,14 @@ FLUX_API int flux_lora_count(const flux_ctx *ctx);
 FLUX_API flux_status flux_lora_get_info(const flux_ctx *ctx, int index, flux_lora_info *info);
 
 /* ------------------------------------------------------------------------ */
-/* Quantized weights (GGUF)                                                 */
+/* Quantized weights (GGUF, fp8 safetensors)                                */
 /* ------------------------------------------------------------------------ */
 
 typedef struct flux_quantize_options {
     const char *type;              /* "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k",
-                                      "q3_k", "q4_k", "q5_k", "q6_k" */
+                                      "q3_k", "q4_k", "q5_k", "q6_k" (GGUF);
+                                      "fp8" (= "fp8_e4m3"), "fp8_e5m2"
+                                      (safetensors) */
     const char *component;         /* "transformer" or "text-encoder" */
     const char *transformer_file;  /* sources replacing the folder's weights, */
     const char *text_encoder_file; /* as in flux_load_options (NULL = folder) */
@@ -335,7 +337,14 @@ FLUX_API void flux_quantize_options_init(flux_quantize_options *o);
  * llama.cpp Qwen3 names (all its layers) and "qwen3"; 1-D tensors F32, the
  * transformer's img_in/txt_in/time_in/final_layer BF16, every other weight
  * the requested type, quantized with ggml's reference algorithms
- * (byte-identical blocks). The file is written atomically: on any error or
+ * (byte-identical blocks). The fp8 types write a safetensors file in
+ * ComfyUI's convention instead (README "fp8 checkpoints"): the same names
+ * as the GGUF transformer (BFL) and the Hugging Face names for the text
+ * encoder, the same F32/BF16 tensors (and the text encoder's embedding table
+ * BF16), every other weight F8_E4M3 / F8_E5M2 with one F32
+ * '<layer>.weight_scale' = max|W| / fp8 max (448 / 57344; 1 for an all-zero
+ * W) and codes fp8(W / scale) (nearest even, saturating), plus ComfyUI's
+ * "_quantization_metadata". The file is written atomically: on any error or
  * cancellation nothing is left at out_path. Uses the context's threads;
  * does not change the model loaded in ctx. */
 FLUX_API flux_status flux_quantize(flux_ctx *ctx, const char *model_dir, const flux_quantize_options *o,

@@ -475,6 +475,17 @@ void fx_quantize_row(fx_dtype t, const float *src, int64_t n, void *dst);
  * result does not depend on the thread count). */
 void fx_quantize(const fx_kctx *kc, fx_dtype t, int64_t rows, int64_t cols, const float *src, void *dst);
 
+/* f32 → fp8 code of type t (F8_E4M3 or F8_E5M2; fp8_encode.c): the nearest
+ * code, ties to the even code, the sign kept (−0 → 0x80); finite values
+ * beyond the largest finite code saturate to it (±448, ±57344), never NaN
+ * or infinity; NaN gives a NaN code. */
+uint8_t fx_f32_to_fp8(fx_dtype t, float x);
+/* The largest finite value of fp8 type t (448 or 57344). */
+float fx_fp8_max(fx_dtype t);
+/* dst[i] = fx_f32_to_fp8(t, x[i] / scale): ComfyUI's per-tensor scaled fp8
+ * (scale = max|W| / fx_fp8_max(t); the value is f32(code)·scale). */
+void fx_fp8_quantize_row(fx_dtype t, const float *x, int64_t n, float scale, uint8_t *dst);
+
 /* The int8 form of a weight for --precision int8 (the int8 GEMM of
  * fx_linear): per output row j, codes q[j·ldq .. j·ldq + k) with value ≈
  * code·scale[j], scale[j] = max|row|/127 and code = x·(127/max|row|)

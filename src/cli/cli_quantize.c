@@ -35,10 +35,14 @@ static void on_sigint(int sig) {
     if (g_interrupted < 2) g_interrupted++;
 }
 
-static const char *const types[] = {"q8_0", "q6_k", "q5_k", "q5_1", "q5_0", "q4_k", "q4_1", "q4_0", "q3_k", "q2_k"};
+static const char *const types[] = {"q8_0", "q6_k",     "q5_k",    "q5_1",    "q5_0", "q4_k",
+                                    "q4_1", "q4_0",     "q3_k",    "q2_k",    "fp8",  "fp8_e4m3",
+                                    "fp8_e5m2"};
+#define TYPE_LIST "q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1, q4_0, q3_k, q2_k, fp8, fp8_e4m3, fp8_e5m2"
 
 static void help(FILE *f) {
     fputs("usage: flux quantize -d DIR --type TYPE --component transformer|text-encoder -o OUT.gguf [options]\n"
+          "       flux quantize -d DIR --type fp8 --component transformer|text-encoder -o OUT.safetensors [options]\n"
           "\n"
           "Write one component of a FLUX.2-klein model folder as a GGUF file that ComfyUI-GGUF,\n"
           "stable-diffusion.cpp and flux (--transformer / --text-encoder) read: the transformer with BFL\n"
@@ -47,10 +51,18 @@ static void help(FILE *f) {
           "BF16, every other weight TYPE, quantized with ggml's reference algorithms (the same blocks as\n"
           "llama-quantize without an importance matrix). The file is written atomically.\n"
           "\n"
+          "--type fp8 (= fp8_e4m3) and fp8_e5m2 write a safetensors file in ComfyUI's fp8 convention\n"
+          "instead, which ComfyUI and flux (--transformer / --text-encoder) load: the same tensor names\n"
+          "(the text encoder with Hugging Face names), the same F32 and BF16 tensors (the text encoder's\n"
+          "embedding table too), every other weight F8_E4M3 (F8_E5M2) with one F32 '<layer>.weight_scale'\n"
+          "= max|W| / 448 (57344), stored as fp8(W / scale) rounded to nearest even and saturated, and\n"
+          "ComfyUI's _quantization_metadata.\n"
+          "\n"
           "  -d, --dir DIR          model folder\n"
-          "      --type TYPE        q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1, q4_0, q3_k, q2_k\n"
+          "      --type TYPE        q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1, q4_0, q3_k, q2_k (GGUF);\n"
+          "                         fp8 (= fp8_e4m3), fp8_e5m2 (safetensors)\n"
           "      --component C      transformer or text-encoder\n"
-          "  -o, --output FILE      the .gguf file to write\n"
+          "  -o, --output FILE      the .gguf (fp8: .safetensors) file to write\n"
           "      --transformer FILE quantize this single-file transformer instead of transformer/\n"
           "      --text-encoder FILE  quantize this single-file text encoder instead of text_encoder/\n"
           "  -t, --threads N        worker threads (default: all cores)\n"
@@ -135,20 +147,18 @@ static int parse(int argc, char **argv, qargs *a) {
     if (!a->dir) return usage("missing -d DIR");
     struct stat st;
     if (stat(a->dir, &st) != 0 || !S_ISDIR(st.st_mode)) return usage("-d: '%s' is not a directory", a->dir);
-    if (!a->type) return usage("missing --type (q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1, q4_0, q3_k, q2_k)");
+    if (!a->type) return usage("missing --type (" TYPE_LIST ")");
     int known = 0;
     for (size_t i = 0; i < sizeof types / sizeof *types; i++) known |= !strcasecmp(a->type, types[i]);
-    if (!known)
-        return usage("--type: '%s' is not a quantization type (q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1, q4_0, q3_k, "
-                     "q2_k)",
-                     a->type);
+    if (!known) return usage("--type: '%s' is not a quantization type (" TYPE_LIST ")", a->type);
+    const char *ext = strncasecmp(a->type, "fp8", 3) ? ".gguf" : ".safetensors";
     if (!a->component) return usage("missing --component (transformer or text-encoder)");
     if (strcmp(a->component, "transformer") && strcmp(a->component, "text-encoder"))
         return usage("--component: '%s' is not transformer or text-encoder", a->component);
-    if (!a->output) return usage("missing -o OUT.gguf");
+    if (!a->output) return usage("missing -o OUT%s", ext);
     size_t len = strlen(a->output);
-    if (len < 5 || strcasecmp(a->output + len - 5, ".gguf"))
-        return usage("-o: '%s' does not end in .gguf", a->output);
+    if (len < strlen(ext) || strcasecmp(a->output + len - strlen(ext), ext))
+        return usage("-o: '%s' does not end in %s (--type %s)", a->output, ext, a->type);
     if (stat(a->output, &st) == 0 && S_ISDIR(st.st_mode)) return usage("-o: '%s' is a directory", a->output);
     char dir[4096];
     const char *slash = strrchr(a->output, '/');

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "src/base/atomic_file.h"
-#include "src/base/strbuf.h"
 
 /* A JSON string literal. */
 static void put_json(fx_strbuf *b, const char *s) {
@@ -29,50 +28,59 @@ static void put_json(fx_strbuf *b, const char *s) {
     fx_sb_str(b, "\"");
 }
 
-flux_status fx_st_write(const char *path, const fx_st_out *t, size_t n, const char *const *meta, size_t n_meta,
-                        fx_err *err) {
-    fx_strbuf h = {0};
+flux_status fx_st_header(fx_strbuf *h, const fx_st_entry *e, size_t n, const char *const *meta, size_t n_meta,
+                         const char *what, fx_err *err) {
     char num[96];
-    int64_t off = 0;
-    fx_sb_str(&h, "{");
+    fx_sb_str(h, "{");
     if (n_meta) {
-        fx_sb_str(&h, "\"__metadata__\":{");
+        fx_sb_str(h, "\"__metadata__\":{");
         for (size_t i = 0; i < n_meta; i++) {
-            if (i) fx_sb_str(&h, ",");
-            put_json(&h, meta[2 * i]);
-            fx_sb_str(&h, ":");
-            put_json(&h, meta[2 * i + 1]);
+            if (i) fx_sb_str(h, ",");
+            put_json(h, meta[2 * i]);
+            fx_sb_str(h, ":");
+            put_json(h, meta[2 * i + 1]);
         }
-        fx_sb_str(&h, "}");
+        fx_sb_str(h, "}");
     }
     for (size_t i = 0; i < n; i++) {
-        const size_t es = fx_dtype_size(t[i].dtype);
-        if (!es || t[i].shape.ndim < 0 || t[i].shape.ndim > FX_ST_MAX_DIMS) {
-            free(h.s);
-            return fx_fail(err, FLUX_ERR_INVALID_ARG, "%s: tensor '%.200s': bad dtype or shape", path, t[i].name);
+        if (!fx_dtype_size(e[i].dtype) || e[i].shape.ndim < 0 || e[i].shape.ndim > FX_ST_MAX_DIMS)
+            return fx_fail(err, FLUX_ERR_INVALID_ARG, "%s: tensor '%.200s': bad dtype or shape", what, e[i].name);
+        if (i || n_meta) fx_sb_str(h, ",");
+        put_json(h, e[i].name);
+        fx_sb_str(h, ":{\"dtype\":");
+        put_json(h, fx_dtype_name(e[i].dtype));
+        fx_sb_str(h, ",\"shape\":[");
+        for (int d = 0; d < e[i].shape.ndim; d++) {
+            snprintf(num, sizeof num, d ? ",%lld" : "%lld", (long long)e[i].shape.d[d]);
+            fx_sb_str(h, num);
         }
-        const int64_t bytes = fx_shape_numel(&t[i].shape) * (int64_t)es;
-        if (i || n_meta) fx_sb_str(&h, ",");
-        put_json(&h, t[i].name);
-        fx_sb_str(&h, ":{\"dtype\":");
-        put_json(&h, fx_dtype_name(t[i].dtype));
-        fx_sb_str(&h, ",\"shape\":[");
-        for (int d = 0; d < t[i].shape.ndim; d++) {
-            snprintf(num, sizeof num, d ? ",%lld" : "%lld", (long long)t[i].shape.d[d]);
-            fx_sb_str(&h, num);
-        }
-        snprintf(num, sizeof num, "],\"data_offsets\":[%lld,%lld]}", (long long)off, (long long)(off + bytes));
-        fx_sb_str(&h, num);
-        off += bytes;
+        snprintf(num, sizeof num, "],\"data_offsets\":[%lld,%lld]}", (long long)e[i].begin, (long long)e[i].end);
+        fx_sb_str(h, num);
     }
-    fx_sb_str(&h, "}");
-    while (!h.failed && h.len % 8) fx_sb_str(&h, " ");
-    if (h.failed) {
+    fx_sb_str(h, "}");
+    while (!h->failed && h->len % 8) fx_sb_str(h, " ");
+    return h->failed ? fx_fail(err, FLUX_ERR_NOMEM, "out of memory writing %s", what) : FLUX_OK;
+}
+
+flux_status fx_st_write(const char *path, const fx_st_out *t, size_t n, const char *const *meta, size_t n_meta,
+                        fx_err *err) {
+    fx_st_entry *e = calloc(n ? n : 1, sizeof *e);
+    if (!e) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory writing %s", path);
+    int64_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        e[i] = (fx_st_entry){t[i].name, t[i].dtype, t[i].shape, off, off};
+        if (fx_dtype_size(t[i].dtype) && t[i].shape.ndim >= 0 && t[i].shape.ndim <= FX_ST_MAX_DIMS)
+            e[i].end = off += fx_shape_numel(&t[i].shape) * (int64_t)fx_dtype_size(t[i].dtype);
+    }
+    fx_strbuf h = {0};
+    flux_status st = fx_st_header(&h, e, n, meta, n_meta, path, err);
+    free(e);
+    if (st) {
         free(h.s);
-        return fx_fail(err, FLUX_ERR_NOMEM, "out of memory writing %s", path);
+        return st;
     }
     fx_atomic_file af;
-    flux_status st = fx_atomic_open(&af, path, err);
+    st = fx_atomic_open(&af, path, err);
     if (st) {
         free(h.s);
         return st;

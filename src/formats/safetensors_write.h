@@ -11,6 +11,7 @@
 #ifndef FX_SAFETENSORS_WRITE_H
 #define FX_SAFETENSORS_WRITE_H
 
+#include "src/base/strbuf.h"
 #include "tensor_file.h"
 
 typedef struct fx_st_out {
@@ -25,5 +26,22 @@ typedef struct fx_st_out {
  * FLUX_ERR_INVALID_ARG (a dtype or shape out of range). */
 flux_status fx_st_write(const char *path, const fx_st_out *t, size_t n, const char *const *meta, size_t n_meta,
                         fx_err *err);
+
+/* One header entry of a file whose bytes the caller lays out (streamed
+ * writers): data_offsets [begin, end) from the start of the data. */
+typedef struct fx_st_entry {
+    const char *name;
+    fx_dtype dtype;
+    fx_shape shape;
+    int64_t begin, end;
+} fx_st_entry;
+
+/* The header of such a file into h (appended): JSON, then spaces to make
+ * h->len a multiple of 8; the file is the 8-byte little-endian h->len,
+ * h->s, then the data. Entries must tile the data without holes (the
+ * format's rule; not checked here). FLUX_ERR_INVALID_ARG for a dtype or
+ * shape out of range (naming `what` and the tensor), FLUX_ERR_NOMEM. */
+flux_status fx_st_header(fx_strbuf *h, const fx_st_entry *e, size_t n, const char *const *meta, size_t n_meta,
+                         const char *what, fx_err *err);
 
 #endif

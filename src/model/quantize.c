@@ -20,6 +20,7 @@
 #include "src/formats/gguf.h"
 #include "src/formats/gguf_write.h"
 #include "src/formats/qwen3_file.h"
+#include "src/formats/safetensors_write.h"
 #include "src/formats/single_file.h"
 
 #define CHUNK_BYTES ((size_t)64 << 20) /* f32 rows viewed (and read ahead) per step */
@@ -48,6 +49,13 @@ static fx_dtype type_for(const fx_qplan *p, const fx_qtensor *t) {
         static const char *const keep[] = {"img_in.", "txt_in.", "time_in.", "final_layer."};
         for (size_t i = 0; i < sizeof keep / sizeof *keep; i++)
             if (!strncmp(t->name, keep[i], strlen(keep[i]))) return FX_DTYPE_BF16;
+    }
+    if (fx_dtype_is_fp8(p->type)) { /* the embedding table is looked up by rows, never read as fp8 */
+        char llama[FX_ST_MAX_NAME];
+        int embedding = p->component == FX_COMPONENT_TEXT_ENCODER &&
+                        fx_qwen3_llama_name(t->seg[0].src, llama, sizeof llama) && !strcmp(llama, "token_embd.weight");
+        size_t len = strlen(t->name); /* the scale is named after '<layer>.weight' */
+        return embedding || len < 7 || strcmp(t->name + len - 7, ".weight") ? FX_DTYPE_BF16 : p->type;
     }
     return t->shape[1] % fx_dtype_block(p->type) ? FX_DTYPE_BF16 : p->type;
 }
@@ -174,7 +182,7 @@ static flux_status plan_text_encoder(fx_qplan *p, const struct fx_model *m, cons
         }
         fx_qtensor *t = plan_add(p, &cap);
         if (!t) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
-        snprintf(t->name, sizeof t->name, "%s", llama);
+        snprintf(t->name, sizeof t->name, "%s", fx_dtype_is_fp8(p->type) ? st->name : llama); /* safetensors: HF names */
         t->ndim = st->shape.ndim;
         t->shape[0] = st->shape.d[0];
         t->shape[1] = st->shape.ndim > 1 ? st->shape.d[1] : 0;
@@ -189,7 +197,7 @@ static flux_status plan_text_encoder(fx_qplan *p, const struct fx_model *m, cons
 flux_status fx_qplan_build(const struct fx_model *m, const fx_wset *src, fx_component c, fx_dtype type, int all_layers,
                            fx_qplan *p, fx_err *err) {
     memset(p, 0, sizeof *p);
-    if (!fx_dtype_can_quantize(type) || !fx_dtype_is_block(type))
+    if (!fx_dtype_is_fp8(type) && (!fx_dtype_can_quantize(type) || !fx_dtype_is_block(type)))
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "cannot quantize to %s", fx_dtype_name(type));
     p->component = c;
     p->type = type;
@@ -200,7 +208,7 @@ flux_status fx_qplan_build(const struct fx_model *m, const fx_wset *src, fx_comp
     for (size_t i = 0; !st && i < p->n; i++) {
         p->t[i].dtype = type_for(p, &p->t[i]);
         int64_t numel = p->t[i].ndim == 1 ? p->t[i].shape[0] : p->t[i].shape[0] * p->t[i].shape[1];
-        p->bytes += (uint64_t)fx_dtype_row_bytes(p->t[i].dtype, numel);
+        p->bytes += (uint64_t)fx_dtype_row_bytes(p->t[i].dtype, numel) + (fx_dtype_is_fp8(p->t[i].dtype) ? 4 : 0);
     }
     if (st) fx_qplan_free(p);
     return st;
@@ -265,6 +273,126 @@ static fx_gguf_writer *make_writer(const struct fx_model *m, const fx_qplan *p, 
         return NULL;
     }
     return w;
+}
+
+/* Where every byte of the output goes: the header, each tensor's offset,
+ * the zero padding after it (GGUF alignment) and, for an fp8 tensor, the
+ * offset of its F32 '<layer>.weight_scale'. */
+typedef struct qlayout {
+    unsigned char *hdr;
+    size_t hdr_size;
+    uint64_t *off, *pad_end, *scale_off; /* [n] each, absolute */
+    uint64_t file_size;
+} qlayout;
+
+static void layout_free(qlayout *L) {
+    free(L->hdr);
+    free(L->off);
+    free(L->pad_end);
+    free(L->scale_off);
+    memset(L, 0, sizeof *L);
+}
+
+static int64_t tensor_bytes(const fx_qtensor *t) {
+    return fx_dtype_row_bytes(t->dtype, t->ndim == 1 ? t->shape[0] : t->shape[0] * t->shape[1]);
+}
+
+static flux_status layout_gguf(const struct fx_model *m, const fx_qplan *p, qlayout *L, fx_err *err) {
+    fx_gguf_writer *w = make_writer(m, p, err);
+    if (!w) return err->code;
+    L->hdr_size = fx_gguf_writer_header_size(w);
+    L->hdr = malloc(L->hdr_size);
+    if (L->hdr) fx_gguf_writer_header(w, L->hdr);
+    for (size_t i = 0; L->hdr && i < p->n; i++) {
+        L->off[i] = fx_gguf_writer_offset(w, (int)i);
+        L->pad_end[i] = i + 1 < p->n ? fx_gguf_writer_offset(w, (int)i + 1) : fx_gguf_writer_file_size(w);
+    }
+    L->file_size = fx_gguf_writer_file_size(w);
+    fx_gguf_writer_free(w);
+    return L->hdr ? FLUX_OK : fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
+}
+
+/* ComfyUI's format name of an fp8 type (comfy/quant_ops.py QUANT_ALGOS). */
+static const char *comfy_format(fx_dtype t) { return t == FX_DTYPE_F8_E5M2 ? "float8_e5m2" : "float8_e4m3fn"; }
+
+/* The fp8 safetensors file (quantize.h): the plan's tensors plus one F32
+ * '<layer>.weight_scale' (shape []) per fp8 weight; the data ordered by
+ * element size (F32, BF16, fp8) so that every tensor is aligned to its
+ * element and the data has no holes; "__metadata__" carries ComfyUI's
+ * "_quantization_metadata" ({"format_version", "layers": {layer:
+ * {"format"}}}, which comfy/utils.py turns into the '.comfy_quant' keys). */
+static flux_status layout_safetensors(const fx_qplan *p, qlayout *L, fx_err *err) {
+    fx_st_entry *e = calloc(2 * p->n, sizeof *e);
+    char(*scale_names)[FX_ST_MAX_NAME] = calloc(p->n, sizeof *scale_names);
+    fx_strbuf qm = {0}, h = {0};
+    flux_status st = e && scale_names ? FLUX_OK : fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
+    size_t ne = 0, layers = 0;
+    int64_t rel = 0;
+    fx_sb_printf(&qm, "{\"format_version\":\"1.0\",\"layers\":{");
+    for (size_t i = 0; !st && i < p->n; i++) {
+        const fx_qtensor *t = &p->t[i];
+        e[ne++] = (fx_st_entry){t->name, t->dtype, {.ndim = t->ndim, .d = {t->shape[0], t->shape[1]}}, 0, 0};
+        if (!fx_dtype_is_fp8(t->dtype)) continue;
+        const int layer_len = (int)strlen(t->name) - 7; /* without ".weight" (type_for) */
+        snprintf(scale_names[i], sizeof scale_names[i], "%.*s.weight_scale", layer_len, t->name);
+        e[ne++] = (fx_st_entry){scale_names[i], FX_DTYPE_F32, {.ndim = 0}, 0, 0};
+        fx_sb_printf(&qm, "%s\"%.*s\":{\"format\":\"%s\"}", layers++ ? "," : "", layer_len, t->name,
+                     comfy_format(t->dtype));
+    }
+    fx_sb_str(&qm, "}}");
+    /* offsets: widest elements first */
+    for (size_t size = 4; !st && size >= 1; size /= 2)
+        for (size_t i = 0, k = 0; i < p->n; i++) { /* e[k]: tensor i, e[k + 1]: its scale (fp8) */
+            const fx_qtensor *t = &p->t[i];
+            if (fx_dtype_size(t->dtype) == size) {
+                L->off[i] = (uint64_t)rel;
+                e[k].begin = rel, e[k].end = rel += tensor_bytes(t);
+            }
+            k++;
+            if (!fx_dtype_is_fp8(t->dtype)) continue;
+            if (size == 4) {
+                L->scale_off[i] = (uint64_t)rel;
+                e[k].begin = rel, e[k].end = rel += 4;
+            }
+            k++;
+        }
+    if (!st && qm.failed) st = fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
+    if (!st) {
+        const char *meta[4] = {"format", "pt", "_quantization_metadata", qm.s};
+        st = fx_st_header(&h, e, ne, meta, 2, "the fp8 safetensors header", err);
+    }
+    if (!st) {
+        L->hdr_size = 8 + h.len;
+        L->hdr = malloc(L->hdr_size);
+        if (!L->hdr) st = fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
+    }
+    if (!st) {
+        for (int b = 0; b < 8; b++) L->hdr[b] = (unsigned char)((uint64_t)h.len >> (8 * b));
+        memcpy(L->hdr + 8, h.s, h.len);
+        for (size_t i = 0; i < p->n; i++) {
+            L->off[i] += L->hdr_size;
+            L->pad_end[i] = L->off[i] + (uint64_t)tensor_bytes(&p->t[i]); /* no padding */
+            if (fx_dtype_is_fp8(p->t[i].dtype)) L->scale_off[i] += L->hdr_size;
+        }
+        L->file_size = L->hdr_size + (uint64_t)rel;
+    }
+    free(e);
+    free(scale_names);
+    free(qm.s);
+    free(h.s);
+    return st;
+}
+
+/* The layout of plan p's file: fp8 types write safetensors, the others GGUF. */
+static flux_status layout_build(const struct fx_model *m, const fx_qplan *p, qlayout *L, fx_err *err) {
+    memset(L, 0, sizeof *L);
+    L->off = calloc(p->n, sizeof *L->off);
+    L->pad_end = calloc(p->n, sizeof *L->pad_end);
+    L->scale_off = calloc(p->n, sizeof *L->scale_off);
+    flux_status st = L->off && L->pad_end && L->scale_off ? FLUX_OK : fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
+    if (!st) st = fx_dtype_is_fp8(p->type) ? layout_safetensors(p, L, err) : layout_gguf(m, p, L, err);
+    if (st) layout_free(L);
+    return st;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -336,9 +464,12 @@ typedef struct chunk_result {
 /* Rows [0, n) of source view w (cols wide) → blocks of type t written at
  * `off` (+ row · row_bytes), in tasks of whole rows spread over the workers;
  * each task converts, checks and encodes its rows in its worker's buffers,
- * so the bytes do not depend on the thread count. */
-static void quantize_chunk(const fx_weight *w, int64_t n, int64_t cols, fx_dtype t, const fx_kctx *kc,
-                           const workspace *ws, const sink *s, uint64_t off, chunk_result *res) {
+ * so the bytes do not depend on the thread count. fp8 t: the values are
+ * divided by `scale` first; amax non-NULL: nothing is written, *amax grows
+ * to the largest |value| (the scale pass; a maximum, so the same at any
+ * thread count). */
+static void quantize_chunk(const fx_weight *w, int64_t n, int64_t cols, fx_dtype t, float scale, float *amax,
+                           const fx_kctx *kc, const workspace *ws, const sink *s, uint64_t off, chunk_result *res) {
     const int64_t row_bytes = fx_dtype_row_bytes(t, cols), src_rb = fx_dtype_row_bytes(w->dtype, cols);
     const int64_t task_rows = ws->floats / cols, tasks = (n + task_rows - 1) / task_rows;
     const fx_kctx one = {.k = kc->k, .threads = 1};
@@ -362,13 +493,19 @@ static void quantize_chunk(const fx_weight *w, int64_t n, int64_t cols, fx_dtype
             if (r0 + bad / cols < res->bad_row) res->bad_row = r0 + bad / cols, res->bad_value = f[bad], res->write_errno = 0;
             continue;
         }
-        int e = 0;
-        if (s->fd < 0) {
-            fx_quantize(&one, t, rows, cols, f, s->mem + off + (uint64_t)(r0 * row_bytes));
-        } else {
-            fx_quantize(&one, t, rows, cols, f, q);
-            e = put_at(s, off + (uint64_t)(r0 * row_bytes), q, (size_t)(rows * row_bytes));
+        if (amax) {
+            float m = 0.0f;
+#pragma omp simd reduction(max : m)
+            for (int64_t i = 0; i < rows * cols; i++) m = fabsf(f[i]) > m ? fabsf(f[i]) : m;
+#pragma omp critical
+            if (m > *amax) *amax = m;
+            continue;
         }
+        int e = 0;
+        unsigned char *dst = s->fd < 0 ? s->mem + off + (uint64_t)(r0 * row_bytes) : q;
+        if (fx_dtype_is_fp8(t)) fx_fp8_quantize_row(t, f, rows * cols, scale, dst);
+        else fx_quantize(&one, t, rows, cols, f, dst);
+        if (s->fd >= 0) e = put_at(s, off + (uint64_t)(r0 * row_bytes), q, (size_t)(rows * row_bytes));
         if (e) {
 #pragma omp critical
             if (r0 < res->bad_row) res->bad_row = r0, res->write_errno = e;
@@ -376,24 +513,12 @@ static void quantize_chunk(const fx_weight *w, int64_t n, int64_t cols, fx_dtype
     }
 }
 
-/* All bytes of plan tensor t at offset `off` of s, chunk by chunk (each
- * chunk a view of at most CHUNK_BYTES of f32; the next one is read ahead
- * while this one is encoded). */
-static flux_status produce(fx_wset *src, const fx_qtensor *t, const fx_kctx *kc, const workspace *ws, const sink *s,
-                           uint64_t off, fx_err *err) {
-    if (t->ndim == 1) {
-        float *v = NULL;
-        int64_t n = 0;
-        TRY(fx_wset_f32(src, t->seg[0].src, &FX_SHAPE(t->shape[0]), &v, &n, err));
-        int64_t bad = first_non_finite(v, n);
-        flux_status st = bad >= 0 ? non_finite_fail(t, v[bad], bad, err) : FLUX_OK;
-        int e = st ? 0 : put_at(s, off, v, (size_t)n * 4); /* F32, little-endian host */
-        if (e) st = put_fail(s, e, err);
-        free(v);
-        return st;
-    }
-    const int64_t cols = t->shape[1], row_bytes = fx_dtype_row_bytes(t->dtype, cols);
-    const int64_t chunk = (int64_t)(CHUNK_BYTES / ((size_t)cols * 4)) > 0 ? (int64_t)(CHUNK_BYTES / ((size_t)cols * 4)) : 1;
+/* One pass over the rows of plan tensor t (cols wide) in chunks of `chunk`
+ * rows: quantize_chunk's scale pass (amax) or its encoding at `off`. */
+static flux_status produce_pass(fx_wset *src, const fx_qtensor *t, int64_t cols, int64_t chunk, float scale,
+                                float *amax, const fx_kctx *kc, const workspace *ws, const sink *s, uint64_t off,
+                                fx_err *err) {
+    const int64_t row_bytes = fx_dtype_row_bytes(t->dtype, cols);
     int64_t out_row = 0;
     for (int g = 0; g < t->n_seg; g++) {
         const fx_tensor *st = fx_wset_find(src, t->seg[g].src);
@@ -411,8 +536,8 @@ static flux_status produce(fx_wset *src, const fx_qtensor *t, const fx_kctx *kc,
                 fx_wset_weight_willneed(src, &next);
             }
             chunk_result res;
-            quantize_chunk(&w, n, cols, t->dtype, kc, ws, s, off + (uint64_t)(out_row * row_bytes), &res);
-            fx_wset_weight_dontneed(src, &w); /* read once: keep the process small */
+            quantize_chunk(&w, n, cols, t->dtype, scale, amax, kc, ws, s, off + (uint64_t)(out_row * row_bytes), &res);
+            fx_wset_weight_dontneed(src, &w); /* keep the process small (the page cache keeps them for an fp8 tensor's second pass) */
             if (res.bad_row != INT64_MAX)
                 return res.write_errno ? put_fail(s, res.write_errno, err)
                                        : non_finite_fail(t, res.bad_value, out_row + res.bad_row, err);
@@ -423,33 +548,64 @@ static flux_status produce(fx_wset *src, const fx_qtensor *t, const fx_kctx *kc,
     return FLUX_OK;
 }
 
+
+/* All bytes of plan tensor t at offset `off` of s, chunk by chunk (each
+ * chunk a view of at most CHUNK_BYTES of f32; the next one is read ahead
+ * while this one is encoded). An fp8 tensor takes two passes over its
+ * source: max|W| first, then the codes of W / scale, scale = max|W| /
+ * fp8 max (1 if W is all zeros) written as F32 at scale_off. */
+static flux_status produce(fx_wset *src, const fx_qtensor *t, const fx_kctx *kc, const workspace *ws, const sink *s,
+                           uint64_t off, uint64_t scale_off, fx_err *err) {
+    if (t->ndim == 1) {
+        float *v = NULL;
+        int64_t n = 0;
+        TRY(fx_wset_f32(src, t->seg[0].src, &FX_SHAPE(t->shape[0]), &v, &n, err));
+        int64_t bad = first_non_finite(v, n);
+        flux_status st = bad >= 0 ? non_finite_fail(t, v[bad], bad, err) : FLUX_OK;
+        int e = st ? 0 : put_at(s, off, v, (size_t)n * 4); /* F32, little-endian host */
+        if (e) st = put_fail(s, e, err);
+        free(v);
+        return st;
+    }
+    const int64_t cols = t->shape[1];
+    const int64_t chunk = (int64_t)(CHUNK_BYTES / ((size_t)cols * 4)) > 0 ? (int64_t)(CHUNK_BYTES / ((size_t)cols * 4)) : 1;
+    const int fp8 = fx_dtype_is_fp8(t->dtype);
+    float amax = 0.0f, scale = 1.0f;
+    for (int pass = fp8 ? 0 : 1; pass < 2; pass++) {
+        if (pass == 1 && fp8) {
+            scale = amax > 0.0f ? amax / fx_fp8_max(t->dtype) : 1.0f;
+            int e = put_at(s, scale_off, &scale, 4); /* F32, little-endian host */
+            if (e) return put_fail(s, e, err);
+        }
+        TRY(produce_pass(src, t, cols, chunk, scale, pass ? NULL : &amax, kc, ws, s, off, err));
+    }
+    return FLUX_OK;
+}
+
 static const unsigned char zeros[FX_GGUF_DEFAULT_ALIGNMENT];
 
 /* Every tensor into s at its laid-out offset, the padding zeroed; progress
  * per tensor. */
-static flux_status produce_all(fx_wset *src, const fx_qplan *p, const fx_gguf_writer *w, const fx_kctx *kc,
-                               const sink *s, fx_qprogress progress, void *user, fx_err *err) {
+static flux_status produce_all(fx_wset *src, const fx_qplan *p, const qlayout *L, const fx_kctx *kc, const sink *s,
+                               fx_qprogress progress, void *user, fx_err *err) {
     workspace ws = {NULL, NULL, TASK_FLOATS, kc && kc->threads > 1 ? kc->threads : 1};
     for (size_t i = 0; i < p->n; i++)
         if (p->t[i].ndim == 2 && p->t[i].shape[1] > ws.floats) ws.floats = p->t[i].shape[1];
     ws.f = malloc((size_t)ws.threads * (size_t)ws.floats * 4);
     ws.q = s->fd < 0 ? NULL : malloc((size_t)ws.threads * (size_t)ws.floats * 4);
     flux_status st = ws.f && (ws.q || s->fd < 0) ? FLUX_OK : fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
-    uint64_t done = 0, pos = fx_gguf_writer_header_size(w);
+    uint64_t done = 0;
     for (size_t i = 0; !st && i < p->n; i++) {
         if (progress && progress(user, i, p->n, done, p->bytes)) {
             st = fx_fail(err, FLUX_ERR_CANCELLED, "quantization cancelled");
             break;
         }
-        st = produce(src, &p->t[i], kc, &ws, s, pos, err);
+        st = produce(src, &p->t[i], kc, &ws, s, L->off[i], L->scale_off[i], err);
         if (st) break;
-        uint64_t nb = fx_gguf_writer_nbytes(w, (int)i);
-        done += nb;
-        pos += nb;
-        uint64_t next = i + 1 < p->n ? fx_gguf_writer_offset(w, (int)i + 1) : fx_gguf_writer_file_size(w);
-        int e = put_at(s, pos, zeros, (size_t)(next - pos));
+        const uint64_t nb = (uint64_t)tensor_bytes(&p->t[i]), end = L->off[i] + nb;
+        done += nb + (fx_dtype_is_fp8(p->t[i].dtype) ? 4 : 0);
+        int e = put_at(s, end, zeros, (size_t)(L->pad_end[i] - end));
         if (e) st = put_fail(s, e, err);
-        pos = next;
     }
     if (!st && progress) progress(user, p->n, p->n, done, p->bytes);
     free(ws.f);
@@ -459,44 +615,40 @@ static flux_status produce_all(fx_wset *src, const fx_qplan *p, const fx_gguf_wr
 
 flux_status fx_quantize_to_file(const struct fx_model *m, fx_wset *src, const fx_qplan *p, const fx_kctx *kc,
                                 const char *path, fx_qprogress progress, void *user, fx_err *err) {
-    fx_gguf_writer *w = make_writer(m, p, err);
-    if (!w) return err->code;
-    size_t hs = fx_gguf_writer_header_size(w);
-    unsigned char *hdr = malloc(hs);
+    qlayout L;
+    TRY(layout_build(m, p, &L, err));
     fx_atomic_file af = {0};
-    flux_status st = hdr ? fx_atomic_open(&af, path, err) : fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
+    flux_status st = fx_atomic_open(&af, path, err);
     if (!st) {
-        fx_gguf_writer_header(w, hdr);
         /* everything through the descriptor: the FILE stays empty, its
          * flush at commit writes nothing */
         sink s = {fileno(af.f), NULL, path};
-        int e = fflush(af.f) ? errno : put_at(&s, 0, hdr, hs);
-        st = e ? put_fail(&s, e, err) : produce_all(src, p, w, kc, &s, progress, user, err);
+        int e = fflush(af.f) ? errno : put_at(&s, 0, L.hdr, L.hdr_size);
+        st = e ? put_fail(&s, e, err) : produce_all(src, p, &L, kc, &s, progress, user, err);
         if (!st) st = fx_atomic_commit(&af, err);
         else fx_atomic_abort(&af);
     }
-    free(hdr);
-    fx_gguf_writer_free(w);
+    layout_free(&L);
     return st;
 }
 
 flux_status fx_quantize_to_memory(const struct fx_model *m, fx_wset *src, const fx_qplan *p, const fx_kctx *kc,
                                   void **image, size_t *size, fx_err *err) {
     *image = NULL;
-    fx_gguf_writer *w = make_writer(m, p, err);
-    if (!w) return err->code;
-    uint64_t total = fx_gguf_writer_file_size(w);
+    qlayout L;
+    TRY(layout_build(m, p, &L, err));
+    const uint64_t total = L.file_size;
     void *buf = NULL;
     flux_status st = total <= SIZE_MAX && !posix_memalign(&buf, 64, (size_t)total)
                          ? FLUX_OK
                          : fx_fail(err, FLUX_ERR_NOMEM, "out of memory for the %.2f GB quantized %s", (double)total / 1e9,
                                    p->component == FX_COMPONENT_TRANSFORMER ? "transformer" : "text encoder");
     if (!st) {
-        fx_gguf_writer_header(w, buf);
+        memcpy(buf, L.hdr, L.hdr_size);
         sink s = {-1, buf, "memory"};
-        st = produce_all(src, p, w, kc, &s, NULL, NULL, err);
+        st = produce_all(src, p, &L, kc, &s, NULL, NULL, err);
     }
-    fx_gguf_writer_free(w);
+    layout_free(&L);
     if (st) {
         free(buf);
         return st;

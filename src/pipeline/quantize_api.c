@@ -1,8 +1,10 @@
 /*
  * quantize_api.c — flux_quantize (flux.h): a model folder's component
- * written as a peer-readable GGUF file (src/model/quantize.h).
+ * written as a peer-readable GGUF file, or an fp8 safetensors file in
+ * ComfyUI's convention (src/model/quantize.h).
  */
 #include <string.h>
+#include <strings.h>
 
 #include "flux.h"
 #include "src/model/ctx.h"
@@ -29,9 +31,13 @@ flux_status flux_quantize(flux_ctx *ctx, const char *model_dir, const flux_quant
     if (!o || !model_dir || !out_path)
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "flux_quantize: model folder, options and output path are required");
     int type = o->type ? fx_dtype_parse(o->type) : -1;
-    if (type < 0 || !fx_dtype_is_block((fx_dtype)type) || !fx_dtype_can_quantize((fx_dtype)type))
+    if (type >= 0 && (!fx_dtype_is_block((fx_dtype)type) || !fx_dtype_can_quantize((fx_dtype)type))) type = -1;
+    if (o->type && (!strcasecmp(o->type, "fp8") || !strcasecmp(o->type, "fp8_e4m3"))) type = FX_DTYPE_F8_E4M3;
+    if (o->type && !strcasecmp(o->type, "fp8_e5m2")) type = FX_DTYPE_F8_E5M2;
+    if (type < 0)
         return fx_fail(err, FLUX_ERR_INVALID_ARG,
-                       "flux_quantize: type '%s' is not one of q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k",
+                       "flux_quantize: type '%s' is not one of q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, "
+                       "fp8 (= fp8_e4m3), fp8_e5m2",
                        o->type ? o->type : "(none)");
     fx_component c;
     if (o->component && !strcmp(o->component, "transformer")) c = FX_COMPONENT_TRANSFORMER;
