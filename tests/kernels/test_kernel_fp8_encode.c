@@ -72,12 +72,6 @@ static float from_bits(uint32_t u) {
     return x;
 }
 
-static uint32_t to_bits(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return u;
-}
-
 /* The walk's state: the code c whose interval holds the current |x|
  * (values in increasing bit order); its decision for |x|. */
 static int walk_decide(const fmt *f, const double *mid, int *c, double a) {
