@@ -19,25 +19,24 @@
 
 #include "simd/kernels.h"
 
+/* Branch-free (the row loop vectorizes): every case computed, then chosen. */
 static inline uint8_t encode(float x, int mbits, int bias, uint32_t top, uint32_t max_bits, float sub_magic) {
-    uint32_t u;
+    uint32_t u, sb, mb;
     memcpy(&u, &x, 4);
-    const uint8_t sign = (uint8_t)(u >> 24 & 0x80);
+    const uint32_t sign = u >> 24 & 0x80;
     u &= 0x7FFFFFFFu;
-    if (u > 0x7F800000u) return sign | 0x7F; /* NaN */
-    if (u >= max_bits) return (uint8_t)(sign | top);
-    if (u >= (uint32_t)(128 - bias) << 23) { /* normal: exponent >= 1 − bias */
-        const int shift = 23 - mbits;
-        const uint32_t r = u + ((1u << (shift - 1)) - 1) + ((u >> shift) & 1);
-        return (uint8_t)(sign | ((r >> shift) - ((uint32_t)(127 - bias) << mbits)));
-    }
-    float a, s;
+    const int shift = 23 - mbits;
+    const uint32_t normal = ((u + ((1u << (shift - 1)) - 1) + ((u >> shift) & 1)) >> shift) -
+                            ((uint32_t)(127 - bias) << mbits);
+    float a;
     memcpy(&a, &u, 4);
-    s = a + sub_magic; /* rounds |x| to the subnormal step */
-    uint32_t sb, mb;
+    const float s = a + sub_magic; /* rounds |x| to the subnormal step */
     memcpy(&sb, &s, 4);
     memcpy(&mb, &sub_magic, 4);
-    return (uint8_t)(sign | (sb - mb));
+    uint32_t code = u < (uint32_t)(128 - bias) << 23 ? sb - mb : normal; /* exponent < 1 − bias: subnormal */
+    code = u >= max_bits ? top : code;                                    /* saturate (infinity too) */
+    code = u > 0x7F800000u ? 0x7F : code;                                 /* NaN */
+    return (uint8_t)(sign | code);
 }
 
 uint8_t fx_f32_to_fp8(fx_dtype t, float x) {
@@ -50,8 +49,11 @@ uint8_t fx_f32_to_fp8(fx_dtype t, float x) {
 float fx_fp8_max(fx_dtype t) { return t == FX_DTYPE_F8_E5M2 ? 57344.0f : 448.0f; }
 
 void fx_fp8_quantize_row(fx_dtype t, const float *x, int64_t n, float scale, uint8_t *dst) {
-    if (t == FX_DTYPE_F8_E5M2)
+    if (t == FX_DTYPE_F8_E5M2) {
+#pragma omp simd
         for (int64_t i = 0; i < n; i++) dst[i] = encode(x[i] / scale, 2, 15, 0x7B, 0x47600000u, 128.0f);
-    else
+    } else {
+#pragma omp simd
         for (int64_t i = 0; i < n; i++) dst[i] = encode(x[i] / scale, 3, 7, 0x7E, 0x43E00000u, 16384.0f);
+    }
 }

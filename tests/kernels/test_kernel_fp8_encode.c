@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernel_isas.h"
 #include "simd/kernels.h"
 
 typedef struct fmt {
@@ -134,7 +135,8 @@ TEST(kernel_fp8_encoder_matches_brute_force_at_every_boundary) {
 
 /* Every finite float: the walk over increasing |x| (bit patterns of
  * positive floats increase with their value), −x = x's code with the sign
- * bit. Ranges of 2^25 patterns in parallel, each with its own walk. */
+ * bit. Ranges of 2^25 patterns in parallel, each with its own walk. Under
+ * qemu (KT_SMALL) every 997th pattern only. */
 TEST(kernel_fp8_encoder_every_finite_float) {
     for (int k = 0; k < 2; k++) {
         const fmt *f = &formats[k];
@@ -148,7 +150,7 @@ TEST(kernel_fp8_encoder_every_finite_float) {
         for (int r = 0; r < ranges; r++) {
             const uint32_t u0 = (uint32_t)r << 25, u1 = u0 + (1u << 25) < end ? u0 + (1u << 25) : end;
             int c = 0;
-            for (uint32_t u = u0; u < u1; u++) {
+            for (uint32_t u = u0; u < u1; u += KT_SMALL ? 997 : 1) {
                 const float x = from_bits(u);
                 const int want = walk_decide(f, mid, &c, (double)x);
                 const int got = fx_f32_to_fp8(f->t, x), got_neg = fx_f32_to_fp8(f->t, -x);
