@@ -17,7 +17,8 @@
  *     fp8_listing.py) parses the file: dtypes, shapes, offsets tiling the
  *     data, ComfyUI's _quantization_metadata, the scales against max|W| /
  *     448 computed from the source BF16;
- *   - bad types and outputs are refused by name, nothing written.
+ *   - bad types and outputs are refused by name; a full disk is named, a
+ *     cancel reported; nothing is written in either case.
  */
 #include "tests/test.h"
 
@@ -25,6 +26,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "simd/kernels.h"
 #include "simd/quant/quant.h"
@@ -273,5 +275,39 @@ TEST(fp8_quantize_refuses_bad_requests) {
           FLUX_ERR_INVALID_ARG);
     CHECK_MSG(strstr(flux_error(ctx), "'f8_e8m0'") && strstr(flux_error(ctx), "fp8_e5m2"), "%s", flux_error(ctx));
     CHECK(!fx_test_file_exists(fx_test_tmp_path("api.safetensors")));
+    flux_free(ctx);
+}
+
+static int cancel_at_third(void *user, int done, int total, uint64_t bytes_done, uint64_t bytes_total) {
+    (void)user, (void)total, (void)bytes_done, (void)bytes_total;
+    return done == 3;
+}
+
+/* A write that fails for room names the reason (file-size limit of 64 KiB;
+ * the file is ~480 KB) and leaves nothing; a cancel from the progress
+ * callback too. */
+TEST(fp8_quantize_full_disk_and_cancel_leave_nothing) {
+    char dir[PATH_MAX], cmd[4 * PATH_MAX], *out = NULL;
+    snprintf(dir, sizeof dir, "%s/full", fx_test_tmpdir());
+    REQUIRE(mkdir(dir, 0755) == 0);
+    snprintf(cmd, sizeof cmd, "ulimit -f 64 && '%s' quantize -q -d '%s' --type fp8 --component transformer -o '%s/t.safetensors'",
+             fx_test_flux_bin(), fx_test_path("golden/model"), dir);
+    int rc = fx_test_run(cmd, &out);
+    CHECK_MSG(rc == 1 && out && strstr(out, "File too large") && strstr(out, "t.safetensors"), "exit %d: %s", rc,
+              out ? out : "");
+    free(out);
+    CHECK_MSG(fx_test_dir_entries(dir) == 0, "%d files left", fx_test_dir_entries(dir));
+
+    flux_ctx *ctx = flux_new(NULL);
+    REQUIRE(ctx);
+    flux_quantize_options o;
+    flux_quantize_options_init(&o);
+    o.type = "fp8_e5m2";
+    o.component = "text-encoder";
+    o.progress = cancel_at_third;
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/te.safetensors", dir);
+    CHECK(flux_quantize(ctx, fx_test_path("golden/model"), &o, path) == FLUX_ERR_CANCELLED);
+    CHECK_MSG(fx_test_dir_entries(dir) == 0, "%d files left after the cancel", fx_test_dir_entries(dir));
     flux_free(ctx);
 }
