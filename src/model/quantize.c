@@ -1,7 +1,9 @@
 /*
- * quantize.c — component → GGUF (quantize.h): the plan (peer names, types,
- * source rows), the key/values, and the tensor bytes produced in chunks of
- * rows (source → f32 → blocks), streamed to a file or into memory.
+ * quantize.c — component → GGUF or fp8 safetensors (quantize.h): the plan
+ * (peer names, types, source rows), the file's layout (GGUF key/values, or
+ * the safetensors header with the fp8 scales), and the tensor bytes
+ * produced in chunks of rows (source → f32 → blocks or fp8 codes), streamed
+ * to a file or into memory.
  */
 #include "quantize.h"
 

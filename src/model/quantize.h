@@ -17,6 +17,14 @@
  * the requested type (BF16 when its row length is not a multiple of the
  * type's block). Rows are quantized with fx_quantize (ggml's reference
  * algorithms), so a tensor's blocks do not depend on the thread count.
+ *
+ * fp8 types (F8_E4M3, F8_E5M2) write a safetensors file in ComfyUI's
+ * mixed-quant convention instead (README "fp8 checkpoints"): the same plan
+ * (transformer BFL names; the text encoder under its Hugging Face names,
+ * its embedding table BF16 since it is read by rows), every other 2-D
+ * '.weight' fp8 with an F32 '<layer>.weight_scale' = max|W| / fp8 max and
+ * codes fx_fp8_quantize_row(W, scale); "_quantization_metadata" in the
+ * header's __metadata__.
  */
 #ifndef FX_QUANTIZE_H
 #define FX_QUANTIZE_H
@@ -51,19 +59,19 @@ typedef struct fx_qplan {
 typedef int (*fx_qprogress)(void *user, size_t done, size_t total, uint64_t bytes_done, uint64_t bytes_total);
 
 /* Plan the component of model m from its source set src (checked against
- * the config already). type: a type fx_quantize_row produces. all_layers =
+ * the config already). type: a type fx_quantize_row produces, or fp8. all_layers =
  * 0 keeps only what klein runs (text encoder: layers 0..layers_used−1 and
  * the embedding; nothing else is read). */
 flux_status fx_qplan_build(const struct fx_model *m, const fx_wset *src, fx_component c, fx_dtype type, int all_layers,
                            fx_qplan *plan, fx_err *err);
 void fx_qplan_free(fx_qplan *p);
 
-/* Write the GGUF file atomically (nothing is left behind on failure or
- * cancellation). */
+/* Write the GGUF (fp8: safetensors) file atomically (nothing is left
+ * behind on failure or cancellation). */
 flux_status fx_quantize_to_file(const struct fx_model *m, fx_wset *src, const fx_qplan *p, const fx_kctx *kc,
                                 const char *path, fx_qprogress progress, void *user, fx_err *err);
 
-/* Build the GGUF image in memory (*image from posix_memalign; free()). */
+/* Build the file's image in memory (*image from posix_memalign; free()). */
 flux_status fx_quantize_to_memory(const struct fx_model *m, fx_wset *src, const fx_qplan *p, const fx_kctx *kc,
                                   void **image, size_t *size, fx_err *err);
 
