@@ -33,9 +33,13 @@ static inline uint8_t encode(float x, int mbits, int bias, uint32_t top, uint32_
     const float s = a + sub_magic; /* rounds |x| to the subnormal step */
     memcpy(&sb, &s, 4);
     memcpy(&mb, &sub_magic, 4);
-    uint32_t code = u < (uint32_t)(128 - bias) << 23 ? sb - mb : normal; /* exponent < 1 − bias: subnormal */
-    code = u >= max_bits ? top : code;                                    /* saturate (infinity too) */
-    code = u > 0x7F800000u ? 0x7F : code;                                 /* NaN */
+    /* selects as masks (no branches: the loop vectorizes) */
+    const uint32_t is_sub = 0u - (uint32_t)(u < (uint32_t)(128 - bias) << 23); /* exponent < 1 − bias */
+    const uint32_t is_sat = 0u - (uint32_t)(u >= max_bits);                     /* infinity too */
+    const uint32_t is_nan = 0u - (uint32_t)(u > 0x7F800000u);
+    uint32_t code = ((sb - mb) & is_sub) | (normal & ~is_sub);
+    code = (top & is_sat) | (code & ~is_sat);
+    code = (0x7Fu & is_nan) | (code & ~is_nan);
     return (uint8_t)(sign | code);
 }
 

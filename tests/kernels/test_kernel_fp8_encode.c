@@ -134,9 +134,11 @@ TEST(kernel_fp8_encoder_matches_brute_force_at_every_boundary) {
 }
 
 /* Every finite float: the walk over increasing |x| (bit patterns of
- * positive floats increase with their value), −x = x's code with the sign
- * bit. Ranges of 2^25 patterns in parallel, each with its own walk. Under
- * qemu (KT_SMALL) every 997th pattern only. */
+ * positive floats increase with their value) through fx_f32_to_fp8 and
+ * fx_fp8_quantize_row (scale 1, its vectorized loop, in blocks of 1024),
+ * and −x through the row: x's code with the sign bit. Ranges of 2^25 patterns in
+ * parallel, each with its own walk. Under qemu (KT_SMALL) every 997th
+ * pattern only. */
 TEST(kernel_fp8_encoder_every_finite_float) {
     for (int k = 0; k < 2; k++) {
         const fmt *f = &formats[k];
@@ -150,16 +152,27 @@ TEST(kernel_fp8_encoder_every_finite_float) {
         for (int r = 0; r < ranges; r++) {
             const uint32_t u0 = (uint32_t)r << 25, u1 = u0 + (1u << 25) < end ? u0 + (1u << 25) : end;
             int c = 0;
-            for (uint32_t u = u0; u < u1; u += KT_SMALL ? 997 : 1) {
-                const float x = from_bits(u);
-                const int want = walk_decide(f, mid, &c, (double)x);
-                const int got = fx_f32_to_fp8(f->t, x), got_neg = fx_f32_to_fp8(f->t, -x);
-                if (got != want || got_neg != (want | 0x80)) {
-                    if (!bad) {
+            float xs[2][1024];
+            uint32_t us[1024];
+            uint8_t q[2][1024];
+            for (uint32_t u = u0; u < u1;) {
+                int n = 0;
+                for (; n < 1024 && u < u1; n++, u += KT_SMALL ? 997 : 1) {
+                    us[n] = u;
+                    xs[0][n] = from_bits(u), xs[1][n] = -from_bits(u);
+                }
+                fx_fp8_quantize_row(f->t, xs[0], n, 1.0f, q[0]);
+                fx_fp8_quantize_row(f->t, xs[1], n, 1.0f, q[1]);
+                for (int i = 0; i < n; i++) {
+                    const float x = xs[0][i];
+                    const int want = walk_decide(f, mid, &c, (double)x);
+                    if (fx_f32_to_fp8(f->t, x) != want || q[0][i] != want || q[1][i] != (want | 0x80)) {
+                        if (!bad) {
 #pragma omp critical
-                        if (!first_bad || u < first_bad) first_bad = u;
+                            if (!first_bad || us[i] < first_bad) first_bad = us[i];
+                        }
+                        bad++;
                     }
-                    bad++;
                 }
             }
         }
