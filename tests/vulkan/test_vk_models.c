@@ -308,3 +308,30 @@ TEST(vk_lora_on_fp8_matches_cpu) {
     CHECK(p && lora);
     if (lora) device_matches_cpu_file(dir, file, NULL, lora, LORA_TOL, "lora-fp8");
 }
+
+/* DoRA stays on the CPU (any weight type): on an fp8 transformer the device
+ * refuses it by name at the first adapted layer, never a result without it. */
+TEST(vk_dora_on_fp8_is_refused_by_name) {
+    const char *dir = model256();
+    char file[PATH_MAX];
+    const char *p = dir ? fp8_file(dir, "comfyui", "--fp8 e5m2", "fp8-dora-base") : NULL;
+    if (p) snprintf(file, sizeof file, "%s", p);
+    const char *dora = p ? gen_lora(dir, "vk-dora-fp8", "--format bfl --rank 4 --seed 5 --dora out") : NULL;
+    CHECK(p && dora);
+    if (!dora || !vkt_device_ready()) return;
+    flux_ctx *ctx = open_model_file(FLUX_BACKEND_VULKAN, dir, file, NULL, dora, "dora-fp8-vk");
+    if (ctx) {
+        flux_params prm;
+        flux_params_init(&prm);
+        prm.prompt = "a small red boat";
+        prm.width = prm.height = 32;
+        prm.steps = 1, prm.seed = 7;
+        flux_image *img = NULL;
+        CHECK_EQ_INT(flux_generate(ctx, &prm, &img), FLUX_ERR_UNSUPPORTED);
+        CHECK_MSG(img == NULL && strstr(flux_error(ctx), "DoRA") && strstr(flux_error(ctx), "Vulkan"), "error: %s",
+                  flux_error(ctx));
+        flux_image_free(img);
+        close_model(ctx, "dora-fp8-vk");
+    }
+    unsetenv("FLUX_VK_VALIDATION");
+}
