@@ -298,28 +298,35 @@ TEST(vk_model_fp8_matches_cpu) {
     }
 }
 
+/* The d = 256 model's transformer as an fp8 file (`flags`, into file
+ * [PATH_MAX]) and an adapter for it (gen_lora `args`, static buffer), or
+ * NULL after a failure. */
+static const char *fp8_with_adapter(const char *flags, const char *tag, const char *lora_args, char *file) {
+    const char *dir = model256();
+    char name[64];
+    snprintf(name, sizeof name, "%s-base", tag);
+    const char *p = dir ? fp8_file(dir, "comfyui", flags, name) : NULL;
+    if (p) snprintf(file, PATH_MAX, "%s", p);
+    const char *lora = p ? gen_lora(dir, tag, lora_args) : NULL;
+    CHECK(p && lora);
+    return lora;
+}
+
 /* A low-rank adapter on an fp8 transformer: fp8 weights and terms. */
 TEST(vk_lora_on_fp8_matches_cpu) {
-    const char *dir = model256();
     char file[PATH_MAX];
-    const char *p = dir ? fp8_file(dir, "comfyui", "--fp8 e4m3", "fp8-lora-base") : NULL;
-    if (p) snprintf(file, sizeof file, "%s", p);
-    const char *lora = p ? gen_lora(dir, "vk-lowrank-fp8", "--format bfl --rank 4 --seed 23 --strength 0.8") : NULL;
-    CHECK(p && lora);
-    if (lora) device_matches_cpu_file(dir, file, NULL, lora, LORA_TOL, "lora-fp8");
+    const char *lora = fp8_with_adapter("--fp8 e4m3", "vk-lowrank-fp8", "--format bfl --rank 4 --seed 23 --strength 0.8",
+                                        file);
+    if (lora) device_matches_cpu_file(model256(), file, NULL, lora, LORA_TOL, "lora-fp8");
 }
 
 /* DoRA stays on the CPU (any weight type): on an fp8 transformer the device
  * refuses it by name at the first adapted layer, never a result without it. */
 TEST(vk_dora_on_fp8_is_refused_by_name) {
-    const char *dir = model256();
     char file[PATH_MAX];
-    const char *p = dir ? fp8_file(dir, "comfyui", "--fp8 e5m2", "fp8-dora-base") : NULL;
-    if (p) snprintf(file, sizeof file, "%s", p);
-    const char *dora = p ? gen_lora(dir, "vk-dora-fp8", "--format bfl --rank 4 --seed 5 --dora out") : NULL;
-    CHECK(p && dora);
+    const char *dora = fp8_with_adapter("--fp8 e5m2", "vk-dora-fp8", "--format bfl --rank 4 --seed 5 --dora out", file);
     if (!dora || !vkt_device_ready()) return;
-    flux_ctx *ctx = open_model_file(FLUX_BACKEND_VULKAN, dir, file, NULL, dora, "dora-fp8-vk");
+    flux_ctx *ctx = open_model_file(FLUX_BACKEND_VULKAN, model256(), file, NULL, dora, "dora-fp8-vk");
     if (ctx) {
         flux_params prm;
         flux_params_init(&prm);

@@ -1,8 +1,9 @@
 // gemm_vec.glsl — eight consecutive dense weights as one 16-byte load
 // (after gemm_common.glsl): the weight binding seen as vec4 (f32) or
-// uvec4 (four bf16/f16 pairs); fp8 as one 8-byte uvec2. Valid when the element index is a multiple
-// of 8 and the row starts are too (the device layout pads rows to 8
-// elements; w_vec_ok checks the window's base and stride).
+// uvec4 (four bf16/f16 pairs); fp8 as one 8-byte uvec2. Valid when the
+// element index is a multiple of 8 and the row starts are too (the device
+// layout pads rows to 8 elements, fp8 rows to 16; w_vec_ok checks the
+// window's base and stride).
 #if WTYPE <= 2
 #if WTYPE == 0
 layout(std430, binding = 1) readonly buffer BufW4 { vec4 W4[]; };
