@@ -7,7 +7,8 @@
  * f32 (LOWRANK: B rows [c, r] · A through the GEMM with Aᵀ [k, r] as an f32
  * weight; DENSE: the stored rows; KRON: W1[i1, j1]·W2[i2, j2] entry by
  * entry), then each W row is dequantized on its own (fx_dequantize_row:
- * mapped bf16 or quantized blocks are read in place, never copied whole)
+ * mapped bf16 or quantized blocks are read in place, never copied whole;
+ * fp8 times its scale, the values the GEMM multiplies)
  * and Σ (w + s·δ)² is summed in double, one row per iteration of a
  * parallel loop: the same sums for any thread count.
  */
@@ -108,6 +109,7 @@ int fx_delta_row_norms(const fx_kctx *kc, const fx_weight *w, const fx_delta *d,
             }
             const int64_t wrow = d->row0 + j0 + i;
             fx_dequantize_row(w->dtype, (const char *)w->data + fx_dtype_row_bytes(w->dtype, wrow * w->ld), k, wr);
+            if (fx_dtype_is_fp8(w->dtype)) fx_weight_scale_row(w->scale, k, wr); /* the weight's values */
             double sum = 0.0;
             for (int64_t j = 0; j < k; j++) {
                 const double v = (double)wr[j] + s * (double)dw[i * k + j];

@@ -17,8 +17,9 @@
  *  - Activations are f32, row-major, with a leading dimension (fx_vk_mat),
  *    exactly as kernels.h. Weights are uploaded once (again only when they
  *    exceed the device budget: fx_vk_weight below), as stored (bf16 read
- *    in shaders as packed uint pairs, f16 through unpackHalf2x16, f32),
- *    rows padded to 16 bytes (fx_vk_weight).
+ *    in shaders as packed uint pairs, f16 through unpackHalf2x16, f32,
+ *    GGUF blocks and fp8 bytes decoded in the GEMM), rows padded to 16
+ *    bytes (fx_vk_weight).
  *  - A binding never exceeds maxStorageBufferRange (128 MiB on lavapipe):
  *    operations over larger tensors are split into several dispatches over
  *    row ranges, each binding its own window of the buffers.
@@ -175,6 +176,9 @@ typedef struct fx_vk_vec {
  * GGUF block types (all twelve the CPU reads; linear weights only) keep
  * their blocks as stored, dequantized inside the GEMM: rows are then ld
  * BYTES apart (back to back, fx_dtype_row_bytes(dtype, k)), off in bytes.
+ * fp8 (F8_E4M3, F8_E5M2; linear weights only) stays one byte an element,
+ * rows padded to 16 bytes, and the GEMM loads f32(fp8)·scale, the CPU's
+ * value (one f32 rounding): never a wider copy on the host or the device.
  *
  * Residency. Weights share a device budget (fx_vk_opts.weight_budget).
  * fx_vk_weight_upload copies a weight to the device for its whole life.
@@ -192,6 +196,7 @@ typedef struct fx_vk_weight {
     fx_dtype dtype;
     int64_t n, k, ld, off;
     struct vk_resident *res; /* its residency record (vk_weights.c) */
+    float scale;             /* fp8: the per-tensor scale (kernels.h fx_weight; 0 = 1) */
 } fx_vk_weight;
 
 /* Upload a linear weight (any ld on the host), resident until freed. */

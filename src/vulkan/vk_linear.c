@@ -24,6 +24,7 @@ typedef struct gemm_push {
     uint32_t m, n, k, x_base, ldx, w_base, ldw, y_base, ldy, bias_base, gate_base, mode, has_bias;
     uint32_t h, w, cin, kh, kw, stride, pad_top, pad_left, up, wo, row0, in_row0;
     float gate_scale;
+    float w_scale; /* fp8 weights: their per-tensor scale (1 when unscaled) */
 } gemm_push;
 
 typedef struct gemm_cfg {
@@ -94,6 +95,8 @@ static const block_shaders block_gemm[FX_DTYPE_COUNT] = {
 
 static vk_shader_id gemm_shader(int tiled, int conv, fx_dtype t) {
     if (vk_w_blocks(t)) return tiled ? block_gemm[t].tiled : block_gemm[t].reg; /* linear only */
+    if (t == FX_DTYPE_F8_E4M3) return tiled ? VK_SH_gemm_tiled_f8_e4m3 : VK_SH_gemm_reg_f8_e4m3; /* linear only */
+    if (t == FX_DTYPE_F8_E5M2) return tiled ? VK_SH_gemm_tiled_f8_e5m2 : VK_SH_gemm_reg_f8_e5m2;
     static const vk_shader_id ids[2][2][3] = {
         {{VK_SH_gemm_reg_f32, VK_SH_gemm_reg_f16, VK_SH_gemm_reg_bf16},
          {VK_SH_conv_reg_f32, VK_SH_conv_reg_f16, VK_SH_conv_reg_bf16}},
@@ -110,13 +113,14 @@ static void grid_for(const gemm_cfg *c, int64_t mr, int64_t nc, uint32_t *gx, ui
     *gx = div_up(nc, c->cols_per_group), *gy = div_up(mr, c->rows_per_group);
 }
 
-/* Window of W rows [n0, n0 + nc); *base in elements (block types: bytes). */
+/* Window of W rows [n0, n0 + nc); *base in elements (block types: bytes; fp8: both). */
 static flux_status weight_window(fx_vk *vk, const fx_vk_weight *w, int64_t n0, int64_t nc, vk_bind *b,
                                  uint32_t *base, fx_err *err) {
     const uint64_t lo = vk_w_row_at(w, n0), hi = vk_w_row_at(w, n0 + nc);
     uint32_t words;
     TRY(vk_window(vk, w->buf, lo, hi, 0, b, &words, err));
-    *base = vk_w_blocks(w->dtype) ? (uint32_t)(words * 4 + (lo & 3)) : (uint32_t)(words * 4 / vk_dtype_bytes(w->dtype));
+    const int bytes = vk_w_blocks(w->dtype) || vk_dtype_bytes(w->dtype) == 1; /* block and fp8 rows */
+    *base = bytes ? (uint32_t)(words * 4 + (lo & 3)) : (uint32_t)(words * 4 / vk_dtype_bytes(w->dtype));
     return FLUX_OK;
 }
 
@@ -158,10 +162,10 @@ static flux_status check_epi(const char *op, const fx_vk_epilogue *epi, int64_t 
 
 static flux_status check_weight(const char *op, const fx_vk_weight *w, fx_err *err) {
     if (!w || !w->buf) return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan %s: weight is not on the device", op);
-    const int blocks = vk_w_blocks(w->dtype);
-    if (((unsigned)w->dtype > FX_DTYPE_BF16 && !blocks) || w->off < 0 ||
+    const int blocks = vk_w_blocks(w->dtype), fp8 = fx_dtype_is_fp8(w->dtype);
+    if (((unsigned)w->dtype > FX_DTYPE_BF16 && !blocks && !fp8) || w->off < 0 ||
         (blocks ? w->k < 1 || w->k % fx_dtype_block(w->dtype) || w->ld < fx_dtype_row_bytes(w->dtype, w->k)
-                : w->ld < w->k || (w->dtype != FX_DTYPE_F32 && (w->off % 2 || w->ld % 2))))
+                : w->ld < w->k || (vk_dtype_bytes(w->dtype) == 2 && (w->off % 2 || w->ld % 2))))
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan %s: weight %s has an invalid layout", op, w->buf->what);
     if (vk_w_row_at(w, w->n) > w->buf->bytes)
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan %s: weight [%lld, %lld] exceeds its buffer %s", op,
@@ -210,7 +214,8 @@ flux_status fx_vk_linear(fx_vk *vk, int64_t m, fx_vk_mat x, const fx_vk_weight *
         for (int64_t r0 = 0; r0 < m; r0 += mr_max) {
             const int64_t mr = m - r0 < mr_max ? m - r0 : mr_max;
             gemm_push pc = {.m = (uint32_t)mr, .n = (uint32_t)nc, .k = (uint32_t)k,
-                            .ldx = (uint32_t)x.ld, .ldw = (uint32_t)w->ld, .ldy = (uint32_t)y.ld};
+                            .ldx = (uint32_t)x.ld, .ldw = (uint32_t)w->ld, .ldy = (uint32_t)y.ld,
+                            .w_scale = w->scale != 0.0f ? w->scale : 1.0f};
             vk_bind b[5];
             fx_vk_mat ycols = {y.buf, y.off + n0, y.ld};
             if (k > 0) TRY(vk_window_rows(vk, x, r0, mr, k, 0, &b[0], &pc.x_base, err));
@@ -264,8 +269,8 @@ flux_status fx_vk_conv2d(fx_vk *vk, const fx_conv2d_geom *g, fx_vk_vec x, const 
     TRY(vk_check_alive(vk, err));
     TRY(vk_weight_use(vk, w, err)); /* a weight over the budget is uploaded now */
     TRY(check_weight(op, w, err));
-    if (vk_w_blocks(w->dtype))
-        return fx_fail(err, FLUX_ERR_UNSUPPORTED, "Vulkan conv2d: weight %s holds %s blocks (linear layers only)",
+    if (vk_w_blocks(w->dtype) || fx_dtype_is_fp8(w->dtype))
+        return fx_fail(err, FLUX_ERR_UNSUPPORTED, "Vulkan conv2d: weight %s is %s (linear layers only)",
                        w->buf->what, fx_dtype_name(w->dtype));
     int ho, wo;
     if (!g) return fx_fail(err, FLUX_ERR_INVALID_ARG, "Vulkan conv2d: geometry is NULL");

@@ -10,8 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Weight rows start on 16 bytes: 8 elements (16-bit) or 4 (f32) → use 8. */
+/* Weight rows start on 16 bytes: 8 elements (16-bit) or 4 (f32) → use 8;
+ * fp8 rows: 16 (bytes). */
 #define W_ROW_ALIGN 8
+#define W_ROW_ALIGN_FP8 16
 /* Host bytes converted per upload step. */
 #define UPLOAD_CHUNK ((size_t)8 << 20)
 
@@ -215,11 +217,12 @@ static flux_status weight_new(fx_vk *vk, const fx_conv2d_geom *g, const fx_weigh
     TRY(vk_check_alive(vk, err));
     const fx_dtype dt = w->dtype;
     const int64_t n = w->n, k = w->k;
-    if (dt != FX_DTYPE_F32 && dt != FX_DTYPE_BF16 && dt != FX_DTYPE_F16 && !vk_w_blocks(dt))
+    const int fp8 = fx_dtype_is_fp8(dt);
+    if (dt != FX_DTYPE_F32 && dt != FX_DTYPE_BF16 && dt != FX_DTYPE_F16 && !vk_w_blocks(dt) && !fp8)
         return fx_fail(err, FLUX_ERR_UNSUPPORTED,
-                       "Vulkan: weight %s is stored as %s (dtype %d); the device path reads F32, F16, BF16 and the "
-                       "GGUF block types only (run with --backend cpu)", name, fx_dtype_name(dt), (int)dt);
-    if (g && vk_w_blocks(dt))
+                       "Vulkan: weight %s is stored as %s (dtype %d); the device path reads F32, F16, BF16, fp8 and "
+                       "the GGUF block types only (run with --backend cpu)", name, fx_dtype_name(dt), (int)dt);
+    if (g && (vk_w_blocks(dt) || fp8))
         return fx_fail(err, FLUX_ERR_UNSUPPORTED, "Vulkan: conv weight %s is stored as %s; device convolutions read "
                        "F32, F16 and BF16 weights only (run with --backend cpu)", name, fx_dtype_name(dt));
     if (n < 1 || k < 0 || (vk_w_blocks(dt) && (k < 1 || k % fx_dtype_block(dt))))
@@ -227,10 +230,11 @@ static flux_status weight_new(fx_vk *vk, const fx_conv2d_geom *g, const fx_weigh
                        (long long)k, vk_w_blocks(dt) ? " (not whole blocks)" : "");
     /* Block rows: their bytes back to back (rows of 210-byte blocks start
      * anywhere; the shaders read bytes). Dense rows: padded to 16 bytes. */
-    const int64_t ld = vk_w_blocks(dt) ? fx_dtype_row_bytes(dt, k) : (k + W_ROW_ALIGN - 1) / W_ROW_ALIGN * W_ROW_ALIGN;
+    const int64_t align = fp8 ? W_ROW_ALIGN_FP8 : W_ROW_ALIGN;
+    const int64_t ld = vk_w_blocks(dt) ? fx_dtype_row_bytes(dt, k) : (k + align - 1) / align * align;
     vk_resident *r = calloc(1, sizeof *r);
     if (!r) return fx_fail(err, FLUX_ERR_NOMEM, "Vulkan: out of host memory registering %s", name);
-    *out = (fx_vk_weight){NULL, dt, n, k, ld ? ld : W_ROW_ALIGN, 0, r};
+    *out = (fx_vk_weight){NULL, dt, n, k, ld ? ld : align, 0, r, fp8 ? w->scale : 0.0f};
     r->w = out;
     r->src = *w;
     r->conv = g != NULL;

@@ -529,6 +529,48 @@ TEST(single_file_fp8_stays_mapped) {
     CHECK_MSG(same_png(p1, p2), "--quant q8_0 of the fp8 file differs from that of its dequantized weights");
 }
 
+/* DoRA on an fp8 transformer: the row norms ‖W + s·ΔW‖ read the weight's
+ * values f32(fp8)·scale (not the unscaled fp8), so in f32 the run equals,
+ * bit for bit, the same adapter on the F32-dequantized file (the unscaled
+ * norms moved the latents by ~0.9 of their range). */
+TEST(single_file_fp8_dora_matches_the_dequantized_model) {
+    char fp8[PATH_MAX], deq[PATH_MAX], dora[PATH_MAX], args[3 * PATH_MAX];
+    const char *p = make_fp8_file("comfyui", "--fp8 e4m3", "fp8-dora");
+    REQUIRE(p);
+    snprintf(fp8, sizeof fp8, "%s", p);
+    p = make_fp8_file("comfyui", "--fp8 e4m3 --dequantized", "fp8-dora-deq");
+    REQUIRE(p);
+    snprintf(deq, sizeof deq, "%s", p);
+    snprintf(dora, sizeof dora, "%s", fx_test_tmp_path("fp8-dora-adapter.safetensors"));
+    snprintf(args, sizeof args, "-d '%s' -o '%s' --format bfl --rank 4 --seed 3 --dora out", fx_test_path("golden/model"),
+             dora);
+    REQUIRE(!FX_TEST_RUN_TOOL("gen_lora", args));
+    const char *files[2] = {fp8, deq};
+    fx_npy lat[2] = {{0}};
+    for (int f = 0; f < 2; f++) {
+        char dump[PATH_MAX], cmd[6 * PATH_MAX], *out = NULL;
+        snprintf(dump, sizeof dump, "%s", fx_test_tmp_path(f ? "dora-deq" : "dora-fp8"));
+        mkdir(dump, 0777);
+        snprintf(cmd, sizeof cmd, "FLUX_PRECISION=f32 '%s' -q --backend cpu -d '%s' -p 'a boat' -W 64 -H 64 -s 1 -S 3 "
+                 "-o '%s/out.png' --dump '%s' --transformer '%s' --lora '%s' 2>&1", fx_test_flux_bin(),
+                 fx_test_path("golden/model"), dump, dump, files[f], dora);
+        int rc = fx_test_run(cmd, &out);
+        CHECK_MSG(rc == 0, "flux: %s", out ? out : "");
+        free(out);
+        char path[PATH_MAX + 16];
+        snprintf(path, sizeof path, "%s/latents.npy", dump);
+        fx_err err = {0};
+        CHECK_MSG(fx_npy_read(path, &lat[f], &err) == FLUX_OK, "%s", err.msg);
+    }
+    if (lat[0].data && lat[1].data) {
+        REQUIRE(lat[0].count == lat[1].count);
+        const double d = rel_diff(lat[0].data, lat[1].data, (int64_t)lat[0].count);
+        printf("    DoRA latents: max |fp8 - F32 dequantized| / max = %.3g\n", d);
+        CHECK_MSG(d == 0.0, "DoRA on the fp8 file differs from DoRA on its dequantized weights by %.3g", d);
+    }
+    fx_npy_free(&lat[0]), fx_npy_free(&lat[1]);
+}
+
 TEST(single_file_folder_needs_no_transformer_weights) {
     /* --transformer replaces the weights in transformer/: a folder with only
      * transformer/config.json loads. */

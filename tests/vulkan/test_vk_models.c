@@ -11,7 +11,10 @@
  *     relative, pixels max |Δ| 1;
  *   - a LoKr (Kronecker) adapter beside a low-rank one, then the low-rank
  *     one rescaled and the LoKr removed between two images: both images
- *     within 1e-5 of the CPU's, the second bit for bit a fresh context's.
+ *     within 1e-5 of the CPU's, the second bit for bit a fresh context's;
+ *   - fp8 transformer files (E4M3, E5M2; tools/make_single_file), decoded in
+ *     the device's GEMM: within the golden f32 tolerance of the CPU run of
+ *     the same file; with a low-rank LoRA on top: within 1e-5.
  */
 #include "vk_test.h"
 
@@ -37,10 +40,10 @@ typedef struct vk_run {
 } vk_run;
 
 /* An f32 context on the CPU or the Vulkan device with dir loaded (--quant
- * quant, NULL: none) and a LoRA at scale 1 (NULL: none); NULL after a
- * failure. */
-static flux_ctx *open_model(flux_backend backend, const char *dir, const char *quant, const char *lora,
-                            const char *tag) {
+ * quant, NULL: none; the transformer from the single file `transformer`,
+ * NULL: dir's) and a LoRA at scale 1 (NULL: none); NULL after a failure. */
+static flux_ctx *open_model_file(flux_backend backend, const char *dir, const char *transformer, const char *quant,
+                                 const char *lora, const char *tag) {
     flux_options o;
     flux_options_init(&o);
     o.backend = backend;
@@ -51,6 +54,7 @@ static flux_ctx *open_model(flux_backend backend, const char *dir, const char *q
     flux_load_options lo;
     flux_load_options_init(&lo);
     lo.quant = quant;
+    lo.transformer_file = transformer;
     if (!ctx || flux_load(ctx, dir, &lo) != FLUX_OK) {
         fx_test_fail(__FILE__, __LINE__, "flux_load (%s): %s", tag, flux_error(ctx));
         flux_free(ctx);
@@ -64,6 +68,11 @@ static flux_ctx *open_model(flux_backend backend, const char *dir, const char *q
     if (backend == FLUX_BACKEND_VULKAN)
         CHECK_MSG(!strncmp(flux_backend_name(ctx), "vulkan", 6), "%s runs on %s", tag, flux_backend_name(ctx));
     return ctx;
+}
+
+static flux_ctx *open_model(flux_backend backend, const char *dir, const char *quant, const char *lora,
+                            const char *tag) {
+    return open_model_file(backend, dir, NULL, quant, lora, tag);
 }
 
 /* One f32 generation ("a small red boat", 32×32, 1 step, seed 7) on ctx;
@@ -100,11 +109,16 @@ static void close_model(flux_ctx *ctx, const char *tag) {
     flux_free(ctx);
 }
 
-static vk_run run_on(flux_backend backend, const char *dir, const char *quant, const char *lora, const char *tag) {
-    flux_ctx *ctx = open_model(backend, dir, quant, lora, tag);
+static vk_run run_file_on(flux_backend backend, const char *dir, const char *transformer, const char *quant,
+                          const char *lora, const char *tag) {
+    flux_ctx *ctx = open_model_file(backend, dir, transformer, quant, lora, tag);
     vk_run r = ctx ? generate(ctx, tag) : (vk_run){0};
     close_model(ctx, tag);
     return r;
+}
+
+static vk_run run_on(flux_backend backend, const char *dir, const char *quant, const char *lora, const char *tag) {
+    return run_file_on(backend, dir, NULL, quant, lora, tag);
 }
 
 static void run_free(vk_run *r) {
@@ -113,13 +127,15 @@ static void run_free(vk_run *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* The device run against the CPU run of the same model, quant and adapter. */
-static void device_matches_cpu(const char *dir, const char *quant, const char *lora, double tol, const char *tag) {
+/* The device run against the CPU run of the same model (transformer file:
+ * NULL for dir's), quant and adapter. */
+static void device_matches_cpu_file(const char *dir, const char *transformer, const char *quant, const char *lora,
+                                    double tol, const char *tag) {
     if (!vkt_device_ready()) return;
     char tc[64], tv[64];
     snprintf(tc, sizeof tc, "%s-cpu", tag), snprintf(tv, sizeof tv, "%s-vk", tag);
-    vk_run cpu = run_on(FLUX_BACKEND_CPU, dir, quant, lora, tc);
-    vk_run dev = run_on(FLUX_BACKEND_VULKAN, dir, quant, lora, tv);
+    vk_run cpu = run_file_on(FLUX_BACKEND_CPU, dir, transformer, quant, lora, tc);
+    vk_run dev = run_file_on(FLUX_BACKEND_VULKAN, dir, transformer, quant, lora, tv);
     unsetenv("FLUX_VK_VALIDATION");
     if (cpu.ok && dev.ok) {
         REQUIRE(cpu.latents.count == dev.latents.count);
@@ -130,6 +146,10 @@ static void device_matches_cpu(const char *dir, const char *quant, const char *l
         CHECK_MSG(px <= 1, "%s: pixels differ by %d", tag, px);
     }
     run_free(&cpu), run_free(&dev);
+}
+
+static void device_matches_cpu(const char *dir, const char *quant, const char *lora, double tol, const char *tag) {
+    device_matches_cpu_file(dir, NULL, quant, lora, tol, tag);
 }
 
 TEST(vk_model_q8_0_matches_cpu) {
@@ -247,4 +267,78 @@ TEST(vk_lora_lokr_and_changes_match_cpu) {
     }
     for (int i = 0; i < 2; i++) run_free(&img1[i]), run_free(&img2[i]);
     run_free(&fresh);
+}
+
+/* make_single_file of dir's transformer as an fp8 file (`flags`) into
+ * <tmp>/<name>.safetensors (static buffer), or NULL after a failure. */
+static const char *fp8_file(const char *dir, const char *layout, const char *flags, const char *name) {
+    static char path[PATH_MAX];
+    char all[4 * PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s.safetensors", fx_test_tmpdir(), name);
+    snprintf(all, sizeof all, "--layout %s -d '%s' -o '%s' %s", layout, dir, path, flags);
+    return FX_TEST_RUN_TOOL("make_single_file", all) ? NULL : path;
+}
+
+/* fp8 transformer files (README "fp8 checkpoints"): ComfyUI E4M3 with the
+ * scaled-fp8 keys and diffusers E5M2 with '.weight_scale', each on the
+ * device (bytes decoded in the GEMM) within the golden f32 tolerance of the
+ * CPU run of the same file. */
+TEST(vk_model_fp8_matches_cpu) {
+    static const struct {
+        const char *layout, *flags, *tag;
+    } files[2] = {{"comfyui", "--fp8 e4m3 --fp8-legacy", "fp8-e4m3"}, {"diffusers", "--fp8 e5m2", "fp8-e5m2"}};
+    const char *dir = model256();
+    for (int f = 0; f < 2 && dir; f++) {
+        char file[PATH_MAX];
+        const char *p = fp8_file(dir, files[f].layout, files[f].flags, files[f].tag);
+        CHECK(p != NULL);
+        if (!p) continue;
+        snprintf(file, sizeof file, "%s", p);
+        device_matches_cpu_file(dir, file, NULL, NULL, FX_GCASE_TOL_F32, files[f].tag);
+    }
+}
+
+/* The d = 256 model's transformer as an fp8 file (`flags`, into file
+ * [PATH_MAX]) and an adapter for it (gen_lora `args`, static buffer), or
+ * NULL after a failure. */
+static const char *fp8_with_adapter(const char *flags, const char *tag, const char *lora_args, char *file) {
+    const char *dir = model256();
+    char name[64];
+    snprintf(name, sizeof name, "%s-base", tag);
+    const char *p = dir ? fp8_file(dir, "comfyui", flags, name) : NULL;
+    if (p) snprintf(file, PATH_MAX, "%s", p);
+    const char *lora = p ? gen_lora(dir, tag, lora_args) : NULL;
+    CHECK(p && lora);
+    return lora;
+}
+
+/* A low-rank adapter on an fp8 transformer: fp8 weights and terms. */
+TEST(vk_lora_on_fp8_matches_cpu) {
+    char file[PATH_MAX];
+    const char *lora = fp8_with_adapter("--fp8 e4m3", "vk-lowrank-fp8", "--format bfl --rank 4 --seed 23 --strength 0.8",
+                                        file);
+    if (lora) device_matches_cpu_file(model256(), file, NULL, lora, LORA_TOL, "lora-fp8");
+}
+
+/* DoRA stays on the CPU (any weight type): on an fp8 transformer the device
+ * refuses it by name at the first adapted layer, never a result without it. */
+TEST(vk_dora_on_fp8_is_refused_by_name) {
+    char file[PATH_MAX];
+    const char *dora = fp8_with_adapter("--fp8 e5m2", "vk-dora-fp8", "--format bfl --rank 4 --seed 5 --dora out", file);
+    if (!dora || !vkt_device_ready()) return;
+    flux_ctx *ctx = open_model_file(FLUX_BACKEND_VULKAN, model256(), file, NULL, dora, "dora-fp8-vk");
+    if (ctx) {
+        flux_params prm;
+        flux_params_init(&prm);
+        prm.prompt = "a small red boat";
+        prm.width = prm.height = 32;
+        prm.steps = 1, prm.seed = 7;
+        flux_image *img = NULL;
+        CHECK_EQ_INT(flux_generate(ctx, &prm, &img), FLUX_ERR_UNSUPPORTED);
+        CHECK_MSG(img == NULL && strstr(flux_error(ctx), "DoRA") && strstr(flux_error(ctx), "Vulkan"), "error: %s",
+                  flux_error(ctx));
+        flux_image_free(img);
+        close_model(ctx, "dora-fp8-vk");
+    }
+    unsetenv("FLUX_VK_VALIDATION");
 }

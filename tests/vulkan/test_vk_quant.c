@@ -10,7 +10,8 @@
  *   - against the CPU scalar kernel (fx_linear) on the same blocks, both
  *     GEMM variants, every epilogue, odd m and n, several blocks per row
  *     (k multiples of the block only: a block never straddles rows);
- *   - an unknown dtype is still refused by name at upload.
+ *   - an unknown dtype (and F8_E8M0) is still refused by name at upload;
+ *     F8_E4M3 / F8_E5M2 are accepted (test_vk_fp8.c).
  *
  * Tolerance as test_vk_gemm.c: max|y − y_cpu| <= 2e-5 · max(1, max|y_cpu|).
  * Dequantization is exact in f32 on both sides (the same operations); only
@@ -128,7 +129,7 @@ static void dequant_exact_on(fx_vk_gemm_variant v, const char *label) {
     for (int i = 0; i < K; i++) eye[i * K + i] = 1.0f;
     fx_vk_buf *bx = vkt_upload(vk, eye, (size_t)K * K, "I"), *by = vkt_upload(vk, NULL, (size_t)K * N, "y");
     for (int t = FX_DTYPE_Q8_0; t < FX_DTYPE_COUNT && bx && by; t++) {
-        /* listed types without kernels; fp8 is refused on the device (below) */
+        /* listed types without kernels; fp8 (no blocks): test_vk_fp8.c */
         if (!fx_dtype_is_weight((fx_dtype)t) || !fx_dtype_is_block((fx_dtype)t)) continue;
         fx_test_rng r;
         fx_test_rng_seed(&r, (uint64_t)(t * 131 + 17));
@@ -165,8 +166,8 @@ static void dequant_exact_on(fx_vk_gemm_variant v, const char *label) {
 /* One variant: both read the weights through the same w_block(). */
 TEST(vk_dequant_bitexact) { dequant_exact_on(FX_VK_GEMM_AUTO, "auto"); }
 
-/* Every block type is read on the device; a dtype the device does not know
- * is refused by name at upload, and a block-typed conv weight too. */
+/* Every block type and fp8 is read on the device; a dtype the device does
+ * not know is refused by name at upload, and a block-typed conv weight too. */
 TEST(vk_unknown_dtype_is_refused) {
     fx_vk *vk = vkt_open(NULL);
     if (!vk) return;
@@ -176,15 +177,24 @@ TEST(vk_unknown_dtype_is_refused) {
     fx_err err = {0};
     CHECK_EQ_INT(fx_vk_weight_upload(vk, &hw, "blk.odd", &dw, &err), FLUX_ERR_UNSUPPORTED);
     CHECK_MSG(strstr(err.msg, "blk.odd") && strstr(err.msg, "--backend cpu"), "error: %s", err.msg);
-    /* fp8 weights (per-tensor scales) run on the CPU only */
+    /* fp8 weights (per-tensor scales) are accepted, kept one byte an
+     * element (test_vk_fp8.c); the F8_E8M0 scale type is no weight */
     uint8_t f8[3 * 64] = {0};
     for (int t = FX_DTYPE_F8_E4M3; t <= FX_DTYPE_F8_E5M2; t++) {
-        fx_weight fw = {.data = f8, .dtype = (fx_dtype)t, .n = 3, .k = 64, .ld = 64};
+        fx_weight fw = {.data = f8, .dtype = (fx_dtype)t, .n = 3, .k = 64, .ld = 64, .scale = 0.25f};
         err = (fx_err){0};
-        CHECK_EQ_INT(fx_vk_weight_upload(vk, &fw, "f8.w", &dw, &err), FLUX_ERR_UNSUPPORTED);
-        CHECK_MSG(strstr(err.msg, "f8.w") && strstr(err.msg, fx_dtype_name((fx_dtype)t)) && strstr(err.msg, "--backend cpu"),
-                  "error: %s", err.msg);
+        CHECK_MSG(fx_vk_weight_upload(vk, &fw, "f8.w", &dw, &err) == FLUX_OK, "%s: %s", fx_dtype_name((fx_dtype)t),
+                  err.msg);
+        if (dw.buf) {
+            CHECK(dw.dtype == (fx_dtype)t && dw.scale == 0.25f && fx_vk_buf_bytes(dw.buf) == 3 * 64);
+            fx_vk_weight_free(vk, &dw);
+        }
     }
+    fx_weight e8 = {.data = f8, .dtype = FX_DTYPE_F8_E8M0, .n = 3, .k = 64, .ld = 64};
+    err = (fx_err){0};
+    CHECK_EQ_INT(fx_vk_weight_upload(vk, &e8, "e8.w", &dw, &err), FLUX_ERR_UNSUPPORTED);
+    CHECK_MSG(strstr(err.msg, "e8.w") && strstr(err.msg, "F8_E8M0") && strstr(err.msg, "--backend cpu"), "error: %s",
+              err.msg);
     fx_test_rng r;
     fx_test_rng_seed(&r, 5);
     void *q = block_weight(&r, FX_DTYPE_Q4_1, 4, 32);

@@ -54,7 +54,8 @@ void vkt_linear_vs_cpu(fx_vk *vk, fx_test_rng *r, int64_t m, const fx_weight *hw
 float *vkt_random(fx_test_rng *r, size_t n, float scale);
 
 /* Fails the test when max|got − want| > tol·max(1, max|want|) over n
- * values; prints the error either way. Returns 1 if within. */
+ * values; a NaN or infinite want needs a NaN or the same infinity (and
+ * leaves the scale alone). Prints the error either way. Returns 1 if within. */
 int vkt_check_close(const char *what, const float *got, const float *want, size_t n, double tol);
 
 #endif

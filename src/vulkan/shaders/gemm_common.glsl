@@ -8,7 +8,9 @@
 // Q8_0, 4 Q4_0, 5 Q4_K, 6 Q5_K, 7 Q6_K, 8 Q4_1, 9 Q5_0, 10 Q5_1, 11 Q2_K,
 // 12 Q3_K, 13 IQ4_NL, 14 IQ4_XS, read as bytes), rows ld BYTES apart
 // and w_base a byte offset, dequantized element by element as the tile
-// loads (exactly the CPU reference's f32 operations, hence `precise`).
+// loads (exactly the CPU reference's f32 operations, hence `precise`);
+// or fp8 bytes (WTYPE 15 F8_E4M3, 16 F8_E5M2), one an element, rows ld
+// bytes apart, each loaded as f32(fp8)·w_scale (the CPU's value).
 // All other offsets are element indices inside the bound windows.
 #ifndef WTYPE
 #define WTYPE 0
@@ -16,11 +18,13 @@
 #ifndef CONV
 #define CONV 0
 #endif
+#define W_BLOCKS (WTYPE >= 3 && WTYPE <= 14)
+#define W_FP8 (WTYPE == 15 || WTYPE == 16)
 
 layout(std430, binding = 0) readonly buffer BufX { float X[]; };
 #if WTYPE == 0
 layout(std430, binding = 1) readonly buffer BufW { float W[]; };
-#else // 16-bit pairs or block bytes
+#else // 16-bit pairs, block or fp8 bytes
 layout(std430, binding = 1) readonly buffer BufW { uint W[]; };
 #endif
 layout(std430, binding = 2) buffer BufY { float Y[]; };
@@ -39,13 +43,44 @@ layout(push_constant) uniform Push {
     uint row0;               // first output row (conv) of this pass
     uint in_row0;            // first input row in the X window (conv)
     float gate_scale;        // mode 2 adds (gate_scale·Gate)·t (1: a plain layer)
+    float w_scale;           // fp8: the weight's per-tensor scale (1: unscaled)
 } pc;
 
 #if WTYPE >= 3
+uint wbyte(uint b) { return (W[b >> 2] >> ((b & 3u) * 8u)) & 0xFFu; }
+#endif
+
+#if W_FP8
+// An fp8 byte as f32, exact (simd/quant/quant.h): E4M3FN bias 7,
+// subnormals m·2⁻⁹, no infinities, 0x7F / 0xFF NaN; E5M2 the upper byte
+// of an IEEE half (bias 15, subnormals m·2⁻¹⁶, infinities and NaNs).
+// Built from bits (normal f32 results, so no denormal flushing applies).
+float fp8_f32(uint b) {
+    const uint sign = (b & 0x80u) << 24;
+#if WTYPE == 15
+    const uint e = (b >> 3) & 15u, m = b & 7u;
+    if (e == 15u && m == 7u) return uintBitsToFloat(sign | 0x7FC00000u);
+    if (e == 0u) return uintBitsToFloat(sign | floatBitsToUint(float(m) * 0.001953125)); // m·2⁻⁹
+    return uintBitsToFloat(sign | ((e + 120u) << 23) | (m << 20));
+#else
+    const uint e = (b >> 2) & 31u, m = b & 3u;
+    if (e == 31u) return uintBitsToFloat(sign | 0x7F800000u | (m << 21)); // ±inf (m = 0), NaN
+    if (e == 0u) return uintBitsToFloat(sign | floatBitsToUint(float(m) * 0.0000152587890625)); // m·2⁻¹⁶
+    return uintBitsToFloat(sign | ((e + 112u) << 23) | (m << 21));
+#endif
+}
+
+// The weight's value of one fp8 byte: f32(fp8)·scale, one f32 rounding.
+float fp8_value(uint b) {
+    precise float x = fp8_f32(b) * pc.w_scale;
+    return x;
+}
+#endif
+
+#if W_BLOCKS
 #if WTYPE == 13 || WTYPE == 14 // the IQ4_NL / IQ4_XS non-linear grid
 const int IQ4NL[16] = int[16](-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
 #endif
-uint wbyte(uint b) { return (W[b >> 2] >> ((b & 3u) * 8u)) & 0xFFu; }
 float wf16(uint b) { return unpackHalf2x16(wbyte(b) | (wbyte(b + 1u) << 8)).x; }
 
 // Element kidx of the block row starting at byte rb.
@@ -145,7 +180,9 @@ float w_block(uint rb, uint kidx) {
 #endif
 
 float w_at(uint idx) {
-#if WTYPE >= 3
+#if W_FP8
+    return fp8_value(wbyte(idx));
+#elif W_BLOCKS
     return 0.0; // block rows are read through w_el
 #elif WTYPE == 0
     return W[idx];
@@ -161,7 +198,7 @@ float w_at(uint idx) {
 // Element kidx of the weight row that starts at `row` (element index, or
 // byte offset for block types).
 float w_el(uint row, uint kidx) {
-#if WTYPE >= 3
+#if W_BLOCKS
     return w_block(row, kidx);
 #else
     return w_at(row + kidx);
@@ -170,8 +207,10 @@ float w_el(uint row, uint kidx) {
 
 // Four consecutive weights from idx (idx + 3 stays inside the padded row).
 vec4 w4_at(uint idx) {
-#if WTYPE >= 3
+#if W_BLOCKS
     return vec4(0.0);
+#elif W_FP8
+    return vec4(w_at(idx), w_at(idx + 1u), w_at(idx + 2u), w_at(idx + 3u));
 #elif WTYPE == 0
     return vec4(W[idx], W[idx + 1], W[idx + 2], W[idx + 3]);
 #else

@@ -39,6 +39,8 @@ VK_SHADERS := \
     gemm_tiled_q4_1:gemm_tiled:-DWTYPE=8 gemm_tiled_q5_0:gemm_tiled:-DWTYPE=9 gemm_tiled_q5_1:gemm_tiled:-DWTYPE=10 \
     gemm_tiled_q2_k:gemm_tiled:-DWTYPE=11 gemm_tiled_q3_k:gemm_tiled:-DWTYPE=12 gemm_tiled_iq4_nl:gemm_tiled:-DWTYPE=13 \
     gemm_tiled_iq4_xs:gemm_tiled:-DWTYPE=14 \
+    gemm_reg_f8_e4m3:gemm_reg:-DWTYPE=15 gemm_reg_f8_e5m2:gemm_reg:-DWTYPE=16 \
+    gemm_tiled_f8_e4m3:gemm_tiled:-DWTYPE=15 gemm_tiled_f8_e5m2:gemm_tiled:-DWTYPE=16 \
     attention:attention: attention_rows_d32:attention_rows:-DDMAX=32^-DRQ=2 attention_rows_d64:attention_rows:-DDMAX=64^-DRQ=2 \
     attention_rows_d128:attention_rows:-DDMAX=128^-DRQ=1 \
     rmsnorm:rmsnorm: layernorm_modulate:layernorm_modulate: qk_norm_rope:qk_norm_rope: softmax:softmax: \
