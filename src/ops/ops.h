@@ -232,8 +232,9 @@ flux_status fx_op_rows_load(fx_ops *ops, const fx_rows *t, int y0, int y1, const
                             fx_err *err);
 /* Dense rows src [y1 − y0, w·c] into rows [y0, y1) of t (converted to its
  * dtype). residual: t's rows are added to src first (src keeps the sum).
- * sums (groups > 0): each row's GroupNorm sums [groups][Σx, Σx²] of what is
- * stored, added to sums in row order (the same for any thread count). */
+ * sums (groups > 0): each row's GroupNorm sums [groups][Σx, Σx²] (of the f32
+ * rows, after the residual), added to sums in row order (the same for any
+ * thread count). */
 flux_status fx_op_rows_store(fx_ops *ops, const fx_rows *t, int y0, int y1, fx_view src, int residual, int groups,
                              double *sums, fx_err *err);
 
