@@ -27,10 +27,12 @@ typedef struct host {
     fx_kctx kc;
     fx_mem_stats mem;
     fx_ops *ops;
+    fx_test_rng rng;
 } host;
 
-static int host_open(host *h) {
+static int host_open(host *h, uint64_t seed) {
     memset(h, 0, sizeof *h);
+    fx_test_rng_seed(&h->rng, seed);
     fx_kctx_init(&h->kc, fx_kernels_get(FX_ISA_SCALAR, 0), 2, fx_scratch_new(2));
     fx_mem_stats_init(&h->mem);
     fx_err err = {0};
@@ -54,16 +56,15 @@ static fx_buf *wrap(host *h, void *p, int64_t n) {
 
 TEST(ops_strips_conv_rows_match_conv2d) {
     host h;
-    REQUIRE(host_open(&h));
-    fx_test_rng r;
-    fx_test_rng_seed(&r, 41);
+    REQUIRE(host_open(&h, 41));
+    fx_test_rng *r = &h.rng;
     fx_err err = {0};
     const int hh = 11, ww = 6, cin = 8, cout = 16;
     float *x = malloc(sizeof(float) * hh * ww * cin), bias[16];
-    fx_test_fill_uniform(&r, x, (size_t)hh * ww * cin, 1.0f);
-    fx_test_fill_uniform(&r, bias, 16, 0.3f);
+    fx_test_fill_uniform(r, x, (size_t)hh * ww * cin, 1.0f);
+    fx_test_fill_uniform(r, bias, 16, 0.3f);
     uint16_t *wb = malloc(sizeof(uint16_t) * cout * cin * 9);
-    for (int i = 0; i < cout * cin * 9; i++) wb[i] = fx_f32_to_bf16_bits(0.2f * fx_test_rng_uniform(&r));
+    for (int i = 0; i < cout * cin * 9; i++) wb[i] = fx_f32_to_bf16_bits(0.2f * fx_test_rng_uniform(r));
     const fx_weight w = {.data = wb, .dtype = FX_DTYPE_BF16, .n = cout, .k = cin * 9, .ld = cin * 9};
     fx_buf *xb = wrap(&h, x, (int64_t)hh * ww * cin), *bb = wrap(&h, bias, 16);
     const fx_op_epi epi = {FX_EPI_STORE, fx_vec(bb, 0), fx_none};
@@ -107,18 +108,17 @@ TEST(ops_strips_conv_rows_match_conv2d) {
 
 TEST(ops_strips_rows_store_load_groupnorm) {
     host h;
-    REQUIRE(host_open(&h));
-    fx_test_rng r;
-    fx_test_rng_seed(&r, 43);
+    REQUIRE(host_open(&h, 43));
+    fx_test_rng *r = &h.rng;
     fx_err err = {0};
     enum { H = 9, W = 40, C = 32, G = 4, PITCH = W * C + 24 };
     const int64_t n = (int64_t)H * W * C;
     float *src = malloc(sizeof(float) * n), *keep = malloc(sizeof(float) * n), *back = malloc(sizeof(float) * n);
     uint16_t *stored = malloc(sizeof(uint16_t) * H * PITCH);
     float gamma[C], beta[C];
-    fx_test_fill_uniform(&r, src, (size_t)n, 2.0f);
-    fx_test_fill_uniform(&r, gamma, C, 1.0f);
-    fx_test_fill_uniform(&r, beta, C, 0.5f);
+    fx_test_fill_uniform(r, src, (size_t)n, 2.0f);
+    fx_test_fill_uniform(r, gamma, C, 1.0f);
+    fx_test_fill_uniform(r, beta, C, 0.5f);
     memcpy(keep, src, sizeof(float) * n);
     memset(stored, 0xab, sizeof(uint16_t) * H * PITCH);
     fx_buf *sb = wrap(&h, src, n), *bk = wrap(&h, back, n);
