@@ -58,7 +58,7 @@ void fx_ops_close(fx_ops *ops);
 /* The backend's name in the list ("cpu", "vulkan"). */
 const char *fx_ops_backend(const fx_ops *ops);
 /* 1 when buffers are host memory (the CPU backend): stages may then stream
- * through host-side engines of their own (the VAE's strips). */
+ * through the host strips at the end of this header (the VAE's strips). */
 int fx_ops_on_host(const fx_ops *ops);
 /* "cpu" or "vulkan: <device name>, driver <driver>". */
 const char *fx_ops_name(const fx_ops *ops);
@@ -114,7 +114,7 @@ static const fx_view fx_none = {0, 0, 0};
 typedef struct fx_opw {
     fx_weight w;                /* the stored view (adapter terms in w.delta) */
     void *state;                /* the backend's own form of it (a device copy, an int8
-                                   form), owned and read by that backend only */
+                                   form, a packed conv), owned and read by that backend only */
 } fx_opw;
 /* Register w (name for errors); the host data must outlive it (the CPU
  * computes from it; a device streams from it what exceeds its budget). */
