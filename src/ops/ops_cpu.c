@@ -30,7 +30,8 @@ typedef struct cpu_ctx {
 /* A weight's forms (fx_opw.state). */
 typedef struct cpu_weight {
     fx_int8w *int8;             /* fx_ops_weight_int8_form, or NULL */
-    void *packed;               /* fx_ops_conv_weight_rows: the packed conv weight, or NULL */
+    void *packed;               /* fx_ops_conv_weight_rows: the packed conv weight, or NULL
+                                   (counted as activations: held for one layer's strips) */
     size_t packed_bytes;
     fx_conv2d_geom g;           /* the geometry it was packed for */
 } cpu_weight;
@@ -110,7 +111,7 @@ static void weight_release(void *ctx, fx_opw *w) {
         fx_int8w_free(cw->int8);
     }
     if (cw->packed) {
-        fx_mem_add(c->mem, FX_MEM_WEIGHT_FORMS, -(int64_t)cw->packed_bytes);
+        fx_mem_add(c->mem, FX_MEM_ACTIVATIONS, -(int64_t)cw->packed_bytes);
         free(cw->packed);
     }
     free(cw);
@@ -398,7 +399,7 @@ static flux_status weight_rows_prepare(void *ctx, const fx_conv2d_geom *g, fx_op
                        g->cout, g->cin);
     }
     cw->packed = packed, cw->packed_bytes = bytes, cw->g = *g;
-    fx_mem_add(c->mem, FX_MEM_WEIGHT_FORMS, (int64_t)bytes);
+    fx_mem_add(c->mem, FX_MEM_ACTIVATIONS, (int64_t)bytes); /* one layer's working copy, not a resident form */
     w->state = cw;
     return FLUX_OK;
 }

@@ -4,7 +4,8 @@
  *  - fx_op_conv2d_rows over a weight packed once (fx_ops_conv_weight_rows)
  *    gives, strip by strip from input-row windows, exactly fx_op_conv2d's
  *    output (plain and upsampling, stride 2); the packed form is counted
- *    while registered and freed by fx_ops_weight_free;
+ *    (as activations: a layer's working copy) while registered and freed by
+ *    fx_ops_weight_free;
  *  - fx_op_rows_store / fx_op_rows_load move rows between dense f32 and a
  *    pitched bf16 tensor (rounding to bf16 only, bytes between rows
  *    untouched) and a planar one (exact transposition); the residual adds
@@ -81,7 +82,7 @@ TEST(ops_strips_conv_rows_match_conv2d) {
         REQUIRE(fx_ops_conv_weight(h.ops, &g, &w, "conv", &plain, &err) == FLUX_OK);
         REQUIRE(fx_op_conv2d(h.ops, &g, fx_vec(xb, 0), &plain, &epi, fx_vec(wantb, 0), &err) == FLUX_OK);
         CHECK_MSG(fx_ops_conv_weight_rows(h.ops, &g, &w, "conv", &packed, &err) == FLUX_OK, "%s", err.msg);
-        CHECK(packed.state != NULL && h.mem.cur[FX_MEM_WEIGHT_FORMS] > 0);
+        CHECK(packed.state != NULL && h.mem.cur[FX_MEM_ACTIVATIONS] > 0 && h.mem.cur[FX_MEM_WEIGHT_FORMS] == 0);
         for (int r0 = 0; r0 < ho; r0 += 3) { /* strips of 3 rows from their input windows */
             const int r1 = r0 + 3 < ho ? r0 + 3 : ho;
             int in0, in1;
@@ -96,7 +97,7 @@ TEST(ops_strips_conv_rows_match_conv2d) {
                      FLUX_ERR_INVALID_ARG);
         fx_ops_weight_free(h.ops, &packed);
         fx_ops_weight_free(h.ops, &plain);
-        CHECK(packed.state == NULL && h.mem.cur[FX_MEM_WEIGHT_FORMS] == 0);
+        CHECK(packed.state == NULL && h.mem.cur[FX_MEM_ACTIVATIONS] == 0);
         fx_buf_free(h.ops, wantb), fx_buf_free(h.ops, gotb);
         free(want), free(got);
     }
