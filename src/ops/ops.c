@@ -139,7 +139,7 @@ flux_status fx_buf_new(fx_ops *ops, int64_t floats, const char *what, fx_buf **o
 
 void fx_buf_free(fx_ops *ops, fx_buf *b) {
     if (!b) return;
-    ops->be->buf_free(ops->ctx, b);
+    if (!b->wrapped) ops->be->buf_free(ops->ctx, b);
     free(b);
 }
 
@@ -345,4 +345,116 @@ flux_status fx_op_conv2d(fx_ops *ops, const fx_conv2d_geom *g, fx_view x, const 
     TRY(check_view("conv2d", "y", y, 1, (int64_t)ho * wo * g->cout, 0, err));
     TRY(check_epi("conv2d", epi, g->cout, err));
     return ops->be->conv2d(ops->ctx, g, x, w, epi, y, err);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Host strips                                                              */
+/* ------------------------------------------------------------------------ */
+
+static flux_status no_strips(const fx_ops *ops, const char *op, fx_err *err) {
+    return fx_fail(err, FLUX_ERR_UNSUPPORTED, "%s: the %s backend keeps no tensors in host memory", op, ops->be->name);
+}
+
+flux_status fx_buf_wrap(fx_ops *ops, void *host, int64_t floats, const char *what, fx_buf **out, fx_err *err) {
+    *out = NULL;
+    if (!ops->be->wrap) return no_strips(ops, "wrap", err);
+    if (!host || floats < 0) return fx_fail(err, FLUX_ERR_INVALID_ARG, "wrap %s: no memory", what ? what : "a buffer");
+    fx_buf *b = calloc(1, sizeof *b);
+    if (!b) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (%s)", what);
+    b->n = floats;
+    b->wrapped = 1;
+    snprintf(b->what, sizeof b->what, "%s", what ? what : "a buffer");
+    flux_status st = ops->be->wrap(ops->ctx, b, host, err);
+    if (st) {
+        free(b);
+        return st;
+    }
+    *out = b;
+    return FLUX_OK;
+}
+
+static flux_status check_rows(const char *op, const fx_rows *t, int y0, int y1, fx_err *err) {
+    if (!t || !t->data || (t->dtype != FX_DTYPE_F32 && t->dtype != FX_DTYPE_BF16) ||
+        (t->planar && t->dtype != FX_DTYPE_F32) || t->w < 0 || t->c < 0 ||
+        (!t->planar && t->pitch < (int64_t)t->w * t->c))
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "%s: bad stored tensor", op);
+    if (y0 < 0 || y1 < y0 || y1 > t->h)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "%s: rows %d..%d outside %d rows", op, y0, y1 - 1, t->h);
+    return FLUX_OK;
+}
+
+static flux_status check_gn(const char *op, const fx_op_gn *gn, int channels, fx_err *err) {
+    if (!gn) return FLUX_OK;
+    if (gn->groups <= 0 || channels % gn->groups || !gn->mean || !gn->rstd)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "%s: %d channels in %d groups", op, channels, gn->groups);
+    return FLUX_OK;
+}
+
+flux_status fx_op_rows_load(fx_ops *ops, const fx_rows *t, int y0, int y1, const fx_op_gn *gn, int load, fx_view dst,
+                            fx_err *err) {
+    if (!ops->be->rows_load) return no_strips(ops, "rows_load", err);
+    TRY(check_rows("rows_load", t, y0, y1, err));
+    TRY(check_gn("rows_load", gn, t->c, err));
+    TRY(check_view("rows_load", "dst", dst, 1, (int64_t)(y1 - y0) * t->w * t->c, 0, err));
+    if (y1 == y0) return FLUX_OK;
+    return ops->be->rows_load(ops->ctx, t, y0, y1, gn, load, dst, err);
+}
+
+flux_status fx_op_rows_store(fx_ops *ops, const fx_rows *t, int y0, int y1, fx_view src, int residual, int groups,
+                             double *sums, fx_err *err) {
+    if (!ops->be->rows_store) return no_strips(ops, "rows_store", err);
+    TRY(check_rows("rows_store", t, y0, y1, err));
+    TRY(check_view("rows_store", "src", src, 1, (int64_t)(y1 - y0) * t->w * t->c, 0, err));
+    if (groups > 0 && (!sums || t->c % groups))
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "rows_store: %d channels in %d groups", t->c, groups);
+    if (y1 == y0) return FLUX_OK;
+    return ops->be->rows_store(ops->ctx, t, y0, y1, src, residual, groups > 0 ? groups : 0, sums, err);
+}
+
+flux_status fx_op_groupnorm_sums(fx_ops *ops, int64_t pixels, int channels, int groups, fx_view x, double *sums,
+                                 fx_err *err) {
+    if (!ops->be->groupnorm_sums) return no_strips(ops, "groupnorm_sums", err);
+    TRY(check_view("groupnorm_sums", "x", x, 1, pixels * channels, 0, err));
+    if (groups <= 0 || channels % groups || !sums)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "groupnorm_sums: %d channels in %d groups", channels, groups);
+    if (pixels <= 0) return FLUX_OK;
+    return ops->be->groupnorm_sums(ops->ctx, pixels, channels, groups, x, sums, err);
+}
+
+void fx_ops_groupnorm_finish(int64_t pixels, int channels, int groups, const double *sums, float eps, float *mean,
+                             float *rstd) {
+    fx_groupnorm_finish(pixels, channels, groups, sums, eps, mean, rstd);
+}
+
+flux_status fx_op_groupnorm_apply(fx_ops *ops, int64_t pixels, int channels, const fx_op_gn *gn, fx_view x, fx_view y,
+                                  fx_err *err) {
+    if (!ops->be->groupnorm_apply) return no_strips(ops, "groupnorm_apply", err);
+    if (!gn) return fx_fail(err, FLUX_ERR_INVALID_ARG, "groupnorm_apply: no statistics");
+    TRY(check_gn("groupnorm_apply", gn, channels, err));
+    TRY(check_view("groupnorm_apply", "x", x, 1, pixels * channels, 0, err));
+    TRY(check_view("groupnorm_apply", "y", y, 1, pixels * channels, 0, err));
+    if (pixels <= 0) return FLUX_OK;
+    return ops->be->groupnorm_apply(ops->ctx, pixels, channels, gn, x, y, err);
+}
+
+flux_status fx_ops_conv_weight_rows(fx_ops *ops, const fx_conv2d_geom *g, const fx_weight *w, const char *name,
+                                    fx_opw *out, fx_err *err) {
+    out->w = *w;
+    out->state = NULL;
+    if (!ops->be->weight_rows_prepare) return no_strips(ops, "conv2d_rows", err);
+    return ops->be->weight_rows_prepare(ops->ctx, g, out, name, err);
+}
+
+flux_status fx_op_conv2d_rows(fx_ops *ops, const fx_conv2d_geom *g, fx_view x, int x_row0, int x_rows,
+                              const fx_opw *w, const fx_op_epi *epi, fx_view y, int row0, int row1, fx_err *err) {
+    if (!ops->be->conv2d_rows) return no_strips(ops, "conv2d_rows", err);
+    int ho, wo;
+    fx_conv2d_out_size(g, &ho, &wo);
+    if (x_rows < 0 || row0 < 0 || row1 < row0 || row1 > ho)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "conv2d_rows: rows %d..%d of %d", row0, row1 - 1, ho);
+    TRY(check_view("conv2d_rows", "x", x, 1, (int64_t)(x_rows > 0 ? x_rows : 1) * g->w * g->cin, 0, err));
+    TRY(check_view("conv2d_rows", "y", y, 1, (int64_t)(row1 - row0) * wo * g->cout, 0, err));
+    TRY(check_epi("conv2d_rows", epi, g->cout, err));
+    if (row1 == row0) return FLUX_OK;
+    return ops->be->conv2d_rows(ops->ctx, g, x, x_row0, x_rows, w, epi, y, row0, row1, err);
 }

@@ -58,7 +58,7 @@ void fx_ops_close(fx_ops *ops);
 /* The backend's name in the list ("cpu", "vulkan"). */
 const char *fx_ops_backend(const fx_ops *ops);
 /* 1 when buffers are host memory (the CPU backend): stages may then stream
- * through host-side engines of their own (the VAE's strips). */
+ * through the host strips at the end of this header (the VAE's strips). */
 int fx_ops_on_host(const fx_ops *ops);
 /* "cpu" or "vulkan: <device name>, driver <driver>". */
 const char *fx_ops_name(const fx_ops *ops);
@@ -114,7 +114,7 @@ static const fx_view fx_none = {0, 0, 0};
 typedef struct fx_opw {
     fx_weight w;                /* the stored view (adapter terms in w.delta) */
     void *state;                /* the backend's own form of it (a device copy, an int8
-                                   form), owned and read by that backend only */
+                                   form, a packed conv), owned and read by that backend only */
 } fx_opw;
 /* Register w (name for errors); the host data must outlive it (the CPU
  * computes from it; a device streams from it what exceeds its budget). */
@@ -194,5 +194,68 @@ flux_status fx_op_groupnorm(fx_ops *ops, int64_t pixels, int channels, int group
 /* x [h, w, cin] → y [ho, wo, cout], w from fx_ops_conv_weight. */
 flux_status fx_op_conv2d(fx_ops *ops, const fx_conv2d_geom *g, fx_view x, const fx_opw *w, const fx_op_epi *epi,
                          fx_view y, fx_err *err);
+
+/* ------------------------------------------------------------------------ */
+/* Host strips: what a stage streaming strip by strip through host memory   */
+/* needs (the VAE's strip executor). Only backends whose buffers are host   */
+/* memory (fx_ops_on_host) have them; the others return                     */
+/* FLUX_ERR_UNSUPPORTED, and the stage runs on whole tensors instead.       */
+/* ------------------------------------------------------------------------ */
+
+/* floats of host memory as a buffer (not owned and not counted: fx_buf_free
+ * forgets it; the memory must outlive the buffer). */
+flux_status fx_buf_wrap(fx_ops *ops, void *host, int64_t floats, const char *what, fx_buf **out, fx_err *err);
+
+/* A stored host tensor [h, w, c]: element (y, x, ch) at data + es·(y·pitch +
+ * x·c + ch), es the size of dtype (F32 or BF16: rows kept in bf16 to halve
+ * their memory), or planar [c, h, w] f32 (channel-major inputs, outputs). */
+typedef struct fx_rows {
+    void *data;
+    fx_dtype dtype;
+    int h, w, c;
+    int64_t pitch;              /* elements from one row to the next */
+    int planar;
+} fx_rows;
+
+/* GroupNorm with statistics known beforehand (host arrays). */
+typedef struct fx_op_gn {
+    int groups;
+    const float *mean, *rstd;   /* [groups] */
+    const float *gamma, *beta;  /* [channels] */
+    int silu;                   /* SiLU after the affine */
+} fx_op_gn;
+
+/* Rows [y0, y1) of t as dense f32 [y1 − y0, w·c] into dst (load 0: dst
+ * holds them already), then gn applied in place (NULL: none). Each row runs
+ * on one thread. */
+flux_status fx_op_rows_load(fx_ops *ops, const fx_rows *t, int y0, int y1, const fx_op_gn *gn, int load, fx_view dst,
+                            fx_err *err);
+/* Dense rows src [y1 − y0, w·c] into rows [y0, y1) of t (converted to its
+ * dtype). residual: t's rows are added to src first (src keeps the sum).
+ * sums (groups > 0): each row's GroupNorm sums [groups][Σx, Σx²] (of the f32
+ * rows, after the residual), added to sums in row order (the same for any
+ * thread count). */
+flux_status fx_op_rows_store(fx_ops *ops, const fx_rows *t, int y0, int y1, fx_view src, int residual, int groups,
+                             double *sums, fx_err *err);
+
+/* GroupNorm in pieces (kernels.h fx_groupnorm_sums / _finish / _apply):
+ * add the sums of x [pixels, channels] to sums [groups][2]; turn sums over
+ * `pixels` pixels into mean/rstd (host arithmetic, any backend); y = gn(x). */
+flux_status fx_op_groupnorm_sums(fx_ops *ops, int64_t pixels, int channels, int groups, fx_view x, double *sums,
+                                 fx_err *err);
+void fx_ops_groupnorm_finish(int64_t pixels, int channels, int groups, const double *sums, float eps, float *mean,
+                             float *rstd);
+flux_status fx_op_groupnorm_apply(fx_ops *ops, int64_t pixels, int channels, const fx_op_gn *gn, fx_view x, fx_view y,
+                                  fx_err *err);
+
+/* A conv weight prepared for fx_op_conv2d_rows (the CPU packs it here, once
+ * per registration; fx_ops_weight_free frees the packed copy). */
+flux_status fx_ops_conv_weight_rows(fx_ops *ops, const fx_conv2d_geom *g, const fx_weight *w, const char *name,
+                                    fx_opw *out, fx_err *err);
+/* Output rows [row0, row1) of conv g into y [row1 − row0, wo, cout] from
+ * input rows [x_row0, x_row0 + x_rows) in x [x_rows, w, cin] (they must
+ * cover kernels.h fx_conv2d_input_rows): bit-identical to fx_op_conv2d. */
+flux_status fx_op_conv2d_rows(fx_ops *ops, const fx_conv2d_geom *g, fx_view x, int x_row0, int x_rows,
+                              const fx_opw *w, const fx_op_epi *epi, fx_view y, int row0, int row1, fx_err *err);
 
 #endif

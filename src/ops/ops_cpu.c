@@ -1,20 +1,40 @@
 /*
  * ops_cpu.c — the CPU backend of ops.h: storage is host memory, every
  * operation is the simd/kernels.h function of that name on the context's
- * kernels. A weight's state is its int8 form (kernels.h fx_int8w) when
- * fx_ops_weight_int8_form made one, else NULL (computed from the stored
- * view); a buffer's state is its float array.
+ * kernels. A weight's state (cpu_weight) holds its int8 form (kernels.h
+ * fx_int8w) when fx_ops_weight_int8_form made one and its packed conv form
+ * when registered for fx_op_conv2d_rows; NULL: computed from the stored
+ * view. A buffer's state is its float array.
+ *
+ * Host strips (ops.h): the row ops split rows over the threads, each row
+ * running the kernels on one thread with that thread's own kernel context
+ * (cpu_ctx.kc1), so they can run inside one parallel region; per-row
+ * GroupNorm sums are added in row order (thread-count independent).
  */
 #include "ops_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 typedef struct cpu_ctx {
     const fx_kctx *kc;
     fx_mem_stats *mem;          /* host allocations counted (fx_ops_opts.mem) */
+    fx_kctx *kc1;               /* [nkc1]: the kernels on one thread each (row ops), made on first use */
+    int nkc1;
 } cpu_ctx;
+
+/* A weight's forms (fx_opw.state). */
+typedef struct cpu_weight {
+    fx_int8w *int8;             /* fx_ops_weight_int8_form, or NULL */
+    void *packed;               /* fx_ops_conv_weight_rows: the packed conv weight, or NULL
+                                   (counted as activations: held for one layer's strips) */
+    size_t packed_bytes;
+    fx_conv2d_geom g;           /* the geometry it was packed for */
+} cpu_weight;
 
 /* Large buffers (activations of a run) as anonymous mappings: page-aligned,
  * zeroed lazily, eligible for huge pages. */
@@ -84,21 +104,34 @@ static flux_status weight_prepare(void *ctx, const fx_conv2d_geom *g, fx_opw *w,
 
 static void weight_release(void *ctx, fx_opw *w) {
     cpu_ctx *c = ctx;
-    fx_int8w *i8 = w->state;
-    if (!i8) return;
-    fx_mem_add(c->mem, FX_MEM_WEIGHT_FORMS, -(int64_t)i8->bytes);
-    fx_int8w_free(i8);
+    cpu_weight *cw = w->state;
+    if (!cw) return;
+    if (cw->int8) {
+        fx_mem_add(c->mem, FX_MEM_WEIGHT_FORMS, -(int64_t)cw->int8->bytes);
+        fx_int8w_free(cw->int8);
+    }
+    if (cw->packed) {
+        fx_mem_add(c->mem, FX_MEM_ACTIVATIONS, -(int64_t)cw->packed_bytes);
+        free(cw->packed);
+    }
+    free(cw);
     w->state = NULL;
 }
 
 static int weight_int8_form(void *ctx, fx_opw *w) {
     cpu_ctx *c = ctx;
-    if (w->state) return 1;
+    cpu_weight *cw = w->state;
+    if (cw && cw->int8) return 1;
     if (!c->kc->int8 || !fx_int8w_wanted(w->w.dtype)) return 0;
+    if (!cw && !(cw = calloc(1, sizeof *cw))) return 0;
+    w->state = cw;
     fx_int8w *i8 = fx_int8w_new(c->kc, &w->w);
-    if (!i8) return 0;
+    if (!i8) {
+        if (!cw->packed) free(cw), w->state = NULL;
+        return 0;
+    }
     fx_mem_add(c->mem, FX_MEM_WEIGHT_FORMS, (int64_t)i8->bytes);
-    w->state = i8;
+    cw->int8 = i8;
     return 1;
 }
 
@@ -119,7 +152,8 @@ static flux_status linear(void *ctx, int64_t m, fx_view x, const fx_opw *w, fx_v
     (void)err;
     const cpu_ctx *c = ctx;
     fx_epilogue e = epi ? host_epi(epi) : (fx_epilogue){0};
-    if (w->state) fx_linear_int8w(c->kc, m, at(x), x.ld, &w->w, w->state, at(y), y.ld, epi ? &e : NULL);
+    const cpu_weight *cw = w->state;
+    if (cw && cw->int8) fx_linear_int8w(c->kc, m, at(x), x.ld, &w->w, cw->int8, at(y), y.ld, epi ? &e : NULL);
     else fx_linear(c->kc, m, at(x), x.ld, &w->w, at(y), y.ld, epi ? &e : NULL);
     return FLUX_OK;
 }
@@ -199,6 +233,189 @@ static flux_status conv2d(void *ctx, const fx_conv2d_geom *g, fx_view x, const f
     return FLUX_OK;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Host strips                                                              */
+/* ------------------------------------------------------------------------ */
+
+static flux_status wrap(void *ctx, fx_buf *b, void *host, fx_err *err) {
+    (void)ctx, (void)err;
+    b->state = host;
+    return FLUX_OK;
+}
+
+/* The per-thread kernel contexts for kc's thread count. */
+static flux_status row_kernels(cpu_ctx *c, fx_err *err) {
+    const int n = c->kc->threads > 0 ? c->kc->threads : 1;
+    if (c->nkc1 == n) return FLUX_OK;
+    for (int t = 0; t < c->nkc1; t++) fx_scratch_free(c->kc1[t].scratch);
+    free(c->kc1);
+    c->nkc1 = 0;
+    if (!(c->kc1 = calloc((size_t)n, sizeof *c->kc1))) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (row kernels)");
+    for (; c->nkc1 < n; c->nkc1++) {
+        fx_scratch *sc = fx_scratch_new(1);
+        if (!sc) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (row kernels)");
+        fx_kctx_init(&c->kc1[c->nkc1], c->kc->k, 1, sc);
+    }
+    return FLUX_OK;
+}
+
+/* Thread id inside a parallel region. */
+static int tid(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+/* Threads for work over `rows` rows of `n` elements each. */
+static int row_threads(const cpu_ctx *c, int rows, int64_t n) {
+    return rows > 1 && (int64_t)rows * n >= 16384 ? (c->nkc1 < rows ? c->nkc1 : rows) : 1;
+}
+
+static size_t es_of(const fx_rows *t) { return t->dtype == FX_DTYPE_BF16 ? 2 : 4; }
+
+static char *row_ptr(const fx_rows *t, int y) { return (char *)t->data + (size_t)y * (size_t)t->pitch * es_of(t); }
+
+/* One row of t as dense f32 [w, c] / the reverse, on one thread (kc1). */
+static void load_row(const fx_kctx *kc1, const fx_rows *t, int y, float *dst) {
+    const int64_t n = (int64_t)t->w * t->c;
+    if (t->planar) { /* [c, h, w] f32 */
+        const float *s = (const float *)t->data + (int64_t)y * t->w;
+        const int64_t hw = (int64_t)t->h * t->w;
+        for (int x = 0; x < t->w; x++)
+            for (int c = 0; c < t->c; c++) dst[(int64_t)x * t->c + c] = s[c * hw + x];
+    } else if (t->dtype == FX_DTYPE_BF16) {
+        fx_bf16_to_f32(kc1, n, (const uint16_t *)row_ptr(t, y), dst);
+    } else {
+        memcpy(dst, row_ptr(t, y), sizeof(float) * (size_t)n);
+    }
+}
+
+static void store_row(const fx_kctx *kc1, const fx_rows *t, int y, const float *src) {
+    const int64_t n = (int64_t)t->w * t->c;
+    if (t->planar) {
+        float *d = (float *)t->data + (int64_t)y * t->w;
+        const int64_t hw = (int64_t)t->h * t->w;
+        for (int x = 0; x < t->w; x++)
+            for (int c = 0; c < t->c; c++) d[c * hw + x] = src[(int64_t)x * t->c + c];
+    } else if (t->dtype == FX_DTYPE_BF16) {
+        fx_f32_to_bf16(kc1, n, src, (uint16_t *)row_ptr(t, y));
+    } else {
+        memcpy(row_ptr(t, y), src, sizeof(float) * (size_t)n);
+    }
+}
+
+static flux_status rows_load(void *ctx, const fx_rows *t, int y0, int y1, const fx_op_gn *gn, int load, fx_view dst,
+                             fx_err *err) {
+    cpu_ctx *c = ctx;
+    TRY(row_kernels(c, err));
+    const int64_t n = (int64_t)t->w * t->c;
+    float *d = at(dst);
+    const int nt = row_threads(c, y1 - y0, n);
+    (void)nt; /* unused without OpenMP */
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int y = y0; y < y1; y++) {
+        const fx_kctx *kc1 = &c->kc1[tid()];
+        float *row = d + (int64_t)(y - y0) * n;
+        if (load) load_row(kc1, t, y, row);
+        if (gn) fx_groupnorm_apply(kc1, t->w, t->c, gn->groups, row, gn->mean, gn->rstd, gn->gamma, gn->beta, gn->silu, row);
+    }
+    return FLUX_OK;
+}
+
+static flux_status rows_store(void *ctx, const fx_rows *t, int y0, int y1, fx_view src, int residual, int groups,
+                              double *sums, fx_err *err) {
+    cpu_ctx *c = ctx;
+    TRY(row_kernels(c, err));
+    const int rows = y1 - y0;
+    const int64_t n = (int64_t)t->w * t->c;
+    const size_t acc_bytes = groups ? sizeof(double) * 2 * (size_t)groups * (size_t)rows : 0;
+    const size_t tmp_bytes = residual ? sizeof(float) * (size_t)n * (size_t)c->nkc1 : 0;
+    double *acc = acc_bytes ? malloc(acc_bytes) : NULL; /* [rows][groups][2] */
+    float *tmp = tmp_bytes ? malloc(tmp_bytes) : NULL;  /* [threads][n]: the residual row */
+    if ((acc_bytes && !acc) || (tmp_bytes && !tmp)) {
+        free(acc), free(tmp);
+        return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (rows_store)");
+    }
+    fx_mem_add(c->mem, FX_MEM_ACTIVATIONS, (int64_t)(acc_bytes + tmp_bytes));
+    float *s = at(src);
+    const int nt = row_threads(c, rows, n);
+    (void)nt;
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int i = 0; i < rows; i++) {
+        const int th = tid();
+        const fx_kctx *kc1 = &c->kc1[th];
+        float *row = s + (int64_t)i * n;
+        if (residual) {
+            float *res = tmp + (int64_t)th * n;
+            load_row(kc1, t, y0 + i, res);
+            fx_gated_add(kc1, 1, n, row, n, NULL, res, n);
+        }
+        if (groups) {
+            double *a = acc + 2 * (size_t)groups * (size_t)i;
+            memset(a, 0, sizeof(double) * 2 * (size_t)groups);
+            fx_groupnorm_sums(kc1, t->w, t->c, groups, row, a);
+        }
+        store_row(kc1, t, y0 + i, row);
+    }
+    if (groups)
+        for (int i = 0; i < rows; i++)
+            for (int g = 0; g < 2 * groups; g++) sums[g] += acc[2 * (size_t)groups * (size_t)i + g];
+    fx_mem_add(c->mem, FX_MEM_ACTIVATIONS, -(int64_t)(acc_bytes + tmp_bytes));
+    free(acc), free(tmp);
+    return FLUX_OK;
+}
+
+static flux_status groupnorm_sums(void *ctx, int64_t pixels, int channels, int groups, fx_view x, double *sums,
+                                  fx_err *err) {
+    (void)err;
+    fx_groupnorm_sums(kernels(ctx), pixels, channels, groups, at(x), sums);
+    return FLUX_OK;
+}
+
+static flux_status groupnorm_apply(void *ctx, int64_t pixels, int channels, const fx_op_gn *gn, fx_view x, fx_view y,
+                                   fx_err *err) {
+    (void)err;
+    fx_groupnorm_apply(kernels(ctx), pixels, channels, gn->groups, at(x), gn->mean, gn->rstd, gn->gamma, gn->beta,
+                       gn->silu, at(y));
+    return FLUX_OK;
+}
+
+static flux_status weight_rows_prepare(void *ctx, const fx_conv2d_geom *g, fx_opw *w, const char *name, fx_err *err) {
+    cpu_ctx *c = ctx;
+    const size_t pb = fx_conv2d_packed_bytes(c->kc, g, w->w.dtype);
+    if (!pb) return fx_fail(err, FLUX_ERR_UNSUPPORTED, "%s: no packed conv for its dtype", name ? name : "conv weight");
+    cpu_weight *cw = calloc(1, sizeof *cw);
+    const size_t bytes = (pb + 63) & ~(size_t)63;
+    void *packed = cw ? aligned_alloc(64, bytes) : NULL;
+    if (!packed) {
+        free(cw);
+        return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (%s packed, %zu bytes)", name ? name : "conv weight", pb);
+    }
+    if (fx_conv2d_pack(c->kc, g, &w->w, packed)) {
+        free(packed), free(cw);
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "%s: cannot pack a %dx%d conv weight", name ? name : "conv weight",
+                       g->cout, g->cin);
+    }
+    cw->packed = packed, cw->packed_bytes = bytes, cw->g = *g;
+    fx_mem_add(c->mem, FX_MEM_ACTIVATIONS, (int64_t)bytes); /* one layer's working copy, not a resident form */
+    w->state = cw;
+    return FLUX_OK;
+}
+
+static flux_status conv2d_rows(void *ctx, const fx_conv2d_geom *g, fx_view x, int x_row0, int x_rows,
+                               const fx_opw *w, const fx_op_epi *epi, fx_view y, int row0, int row1, fx_err *err) {
+    const cpu_weight *cw = w->state;
+    if (!cw || !cw->packed || cw->g.cin != g->cin || cw->g.cout != g->cout || cw->g.kh != g->kh || cw->g.kw != g->kw)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "conv2d_rows: the weight was not registered for %dx%d rows",
+                       g->kh, g->kw);
+    fx_epilogue e = epi ? host_epi(epi) : (fx_epilogue){0};
+    if (fx_conv2d_packed(kernels(ctx), g, at(x), x_row0, x_rows, cw->packed, epi ? &e : NULL, at(y), row0, row1))
+        return fx_fail(err, FLUX_ERR_INTERNAL, "conv2d_rows: rows %d..%d failed", row0, row1 - 1);
+    return FLUX_OK;
+}
+
 static flux_status open_cpu(const fx_ops_opts *o, const fx_kctx *kc, int unasked, void **ctx, fx_err *err) {
     (void)unasked;
     cpu_ctx *c = calloc(1, sizeof *c);
@@ -208,7 +425,12 @@ static flux_status open_cpu(const fx_ops_opts *o, const fx_kctx *kc, int unasked
     return FLUX_OK;
 }
 
-static void close_cpu(void *ctx) { free(ctx); }
+static void close_cpu(void *ctx) {
+    cpu_ctx *c = ctx;
+    for (int t = 0; t < c->nkc1; t++) fx_scratch_free(c->kc1[t].scratch);
+    free(c->kc1);
+    free(c);
+}
 
 static const char *describe(const void *ctx) {
     (void)ctx;
@@ -224,4 +446,6 @@ const fx_backend fx_backend_cpu = {
     .linear = linear, .attention = attention, .qk_norm_rope = qk_norm_rope, .rmsnorm = rmsnorm,
     .layernorm_modulate = layernorm_modulate, .silu = silu, .swiglu = swiglu, .gated_add = gated_add,
     .groupnorm = groupnorm, .conv2d = conv2d,
+    .wrap = wrap, .rows_load = rows_load, .rows_store = rows_store, .groupnorm_sums = groupnorm_sums,
+    .groupnorm_apply = groupnorm_apply, .weight_rows_prepare = weight_rows_prepare, .conv2d_rows = conv2d_rows,
 };

@@ -23,6 +23,7 @@ struct fx_buf {
     void *state;                /* the backend's storage of n floats (buf_alloc) */
     int64_t n;                  /* floats */
     char what[64];
+    int wrapped;                /* fx_buf_wrap: state is the caller's memory (never freed) */
 };
 
 typedef struct fx_backend {
@@ -79,6 +80,22 @@ typedef struct fx_backend {
                              fx_view beta, float eps, int fuse_silu, fx_view y, fx_err *err);
     flux_status (*conv2d)(void *ctx, const fx_conv2d_geom *g, fx_view x, const fx_opw *w, const fx_op_epi *epi,
                           fx_view y, fx_err *err);
+
+    /* Host strips (ops.h; NULL on a backend whose buffers are not host
+     * memory: FLUX_ERR_UNSUPPORTED). wrap sets b->state to host memory.
+     * weight_rows_prepare: weight_prepare for fx_op_conv2d_rows. */
+    flux_status (*wrap)(void *ctx, fx_buf *b, void *host, fx_err *err);
+    flux_status (*rows_load)(void *ctx, const fx_rows *t, int y0, int y1, const fx_op_gn *gn, int load, fx_view dst,
+                             fx_err *err);
+    flux_status (*rows_store)(void *ctx, const fx_rows *t, int y0, int y1, fx_view src, int residual, int groups,
+                              double *sums, fx_err *err);
+    flux_status (*groupnorm_sums)(void *ctx, int64_t pixels, int channels, int groups, fx_view x, double *sums,
+                                  fx_err *err);
+    flux_status (*groupnorm_apply)(void *ctx, int64_t pixels, int channels, const fx_op_gn *gn, fx_view x, fx_view y,
+                                   fx_err *err);
+    flux_status (*weight_rows_prepare)(void *ctx, const fx_conv2d_geom *g, fx_opw *w, const char *name, fx_err *err);
+    flux_status (*conv2d_rows)(void *ctx, const fx_conv2d_geom *g, fx_view x, int x_row0, int x_rows, const fx_opw *w,
+                               const fx_op_epi *epi, fx_view y, int row0, int row1, fx_err *err);
 
     /* Device diagnostics (NULL: none; 0 errors, no-op). */
     int (*device_errors)(const void *ctx, const char **first);

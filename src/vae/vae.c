@@ -100,7 +100,7 @@ static void run_begin(vae_stream *r, flux_ctx *ctx, const fx_vae *v, const vae_e
     r->ex = *ex;
     r->ctx = ctx;
     r->err = &ctx->err;
-    r->kc = &ctx->kc;
+    r->ops = ctx->ops;
     r->force_f32 = ctx->force_f32;
     r->storage = v->storage;
     r->groups = v->m.c.norm_num_groups;

@@ -6,9 +6,11 @@
  *   vae_stream.c  host memory: every layer streamed strip by strip (a few
  *                 output rows), GroupNorm statistics gathered while a tensor
  *                 is written, level regions in bf16 where the plan says so —
- *                 what bounds the memory at large sizes (the CPU backend)
- *   vae_whole.c   whole channels-last tensors through the backend seam
- *                 (fx_op_*: a device backend, or tests on the CPU)
+ *                 what bounds the memory at large sizes (the CPU backend;
+ *                 through the seam's host strips, ops.h)
+ *   vae_whole.c   whole channels-last tensors through the seam (a device
+ *                 backend, which has no host strips, or tests on the CPU)
+ * Both compute through fx_op_* only.
  *
  * Tensors are named by slot: VAE_X (the running activation of the current
  * level), VAE_H (a resnet's inner tensor), VAE_EDGE (the network's f32

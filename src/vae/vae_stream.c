@@ -10,11 +10,15 @@
  *     the residual, accumulating the output's statistics, converting to the
  *     storage dtype.
  *
- * The load and write phases are one parallel region each: rows are split
- * over the threads, each running the row kernels on one thread with its own
- * kernel context (vae_stream.kc1). Statistics are summed per row and the rows
- * added in order, so every result is the same for any thread count (and,
- * but for the last bits of those sums, for any strip height).
+ * Every step is an op of the backend seam's host strips (ops.h): the load
+ * is fx_op_rows_load (GroupNorm + SiLU with the statistics gathered before),
+ * the conv fx_op_conv2d_rows over the layer's weight packed once
+ * (fx_ops_conv_weight_rows), the shortcut fx_op_linear, the write
+ * fx_op_rows_store (residual, statistics, storage dtype). The CPU backend
+ * runs the row ops as one parallel region over rows, each row on one
+ * thread; statistics are summed per row and the rows added in order, so
+ * every result is the same for any thread count (and, but for the last bits
+ * of those sums, for any strip height).
  * Before a write, the rows it covers are checked against the input rows
  * later strips still have to read: a storage plan that would overwrite
  * unread data fails loudly instead of computing garbage.
@@ -23,14 +27,9 @@
 
 #include "src/base/clock.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-#include <time.h>
 
 /* Strips of VAE_STRIP_PIXELS output pixels give both threads enough GEMM
  * blocks; the input window stays within this many bytes. */
@@ -51,38 +50,30 @@ float *vae_buf(vae_stream *r, int i, size_t bytes) {
     if (bytes > r->buf_bytes[i]) {
         size_t b = (bytes + 63) & ~(size_t)63;
         float *p = aligned_alloc(64, b);
+        fx_buf *fb = NULL;
         if (!p) return NULL;
+        if (fx_buf_wrap(r->ops, p, (int64_t)(b / sizeof(float)), "VAE strip", &fb, r->err)) {
+            free(p);
+            return NULL;
+        }
+        fx_buf_free(r->ops, r->fb[i]);
         free(r->buf[i]);
         vae_account(r, (ptrdiff_t)b - (ptrdiff_t)r->buf_bytes[i]);
         r->buf[i] = p;
+        r->fb[i] = fb;
         r->buf_bytes[i] = b;
     }
     return r->buf[i];
 }
 
-static void *packed_buf(vae_stream *r, size_t bytes) {
-    if (bytes > r->packed_bytes) {
-        size_t b = (bytes + 63) & ~(size_t)63;
-        void *p = aligned_alloc(64, b);
-        if (!p) return NULL;
-        free(r->packed);
-        vae_account(r, (ptrdiff_t)b - (ptrdiff_t)r->packed_bytes);
-        r->packed = p;
-        r->packed_bytes = b;
-    }
-    return r->packed;
+flux_status vae_wrap_vector(vae_stream *r, const float *host, int64_t n, fx_buf **out) {
+    *out = NULL;
+    return host ? fx_buf_wrap(r->ops, (void *)host, n, "VAE vector", out, r->err) : FLUX_OK;
 }
 
 flux_status vae_stream_init(vae_stream *r) {
-    r->threads = r->kc->threads > 0 ? r->kc->threads : 1;
-    r->kc1 = calloc((size_t)r->threads, sizeof *r->kc1);
     r->stats = calloc(2, sizeof *r->stats);
-    if (!r->kc1 || !r->stats) return fx_fail(r->err, FLUX_ERR_NOMEM, "out of memory (VAE run)");
-    for (int t = 0; t < r->threads; t++) {
-        fx_scratch *sc = fx_scratch_new(1);
-        if (!sc) return fx_fail(r->err, FLUX_ERR_NOMEM, "out of memory (VAE run)");
-        fx_kctx_init(&r->kc1[t], r->kc->k, 1, sc);
-    }
+    if (!r->stats) return fx_fail(r->err, FLUX_ERR_NOMEM, "out of memory (VAE run)");
     return FLUX_OK;
 }
 
@@ -91,14 +82,13 @@ flux_status vae_stream_checkpoint(vae_stream *r, int sub, int subtotal) {
 }
 
 void vae_stream_release(vae_stream *r) {
-    if (r->kc1)
-        for (int t = 0; t < r->threads; t++) fx_scratch_free(r->kc1[t].scratch);
-    free(r->kc1);
-    r->kc1 = NULL;
     free(r->stats);
     r->stats = NULL;
-    for (int i = 0; i < VAE_NBUF; i++) free(r->buf[i]), r->buf[i] = NULL, r->buf_bytes[i] = 0;
-    free(r->packed), r->packed = NULL, r->packed_bytes = 0;
+    for (int i = 0; i < VAE_NBUF; i++) {
+        fx_buf_free(r->ops, r->fb[i]);
+        free(r->buf[i]);
+        r->fb[i] = NULL, r->buf[i] = NULL, r->buf_bytes[i] = 0;
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -108,81 +98,6 @@ void vae_stream_release(vae_stream *r) {
 static size_t es_of(const vae_tensor *t) { return t->dtype == FX_DTYPE_BF16 ? 2 : 4; }
 
 static char *row_ptr(const vae_tensor *t, int y) { return (char *)t->data + (size_t)y * (size_t)t->pitch * es_of(t); }
-
-/* One row of t as dense f32 [w, c] / the reverse, single-threaded (kc1). */
-static void load_row(const fx_kctx *kc1, const vae_tensor *t, int y, float *dst) {
-    const int64_t n = (int64_t)t->w * t->c;
-    if (t->planar) { /* [c, h, w] f32 */
-        const float *s = (const float *)t->data + (int64_t)y * t->w;
-        const int64_t hw = (int64_t)t->h * t->w;
-        for (int x = 0; x < t->w; x++)
-            for (int c = 0; c < t->c; c++) dst[(int64_t)x * t->c + c] = s[c * hw + x];
-    } else if (t->dtype == FX_DTYPE_BF16) {
-        fx_bf16_to_f32(kc1, n, (const uint16_t *)row_ptr(t, y), dst);
-    } else {
-        memcpy(dst, row_ptr(t, y), sizeof(float) * (size_t)n);
-    }
-}
-
-static void store_row(const fx_kctx *kc1, const vae_tensor *t, int y, const float *src) {
-    const int64_t n = (int64_t)t->w * t->c;
-    if (t->planar) {
-        float *d = (float *)t->data + (int64_t)y * t->w;
-        const int64_t hw = (int64_t)t->h * t->w;
-        for (int x = 0; x < t->w; x++)
-            for (int c = 0; c < t->c; c++) d[c * hw + x] = src[(int64_t)x * t->c + c];
-    } else if (t->dtype == FX_DTYPE_BF16) {
-        fx_f32_to_bf16(kc1, n, src, (uint16_t *)row_ptr(t, y));
-    } else {
-        memcpy(row_ptr(t, y), src, sizeof(float) * (size_t)n);
-    }
-}
-
-/* Thread id inside a parallel region. */
-static int tid(void) {
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
-
-/* Threads for work over `rows` rows of `n` elements each. */
-static int row_threads(const vae_stream *r, int rows, int64_t n) {
-    return rows > 1 && (int64_t)rows * n >= 16384 ? (r->threads < rows ? r->threads : rows) : 1;
-}
-
-void vae_load_rows(vae_stream *r, const vae_tensor *t, int y0, int y1, float *dst) {
-    const int64_t n = (int64_t)t->w * t->c;
-    const int nt = row_threads(r, y1 - y0, n);
-    (void)nt; /* unused without OpenMP */
-#pragma omp parallel for schedule(static) num_threads(nt)
-    for (int y = y0; y < y1; y++) load_row(&r->kc1[tid()], t, y, dst + (int64_t)(y - y0) * n);
-}
-
-void vae_store_rows(vae_stream *r, const vae_tensor *t, int y0, int y1, const float *src) {
-    const int64_t n = (int64_t)t->w * t->c;
-    const int nt = row_threads(r, y1 - y0, n);
-    (void)nt;
-#pragma omp parallel for schedule(static) num_threads(nt)
-    for (int y = y0; y < y1; y++) store_row(&r->kc1[tid()], t, y, src + (int64_t)(y - y0) * n);
-}
-
-/* Input rows [y0, y1) of src into dst, normalised (GroupNorm + SiLU) when
- * gn is set: one pass per row. */
-static void load_rows_gn(vae_stream *r, const vae_tensor *t, int y0, int y1, const vae_stats *gn, const vae_norm *norm,
-                         int load, float *dst) {
-    const int64_t n = (int64_t)t->w * t->c;
-    const int nt = row_threads(r, y1 - y0, n);
-    (void)nt;
-#pragma omp parallel for schedule(static) num_threads(nt)
-    for (int y = y0; y < y1; y++) {
-        const fx_kctx *kc1 = &r->kc1[tid()];
-        float *row = dst + (int64_t)(y - y0) * n;
-        if (load) load_row(kc1, t, y, row);
-        if (gn) fx_groupnorm_apply(kc1, t->w, t->c, gn->groups, row, gn->mean, gn->rstd, norm->gamma, norm->beta, 1, row);
-    }
-}
 
 static int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
@@ -214,13 +129,19 @@ void vae_stats_init(vae_stats *s, int channels, int groups) {
     s->groups = groups;
 }
 
-void vae_stats_add(vae_stream *r, vae_stats *s, int64_t pixels, const float *x) {
-    fx_groupnorm_sums(r->kc, pixels, s->channels, s->groups, x, s->acc);
+flux_status vae_stats_add(vae_stream *r, vae_stats *s, int64_t pixels, fx_view x) {
+    TRY(fx_op_groupnorm_sums(r->ops, pixels, s->channels, s->groups, x, s->acc, r->err));
     s->pixels += pixels;
+    return FLUX_OK;
 }
 
 void vae_stats_finish(vae_stream *r, vae_stats *s) {
-    fx_groupnorm_finish(s->pixels, s->channels, s->groups, s->acc, r->eps, s->mean, s->rstd);
+    fx_ops_groupnorm_finish(s->pixels, s->channels, s->groups, s->acc, r->eps, s->mean, s->rstd);
+}
+
+fx_op_gn vae_gn(const vae_stats *s, const vae_norm *norm, int silu) {
+    fx_op_gn g = {s->groups, s->mean, s->rstd, norm->gamma, norm->beta, silu};
+    return g;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -255,13 +176,10 @@ typedef struct strip {
     int r0, r1;
 } strip;
 
-/* Write strip rows (residual, statistics, storage) from out / side_out:
- * one pass per row; the statistics are summed per row, then added in row
- * order (independent of the thread count). */
-static flux_status flush(vae_stream *r, const vae_sconv *op, strip s, float *out, float *side_out, int next_in0) {
-    const int rows = s.r1 - s.r0;
+/* Write strip rows (residual, statistics, storage) from the strip buffers
+ * out / side_out (vae_buf indices). */
+static flux_status flush(vae_stream *r, const vae_sconv *op, strip s, int out, int side_out, int next_in0) {
     const vae_tensor *d = &op->dst;
-    const int64_t n = (int64_t)d->w * d->c;
     /* nothing later strips read may be overwritten */
     if (rows_overlap(d, s.r0, s.r1, op->src, next_in0, op->src->h) ||
         (op->side && rows_overlap(&op->side_dst, s.r0, s.r1, op->src, next_in0, op->src->h)))
@@ -269,35 +187,90 @@ static flux_status flush(vae_stream *r, const vae_sconv *op, strip s, float *out
                        "vae: the storage plan would overwrite rows a later strip reads (rows %d..%d)", s.r0,
                        s.r1 - 1);
     vae_stats *st = op->dst_stats;
-    const int G = st ? st->groups : 0;
-    double *acc = st ? (double *)(void *)vae_buf(r, 5, sizeof(double) * 2 * (size_t)G * (size_t)rows) : NULL;
-    float *tmp = op->residual ? vae_buf(r, 6, sizeof(float) * (size_t)n * (size_t)r->threads) : NULL;
-    if ((st && !acc) || (op->residual && !tmp)) return fx_fail(r->err, FLUX_ERR_NOMEM, "out of memory (VAE strip)");
-    const int nt = row_threads(r, rows, n);
-    (void)nt;
-#pragma omp parallel for schedule(static) num_threads(nt)
-    for (int i = 0; i < rows; i++) {
-        const int t = tid();
-        const fx_kctx *kc1 = &r->kc1[t];
-        float *row = out + (int64_t)i * n;
-        if (op->residual) {
-            float *res = tmp + (int64_t)t * n;
-            load_row(kc1, d, s.r0 + i, res);
-            fx_gated_add(kc1, 1, n, row, n, NULL, res, n);
-        }
-        if (st) {
-            double *a = acc + 2 * (size_t)G * (size_t)i;
-            memset(a, 0, sizeof(double) * 2 * (size_t)G);
-            fx_groupnorm_sums(kc1, d->w, d->c, G, row, a);
-        }
-        store_row(kc1, d, s.r0 + i, row);
-        if (op->side) store_row(kc1, &op->side_dst, s.r0 + i, side_out + (int64_t)i * op->side_dst.w * op->side_dst.c);
+    TRY(fx_op_rows_store(r->ops, d, s.r0, s.r1, vae_view(r, out, 0, 0), op->residual, st ? st->groups : 0,
+                         st ? st->acc : NULL, r->err));
+    if (st) st->pixels += (int64_t)(s.r1 - s.r0) * d->w;
+    if (op->side) TRY(fx_op_rows_store(r->ops, &op->side_dst, s.r0, s.r1, vae_view(r, side_out, 0, 0), 0, 0, NULL, r->err));
+    return FLUX_OK;
+}
+
+/* A layer's registered weights and wrapped biases (freed by layer_free). */
+typedef struct layer_ops {
+    fx_opw conv, side;
+    int has_conv, has_side;
+    fx_buf *bias, *side_bias;
+} layer_ops;
+
+static void layer_free(vae_stream *r, layer_ops *L) {
+    if (L->has_conv) fx_ops_weight_free(r->ops, &L->conv);
+    if (L->has_side) fx_ops_weight_free(r->ops, &L->side);
+    fx_buf_free(r->ops, L->bias);
+    fx_buf_free(r->ops, L->side_bias);
+}
+
+static flux_status conv_strips(vae_stream *r, const vae_sconv *op, const fx_conv2d_geom *gp, layer_ops *L) {
+    fx_err *err = r->err;
+    const fx_conv2d_geom g = *gp;
+    int ho, wo;
+    fx_conv2d_out_size(&g, &ho, &wo);
+    double tp = fx_now_s();
+    TRY(fx_ops_conv_weight_rows(r->ops, &g, &op->conv->w, "VAE conv", &L->conv, err));
+    L->has_conv = 1;
+    r->pack_seconds += fx_now_s() - tp;
+    TRY(vae_wrap_vector(r, op->conv->bias, g.cout, &L->bias));
+    if (op->side) {
+        TRY(fx_ops_weight(r->ops, &op->side->w, "VAE shortcut", &L->side, err));
+        L->has_side = 1;
+        TRY(vae_wrap_vector(r, op->side->bias, op->side->cout, &L->side_bias));
     }
-    if (st) {
-        for (int i = 0; i < rows; i++)
-            for (int g = 0; g < 2 * G; g++) st->acc[g] += acc[2 * (size_t)G * (size_t)i + g];
-        st->pixels += (int64_t)rows * d->w;
+
+    const int srows = vae_conv_strip_rows(&g, r->strip_pixels);
+    const int nstrips = (ho + srows - 1) / srows;
+    const int64_t out_floats = (int64_t)srows * wo * g.cout;
+    const int64_t side_floats = op->side ? (int64_t)srows * wo * op->side->cout : 0;
+    const fx_op_epi epi = {FX_EPI_STORE, L->bias ? fx_vec(L->bias, 0) : fx_none, fx_none};
+    const fx_op_epi side_epi = {FX_EPI_STORE, L->side_bias ? fx_vec(L->side_bias, 0) : fx_none, fx_none};
+    const fx_op_gn gn = op->gn ? vae_gn(op->gn, op->norm, 1) : (fx_op_gn){0};
+    strip prev = {0, 0};
+    for (int k = 0; k < nstrips; k++) {
+        strip s = {k * srows, (k + 1) * srows < ho ? (k + 1) * srows : ho};
+        int in0, in1;
+        fx_conv2d_input_rows(&g, s.r0, s.r1, &in0, &in1);
+        const int out = 1 + k % 2, side_out = 3 + k % 2;
+        float *in = vae_buf(r, 0, sizeof(float) * (size_t)(in1 - in0 > 0 ? in1 - in0 : 1) * g.w * g.cin);
+        float *o = vae_buf(r, out, sizeof(float) * (size_t)out_floats);
+        float *so = op->side ? vae_buf(r, side_out, sizeof(float) * (size_t)side_floats) : NULL;
+        if (!in || !o || (op->side && !so)) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (VAE strip)");
+        double tl = fx_now_s();
+        if (op->side) { /* 1×1 on the raw rows r0..r1 (stride 1: inside the window), then normalise */
+            TRY(fx_op_rows_load(r->ops, op->src, in0, in1, NULL, 1, vae_view(r, 0, 0, 0), err));
+            TRY(fx_op_linear(r->ops, (int64_t)(s.r1 - s.r0) * wo, vae_view(r, 0, (int64_t)(s.r0 - in0) * g.w * g.cin, g.cin),
+                             &L->side, vae_view(r, side_out, 0, op->side->cout), &side_epi, err));
+            if (op->gn) TRY(fx_op_rows_load(r->ops, op->src, in0, in1, &gn, 0, vae_view(r, 0, 0, 0), err));
+        } else {
+            TRY(fx_op_rows_load(r->ops, op->src, in0, in1, op->gn ? &gn : NULL, 1, vae_view(r, 0, 0, 0), err));
+        }
+        double t0 = fx_now_s();
+        r->load_seconds += t0 - tl;
+        TRY(fx_op_conv2d_rows(r->ops, &g, vae_view(r, 0, 0, 0), in0, in1 - in0, &L->conv, &epi, vae_view(r, out, 0, 0),
+                              s.r0, s.r1, err));
+        r->conv_seconds += fx_now_s() - t0;
+        r->conv_flops += 2.0 * (s.r1 - s.r0) * wo * (double)g.cout * g.cin * g.kh * g.kw;
+        /* rows later strips still read start at the next strip's window */
+        int next_in0 = op->src->h, unused;
+        if (k + 1 < nstrips)
+            fx_conv2d_input_rows(&g, s.r1, s.r1 + srows < ho ? s.r1 + srows : ho, &next_in0, &unused);
+        double ts = fx_now_s();
+        flux_status st = FLUX_OK;
+        if (!op->delay) st = flush(r, op, s, out, side_out, next_in0);
+        else if (k > 0) /* the previous strip, now that this one has read its halo */
+            st = flush(r, op, prev, 1 + (k - 1) % 2, 3 + (k - 1) % 2, next_in0);
+        r->store_seconds += fx_now_s() - ts;
+        if (st) return st;
+        prev = s;
     }
+    if (op->delay && nstrips > 0)
+        TRY(flush(r, op, prev, 1 + (nstrips - 1) % 2, 3 + (nstrips - 1) % 2, op->src->h));
     return FLUX_OK;
 }
 
@@ -311,64 +284,10 @@ flux_status vae_stream_conv(vae_stream *r, const vae_sconv *op) {
                        g.h, g.w, g.cin, ho, wo, g.cout, op->dst.h, op->dst.w, op->dst.c);
     if (op->side && (g.stride != 1 || g.upsample2x || op->side->cin != g.cin || op->side_dst.c != op->side->cout))
         return fx_fail(err, FLUX_ERR_INTERNAL, "vae: bad shortcut geometry");
-
-    size_t pb = fx_conv2d_packed_bytes(r->kc, &g, op->conv->w.dtype);
-    void *packed = pb ? packed_buf(r, pb) : NULL;
-    if (!packed) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (VAE conv weights, %zu bytes)", pb);
-    double tp = fx_now_s();
-    if (fx_conv2d_pack(r->kc, &g, &op->conv->w, packed))
-        return fx_fail(err, FLUX_ERR_INTERNAL, "vae: cannot pack a %dx%d conv weight", g.cout, g.cin);
-    r->pack_seconds += fx_now_s() - tp;
-
-    const int srows = vae_conv_strip_rows(&g, r->strip_pixels);
-    const int nstrips = (ho + srows - 1) / srows;
-    const int64_t out_floats = (int64_t)srows * wo * g.cout;
-    const int64_t side_floats = op->side ? (int64_t)srows * wo * op->side->cout : 0;
-    const fx_epilogue epi = {FX_EPI_STORE, op->conv->bias, NULL};
-    const fx_epilogue side_epi = {FX_EPI_STORE, op->side ? op->side->bias : NULL, NULL};
-    strip prev = {0, 0};
-    for (int k = 0; k < nstrips; k++) {
-        strip s = {k * srows, (k + 1) * srows < ho ? (k + 1) * srows : ho};
-        int in0, in1;
-        fx_conv2d_input_rows(&g, s.r0, s.r1, &in0, &in1);
-        float *in = vae_buf(r, 0, sizeof(float) * (size_t)(in1 - in0 > 0 ? in1 - in0 : 1) * g.w * g.cin);
-        float *out = vae_buf(r, 1 + k % 2, sizeof(float) * (size_t)out_floats);
-        float *side_out = op->side ? vae_buf(r, 3 + k % 2, sizeof(float) * (size_t)side_floats) : NULL;
-        if (!in || !out || (op->side && !side_out)) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (VAE strip)");
-        double tl = fx_now_s();
-        if (op->side) { /* 1×1 on the raw rows r0..r1 (stride 1: inside the window), then normalise */
-            load_rows_gn(r, op->src, in0, in1, NULL, NULL, 1, in);
-            fx_linear(r->kc, (int64_t)(s.r1 - s.r0) * wo, in + (int64_t)(s.r0 - in0) * g.w * g.cin, g.cin,
-                      &op->side->w, side_out, op->side->cout, &side_epi);
-            if (op->gn) load_rows_gn(r, op->src, in0, in1, op->gn, op->norm, 0, in);
-        } else {
-            load_rows_gn(r, op->src, in0, in1, op->gn, op->norm, 1, in);
-        }
-        double t0 = fx_now_s();
-        r->load_seconds += t0 - tl;
-        if (fx_conv2d_packed(r->kc, &g, in, in0, in1 - in0, packed, &epi, out, s.r0, s.r1))
-            return fx_fail(err, FLUX_ERR_INTERNAL, "vae: conv strip %d..%d failed", s.r0, s.r1 - 1);
-        r->conv_seconds += fx_now_s() - t0;
-        r->conv_flops += 2.0 * (s.r1 - s.r0) * wo * (double)g.cout * g.cin * g.kh * g.kw;
-        /* rows later strips still read start at the next strip's window */
-        int next_in0 = op->src->h, unused;
-        if (k + 1 < nstrips)
-            fx_conv2d_input_rows(&g, s.r1, s.r1 + srows < ho ? s.r1 + srows : ho, &next_in0, &unused);
-        double ts = fx_now_s();
-        flux_status st = FLUX_OK;
-        if (!op->delay) st = flush(r, op, s, out, side_out, next_in0);
-        else if (k > 0) /* the previous strip, now that this one has read its halo */
-            st = flush(r, op, prev, r->buf[1 + (k - 1) % 2], op->side ? r->buf[3 + (k - 1) % 2] : NULL, next_in0);
-        r->store_seconds += fx_now_s() - ts;
-        if (st) return st;
-        prev = s;
-    }
-    if (op->delay && nstrips > 0) {
-        flux_status st = flush(r, op, prev, r->buf[1 + (nstrips - 1) % 2],
-                               op->side ? r->buf[3 + (nstrips - 1) % 2] : NULL, op->src->h);
-        if (st) return st;
-    }
-    return FLUX_OK;
+    layer_ops L = {0};
+    flux_status st = conv_strips(r, op, &g, &L);
+    layer_free(r, &L);
+    return st;
 }
 
 int64_t vae_stream_gap(const fx_conv2d_geom *g, int strip_pixels, int64_t pitch_src, int64_t pitch_dst,
@@ -421,10 +340,12 @@ flux_status vae_arena_alloc(vae_stream *r, size_t bytes) {
     r->arena = p;
     r->arena_bytes = bytes;
     vae_account(r, (ptrdiff_t)bytes);
-    return FLUX_OK;
+    return fx_buf_wrap(r->ops, p, (int64_t)(bytes / sizeof(float)), "VAE arena", &r->arena_buf, r->err);
 }
 
 void vae_arena_free(vae_stream *r) {
+    fx_buf_free(r->ops, r->arena_buf);
+    r->arena_buf = NULL;
     if (r->arena) munmap(r->arena, r->arena_bytes), vae_account(r, -(ptrdiff_t)r->arena_bytes);
     r->arena = NULL;
 }
@@ -437,22 +358,25 @@ fx_dtype vae_storage_dtype(const vae_stream *r, int scale) {
     }
 }
 
-void vae_stream_observe(vae_stream *r, const char *name, const vae_tensor *t, const vae_stats *gn, const vae_norm *norm) {
-    if (!r->ex.observer) return;
+flux_status vae_stream_observe(vae_stream *r, const char *name, const vae_tensor *t, const vae_stats *gn,
+                               const vae_norm *norm) {
+    if (!r->ex.observer) return FLUX_OK;
     const int64_t hw = (int64_t)t->h * t->w;
     float *chw = malloc(sizeof(float) * (size_t)(hw * t->c));
     float *row = malloc(sizeof(float) * (size_t)t->w * (size_t)t->c);
-    if (chw && row) {
-        for (int y = 0; y < t->h; y++) {
-            vae_load_rows(r, t, y, y + 1, row);
-            if (gn) /* the GroupNorm output itself (no SiLU) */
-                fx_groupnorm_apply(r->kc, t->w, t->c, gn->groups, row, gn->mean, gn->rstd, norm->gamma, norm->beta,
-                                   0, row);
-            for (int x = 0; x < t->w; x++)
-                for (int c = 0; c < t->c; c++) chw[c * hw + (int64_t)y * t->w + x] = row[(int64_t)x * t->c + c];
-        }
-        r->ex.observer(r->ex.observer_user, name, chw, t->c, t->h, t->w);
+    fx_buf *rb = NULL;
+    flux_status st = chw && row ? fx_buf_wrap(r->ops, row, (int64_t)t->w * t->c, "VAE observed row", &rb, r->err)
+                                : fx_fail(r->err, FLUX_ERR_NOMEM, "out of memory (VAE observer)");
+    const fx_op_gn g = gn ? vae_gn(gn, norm, 0) : (fx_op_gn){0}; /* the GroupNorm output itself (no SiLU) */
+    for (int y = 0; !st && y < t->h; y++) {
+        st = fx_op_rows_load(r->ops, t, y, y + 1, NULL, 1, fx_vec(rb, 0), r->err);
+        if (!st && gn) st = fx_op_groupnorm_apply(r->ops, t->w, t->c, &g, fx_vec(rb, 0), fx_vec(rb, 0), r->err);
+        for (int x = 0; !st && x < t->w; x++)
+            for (int c = 0; c < t->c; c++) chw[c * hw + (int64_t)y * t->w + x] = row[(int64_t)x * t->c + c];
     }
+    if (!st) r->ex.observer(r->ex.observer_user, name, chw, t->c, t->h, t->w);
+    fx_buf_free(r->ops, rb);
     free(chw);
     free(row);
+    return st;
 }

@@ -2,7 +2,9 @@
  * vae_stream.h — the VAE's strip-streaming engine (vae_stream.c).
  *
  * The VAE runs channels-last ([rows, width, channels]) and streams every
- * layer strip by strip (a few output rows at a time) through fx_conv2d_packed,
+ * layer strip by strip (a few output rows at a time) through the ops seam's
+ * host strips (ops.h: fx_op_conv2d_rows over a weight packed once per layer,
+ * fx_op_rows_load / fx_op_rows_store between stored rows and dense strips),
  * so that only the tensors a GroupNorm needs whole are ever stored whole:
  *
  *   resnet  x → h = conv1(silu(GN1(x)))            pass 1, stats of h on the fly
@@ -37,16 +39,9 @@
 /* Tensors and the arena                                                    */
 /* ------------------------------------------------------------------------ */
 
-/* A stored tensor [h, w, c]: element (y, x, ch) at data + es·(y·pitch + x·c + ch)
- * (channels-last, rows `pitch` elements apart), or planar [c, h, w] f32
- * (the model's channel-major inputs and outputs). */
-typedef struct vae_tensor {
-    void *data;
-    fx_dtype dtype;      /* FX_DTYPE_F32 or FX_DTYPE_BF16 */
-    int h, w, c;
-    int64_t pitch;
-    int planar;
-} vae_tensor;
+/* A stored tensor [h, w, c] (f32 or bf16 rows `pitch` elements apart) or
+ * planar [c, h, w] f32: the ops seam's host rows (ops.h fx_rows). */
+typedef fx_rows vae_tensor;
 
 /* GroupNorm statistics of a tensor being produced, then its normalisation. */
 typedef struct vae_stats {
@@ -73,7 +68,8 @@ typedef struct vae_plan {
 } vae_plan;
 
 /* One decode or encode on the host: the executor of the network
- * (vae_exec.h), kernels, activation memory, scratch buffers. */
+ * (vae_exec.h), the backend (host memory), activation memory, scratch
+ * buffers (each wrapped as a backend buffer for the ops). */
 typedef struct vae_stream {
     vae_exec ex;             /* first: the network's view of the run */
     vae_plan plan;           /* the arena's level regions */
@@ -83,7 +79,7 @@ typedef struct vae_stream {
     size_t edge_bytes;
     flux_ctx *ctx;           /* for checkpoints between stages (NULL: none) */
     fx_err *err;
-    const fx_kctx *kc;
+    fx_ops *ops;             /* the context's backend; its buffers are host memory */
     int force_f32;           /* FLUX_PRECISION=f32: the AUTO storage is f32 */
     fx_vae_storage storage;
     int groups;
@@ -91,16 +87,12 @@ typedef struct vae_stream {
     int strip_pixels;        /* output pixels per strip */
     char *arena;             /* level regions (see the plan) */
     size_t arena_bytes;
-#define VAE_NBUF 7
-    float *buf[VAE_NBUF];     /* strip buffers: input, output ×2, side output ×2,
-                                row statistics, residual rows (per thread) */
+    fx_buf *arena_buf;       /* the arena as a backend buffer (Q, K, V live there) */
+    fx_buf *edge_fb;         /* edge_buf as a backend buffer */
+#define VAE_NBUF 5
+    float *buf[VAE_NBUF];     /* strip buffers: input, output ×2, side output ×2 */
     size_t buf_bytes[VAE_NBUF];
-    int threads;
-    fx_kctx *kc1;            /* [threads]: the kernels on one thread, each with
-                                its own scratch (row kernels inside a parallel
-                                region over rows) */
-    void *packed;            /* the current layer's packed conv weight */
-    size_t packed_bytes;
+    fx_buf *fb[VAE_NBUF];     /* each as a backend buffer */
     vae_stats *stats;         /* [2]: the running tensor's statistics and a
                                 resnet's inner ones (12 KiB each, kept off
                                 the stack for callers on small stacks) */
@@ -153,8 +145,8 @@ void vae_arena_free(vae_stream *r);
 fx_dtype vae_storage_dtype(const vae_stream *r, int scale);
 
 void vae_account(vae_stream *r, ptrdiff_t delta);
-/* Per-thread kernel contexts (call once r->ctx, r->kc are set); release
- * frees them and every buffer. */
+/* Run state (call once r->ctx, r->ops are set); release frees it and
+ * every buffer. */
 flux_status vae_stream_init(vae_stream *r);
 /* Plan the arena for r->ex (decoder or encoder) and run the network
  * (vae_net.h) through this executor. */
@@ -165,17 +157,27 @@ flux_status vae_stream_checkpoint(vae_stream *r, int sub, int subtotal);
 void vae_stream_release(vae_stream *r);
 
 /* Give the observer (if any) a planar f32 copy of t (GroupNorm applied when gn). */
-void vae_stream_observe(vae_stream *r, const char *name, const vae_tensor *t, const vae_stats *gn_only, const vae_norm *norm);
+flux_status vae_stream_observe(vae_stream *r, const char *name, const vae_tensor *t, const vae_stats *gn_only, const vae_norm *norm);
 
-/* Scratch buffers of the run (grown on demand, accounted in peak_bytes). */
+/* Scratch buffers of the run (grown on demand, accounted in peak_bytes);
+ * vae_view: buffer i from float off on, rows ld floats apart. */
 float *vae_buf(vae_stream *r, int i, size_t bytes);
-
-/* Rows [y0, y1) of t as dense f32 [rows, w, c]; store the reverse. */
-void vae_load_rows(vae_stream *r, const vae_tensor *t, int y0, int y1, float *dst);
-void vae_store_rows(vae_stream *r, const vae_tensor *t, int y0, int y1, const float *src);
+static inline fx_view vae_view(const vae_stream *r, int i, int64_t off, int64_t ld) {
+    fx_view v = {r->fb[i], off, ld};
+    return v;
+}
+/* A view of host memory p inside backend buffer b whose memory starts at base. */
+static inline fx_view vae_view_at(fx_buf *b, const void *base, const void *p, int64_t ld) {
+    fx_view v = {b, (const float *)p - (const float *)base, ld};
+    return v;
+}
+/* A host vector (bias) of n floats as a backend buffer (NULL host: none). */
+flux_status vae_wrap_vector(vae_stream *r, const float *host, int64_t n, fx_buf **out);
 
 void vae_stats_init(vae_stats *s, int channels, int groups);
-void vae_stats_add(vae_stream *r, vae_stats *s, int64_t pixels, const float *x);
+flux_status vae_stats_add(vae_stream *r, vae_stats *s, int64_t pixels, fx_view x);
 void vae_stats_finish(vae_stream *r, vae_stats *s);
+/* The ops' GroupNorm of s with affine norm, SiLU after it when silu. */
+fx_op_gn vae_gn(const vae_stats *s, const vae_norm *norm, int silu);
 
 #endif

@@ -24,6 +24,9 @@
  * Slots: VAE_X is the x part of the current level's region, VAE_H its h
  * part; VAE_EDGE an f32 buffer of the run (the latent, channels-last, or
  * the encoder's moments), VAE_OUT the caller's planar output.
+ * Everything is computed by the backend seam's ops (ops.h) on these host
+ * buffers wrapped as backend buffers (fx_buf_wrap): the arena, the edge
+ * buffer, the strip buffers.
  */
 #include "vae_stream.h"
 
@@ -102,6 +105,8 @@ static void plan_encoder(const vae_model *v, int height, int width, const fx_dty
 
 static void edge_free(vae_stream *r) {
     if (!r->edge_buf) return;
+    fx_buf_free(r->ops, r->edge_fb);
+    r->edge_fb = NULL;
     free(r->edge_buf);
     vae_account(r, -(ptrdiff_t)r->edge_bytes);
     r->edge_buf = NULL, r->edge_bytes = 0;
@@ -118,7 +123,7 @@ static flux_status edge_alloc(vae_stream *r, int h, int w, int c, const char *wh
     vae_account(r, (ptrdiff_t)bytes);
     vae_tensor t = {r->edge_buf, FX_DTYPE_F32, h, w, c, (int64_t)w * c, 0};
     r->edge = t;
-    return FLUX_OK;
+    return fx_buf_wrap(r->ops, r->edge_buf, (int64_t)(bytes / sizeof(float)), "VAE edge", &r->edge_fb, r->err);
 }
 
 /* The tensor of slot with c channels at the current level. */
@@ -146,8 +151,17 @@ static flux_status edge_linear(vae_stream *r, const vae_conv *c) {
                        c->k, c->k, t->c);
     const int64_t P = (int64_t)t->h * t->w;
     float *x = t->data, *y = x == r->edge_buf ? r->edge_buf + P * t->c : r->edge_buf;
-    const fx_epilogue e = {FX_EPI_STORE, c->bias, NULL};
-    fx_linear(r->kc, P, x, t->c, &c->w, y, t->c, &e);
+    fx_opw w;
+    fx_buf *bias = NULL;
+    TRY(fx_ops_weight(r->ops, &c->w, "VAE 1x1", &w, r->err));
+    flux_status st = vae_wrap_vector(r, c->bias, c->cout, &bias);
+    const fx_op_epi e = {FX_EPI_STORE, bias ? fx_vec(bias, 0) : fx_none, fx_none};
+    if (!st)
+        st = fx_op_linear(r->ops, P, vae_view_at(r->edge_fb, r->edge_buf, x, t->c), &w,
+                          vae_view_at(r->edge_fb, r->edge_buf, y, t->c), &e, r->err);
+    fx_buf_free(r->ops, bias);
+    fx_ops_weight_free(r->ops, &w);
+    TRY(st);
     t->data = y;
     return FLUX_OK;
 }
@@ -185,62 +199,89 @@ static flux_status s_conv(vae_exec *ex, const vae_layer *l) {
     return FLUX_OK;
 }
 
-/* x (VAE_X, C channels) += attention(GN(x)); the GroupNorm and Q, K, V
- * projections, then the output projection and the residual, strip by strip;
- * q, k, v (f32) in the arena. */
-static flux_status s_attention(vae_exec *ex, const vae_attn *a) {
-    vae_stream *r = (vae_stream *)ex;
+/* The mid attention's weights and wrapped biases (freed by attn_free). */
+typedef struct attn_ops {
+    fx_opw w[4];                 /* q, k, v, out */
+    int n;                       /* registered */
+    fx_buf *b[4];
+} attn_ops;
+
+static void attn_free(vae_stream *r, attn_ops *A) {
+    for (int i = 0; i < A->n; i++) fx_ops_weight_free(r->ops, &A->w[i]);
+    for (int i = 0; i < 4; i++) fx_buf_free(r->ops, A->b[i]);
+}
+
+static flux_status attention_strips(vae_stream *r, const vae_attn *a, attn_ops *A) {
+    fx_ops *ops = r->ops;
+    fx_err *err = r->err;
     const int C = a->channels;
     const vae_tensor x = slot(r, VAE_X, C);
     vae_stats *stats = &r->stats[0];
     const int64_t P = (int64_t)x.h * x.w;
-    float *q = (float *)(void *)(r->arena + r->plan.qkv_off), *k = q + P * C, *v = q + 2 * P * C;
+    const fx_weight *hw[4] = {&a->q, &a->k, &a->v, &a->out};
+    const float *hb[4] = {a->bq, a->bk, a->bv, a->bout};
+    fx_op_epi epi[4];
+    for (; A->n < 4; A->n++) TRY(fx_ops_weight(ops, hw[A->n], "VAE attention", &A->w[A->n], err));
+    for (int i = 0; i < 4; i++) {
+        TRY(vae_wrap_vector(r, hb[i], C, &A->b[i]));
+        epi[i] = (fx_op_epi){FX_EPI_STORE, A->b[i] ? fx_vec(A->b[i], 0) : fx_none, fx_none};
+    }
+    /* q, k, v [P, C] in the arena */
+    const int64_t q0 = (int64_t)(r->plan.qkv_off / sizeof(float));
+    fx_view qkv[3];
+    for (int i = 0; i < 3; i++) qkv[i] = (fx_view){r->arena_buf, q0 + i * P * C, C};
     int rows = r->strip_pixels / x.w > 0 ? r->strip_pixels / x.w : 1;
-    const fx_epilogue eq = {FX_EPI_STORE, a->bq, NULL}, ek = {FX_EPI_STORE, a->bk, NULL},
-                      ev = {FX_EPI_STORE, a->bv, NULL}, eo = {FX_EPI_STORE, a->bout, NULL};
     float *t = vae_buf(r, 0, sizeof(float) * (size_t)rows * x.w * C);
     float *o = vae_buf(r, 1, sizeof(float) * (size_t)rows * x.w * C);
-    if (!t || !o) return fx_fail(r->err, FLUX_ERR_NOMEM, "out of memory (VAE attention)");
+    if (!t || !o) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory (VAE attention)");
+    const fx_view tv = vae_view(r, 0, 0, C), ov = vae_view(r, 1, 0, C);
+    const fx_op_gn gn = vae_gn(stats, &a->norm, 0);
 
     for (int y0 = 0; y0 < x.h; y0 += rows) {
         int y1 = y0 + rows < x.h ? y0 + rows : x.h;
         int64_t n = (int64_t)(y1 - y0) * x.w, p0 = (int64_t)y0 * x.w;
-        vae_load_rows(r, &x, y0, y1, t);
-        fx_groupnorm_apply(r->kc, n, C, r->groups, t, stats->mean, stats->rstd, a->norm.gamma, a->norm.beta, 0, t);
-        fx_linear(r->kc, n, t, C, &a->q, q + p0 * C, C, &eq);
-        fx_linear(r->kc, n, t, C, &a->k, k + p0 * C, C, &ek);
-        fx_linear(r->kc, n, t, C, &a->v, v + p0 * C, C, &ev);
+        TRY(fx_op_rows_load(ops, &x, y0, y1, NULL, 1, tv, err));
+        TRY(fx_op_groupnorm_apply(ops, n, C, &gn, tv, tv, err));
+        for (int i = 0; i < 3; i++) TRY(fx_op_linear(ops, n, tv, &A->w[i], fx_at(qkv[i], p0, 0), &epi[i], err));
     }
-    fx_attn_args args = {0};
+    fx_op_attn args = {0};
     args.sq = args.sk = P;
     args.hq = args.hkv = 1;
     args.d = C;
-    args.q = q, args.ldq = C;
-    args.k = k, args.ldk = C;
-    args.v = v, args.ldv = C;
-    args.o = q, args.ldo = C; /* in place over q */
+    args.q = qkv[0], args.k = qkv[1], args.v = qkv[2];
+    args.o = qkv[0]; /* in place over q */
     args.scale = (float)(1.0 / sqrt((double)C));
-    TRY(fx_attention(r->kc, &args, r->err));
+    TRY(fx_op_attention(ops, &args, err));
 
     vae_stats_init(stats, C, r->groups);
     for (int y0 = 0; y0 < x.h; y0 += rows) {
         int y1 = y0 + rows < x.h ? y0 + rows : x.h;
         int64_t n = (int64_t)(y1 - y0) * x.w, p0 = (int64_t)y0 * x.w;
-        fx_linear(r->kc, n, q + p0 * C, C, &a->out, o, C, &eo);
-        vae_load_rows(r, &x, y0, y1, t);
-        fx_gated_add(r->kc, n, C, o, C, NULL, t, C);
-        vae_stats_add(r, stats, n, o);
-        vae_store_rows(r, &x, y0, y1, o);
+        TRY(fx_op_linear(ops, n, fx_at(qkv[0], p0, 0), &A->w[3], ov, &epi[3], err));
+        TRY(fx_op_rows_load(ops, &x, y0, y1, NULL, 1, tv, err));
+        TRY(fx_op_gated_add(ops, n, C, ov, fx_none, tv, err));
+        TRY(vae_stats_add(r, stats, n, ov));
+        TRY(fx_op_rows_store(ops, &x, y0, y1, ov, 0, 0, NULL, err));
     }
     vae_stats_finish(r, stats);
     return FLUX_OK;
 }
 
+/* x (VAE_X, C channels) += attention(GN(x)); the GroupNorm and Q, K, V
+ * projections, then the output projection and the residual, strip by strip;
+ * q, k, v (f32) in the arena. */
+static flux_status s_attention(vae_exec *ex, const vae_attn *a) {
+    vae_stream *r = (vae_stream *)ex;
+    attn_ops A = {0};
+    flux_status st = attention_strips(r, a, &A);
+    attn_free(r, &A);
+    return st;
+}
+
 static flux_status s_observe(vae_exec *ex, const char *name, int s, int channels, const vae_norm *norm) {
     vae_stream *r = (vae_stream *)ex;
     const vae_tensor t = slot(r, s, channels);
-    vae_stream_observe(r, name, &t, norm ? stats_of(r, s) : NULL, norm);
-    return FLUX_OK;
+    return vae_stream_observe(r, name, &t, norm ? stats_of(r, s) : NULL, norm);
 }
 
 static flux_status s_output(vae_exec *ex, int s, int channels) {
@@ -282,7 +323,7 @@ flux_status vae_stream_run(vae_stream *r) {
         r->edge = in;
     } else { /* the latent → channels-last f32 */
         st = edge_alloc(r, ex->in_h, ex->in_w, cin, "latent");
-        if (!st) vae_load_rows(r, &in, 0, ex->in_h, r->edge.data);
+        if (!st) st = fx_op_rows_load(r->ops, &in, 0, ex->in_h, NULL, 1, fx_vec(r->edge_fb, 0), r->err);
     }
     if (!st) st = ex->encoder ? vae_net_encode(ex) : vae_net_decode(ex);
     edge_free(r);

@@ -365,6 +365,11 @@ TEST(vk_ops_groupnorm_conv2d_match_cpu) {
     ok(fx_op_groupnorm(p.dev, hh * ww, cin, 4, vd(x, 0, 0), vd(gm, 0, 0), vd(bt, 0, 0), 1e-6f, 1, vd(y, 0, 0), &err),
        &err, "dev");
     twin_check(&p, y, "groupnorm + silu", TOL);
+    /* the host strips are the CPU's: the device says so (the VAE then runs whole tensors) */
+    fx_buf *wrapped = NULL;
+    float host_row[4];
+    CHECK_EQ_INT(fx_buf_wrap(p.dev, host_row, 4, "host row", &wrapped, &err), FLUX_ERR_UNSUPPORTED);
+    CHECK(wrapped == NULL && !fx_ops_on_host(p.dev));
 
     for (int up = 0; up < 2; up++) {
         fx_conv2d_geom g = {.h = hh, .w = ww, .cin = cin, .cout = cout, .kh = 3, .kw = 3, .stride = 1,
