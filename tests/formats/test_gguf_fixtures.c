@@ -164,3 +164,4 @@ TEST(gguf_fixture_llama_cpp_qwen3_dequantizes_like_gguf_py) {
     CHECK(fx_wset_find(s, "token_embd.weight") && fx_wset_find(s, "blk.27.attn_k_norm.weight"));
     fx_wset_close(s);
 }
+
