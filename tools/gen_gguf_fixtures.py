@@ -3,21 +3,24 @@
 tools, and the values those tools' own dequantizer reads from them
 (tests/formats/gguf_fixtures/README.md says which tool made each file).
 
-    /usr/bin/python3 tools/gen_gguf_fixtures.py --gguf-py DIR [--sd-cli BIN] [OUT_DIR]
+    /usr/bin/python3 tools/gen_gguf_fixtures.py --gguf-py DIR --comfyui-gguf DIR2 [--sd-cli BIN] [OUT_DIR]
         DIR: llama.cpp's gguf-py folder (the Python package 'gguf'; needs numpy,
-             and sentencepiece for its import); BIN: stable-diffusion.cpp's sd-cli.
+             and sentencepiece for its import); DIR2: a city96/ComfyUI-GGUF
+             checkout (tools/convert.py; needs torch and tqdm: Debian
+             python3-torch, python3-tqdm); BIN: stable-diffusion.cpp's sd-cli.
         OUT_DIR defaults to tests/formats/gguf_fixtures.
 
-Made from tests/golden/model (bf16):
+Made from tests/golden/model (bf16), renamed here to BFL names (the official
+single-file layout, what both converters take):
   flux2-comfy-<T>.gguf  the transformer as ComfyUI-GGUF's pipeline writes it:
-        BFL names without prefix (tools/convert.py strips model.diffusion_model.),
-        general.architecture "flux"; convert.py's rule: 1-D tensors and tensors of
-        at most 1024 values F32, the rest BF16; then its patched llama-quantize's
-        rule (tools/lcpp.patch): 2-D '.weight' tensors become type T except the
+        its tools/convert.py, run unmodified (safetensors.torch.load_file given
+        by a small shim over torch), writes the BF16 GGUF: BFL names,
+        general.architecture "flux", 1-D tensors and tensors of at most 1024
+        values F32, the rest BF16; then its patched llama-quantize's rule
+        (tools/lcpp.patch) is applied here with gguf-py's quantizer
+        (gguf.quants.quantize): 2-D '.weight' tensors become type T except the
         names holding img_in. txt_in. time_in. vector_in. guidance_in. final_layer.
-        (kept BF16); general.file_type the llama.cpp ftype of T. Both steps are
-        done here with gguf-py (GGUFWriter, gguf.quants.quantize), not by running
-        convert.py (it needs torch + safetensors) or llama-quantize.
+        (kept as stored); general.file_type the llama.cpp ftype of T.
   qwen3-te-Q8_0.gguf    the text encoder as llama.cpp's convert_hf_to_gguf.py
         --outtype q8_0 writes Qwen3: llama.cpp names, the qwen3.* keys of
         TextModel.set_gguf_parameters, 1-D / *_norm tensors F32, the rest Q8_0,
@@ -133,22 +136,75 @@ def bfl_state_dict(st):
     return out
 
 
-def comfy_file(gguf, bfl, qtype, path):
-    """convert.py's types, then lcpp.patch's llama-quantize rule for qtype."""
+# safetensors.torch.load_file for convert.py over torch alone (Debian has no
+# python3-safetensors): bf16 / f32 tensors of one file, in header order.
+SAFETENSORS_SHIM = """
+import json, struct, torch
+def load_file(path, device="cpu"):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = bytearray(f.read())
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = t["data_offsets"]
+        raw = data[a:b]
+        if t["dtype"] == "BF16":
+            x = torch.frombuffer(raw, dtype=torch.int16).view(torch.bfloat16)
+        elif t["dtype"] == "F32":
+            x = torch.frombuffer(raw, dtype=torch.float32)
+        else:
+            raise ValueError(name + ": " + t["dtype"])
+        out[name] = x.reshape(t["shape"]).clone()
+    return out
+def save_file(tensors, path):
+    raise NotImplementedError("not needed for FLUX.2")
+"""
+
+
+def comfy_convert(comfy_dir, gguf_py, src, tmp):
+    """ComfyUI-GGUF's tools/convert.py, unmodified, on the BFL file: the
+    BF16 GGUF (its F32 rule for 1-D and small tensors)."""
+    shim = os.path.join(tmp, "shim", "safetensors")
+    os.makedirs(shim, exist_ok=True)
+    open(os.path.join(shim, "__init__.py"), "w").close()
+    with open(os.path.join(shim, "torch.py"), "w") as f:
+        f.write(SAFETENSORS_SHIM)
+    dst = os.path.join(tmp, "flux-2-klein-tiny-BF16.gguf")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(tmp, "shim"), gguf_py]))
+    subprocess.run([sys.executable, os.path.join(comfy_dir, "tools", "convert.py"), "--src", src, "--dst", dst],
+                   check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return dst
+
+
+def comfy_quantize(gguf, src, qtype, path):
+    """What ComfyUI-GGUF's patched llama-quantize (tools/lcpp.patch, arch
+    flux) does to convert.py's file, with gguf-py's quantizer: 2-D '.weight'
+    tensors become qtype except names holding the embedders / final layer;
+    the rest is copied as stored; general.file_type becomes qtype's ftype."""
     Q = gguf.GGMLQuantizationType
     keep = ("img_in.", "txt_in.", "time_in.", "vector_in.", "guidance_in.", "final_layer.")
     ftype = {Q.Q8_0: gguf.LlamaFileType.MOSTLY_Q8_0, Q.Q5_0: gguf.LlamaFileType.MOSTLY_Q5_0,
              Q.Q4_0: gguf.LlamaFileType.MOSTLY_Q4_0}[qtype]
-    w = gguf.GGUFWriter(path, arch="flux")
+    r = gguf.GGUFReader(src)
+    arch = r.fields["general.architecture"]
+    w = gguf.GGUFWriter(path, arch=bytes(arch.parts[arch.data[0]]).decode())
+    for name, field in r.fields.items():
+        if name.startswith("GGUF.") or name in ("general.architecture", "general.file_type",
+                                                  "general.quantization_version"):
+            continue
+        raise SystemExit(f"{src}: unexpected key {name}")
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
     w.add_file_type(ftype)
-    for name in sorted(bfl):
-        shape, raw = bfl[name]
-        x = bf16_to_f32(raw, shape)
-        t = Q.F32 if (len(shape) == 1 or x.size <= 1024) else Q.BF16  # convert.py
-        if len(shape) >= 2 and name.endswith("weight") and not any(k in name for k in keep):
-            t = qtype  # llama-quantize (patched)
-        w.add_tensor(name, gguf.quants.quantize(x, t), raw_dtype=t)
+    for t in r.tensors:
+        shape = tuple(int(n) for n in reversed(t.shape))
+        if len(shape) >= 2 and t.name.endswith("weight") and not any(k in t.name for k in keep):
+            x = gguf.quants.dequantize(t.data, t.tensor_type).reshape(shape)
+            w.add_tensor(t.name, gguf.quants.quantize(x, qtype), raw_dtype=qtype)
+        else:
+            w.add_tensor(t.name, t.data, raw_shape=t.data.shape, raw_dtype=t.tensor_type)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -240,6 +296,7 @@ def gguf_version(gguf):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gguf-py", required=True)
+    ap.add_argument("--comfyui-gguf", required=True)
     ap.add_argument("--sd-cli")
     ap.add_argument("out", nargs="?", default=os.path.join(ROOT, "tests/formats/gguf_fixtures"))
     a = ap.parse_args()
@@ -250,22 +307,23 @@ def main():
     bfl = bfl_state_dict({k: v for k, v in st.items()})
     made = []
     Q = gguf.GGMLQuantizationType
-    for qtype in (Q.Q8_0, Q.Q5_0):
-        p = os.path.join(a.out, f"flux2-comfy-{qtype.name}.gguf")
-        comfy_file(gguf, bfl, qtype, p)
-        made.append(p)
-    p = os.path.join(a.out, "qwen3-te-Q8_0.gguf")
-    qwen3_file(gguf, p)
-    made.append(p)
-    if a.sd_cli:
-        with tempfile.TemporaryDirectory() as tmp:
-            src = os.path.join(tmp, "flux-2-klein-tiny.safetensors")
-            write_safetensors(src, bfl)
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "flux-2-klein-tiny.safetensors")
+        write_safetensors(src, bfl)
+        bf16 = comfy_convert(a.comfyui_gguf, a.gguf_py, src, tmp)
+        for qtype in (Q.Q8_0, Q.Q5_0):
+            p = os.path.join(a.out, f"flux2-comfy-{qtype.name}.gguf")
+            comfy_quantize(gguf, bf16, qtype, p)
+            made.append(p)
+        if a.sd_cli:
             for t in ("q8_0", "q4_0"):
                 p = os.path.join(a.out, f"flux2-sdcpp-{t}.gguf")
                 subprocess.run([a.sd_cli, "-M", "convert", "--diffusion-model", src, "-o", p, "--type", t],
                                check=True, stdout=subprocess.DEVNULL)
                 made.append(p)
+    p = os.path.join(a.out, "qwen3-te-Q8_0.gguf")
+    qwen3_file(gguf, p)
+    made.append(p)
     for p in made:
         expected(gguf, p)
         print(f"{os.path.relpath(p, ROOT)}: {os.path.getsize(p)} bytes")
