@@ -44,23 +44,10 @@ import tempfile
 
 import numpy as np
 
+from safetensors_raw import read_raw as read_safetensors
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = os.path.join(ROOT, "tests/golden/model")
-
-
-def read_safetensors(path):
-    """name -> (shape, raw bytes, dtype string), header order."""
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, t in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = t["data_offsets"]
-        out[name] = (tuple(t["shape"]), data[a:b], t["dtype"])
-    return out
 
 
 def bf16_to_f32(raw, shape):
