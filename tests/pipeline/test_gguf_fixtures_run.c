@@ -9,7 +9,10 @@
  *     its type (README "GGUF files made by other tools"), the file's
  *     quantization error (the bf16 folder itself is within 1e-4);
  *   - the llama.cpp-layout Qwen3 file in place of the folder's text encoder
- *     encodes the case's prompt within its tolerance of out/emb.npy.
+ *     encodes the case's prompt within its tolerance of out/emb.npy;
+ *   - gguf-py's Q8_0 / Q5_0 blocks in the ComfyUI-layout files are byte for
+ *     byte the blocks `flux quantize` (ggml's reference quantizers) writes
+ *     for the same tensors of the golden folder.
  * Tolerances (max|ours − golden| / max|golden|): about 2x what was measured
  * on Zen 5 (f32 math is the same on every ISA within 1e-4).
  */
@@ -20,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/formats/weight_set.h"
 #include "tests/golden_case.h"
 
 #define CASE "t2i-48x64-2step"
@@ -81,4 +85,44 @@ TEST(gguf_fixture_llama_cpp_qwen3_encodes_the_golden_prompt) {
     free(got);
     fx_npy_free(&g);
     flux_free(ctx);
+}
+
+/* gguf-py's Python quantizer and ours (= ggml's quantize_row_*_ref) agree. */
+TEST(gguf_fixture_blocks_equal_flux_quantize) {
+    static const struct { const char *file, *type; fx_dtype dtype; } files[] = {
+        {"flux2-comfy-Q8_0.gguf", "q8_0", FX_DTYPE_Q8_0},
+        {"flux2-comfy-Q5_0.gguf", "q5_0", FX_DTYPE_Q5_0},
+    };
+    for (size_t k = 0; k < sizeof files / sizeof *files; k++) {
+        char ours[PATH_MAX], cmd[3 * PATH_MAX], *out = NULL;
+        snprintf(ours, sizeof ours, "%s/ours-%s.gguf", fx_test_tmpdir(), files[k].type);
+        snprintf(cmd, sizeof cmd, "'%s' quantize -q -d '%sgolden/model' --type %s --component transformer -o '%s'",
+                 fx_test_flux_bin(), fx_test_path(""), files[k].type, ours);
+        int rc = fx_test_run(cmd, &out);
+        CHECK_MSG(rc == 0, "%s: %s", cmd, out ? out : "");
+        free(out);
+        if (rc) continue;
+        fx_err err = {0};
+        fx_wset *a = fx_wset_open(fixture(files[k].file), files[k].file, 1, &err);
+        fx_wset *b = a ? fx_wset_open(ours, "flux quantize", 1, &err) : NULL;
+        if (!b) {
+            CHECK_MSG(0, "%s", err.msg);
+            fx_wset_close(a);
+            continue;
+        }
+        int compared = 0;
+        for (size_t i = 0; i < fx_wset_count(a); i++) {
+            const fx_tensor *x = fx_wset_tensor_at(a, i), *y = fx_wset_find(b, x->name);
+            if (x->dtype != files[k].dtype) continue;
+            CHECK_MSG(y && y->dtype == x->dtype && y->nbytes == x->nbytes, "%s: '%s' not %s in flux quantize's file",
+                      files[k].file, x->name, files[k].type);
+            if (!y || y->nbytes != x->nbytes) continue;
+            CHECK_MSG(!memcmp(fx_tensor_data(x), fx_tensor_data(y), (size_t)x->nbytes),
+                      "%s: '%s': gguf-py's blocks differ from flux quantize's", files[k].file, x->name);
+            compared++;
+        }
+        CHECK_MSG(compared == 23, "%s: %d %s tensors compared", files[k].file, compared, files[k].type);
+        fx_wset_close(b);
+        fx_wset_close(a);
+    }
 }
