@@ -52,6 +52,7 @@ static void check_fixture(const char *file, int counts[64]) {
     char list[PATH_MAX + 16];
     snprintf(list, sizeof list, "%s/sha256.txt", exp_dir);
     FILE *f = fopen(list, "r");
+    if (!f) fx_wset_close(s);
     REQUIRE_MSG(f, "%s: cannot open", list);
     size_t listed = 0, npys = 0;
     while (fgets(line, sizeof line, f)) {
