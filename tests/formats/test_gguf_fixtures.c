@@ -166,3 +166,23 @@ TEST(gguf_fixture_llama_cpp_qwen3_dequantizes_like_gguf_py) {
     fx_wset_close(s);
 }
 
+TEST(gguf_fixture_stable_diffusion_cpp_dequantizes_like_gguf_py) {
+    static const struct { const char *file; uint32_t qtype; } files[] = {
+        {"flux2-sdcpp-q8_0.gguf", 8},
+        {"flux2-sdcpp-q4_0.gguf", 2},
+    };
+    for (size_t k = 0; k < sizeof files / sizeof *files; k++) {
+        int counts[64];
+        check_fixture(files[k].file, counts);
+        /* sd.cpp keeps the source type for '.scale' norms, the embedders and the final layer */
+        CHECK_MSG(counts[30] == 18 && counts[files[k].qtype] == 23, "%s: BF16 %d %s %d", files[k].file, counts[30],
+                  ggml_name(files[k].qtype), counts[files[k].qtype]);
+        fx_wset *s = NULL;
+        const fx_gguf *g = open_header(files[k].file, &s);
+        if (!g) continue;
+        /* sd.cpp's names: model.diffusion_model. + BFL; no key/values at all */
+        CHECK(fx_wset_find(s, "model.diffusion_model.double_blocks.0.img_attn.qkv.weight"));
+        CHECK_EQ_INT(g->n_kv, 0);
+        fx_wset_close(s);
+    }
+}
