@@ -68,10 +68,8 @@ OUT ?= $(BUILD)
 
 # ---------------------------------------------------------------- flags
 OPT      ?= -O2
-# -Wno-missing-field-initializers: a positional initializer that stops early
-# zero-fills the rest by design (fx_weight's trailing fp8 scale: 0 = unscaled)
 WARN     := -Wall -Wextra -Wshadow -Wpointer-arith -Wvla -Wstrict-prototypes \
-            -Wno-unused-parameter -Wno-missing-field-initializers
+            -Wno-unused-parameter
 CPPFLAGS += -D_GNU_SOURCE -I.
 # Hidden by default: libflux.so exports only what flux.h marks FLUX_API.
 CFLAGS   += -std=c11 $(OPT) -g -fPIC -fvisibility=hidden $(WARN) -MMD -MP

@@ -107,7 +107,7 @@ static void problem_free(gemm_problem *p) {
  * (Q8_0) or the blocks converted per call (the other types). */
 static void run_ours(void *arg) {
     gemm_problem *p = arg;
-    fx_weight w = {p->w, p->dt, p->n, p->k, p->k, NULL};
+    fx_weight w = {.data = p->w, .dtype = p->dt, .n = p->n, .k = p->k, .ld = p->k};
     w.scale = fx_dtype_is_fp8(p->dt) ? 1.0f / 4096 : 0.0f; /* fp8: a scaled weight, as ComfyUI's files */
     fx_epilogue e = {p->mode, p->mode == FX_EPI_STORE ? NULL : p->bias,
                      p->mode == FX_EPI_GATED_ACCUMULATE ? p->gate : NULL};
@@ -327,7 +327,7 @@ static int bench_one(const fx_bench_env *env, int64_t m, int64_t n, int64_t k, f
         r.peak = fx_bench_peak_of_int8(k8->name);
         p.k8 = g_int8_kernel;
         if (fx_int8w_wanted(dt)) { /* made once at load by the model: outside the timing */
-            const fx_weight w = {p.w, dt, n, k, k, NULL};
+            const fx_weight w = {.data = p.w, .dtype = dt, .n = n, .k = k, .ld = k};
             p.form = fx_int8w_new(&p.kc, &w);
         }
     }

@@ -187,7 +187,7 @@ static int conv_one(const fx_bench_env *env, int h, int w, int cin, int cout, in
         if (dt == FX_DTYPE_BF16) ((uint16_t *)wd)[i] = fx_f32_to_bf16_bits(v);
         else ((float *)wd)[i] = v;
     }
-    p.w = (fx_weight){wd, dt, cout, (int64_t)kd, (int64_t)kd, NULL};
+    p.w = (fx_weight){.data = wd, .dtype = dt, .n = cout, .k = (int64_t)kd, .ld = (int64_t)kd};
     int rc = fx_bench_kctx(env, -1, env->force_f32, &p.kc);
     if (!rc) {
         fx_bench_result r = {0};

@@ -117,7 +117,7 @@ static int vulkan_main(int argc, char **argv, const fx_bench_env *env) {
     if (!attn) {
         size_t es = dt == FX_DTYPE_F32 ? 4 : 2;
         host_w = calloc((size_t)(n * k), es);
-        c.w = (fx_weight){host_w, dt, n, k, k, NULL};
+        c.w = (fx_weight){.data = host_w, .dtype = dt, .n = n, .k = k, .ld = k};
         if (!host_w || fx_vk_weight_upload(r.vk, &c.w, "bench weight", &r.w, &err) != FLUX_OK) goto out;
         bufs[0] = filled(r.vk, (size_t)(m * k), "x", &err);
         bufs[1] = filled(r.vk, (size_t)(m * n), "y", &err);

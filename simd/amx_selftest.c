@@ -42,10 +42,10 @@ static int run(void *arg) {
     if (!s) return -2;
     fx_kctx kc;
     fx_kctx_init(&kc, t->k, 1, s);
-    const fx_weight w = {t->w, FX_DTYPE_BF16, N, K, K, NULL};
+    const fx_weight w = {.data = t->w, .dtype = FX_DTYPE_BF16, .n = N, .k = K, .ld = K};
     fx_linear(&kc, M, t->x, K, &w, t->y, N, NULL);
     if (t->int8) {
-        const fx_weight wq = {t->wq, FX_DTYPE_Q8_0, N, K, K, NULL};
+        const fx_weight wq = {.data = t->wq, .dtype = FX_DTYPE_Q8_0, .n = N, .k = K, .ld = K};
         const fx_gemm_int8 *p = t->k->gemm->int8(fx_cpu_facts_get(), M);
         t->int8_failed = fx_linear_int8(&kc, p, M, t->x, K, &wq, NULL, t->y8, N, NULL) ||
                          fx_linear_int8(&kc, &fx_gemm_int8_scalar, M, t->x, K, &wq, NULL, t->y8_ref, N, NULL);

@@ -92,7 +92,7 @@ int fx_delta_row_norms(const fx_kctx *kc, const fx_weight *w, const fx_delta *d,
         free(dw), free(tmp), free(at), free(w2);
         return -1;
     }
-    const fx_weight atw = {at, FX_DTYPE_F32, k, r, r, NULL};
+    const fx_weight atw = {.data = at, .dtype = FX_DTYPE_F32, .n = k, .k = r, .ld = r};
     const int threads = kc->threads > 0 ? kc->threads : 1;
     int failed = 0;
     (void)threads; /* only read by the OpenMP pragma */

@@ -112,7 +112,7 @@ static void linear_gemv_blocks(const fx_gemm_expander *e, fx_gemv_fn gemv, fx_dt
         for (int64_t j = n0; j < n1; j += GEMV_ROWS) {
             const int rows = (int)(n1 - j < GEMV_ROWS ? n1 - j : GEMV_ROWS);
             fx_gemm_expand_rows(e, rows, k, (const char *)w->data + j * rb, rb, rows_buf, k, tmp);
-            const fx_weight tw = {rows_buf, target, rows, k, k, NULL, 0.0f};
+            const fx_weight tw = {.data = rows_buf, .dtype = target, .n = rows, .k = k, .ld = k};
             fx_epilogue te = *epi;
             if (te.bias) te.bias += j;
             if (te.gate) te.gate += j;

@@ -8,7 +8,7 @@
  * A container's elements are contiguous (items[0..len)), allocated when the
  * container opens thanks to the counts of pass 1, so lookups by index are
  * O(1) and nothing is ever reallocated. Nesting is tracked on an explicit
- * stack of FX_JSON_MAX_DEPTH frames: no recursion anywhere.
+ * stack of at most FX_JSON_MAX_DEPTH frames: no recursion anywhere.
  */
 #include "json.h"
 
@@ -70,8 +70,8 @@ typedef struct parser {
     char *strs;
     size_t next_str;
 
-    int depth;
-    frame stack[FX_JSON_MAX_DEPTH];
+    int depth, cap_stack;
+    frame *stack; /* grown on demand up to FX_JSON_MAX_DEPTH frames */
 } parser;
 
 static int fail_at(parser *ps, const unsigned char *at, const char *fmt, ...) FX_PRINTF(3, 4);
@@ -443,6 +443,14 @@ static int member_name(parser *ps) {
 static int open_container(parser *ps, int is_object) {
     if (ps->depth >= FX_JSON_MAX_DEPTH)
         return fail_at(ps, ps->p, "nesting deeper than %d levels", FX_JSON_MAX_DEPTH);
+    if (ps->depth == ps->cap_stack) {
+        int cap = ps->cap_stack ? 2 * ps->cap_stack : 16;
+        if (cap > FX_JSON_MAX_DEPTH) cap = FX_JSON_MAX_DEPTH;
+        frame *grown = realloc(ps->stack, (size_t)cap * sizeof *grown);
+        if (!grown) { fx_fail(ps->err, FLUX_ERR_NOMEM, "out of memory parsing JSON"); return -1; }
+        ps->stack = grown;
+        ps->cap_stack = cap;
+    }
     fx_json *node = target(ps);
     frame *f = &ps->stack[ps->depth];
     f->node = node;
@@ -595,6 +603,7 @@ fx_json_doc *fx_json_parse(const char *text, size_t len, fx_err *err) {
 done:
     if (ps->c_locale) freelocale(ps->c_locale);
     free(ps->counts);
+    free(ps->stack);
     free(ps);
     return doc;
 }

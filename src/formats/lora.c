@@ -359,7 +359,7 @@ static float *product(const open_ctx *o, const fx_weight *wa, const fx_weight *w
         fx_fail(o->err, FLUX_ERR_NOMEM, "%s: out of memory for a %lldx%lld product", o->path, (long long)wa->n,
                 (long long)wb->k);
     if (p) {
-        fx_weight w = {bt, FX_DTYPE_F32, wb->k, wb->n, wb->n, NULL}; /* wbᵀ [q, r] */
+        fx_weight w = {.data = bt, .dtype = FX_DTYPE_F32, .n = wb->k, .k = wb->n, .ld = wb->n}; /* wbᵀ [q, r] */
         fx_linear(o->kc, wa->n, a, wa->k, &w, p, wb->k, NULL);
     }
     free(a), free(bt);
@@ -399,7 +399,7 @@ static flux_status whole_or_product(const open_ctx *o, const group *g, fx_lora_p
     }
     float *p = product(o, &a, &b, 1);
     if (!p) return o->err->code;
-    *w = (fx_weight){p, FX_DTYPE_F32, a.n, b.k, b.k, NULL};
+    *w = (fx_weight){.data = p, .dtype = FX_DTYPE_F32, .n = a.n, .k = b.k, .ld = b.k};
     return FLUX_OK;
 }
 
@@ -433,8 +433,8 @@ static flux_status loha_delta(const open_ctx *o, const fx_weight *w1a, const fx_
         else failed = own(o->l, b) != 0;
         if (failed) return fx_fail(o->err, FLUX_ERR_NOMEM, "%s: out of memory for a LoHa of rank %lld", o->path, (long long)r);
         d->kind = FX_DELTA_LOWRANK;
-        d->a = (fx_weight){a, FX_DTYPE_F32, r, in, in, NULL};
-        d->b = (fx_weight){b, FX_DTYPE_F32, out, r, r, NULL};
+        d->a = (fx_weight){.data = a, .dtype = FX_DTYPE_F32, .n = r, .k = in, .ld = in};
+        d->b = (fx_weight){.data = b, .dtype = FX_DTYPE_F32, .n = out, .k = r, .ld = r};
         return FLUX_OK;
     }
     float *p1 = product(o, w1a, w1b, 1), *p2 = p1 ? product(o, w2a, w2b, 0) : NULL;
@@ -442,7 +442,7 @@ static flux_status loha_delta(const open_ctx *o, const fx_weight *w1a, const fx_
     for (int64_t i = 0; i < out * in; i++) p1[i] *= p2[i];
     free(p2);
     d->kind = FX_DELTA_DENSE;
-    d->a = (fx_weight){p1, FX_DTYPE_F32, out, in, in, NULL};
+    d->a = (fx_weight){.data = p1, .dtype = FX_DTYPE_F32, .n = out, .k = in, .ld = in};
     return FLUX_OK;
 }
 

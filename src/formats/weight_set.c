@@ -352,7 +352,7 @@ flux_status fx_wset_matrix_view(fx_wset *s, const char *name, const fx_shape *ex
     }
     float scale = 0.0f;
     if (fx_dtype_is_fp8(t->dtype) && (st = fp8_scale(s, t, &scale, err))) return st;
-    *out = (fx_weight){data, t->dtype, rows, cols, cols, NULL, scale};
+    *out = (fx_weight){.data = data, .dtype = t->dtype, .n = rows, .k = cols, .ld = cols, .scale = scale};
     return FLUX_OK;
 }
 

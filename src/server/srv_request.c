@@ -192,7 +192,9 @@ static int parse_images(const fx_json *body, const char *key, const srv_limits *
 static int check_images(const srv_limits *lim, const srv_gen_request *r, srv_err *err) {
     for (int i = 0; i < r->n_images; i++) {
         long long w, h;
-        if (srv_image_dims(r->image[i], r->image_len[i], &w, &h) && w * h > lim->max_pixels)
+        /* w > max / h ⇔ w·h > max for positive sizes, without the product
+         * (a header may announce 2^32 − 1 in each dimension) */
+        if (srv_image_dims(r->image[i], r->image_len[i], &w, &h) && h > 0 && w > lim->max_pixels / h)
             return refuse(err, 413, "image %d: %lldx%lld pixels; at most %lld per image", i, w, h, lim->max_pixels);
     }
     return 0;

@@ -139,7 +139,7 @@ TEST(kernel_conv2d) {
             for (size_t i = 0; i < nw; i++) wd[i] = wf[i] = fx_test_rng_uniform(&r) / sqrtf((float)kdim);
             wdata = wf;
         }
-        fx_weight w = {wdata, cc->wt, g->cout, kdim, kdim, NULL};
+        fx_weight w = {.data = wdata, .dtype = cc->wt, .n = g->cout, .k = kdim, .ld = kdim};
         fx_epilogue epi = {cc->epi == 2 ? FX_EPI_ACCUMULATE : FX_EPI_STORE, cc->epi ? bias : NULL, NULL};
         conv_ref(g, x, wd, bias, y0, cc->epi, ref);
         /* the reference of the bf16 dot-product path: X rounded to bf16 */

@@ -73,7 +73,7 @@ TEST(kernel_conv2d_packed_strips) {
             for (size_t i = 0; i < nw; i++) wf[i] = fx_test_rng_uniform(&r) / sqrtf((float)kdim);
             wdata = wf;
         }
-        const fx_weight w = {wdata, sc->wt, g->cout, kdim, kdim, NULL};
+        const fx_weight w = {.data = wdata, .dtype = sc->wt, .n = g->cout, .k = kdim, .ld = kdim};
         const fx_epilogue epi = {FX_EPI_STORE, bias, NULL};
         for (int ii = 0; ii < isas.n; ii++) {
             const fx_kernels *k = isas.k[ii];

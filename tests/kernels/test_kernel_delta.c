@@ -62,32 +62,32 @@ static void make_term(fx_test_rng *rng, const term_spec *s, int64_t out, int64_t
     if (s->kind == FX_DELTA_LOWRANK) {
         t->a = random_factor(rng, s->dt, s->r * k, 0.5f);
         t->b = random_factor(rng, s->dt, out * s->r, 0.5f);
-        d->a = (fx_weight){t->a, s->dt, s->r, k, k, NULL};
-        d->b = (fx_weight){t->b, s->dt, out, s->r, s->r, NULL};
+        d->a = (fx_weight){.data = t->a, .dtype = s->dt, .n = s->r, .k = k, .ld = k};
+        d->b = (fx_weight){.data = t->b, .dtype = s->dt, .n = out, .k = s->r, .ld = s->r};
         for (int64_t i = 0; i < out; i++)
             for (int64_t j = 0; j < k; j++)
                 for (int64_t q = 0; q < s->r; q++)
                     t->dw[i * k + j] += factor_at(t->b, s->dt, i * s->r + q) * factor_at(t->a, s->dt, q * k + j);
     } else if (s->kind == FX_DELTA_DENSE) {
         t->a = random_factor(rng, s->dt, out * k, 0.5f);
-        d->a = (fx_weight){t->a, s->dt, out, k, k, NULL};
+        d->a = (fx_weight){.data = t->a, .dtype = s->dt, .n = out, .k = k, .ld = k};
         for (int64_t i = 0; i < out * k; i++) t->dw[i] = factor_at(t->a, s->dt, i);
     } else { /* W1 [l, m1] ⊗ W2 [k2, n2] = [l·k2, m1·n2]; W2 = c [k2, r]·a [r, n2] when r > 0 */
         t->b = random_factor(rng, s->dt, s->l * s->m1, 1.0f);
-        d->b = (fx_weight){t->b, s->dt, s->l, s->m1, s->m1, NULL};
+        d->b = (fx_weight){.data = t->b, .dtype = s->dt, .n = s->l, .k = s->m1, .ld = s->m1};
         double *w2 = calloc((size_t)(s->k2 * s->n2), sizeof *w2);
         if (s->r) {
             t->c = random_factor(rng, s->dt, s->k2 * s->r, 0.5f);
             t->a = random_factor(rng, FX_DTYPE_F32, s->r * s->n2, 0.5f);
-            d->c = (fx_weight){t->c, s->dt, s->k2, s->r, s->r, NULL};
-            d->a = (fx_weight){t->a, FX_DTYPE_F32, s->r, s->n2, s->n2, NULL};
+            d->c = (fx_weight){.data = t->c, .dtype = s->dt, .n = s->k2, .k = s->r, .ld = s->r};
+            d->a = (fx_weight){.data = t->a, .dtype = FX_DTYPE_F32, .n = s->r, .k = s->n2, .ld = s->n2};
             for (int64_t i = 0; i < s->k2; i++)
                 for (int64_t j = 0; j < s->n2; j++)
                     for (int64_t q = 0; q < s->r; q++)
                         w2[i * s->n2 + j] += factor_at(t->c, s->dt, i * s->r + q) * factor_at(t->a, FX_DTYPE_F32, q * s->n2 + j);
         } else {
             t->a = random_factor(rng, s->dt, s->k2 * s->n2, 0.5f);
-            d->a = (fx_weight){t->a, s->dt, s->k2, s->n2, s->n2, NULL};
+            d->a = (fx_weight){.data = t->a, .dtype = s->dt, .n = s->k2, .k = s->n2, .ld = s->n2};
             for (int64_t i = 0; i < s->k2 * s->n2; i++) w2[i] = factor_at(t->a, s->dt, i);
         }
         for (int64_t i1 = 0; i1 < s->l; i1++)
@@ -128,7 +128,7 @@ static double run_layer(const fx_kernels *kt, const layer_case *c, uint64_t seed
     fx_test_fill_uniform(&rng, bias, (size_t)n, 1.0f);
     fx_test_fill_uniform(&rng, gate, (size_t)n, 1.5f);
     void *wbuf = random_factor(&rng, FX_DTYPE_BF16, n * k, 0.3f);
-    fx_weight w = {wbuf, FX_DTYPE_BF16, n, k, k, NULL};
+    fx_weight w = {.data = wbuf, .dtype = FX_DTYPE_BF16, .n = n, .k = k, .ld = k};
     term_data td[3];
     fx_delta chain[3];
     for (int i = 0; i < c->nt; i++) {
@@ -304,7 +304,7 @@ TEST(kernel_delta_check) {
     CHECK(fx_delta_check(&kr, 4, 6, why, sizeof why) == 0);
     CHECK(fx_delta_check(&kr, 4, 7, why, sizeof why) == -1);
     fx_delta kf = kr; /* W2 = c [2, 2] · a [2, 3] */
-    kf.c = (fx_weight){b + 4, FX_DTYPE_F32, 2, 2, 2, NULL};
+    kf.c = (fx_weight){.data = b + 4, .dtype = FX_DTYPE_F32, .n = 2, .k = 2, .ld = 2};
     CHECK(fx_delta_check(&kf, 4, 6, why, sizeof why) == 0);
     kf.c.k = 3, kf.c.ld = 3; /* c's rank 3, a's 2 */
     CHECK(fx_delta_check(&kf, 4, 6, why, sizeof why) == -1 && strstr(why, "differ in rank"));
@@ -313,7 +313,7 @@ TEST(kernel_delta_check) {
     /* a refused term is skipped by fx_linear: the plain layer */
     float x[6] = {1, 2, 3, 4, 5, 6}, y0[4], y1[4], w[24];
     for (int i = 0; i < 24; i++) w[i] = (float)(i % 5) - 2.0f;
-    fx_weight plain = {w, FX_DTYPE_F32, 4, 6, 6, NULL}, with = plain;
+    fx_weight plain = {.data = w, .dtype = FX_DTYPE_F32, .n = 4, .k = 6, .ld = 6}, with = plain;
     with.delta = &rk;
     fx_kctx kc = kt_ctx(kt_scalar(), 1);
     fx_linear(&kc, 1, x, 6, &plain, y0, 4, NULL);

@@ -297,12 +297,12 @@ TEST(kernel_dispatch_amx_releases_tiles) {
     for (int i = 0; i < 64 * 64; i++) x[i] = (float)(i % 7) - 3, w[i] = fx_f32_to_bf16_bits((float)(i % 5) - 2);
     for (int i = 0; i < 32 * 64; i++) q[i] = (float)(i % 3) - 1;
     fx_amx_tilecfg cfg;
-    const fx_weight wt = {w, FX_DTYPE_BF16, 64, 64, 64, NULL};
+    const fx_weight wt = {.data = w, .dtype = FX_DTYPE_BF16, .n = 64, .k = 64, .ld = 64};
     fx_linear(&kc, 64, x, 64, &wt, y, 64, NULL);
     fx_amx_emu_sttilecfg(&cfg);
     CHECK_MSG(cfg.palette == 0, "fx_linear left the tiles configured");
     const fx_conv2d_geom g = {8, 8, 32, 8, 3, 3, 1, 1, 1, 1, 1, 0};
-    const fx_weight cw = {w, FX_DTYPE_BF16, 8, 32 * 9, 32 * 9, NULL}; /* 8 x 288 of w's 64 x 64 */
+    const fx_weight cw = {.data = w, .dtype = FX_DTYPE_BF16, .n = 8, .k = 32 * 9, .ld = 32 * 9}; /* 8 x 288 of w's 64 x 64 */
     fx_conv2d(&kc, &g, x, &cw, NULL, y, 0, 0);
     fx_amx_emu_sttilecfg(&cfg);
     CHECK_MSG(cfg.palette == 0, "fx_conv2d left the tiles configured");

@@ -87,7 +87,7 @@ static double run_gated(const fx_kernels *kt, fx_dtype wdt, fx_epilogue_mode mod
          .b = {b1, FX_DTYPE_F32, PR, R, R, NULL}},
     };
     t[0].next = &t[1];
-    const fx_weight lw = {wbuf, wdt, N, K, K, &t[0]};
+    const fx_weight lw = {.data = wbuf, .dtype = wdt, .n = N, .k = K, .ld = K, .delta = &t[0]};
     const fx_epilogue epi = {mode, bias, mode == FX_EPI_GATED_ACCUMULATE ? gate : NULL};
     fx_kctx kc = kt_ctx(kt, 2);
     memcpy(y, yinit, sizeof(float) * (size_t)(m * ldy));
@@ -166,7 +166,7 @@ static void check_norms(const fx_kernels *kt, const char *what, fx_dtype wdt, co
     fx_test_rng_seed(&rng, seed);
     double *w = NULL;
     void *wbuf = make_weight(&rng, wdt, n, k, 0.3f, &w);
-    const fx_weight lw = {wbuf, wdt, n, k, k, NULL};
+    const fx_weight lw = {.data = wbuf, .dtype = wdt, .n = n, .k = k, .ld = k};
     const fx_delta d = fx_delta_rows(full, src0, rows, dst0);
     double *got = malloc((size_t)rows * sizeof *got), *again = malloc((size_t)rows * sizeof *again);
     fx_kctx kc = kt_ctx(kt, 2);

@@ -107,7 +107,7 @@ static int64_t run_case(const fx_kernels *kt, int threads, const gemm_case *c, u
     fx_test_fill_uniform(&r, gate, (size_t)n, 1.5f);
     memcpy(y, y0, sizeof(float) * (size_t)(m * ldy));
 
-    fx_weight w = {(const char *)wbuf + dsize(c->dt) * (size_t)c->woff, c->dt, n, k, ldw, NULL};
+    fx_weight w = {.data = (const char *)wbuf + dsize(c->dt) * (size_t)c->woff, .dtype = c->dt, .n = n, .k = k, .ld = ldw};
     fx_epilogue epi = {c->mode, c->bias ? bias : NULL, c->mode == FX_EPI_GATED_ACCUMULATE ? gate : NULL};
     fx_scratch *s = fx_scratch_new(threads);
     fx_kctx kc;
@@ -298,10 +298,10 @@ TEST(kernel_gemm_degenerate) {
         fx_kctx_init(&kc, tabs[t].k, 2, s);
         float x[4] = {1, 2, 3, 4}, wv[8] = {1, 1, 1, 1, 2, 2, 2, 2}, y[8] = {5, 5, 5, 5, 5, 5, 5, 5};
         float bias[2] = {0.5f, -1}, gate[2] = {2, 3};
-        fx_weight w = {wv, FX_DTYPE_F32, 2, 4, 4, NULL};
+        fx_weight w = {.data = wv, .dtype = FX_DTYPE_F32, .n = 2, .k = 4, .ld = 4};
         fx_linear(&kc, 0, x, 4, &w, y, 2, NULL);
         for (int i = 0; i < 8; i++) CHECK(y[i] == 5);
-        fx_weight w0 = {wv, FX_DTYPE_F32, 2, 0, 4, NULL};
+        fx_weight w0 = {.data = wv, .dtype = FX_DTYPE_F32, .n = 2, .k = 0, .ld = 4};
         fx_epilogue e = {FX_EPI_GATED_ACCUMULATE, bias, gate};
         fx_linear(&kc, 1, x, 4, &w0, y, 2, &e);
         CHECK(y[0] == 6 && y[1] == 2);
@@ -542,7 +542,7 @@ TEST(kernel_gemm_amx_block_types) {
         fx_test_fill_uniform(&r, y0, (size_t)(m * n), 1.0f);
         fx_test_fill_uniform(&r, bias, (size_t)n, 1.0f);
         fx_test_fill_uniform(&r, gate, (size_t)n, 1.0f);
-        const fx_weight w = {wq, cases[c].t, n, k, k, NULL}, w16 = {wb, FX_DTYPE_BF16, n, k, k, NULL};
+        const fx_weight w = {.data = wq, .dtype = cases[c].t, .n = n, .k = k, .ld = k}, w16 = {.data = wb, .dtype = FX_DTYPE_BF16, .n = n, .k = k, .ld = k};
         for (int mode = 0; mode < 3; mode++) {
             const fx_epilogue e = {(fx_epilogue_mode)mode, mode != 1 ? bias : NULL, mode == 2 ? gate : NULL};
             const int b = (int)((c + (size_t)mode) % AMX_BLOCKINGS), threads = 1 + (int)((c + (size_t)mode) % 3);
@@ -605,7 +605,7 @@ TEST(kernel_gemm_amx_invariance) {
     fx_test_rng r;
     fx_test_rng_seed(&r, 6);
     fx_test_fill_uniform(&r, x, (size_t)(m * k), 1.0f);
-    const fx_weight w = {wq, FX_DTYPE_Q8_0, n, k, k, NULL};
+    const fx_weight w = {.data = wq, .dtype = FX_DTYPE_Q8_0, .n = n, .k = k, .ld = k};
     for (int b = 0; b < AMX_BLOCKINGS; b++)
         for (int threads = 1; threads <= 3; threads++) {
             amx_tuned tt;
@@ -682,7 +682,7 @@ TEST(kernel_gemm_amx_reads_inside) {
             float *bias = kt_alloc((size_t)n), *ya = kt_alloc((size_t)(m * n)), *yb = kt_alloc((size_t)(m * n));
             fx_test_fill_uniform(&r, bias, (size_t)n, 1.0f);
             const fx_epilogue e = {FX_EPI_STORE, bias, NULL};
-            const fx_weight wg = {gw.p, t, n, k, ld, NULL}, wc = {wcopy, t, n, k, ld, NULL};
+            const fx_weight wg = {.data = gw.p, .dtype = t, .n = n, .k = k, .ld = ld}, wc = {.data = wcopy, .dtype = t, .n = n, .k = k, .ld = ld};
             for (int b = 0; b < 2; b++) { /* the table's blocks; one k step per K block */
                 amx_tuned tt;
                 const fx_kernels *kt = b ? amx_blocks(&tt, 32, 32, 1) : amx;

@@ -147,7 +147,7 @@ TEST(kernel_int8_kernels_equal_the_contract) {
             if (shapes[s][2] % fx_dtype_block(types[ti])) continue; /* K-quants: 256-blocks */
             const int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
             void *wq = quantized(&r, types[ti], n, k);
-            const fx_weight w = {wq, types[ti], n, k, k, NULL};
+            const fx_weight w = {.data = wq, .dtype = types[ti], .n = n, .k = k, .ld = k};
             float *x = kt_alloc((size_t)(m * k)), *bias = kt_alloc((size_t)n), *gate = kt_alloc((size_t)n);
             float *y0 = kt_alloc((size_t)(m * n)), *ref = kt_alloc((size_t)(m * n)), *y = kt_alloc((size_t)(m * n));
             fx_test_fill_uniform(&r, x, (size_t)(m * k), 2.0f);
@@ -194,7 +194,7 @@ TEST(kernel_int8_linear_close_to_f32) {
     for (int i = 0; i < isas.n; i++)
         for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
             void *wq = quantized(&r, cases[c].t, n, k);
-            const fx_weight w = {wq, cases[c].t, n, k, k, NULL};
+            const fx_weight w = {.data = wq, .dtype = cases[c].t, .n = n, .k = k, .ld = k};
             float *x = kt_alloc((size_t)(m * k)), *ya = kt_alloc((size_t)(m * n)), *yb = kt_alloc((size_t)(m * n));
             for (int64_t q = 0; q < m * k; q++) x[q] = fx_test_rng_normal(&r);
             /* the f32 side on scalar kernels: a bf16-dot table would round
@@ -211,7 +211,7 @@ TEST(kernel_int8_linear_close_to_f32) {
             /* F32 weights ignore the mode */
             float *wf = kt_alloc((size_t)(n * k));
             fx_dequantize_row(cases[c].t, wq, n * k, wf);
-            const fx_weight wf32 = {wf, FX_DTYPE_F32, n, k, k, NULL};
+            const fx_weight wf32 = {.data = wf, .dtype = FX_DTYPE_F32, .n = n, .k = k, .ld = k};
             fx_linear(&kc, m, x, k, &wf32, yb, n, NULL);
             kc.int8 = 0;
             fx_linear(&kc, m, x, k, &wf32, ya, n, NULL);
@@ -232,9 +232,9 @@ TEST(kernel_int8_paths) {
     float *fa = kt_alloc((size_t)(rank * k)), *fb = kt_alloc((size_t)(n * rank));
     fx_test_fill_uniform(&r, fa, (size_t)(rank * k), 0.1f);
     fx_test_fill_uniform(&r, fb, (size_t)(n * rank), 0.1f);
-    const fx_delta term = {FX_DELTA_LOWRANK, 0.5f, 0, n, {fa, FX_DTYPE_F32, rank, k, k, NULL},
-                           {fb, FX_DTYPE_F32, n, rank, rank, NULL}, {NULL, FX_DTYPE_F32, 0, 0, 0, NULL}, 0, NULL, NULL, NULL};
-    const fx_weight w = {wq, FX_DTYPE_Q8_0, n, k, k, NULL}, wt = {wq, FX_DTYPE_Q8_0, n, k, k, &term};
+    const fx_delta term = {FX_DELTA_LOWRANK, 0.5f, 0, n, {.data = fa, .dtype = FX_DTYPE_F32, .n = rank, .k = k, .ld = k},
+                           {.data = fb, .dtype = FX_DTYPE_F32, .n = n, .k = rank, .ld = rank}, {.dtype = FX_DTYPE_F32}, 0, NULL, NULL, NULL};
+    const fx_weight w = {.data = wq, .dtype = FX_DTYPE_Q8_0, .n = n, .k = k, .ld = k}, wt = {.data = wq, .dtype = FX_DTYPE_Q8_0, .n = n, .k = k, .ld = k, .delta = &term};
     fx_kctx kc = kt_ctx(fx_kernels_best(0), 2);
     fx_int8w *form = fx_int8w_new(&kc, &w);
     REQUIRE(form != NULL);
@@ -255,7 +255,7 @@ TEST(kernel_int8_paths) {
         float *t = kt_alloc((size_t)(m * rank));
         kc.int8 = 0;
         fx_linear(&kc, m, x, k, &term.a, t, rank, NULL);
-        const fx_weight bs = {fb, FX_DTYPE_F32, n, rank, rank, NULL};
+        const fx_weight bs = {.data = fb, .dtype = FX_DTYPE_F32, .n = n, .k = rank, .ld = rank};
         float *yt = kt_alloc((size_t)(m * n));
         fx_linear(&kc, m, t, rank, &bs, yt, n, NULL);
         double worst = 0;
@@ -291,7 +291,7 @@ TEST(kernel_int8_weight_form) {
         const fx_dtype t = types[ti];
         void *wq = quantized(&r, t, n, k);
         memset(wq, 0, (size_t)fx_dtype_row_bytes(t, k)); /* row 0: zeros */
-        const fx_weight w = {wq, t, n, k, k, NULL};
+        const fx_weight w = {.data = wq, .dtype = t, .n = n, .k = k, .ld = k};
         fx_int8w *f = fx_int8w_new(&kc, &w);
         REQUIRE(f != NULL);
         CHECK(f->ldq == 768 && f->rows == 32 && f->n == n && f->k == k);
@@ -321,7 +321,7 @@ TEST(kernel_int8_weight_form) {
     }
     /* not block-typed: no form */
     float wf[64] = {0};
-    const fx_weight w32 = {wf, FX_DTYPE_F32, 2, 32, 32, NULL};
+    const fx_weight w32 = {.data = wf, .dtype = FX_DTYPE_F32, .n = 2, .k = 32, .ld = 32};
     CHECK(fx_int8w_new(&kc, &w32) == NULL);
     CHECK(fx_int8w_wanted(FX_DTYPE_Q8_0) && !fx_int8w_wanted(FX_DTYPE_Q4_K) && !fx_int8w_wanted(FX_DTYPE_BF16));
     kt_ctx_free(&kc);
@@ -342,7 +342,7 @@ TEST(kernel_int8_amx_releases_tiles) {
     fx_test_rng_seed(&r, 77);
     const int64_t m = 40, n = 48, k = 64;
     void *wq = quantized(&r, FX_DTYPE_Q8_0, n, k);
-    const fx_weight w = {wq, FX_DTYPE_Q8_0, n, k, k, NULL};
+    const fx_weight w = {.data = wq, .dtype = FX_DTYPE_Q8_0, .n = n, .k = k, .ld = k};
     float *x = kt_alloc((size_t)(m * k)), *y = kt_alloc((size_t)(m * n));
     fx_test_fill_uniform(&r, x, (size_t)(m * k), 1.0f);
     fx_kctx kc = kt_ctx(amx, 1);

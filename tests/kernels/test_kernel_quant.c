@@ -519,9 +519,9 @@ static void check_linear(const fx_kernels *kt, fx_dtype t, int64_t m, int64_t n,
     memcpy(yb, ya, (size_t)(m * n) * 4);
     const fx_epilogue epi = {mode, mode == FX_EPI_STORE ? NULL : bias, gate};
     fx_kctx kc = kt_ctx(kt, threads);
-    const fx_weight w = {wq, t, n, k, k, NULL};
+    const fx_weight w = {.data = wq, .dtype = t, .n = n, .k = k, .ld = k};
     const int bf = bf16_target(kt, m);
-    const fx_weight wref = {bf ? (const void *)wb : (const void *)wf, bf ? FX_DTYPE_BF16 : FX_DTYPE_F32, n, k, k, NULL};
+    const fx_weight wref = {.data = bf ? (const void *)wb : (const void *)wf, .dtype = bf ? FX_DTYPE_BF16 : FX_DTYPE_F32, .n = n, .k = k, .ld = k};
     fx_linear(&kc, m, x, k, &w, ya, n, &epi);
     fx_linear(&kc, m, x, k, &wref, yb, n, &epi);
     long at = kt_bitdiff(ya, yb, (size_t)(m * n), 4);
@@ -635,10 +635,10 @@ TEST(kernel_quant_fp8_linear_equals_dequantized) {
                 const int threads = 1 + (int)(s % 2) * 2;
                 fx_kctx kc = kt_ctx(isas.k[i], threads);
                 kc.int8 = 1; /* fp8 never runs W8A8: the mode must not change it */
-                fx_weight w = {wq, (fx_dtype)t, n, k, k, NULL};
+                fx_weight w = {.data = wq, .dtype = (fx_dtype)t, .n = n, .k = k, .ld = k};
                 w.scale = scale;
                 const int bf = bf16_target(isas.k[i], m);
-                const fx_weight wref = {bf ? (const void *)wb : (const void *)wf, bf ? FX_DTYPE_BF16 : FX_DTYPE_F32, n, k, k};
+                const fx_weight wref = {.data = bf ? (const void *)wb : (const void *)wf, .dtype = bf ? FX_DTYPE_BF16 : FX_DTYPE_F32, .n = n, .k = k, .ld = k};
                 fx_linear(&kc, m, x, k, &w, ya, n, &epi);
                 fx_linear(&kc, m, x, k, &wref, yb, n, &epi);
                 long at = kt_bitdiff(ya, yb, (size_t)(m * n), 4);
@@ -666,7 +666,7 @@ TEST(kernel_quant_linear_row_view) {
     fx_test_fill_uniform(&r, wf, (size_t)(n * k), 0.1f);
     fx_quantize(&(fx_kctx){.k = kt, .threads = 1}, t, n, k, wf, wq);
     fx_test_fill_uniform(&r, x, (size_t)(m * k), 1.0f);
-    const fx_weight w = {wq, t, n, k, k, NULL};
+    const fx_weight w = {.data = wq, .dtype = t, .n = n, .k = k, .ld = k};
     fx_weight lo = fx_weight_rows(&w, 0, 16), hi = fx_weight_rows(&w, 16, 32);
     fx_kctx kc = kt_ctx(kt, 2);
     fx_linear(&kc, m, x, k, &w, ya, n, NULL);

@@ -110,6 +110,9 @@ TEST(server_request_refusals) {
     REFUSED(SRV_API_NATIVE, "{\"prompt\":\"p\",\"images\":[\"\",\"\",\"\",\"\",\"\"]}", 400, "at most 4");
     /* a PNG header announcing 5000x5000 pixels: refused before decoding */
     REFUSED(SRV_API_NATIVE, "{\"prompt\":\"p\",\"images\":[\"iVBORw0KGgoAAAANSUhEUgAAE4gAABOI\"]}", 413, "5000x5000");
+    /* 4026531840² pixels: w·h overflows 64 bits (found by fuzz_server_request) */
+    REFUSED(SRV_API_NATIVE, "{\"prompt\":\"p\",\"images\":[\"iVBORw0KGgoAAAANSUhEUvAAAADwAAAA\"]}", 413,
+            "4026531840x4026531840");
     srv_limits lim;
     srv_limits_init(&lim);
     lim.max_body = 10;

@@ -54,7 +54,7 @@ static void run_linear(fx_vk *vk, const lin_case *c, const char *label) {
     fx_test_rng_seed(&r, (uint64_t)(c->m * 1000 + c->n * 10 + c->k));
     const int64_t wld = c->k + 1;
     void *w = host_weight(&r, c->dt, c->n, c->k, wld);
-    fx_weight hw = {w, c->dt, c->n, c->k, wld, NULL};
+    fx_weight hw = {.data = w, .dtype = c->dt, .n = c->n, .k = c->k, .ld = wld};
     vkt_linear_vs_cpu(vk, &r, c->m, &hw, c->mode, c->bias, TOL, label);
     free(w);
 }
@@ -79,7 +79,7 @@ TEST(vk_linear_k0_and_overlap) {
     float bias[3] = {1, 2, 3}, y[6];
     fx_vk_buf *by = vkt_upload(vk, NULL, 6, "y"), *bb = vkt_upload(vk, bias, 3, "bias");
     float wdata[3] = {0};
-    fx_weight hw = {wdata, FX_DTYPE_F32, 3, 0, 0, NULL};
+    fx_weight hw = {.data = wdata, .dtype = FX_DTYPE_F32, .n = 3, .k = 0, .ld = 0};
     fx_vk_weight dw;
     fx_err err = {0};
     REQUIRE(by && bb);
@@ -91,7 +91,7 @@ TEST(vk_linear_k0_and_overlap) {
     fx_vk_weight_free(vk, &dw);
     /* x overlapping y is refused */
     float w1[9] = {0};
-    fx_weight hw1 = {w1, FX_DTYPE_F32, 3, 3, 3, NULL};
+    fx_weight hw1 = {.data = w1, .dtype = FX_DTYPE_F32, .n = 3, .k = 3, .ld = 3};
     REQUIRE(fx_vk_weight_upload(vk, &hw1, "w1", &dw, &err) == FLUX_OK);
     CHECK_EQ_INT(fx_vk_linear(vk, 2, (fx_vk_mat){by, 0, 3}, &dw, (fx_vk_mat){by, 1, 3}, NULL, &err),
                  FLUX_ERR_INVALID_ARG);
@@ -131,7 +131,7 @@ static void run_conv(fx_vk *vk, const conv_case *c, const char *label) {
     const size_t xn = (size_t)g->h * g->w * g->cin, yn = (size_t)ho * wo * g->cout;
     float *x = vkt_random(&r, xn, 1.0f), *y = vkt_random(&r, yn, 1.0f), *bias = vkt_random(&r, (size_t)g->cout, 1.0f);
     void *w = host_weight(&r, c->dt, g->cout, k, k);
-    fx_weight hw = {w, c->dt, g->cout, k, k, NULL};
+    fx_weight hw = {.data = w, .dtype = c->dt, .n = g->cout, .k = k, .ld = k};
     fx_kctx kc;
     vkt_kctx(&kc);
     float *want = malloc(yn * 4);

@@ -41,7 +41,7 @@ static void run_loop(uint64_t budget, float *const *hw, const float *x, loop_run
     fx_vk_weight w[NW];
     int nreg = 0;
     for (; nreg < NW; nreg++) {
-        fx_weight h = {hw[nreg], FX_DTYPE_F32, WN, WK, WK, NULL};
+        fx_weight h = {.data = hw[nreg], .dtype = FX_DTYPE_F32, .n = WN, .k = WK, .ld = WK};
         char name[32];
         snprintf(name, sizeof name, "loop weight %d", nreg);
         if (fx_vk_weight_register(vk, NULL, &h, name, &w[nreg], &err) != FLUX_OK) break;
@@ -109,7 +109,7 @@ TEST(vk_weights_over_the_budget_fail_by_name_and_pinned_stay) {
     fx_test_rng r;
     fx_test_rng_seed(&r, 42);
     float *hw = vkt_random(&r, (size_t)WN * WK, 1.0f);
-    fx_weight h = {hw, FX_DTYPE_F32, WN, WK, WK, NULL};
+    fx_weight h = {.data = hw, .dtype = FX_DTYPE_F32, .n = WN, .k = WK, .ld = WK};
     fx_err err = {0};
     fx_vk_weight big, pinned;
     fx_vk_buf *bx = vkt_upload(vk, NULL, XM * WK, "x"), *by = vkt_upload(vk, NULL, XM * WN, "y");
@@ -198,7 +198,7 @@ TEST(vk_weights_give_way_when_the_device_is_full) {
     fx_vk_buf *bx = NULL, *by = NULL, *big = NULL;
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < NW; i++) {
-            fx_weight h = {hw[i], FX_DTYPE_F32, WN, WK, WK, NULL};
+            fx_weight h = {.data = hw[i], .dtype = FX_DTYPE_F32, .n = WN, .k = WK, .ld = WK};
             REQUIRE_MSG(fx_vk_weight_register(vk, NULL, &h, "weight", &w[i], &err) == FLUX_OK, "%s", err.msg);
         }
         bx = vkt_upload(vk, x, XM * WK, "x"), by = vkt_upload(vk, NULL, XM * WN, "y");
