@@ -115,6 +115,13 @@ static flux_backend g_backend = FLUX_BACKEND_CPU;
 
 void fx_gcase_set_backend(flux_backend b) { g_backend = b; }
 
+static const char *g_transformer_file, *g_text_encoder_file;
+
+void fx_gcase_set_files(const char *transformer_file, const char *text_encoder_file) {
+    g_transformer_file = transformer_file;
+    g_text_encoder_file = text_encoder_file;
+}
+
 flux_ctx *fx_gcase_ctx(const char *model, int threads, flux_precision prec) {
     flux_options o;
     flux_options_init(&o);
@@ -122,7 +129,11 @@ flux_ctx *fx_gcase_ctx(const char *model, int threads, flux_precision prec) {
     o.precision = prec;
     o.backend = g_backend;
     flux_ctx *ctx = flux_new(&o);
-    if (ctx && flux_load(ctx, model, NULL) != FLUX_OK) {
+    flux_load_options lo;
+    flux_load_options_init(&lo);
+    lo.transformer_file = g_transformer_file;
+    lo.text_encoder_file = g_text_encoder_file;
+    if (ctx && flux_load(ctx, model, &lo) != FLUX_OK) {
         fx_test_fail(__FILE__, __LINE__, "flux_load %s: %s", model, flux_error(ctx));
         flux_free(ctx);
         return NULL;

@@ -63,6 +63,11 @@ struct fx_wset *fx_gcase_transformer(const char *model);
  * tests/vulkan end-to-end cases). */
 void fx_gcase_set_backend(flux_backend b);
 
+/* Single files replacing the model folder's transformer / text encoder in
+ * the contexts below (flux_load_options; NULL = the folder's), e.g. the
+ * GGUF fixtures of other tools run against the official goldens. */
+void fx_gcase_set_files(const char *transformer_file, const char *text_encoder_file);
+
 /* A context on the case's model (threads, precision); NULL after a failure. */
 flux_ctx *fx_gcase_ctx(const char *model, int threads, flux_precision prec);
 

@@ -37,28 +37,22 @@ import sys
 
 import numpy as np
 
+from safetensors_raw import read_raw
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = os.path.join(ROOT, "tests/golden/model/transformer/diffusion_pytorch_model.safetensors")
 
 
 def read_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
     out = {}
-    for name, t in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = t["data_offsets"]
-        raw = data[a:b]
-        if t["dtype"] == "BF16":
+    for name, (shape, raw, dtype) in read_raw(path).items():
+        if dtype == "BF16":
             v = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
-        elif t["dtype"] == "F32":
+        elif dtype == "F32":
             v = np.frombuffer(raw, dtype="<f4")
         else:
-            raise SystemExit(f"{path}: {name}: dtype {t['dtype']}")
-        out[name] = v.astype(np.float64).reshape(t["shape"])
+            raise SystemExit(f"{path}: {name}: dtype {dtype}")
+        out[name] = v.astype(np.float64).reshape(shape)
     return out
 
 
