@@ -6,7 +6,8 @@
 #   tools/install_deps.sh --test   + the aarch64 cross compiler and qemu for the
 #                                  NEON kernel tests, SIMDe (header-only) for
 #                                  the x86 kernel tests on emulated AVX-512/AMX,
-#                                  clang and its libFuzzer runtime for the fuzz
+#                                  python3 (independent file readers), clang and
+#                                  its libFuzzer runtime for the fuzz
 #                                  targets (CI)
 #   tools/install_deps.sh --vulkan + the Vulkan build and test deps (headers and
 #                                  loader, glslc, Mesa lavapipe, validation
@@ -58,6 +59,7 @@ have npm || missing+=(nodejs npm)
 if [ $want_test -eq 1 ]; then
     have aarch64-linux-gnu-gcc || missing+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
     have qemu-aarch64-static || missing+=(qemu-user-static)
+    have python3 || missing+=(python3) # the independent fp8 file reader (tests/pipeline/fp8_listing.py)
     [ -f /usr/include/simde/x86/avx512.h ] || pkg_installed libsimde-dev || missing+=(libsimde-dev)
     have clang || missing+=(clang)
 fi
