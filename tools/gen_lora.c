@@ -134,7 +134,7 @@ static const double *new_tensor(const char *name, fx_shape shape, const double *
         if (g_dtype == FX_DTYPE_F32) ((float *)f->data)[i] = x;
         else if (g_dtype == FX_DTYPE_BF16) ((uint16_t *)f->data)[i] = fx_f32_to_bf16_bits(x);
         else ((uint16_t *)f->data)[i] = fx_f32_to_f16_bits(x);
-        fx_st_convert_f32((const char *)f->data + (size_t)i * fx_dtype_size(g_dtype), g_dtype, 1, &x);
+        fx_tensor_convert_f32((const char *)f->data + (size_t)i * fx_dtype_size(g_dtype), g_dtype, 1, &x);
         f->v[i] = x;
     }
     return f->v;
@@ -367,17 +367,17 @@ static void write_merged(const char *model_dir, const char *out) {
     snprintf(tsrc, sizeof tsrc, "%s/transformer", model_dir);
     link_or_die(tsrc, path, "config.json");
     const size_t n = fx_wset_count(g_model);
-    fx_st_out *t = xcalloc(n, sizeof *t);
+    fx_safetensors_out *t = xcalloc(n, sizeof *t);
     for (size_t i = 0; i < n; i++) {
         const int64_t numel = fx_shape_numel(&g_merged[i].t->shape);
         float *f = xcalloc((size_t)numel, sizeof *f);
         const double *w = merged_w(i);
         for (int64_t k = 0; k < numel; k++) f[k] = (float)w[k];
-        t[i] = (fx_st_out){g_merged[i].t->name, FX_DTYPE_F32, g_merged[i].t->shape, f};
+        t[i] = (fx_safetensors_out){g_merged[i].t->name, FX_DTYPE_F32, g_merged[i].t->shape, f};
     }
     snprintf(path, sizeof path, "%s/transformer/diffusion_pytorch_model.safetensors", out);
     fx_err err = {0};
-    if (fx_st_write(path, t, n, NULL, 0, &err)) die("%s", err.msg);
+    if (fx_safetensors_write(path, t, n, NULL, 0, &err)) die("%s", err.msg);
     for (size_t i = 0; i < n; i++) free((void *)t[i].data);
     free(t);
 }
@@ -572,10 +572,10 @@ int main(int argc, char **argv) {
                  "{\"transformer.r\": %lld, \"transformer.lora_alpha\": %g, \"transformer.alpha_pattern\": "
                  "{\"%s\": %g}, \"transformer.use_dora\": %s}",
                  (long long)rank, alpha, g_mod[0].name, alpha / 2, dora ? "true" : "false");
-    fx_st_out *t = xcalloc(g_nout, sizeof *t);
-    for (size_t i = 0; i < g_nout; i++) t[i] = (fx_st_out){g_out[i].name, g_out[i].dtype, g_out[i].shape, g_out[i].data};
+    fx_safetensors_out *t = xcalloc(g_nout, sizeof *t);
+    for (size_t i = 0; i < g_nout; i++) t[i] = (fx_safetensors_out){g_out[i].name, g_out[i].dtype, g_out[i].shape, g_out[i].data};
     const char *meta[4] = {"format", "pt", "lora_adapter_metadata", meta_json};
-    if (fx_st_write(out, t, g_nout, meta, diffusers ? 2 : 1, &err)) die("%s", err.msg);
+    if (fx_safetensors_write(out, t, g_nout, meta, diffusers ? 2 : 1, &err)) die("%s", err.msg);
     free(t);
     if (merge_dir) write_merged(dir, merge_dir);
     printf("gen_lora: wrote %s (%s, %d modules, rank %lld, %zu tensors)%s%s\n", out, format, g_nmod, (long long)rank,

@@ -308,7 +308,7 @@ static void convert_fp8(int e4m3, int legacy, int dequant) {
         for (int i = 0; i < o->n; i++) {
             const part *p = &o->parts[i];
             const int64_t row_elems = fx_shape_numel(&p->t->shape) / p->t->shape.d[0];
-            fx_st_convert_f32((const unsigned char *)fx_tensor_data(p->t) + p->row0 * (p->t->nbytes / p->t->shape.d[0]),
+            fx_tensor_convert_f32((const unsigned char *)fx_tensor_data(p->t) + p->row0 * (p->t->nbytes / p->t->shape.d[0]),
                               p->t->dtype, p->rows * row_elems, v + at);
             at += p->rows * row_elems;
         }

@@ -202,8 +202,8 @@ static const fx_json *meta_get(const peft_meta *pm, const char *name) {
 
 static flux_status read_meta(const fx_wset *file, peft_meta *pm, fx_err *err) {
     memset(pm, 0, sizeof *pm);
-    const fx_st_file *f = fx_wset_file_at(file, 0);
-    const char *text = f ? fx_st_metadata(f, "lora_adapter_metadata") : NULL;
+    const fx_tensor_file *f = fx_wset_file_at(file, 0);
+    const char *text = f ? fx_tensor_file_metadata(f, "lora_adapter_metadata") : NULL;
     if (!text) return FLUX_OK;
     fx_err jerr = {0};
     pm->doc = fx_json_parse(text, strlen(text), &jerr);
@@ -311,7 +311,7 @@ static flux_status read_alpha(const open_ctx *o, const group *g, double *alpha) 
     double v;
     if (fx_dtype_is_weight(t->dtype)) {
         float f;
-        fx_st_convert_f32(p, t->dtype, 1, &f);
+        fx_tensor_convert_f32(p, t->dtype, 1, &f);
         v = f;
     } else if (t->dtype == FX_DTYPE_F64) {
         memcpy(&v, p, 8);
@@ -343,7 +343,7 @@ static float *to_f32(const open_ctx *o, const fx_weight *w, int transpose) {
     }
     const fx_dtype st = w->dtype == FX_DTYPE_F32 ? FX_DTYPE_F32 : w->dtype == FX_DTYPE_F16 ? FX_DTYPE_F16 : FX_DTYPE_BF16;
     for (int64_t i = 0; i < w->n; i++) {
-        fx_st_convert_f32((const char *)w->data + (size_t)(i * w->ld) * fx_dtype_size(w->dtype), st, w->k, row);
+        fx_tensor_convert_f32((const char *)w->data + (size_t)(i * w->ld) * fx_dtype_size(w->dtype), st, w->k, row);
         for (int64_t j = 0; j < w->k; j++) out[transpose ? j * w->n + i : i * w->k + j] = row[j];
     }
     free(row);
@@ -468,7 +468,7 @@ static flux_status read_magnitude(const open_ctx *o, const group *g, const targe
                        o->path, mt->name, fx_dtype_name(mt->dtype));
     float *m = malloc((size_t)t->out * sizeof *m);
     if (!m || own(o->l, m)) return fx_fail(o->err, FLUX_ERR_NOMEM, "out of memory");
-    fx_st_convert_f32(fx_tensor_data(mt), mt->dtype, (size_t)t->out, m);
+    fx_tensor_convert_f32(fx_tensor_data(mt), mt->dtype, (size_t)t->out, m);
     for (int64_t i = 0; i < t->out; i++)
         if (!isfinite(m[i]))
             return fx_fail(o->err, FLUX_ERR_MODEL, "%s: tensor '%.200s': magnitude %lld is %g (not finite)", o->path,

@@ -144,7 +144,7 @@ typedef struct fx_lora_report {
 
 /* Open an adapter file for the transformer whose weight set is `model`
  * (names and shapes are all it reads). kc runs the f32 products of LoKr /
- * LoHa factors. use_mmap as fx_st_open. rep may be NULL. */
+ * LoHa factors. use_mmap as fx_tensor_file_open. rep may be NULL. */
 fx_lora *fx_lora_open(const char *path, const fx_wset *model, const fx_kctx *kc, int use_mmap,
                       fx_lora_report *rep, fx_err *err);
 void fx_lora_free(fx_lora *l);

@@ -30,7 +30,7 @@
 #include "weight_set.h"
 
 /* Open `path` as a Qwen3 weight set with Hugging Face names. use_mmap as in
- * fx_st_open (-1: headers only). Errors: those of fx_wset_open;
+ * fx_tensor_file_open (-1: headers only). Errors: those of fx_wset_open;
  * FLUX_ERR_MODEL for a file with neither naming (not a Qwen3 text encoder). */
 fx_wset *fx_qwen3_file_open(const char *path, int use_mmap, const fx_logger *log, fx_err *err);
 

@@ -24,7 +24,7 @@ typedef struct st_header {
     uint64_t header_len;
 } st_header;
 
-#define bad fx_st_bad
+#define bad fx_tensor_file_bad
 
 /* A dtype name of the safetensors list (the weight types and the plain ones). */
 static int parse_dtype(const char *s, fx_dtype *out) {
@@ -42,7 +42,7 @@ static int cmp_by_offset(const void *a, const void *b) {
 }
 
 /* Validate one header entry and fill *t. */
-static flux_status parse_entry(fx_st_file *f, const char *name, size_t name_len, const fx_json *v,
+static flux_status parse_entry(fx_tensor_file *f, const char *name, size_t name_len, const fx_json *v,
                                uint64_t data_size, fx_tensor *t, fx_err *err) {
     if (strlen(name) != name_len) return bad(err, f, name, "name contains a NUL character");
     if (!fx_json_is_object(v))
@@ -102,7 +102,7 @@ static flux_status parse_entry(fx_st_file *f, const char *name, size_t name_len,
 }
 
 /* Parse and validate the header text [hdr, hdr + h->header_len). */
-static flux_status parse_header(fx_st_file *f, st_header *h, const char *hdr, fx_err *err) {
+static flux_status parse_header(fx_tensor_file *f, st_header *h, const char *hdr, fx_err *err) {
     uint64_t data_size = f->file_size - 8 - h->header_len;
     f->data_off = 8 + h->header_len;
     h->doc = fx_json_parse(hdr, (size_t)h->header_len, err);
@@ -115,7 +115,7 @@ static flux_status parse_header(fx_st_file *f, st_header *h, const char *hdr, fx
         return bad(err, f, NULL, "header is a JSON %s, expected an object",
                    fx_json_type_name(fx_json_typeof(root)));
     size_t members = fx_json_len(root);
-    TRY(fx_st_alloc_tensors(f, members, err));
+    TRY(fx_tensor_file_alloc_tensors(f, members, err));
 
     int seen_meta = 0;
     for (size_t i = 0; i < members; i++) {
@@ -137,7 +137,7 @@ static flux_status parse_header(fx_st_file *f, st_header *h, const char *hdr, fx
         fx_tensor *t = &f->tensors[f->n];
         flux_status st = parse_entry(f, name, fx_json_key_len_at(root, i), v, data_size, t, err);
         if (st) return st;
-        TRY(fx_st_index_tensor(f, err));
+        TRY(fx_tensor_file_index_tensor(f, err));
     }
 
     /* no two non-empty byte ranges may overlap */
@@ -163,7 +163,7 @@ static flux_status parse_header(fx_st_file *f, st_header *h, const char *hdr, fx
 }
 
 /* Check the 8-byte length against the file size. */
-static flux_status check_header_len(fx_st_file *f, st_header *h, const unsigned char len8[8], fx_err *err) {
+static flux_status check_header_len(fx_tensor_file *f, st_header *h, const unsigned char len8[8], fx_err *err) {
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = n << 8 | len8[i];
     if (n == 0) return bad(err, f, NULL, "header length is 0");
@@ -183,7 +183,7 @@ static int probe(const unsigned char *head, size_t len) {
     return 1;
 }
 
-static flux_status parse(fx_st_file *f, int fd, const unsigned char *img, fx_err *err) {
+static flux_status parse(fx_tensor_file *f, int fd, const unsigned char *img, fx_err *err) {
     st_header *h = calloc(1, sizeof *h);
     if (!h) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory opening %s", f->display);
     f->state = h;
@@ -195,11 +195,11 @@ static flux_status parse(fx_st_file *f, int fd, const unsigned char *img, fx_err
         return parse_header(f, h, (const char *)img + 8, err);
     }
     unsigned char len8[8];
-    if (fx_st_read_full(fd, len8, 8, 0)) return fx_fail(err, FLUX_ERR_IO, "cannot read %s: %s", f->path, strerror(errno));
+    if (fx_tensor_file_read_full(fd, len8, 8, 0)) return fx_fail(err, FLUX_ERR_IO, "cannot read %s: %s", f->path, strerror(errno));
     TRY(check_header_len(f, h, len8, err));
     char *hdr = malloc((size_t)h->header_len);
     if (!hdr) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory reading the header of %s", f->display);
-    if (fx_st_read_full(fd, hdr, (size_t)h->header_len, 8)) {
+    if (fx_tensor_file_read_full(fd, hdr, (size_t)h->header_len, 8)) {
         free(hdr);
         return fx_fail(err, FLUX_ERR_IO, "cannot read %s: %s", f->path, strerror(errno));
     }
@@ -208,7 +208,7 @@ static flux_status parse(fx_st_file *f, int fd, const unsigned char *img, fx_err
     return st;
 }
 
-static const char *metadata(const fx_st_file *f, const char *key) {
+static const char *metadata(const fx_tensor_file *f, const char *key) {
     const st_header *h = f->state;
     return fx_json_get_str(h->metadata, key, NULL);
 }

@@ -13,7 +13,7 @@
  * dtype (the full safetensors list), a shape of at most FX_ST_MAX_DIMS
  * non-negative integers, shape × element size without overflow and equal to
  * e − b, 0 <= b <= e <= data size, no two tensors overlapping, no duplicate
- * names, __metadata__ an object of strings (fx_st_metadata answers from
+ * names, __metadata__ an object of strings (fx_tensor_file_metadata answers from
  * it). Gaps between tensors are allowed. Opening touches only the header.
  *
  * Only F32, F16, BF16 and fp8 (F8_E4M3, F8_E5M2, with their per-tensor scale:

@@ -28,7 +28,7 @@ static void put_json(fx_strbuf *b, const char *s) {
     fx_sb_str(b, "\"");
 }
 
-flux_status fx_st_header(fx_strbuf *h, const fx_st_entry *e, size_t n, const char *const *meta, size_t n_meta,
+flux_status fx_safetensors_header(fx_strbuf *h, const fx_safetensors_entry *e, size_t n, const char *const *meta, size_t n_meta,
                          const char *what, fx_err *err) {
     char num[96];
     fx_sb_str(h, "{");
@@ -62,18 +62,18 @@ flux_status fx_st_header(fx_strbuf *h, const fx_st_entry *e, size_t n, const cha
     return h->failed ? fx_fail(err, FLUX_ERR_NOMEM, "out of memory writing %s", what) : FLUX_OK;
 }
 
-flux_status fx_st_write(const char *path, const fx_st_out *t, size_t n, const char *const *meta, size_t n_meta,
+flux_status fx_safetensors_write(const char *path, const fx_safetensors_out *t, size_t n, const char *const *meta, size_t n_meta,
                         fx_err *err) {
-    fx_st_entry *e = calloc(n ? n : 1, sizeof *e);
+    fx_safetensors_entry *e = calloc(n ? n : 1, sizeof *e);
     if (!e) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory writing %s", path);
     int64_t off = 0;
     for (size_t i = 0; i < n; i++) {
-        e[i] = (fx_st_entry){t[i].name, t[i].dtype, t[i].shape, off, off};
+        e[i] = (fx_safetensors_entry){t[i].name, t[i].dtype, t[i].shape, off, off};
         if (fx_dtype_size(t[i].dtype) && t[i].shape.ndim >= 0 && t[i].shape.ndim <= FX_ST_MAX_DIMS)
             e[i].end = off += fx_shape_numel(&t[i].shape) * (int64_t)fx_dtype_size(t[i].dtype);
     }
     fx_strbuf h = {0};
-    flux_status st = fx_st_header(&h, e, n, meta, n_meta, path, err);
+    flux_status st = fx_safetensors_header(&h, e, n, meta, n_meta, path, err);
     free(e);
     if (st) {
         free(h.s);

@@ -222,7 +222,7 @@ fx_wset *fx_single_file_wrap(fx_wset *base, const fx_logger *log, fx_single_file
             }
             name += plen;
         }
-        if (fx_st_fp8_companion(name)) { /* fp8 scales: read beside their weight in the base */
+        if (fx_wset_fp8_companion(name)) { /* fp8 scales: read beside their weight in the base */
             info->ignored++;
             continue;
         }

@@ -51,7 +51,7 @@ typedef struct fx_single_file_info {
 
 /* Open `path` (a .safetensors file, or a sharded .safetensors.index.json)
  * as a transformer weight set with diffusers names. info may be NULL; log
- * (may be NULL) receives verbose messages. use_mmap as in fx_st_open.
+ * (may be NULL) receives verbose messages. use_mmap as in fx_tensor_file_open.
  * Errors: those of fx_wset_open; FLUX_ERR_MODEL for a file that is not a
  * FLUX.2 transformer, an unknown BFL tensor name, a fused qkv whose rows are
  * not a multiple of 3 or a final layer with an odd row count. */

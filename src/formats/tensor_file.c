@@ -69,7 +69,7 @@ int64_t fx_shape_numel(const fx_shape *s) {
 /* For the readers                                                          */
 /* ------------------------------------------------------------------------ */
 
-flux_status fx_st_bad(fx_err *err, const fx_st_file *f, const char *tensor, const char *fmt, ...) {
+flux_status fx_tensor_file_bad(fx_err *err, const fx_tensor_file *f, const char *tensor, const char *fmt, ...) {
     char what[768];
     va_list ap;
     va_start(ap, fmt);
@@ -79,7 +79,7 @@ flux_status fx_st_bad(fx_err *err, const fx_st_file *f, const char *tensor, cons
     return fx_fail(err, FLUX_ERR_FORMAT, "%s: %s", f->display, what);
 }
 
-flux_status fx_st_alloc_tensors(fx_st_file *f, size_t n, fx_err *err) {
+flux_status fx_tensor_file_alloc_tensors(fx_tensor_file *f, size_t n, fx_err *err) {
     f->n = 0;
     f->tensors = calloc(n ? n : 1, sizeof *f->tensors);
     f->index = calloc(n ? n : 1, sizeof *f->index);
@@ -88,16 +88,16 @@ flux_status fx_st_alloc_tensors(fx_st_file *f, size_t n, fx_err *err) {
     return FLUX_OK;
 }
 
-flux_status fx_st_index_tensor(fx_st_file *f, fx_err *err) {
+flux_status fx_tensor_file_index_tensor(fx_tensor_file *f, fx_err *err) {
     fx_tensor *t = &f->tensors[f->n];
     f->index[f->n] = t;
     if (fx_name_table_insert(&f->names, f->index, f->n) >= 0)
-        return fx_st_bad(err, f, t->name, "duplicate tensor name");
+        return fx_tensor_file_bad(err, f, t->name, "duplicate tensor name");
     f->n++;
     return FLUX_OK;
 }
 
-int fx_st_read_full(int fd, void *buf, size_t len, uint64_t off) {
+int fx_tensor_file_read_full(int fd, void *buf, size_t len, uint64_t off) {
     unsigned char *p = buf;
     while (len) {
         size_t chunk = len > (1u << 30) ? (1u << 30) : len;
@@ -116,27 +116,27 @@ int fx_st_read_full(int fd, void *buf, size_t len, uint64_t off) {
 /* Accessors                                                                */
 /* ------------------------------------------------------------------------ */
 
-const char *fx_st_display(const fx_st_file *f) { return f->display; }
-const char *fx_st_path(const fx_st_file *f) { return f->path; }
-size_t fx_st_count(const fx_st_file *f) { return f->n; }
-const fx_tensor *fx_st_tensor_at(const fx_st_file *f, size_t i) { return i < f->n ? &f->tensors[i] : NULL; }
+const char *fx_tensor_file_display(const fx_tensor_file *f) { return f->display; }
+const char *fx_tensor_file_path(const fx_tensor_file *f) { return f->path; }
+size_t fx_tensor_file_count(const fx_tensor_file *f) { return f->n; }
+const fx_tensor *fx_tensor_file_tensor_at(const fx_tensor_file *f, size_t i) { return i < f->n ? &f->tensors[i] : NULL; }
 
-const fx_tensor *fx_st_find(const fx_st_file *f, const char *name) {
+const fx_tensor *fx_tensor_file_find(const fx_tensor_file *f, const char *name) {
     long i = fx_name_table_find(&f->names, f->index, name);
     return i < 0 ? NULL : &f->tensors[i];
 }
 
-const char *fx_st_metadata(const fx_st_file *f, const char *key) {
+const char *fx_tensor_file_metadata(const fx_tensor_file *f, const char *key) {
     return f->reader && f->state ? f->reader->metadata(f, key) : NULL;
 }
 
-int fx_st_mapped(const fx_st_file *f) { return f && f->map_base && f->data; }
+int fx_tensor_file_mapped(const fx_tensor_file *f) { return f && f->map_base && f->data; }
 
 const void *fx_tensor_data(const fx_tensor *t) {
     return t->file->data ? t->file->data + t->offset : NULL;
 }
 
-void fx_st_advise(const fx_st_file *f, const void *ptr, size_t len, int dontneed) {
+void fx_tensor_file_advise(const fx_tensor_file *f, const void *ptr, size_t len, int dontneed) {
     if (!f->map_base || !len) return;
     const unsigned char *p = ptr;
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
@@ -150,16 +150,16 @@ void fx_st_advise(const fx_st_file *f, const void *ptr, size_t len, int dontneed
 }
 
 void fx_tensor_willneed(const fx_tensor *t) {
-    const fx_st_file *f = t->file;
-    if (f->data) fx_st_advise(f, f->data + t->offset, (size_t)t->nbytes, 0);
+    const fx_tensor_file *f = t->file;
+    if (f->data) fx_tensor_file_advise(f, f->data + t->offset, (size_t)t->nbytes, 0);
 }
 
 /* ------------------------------------------------------------------------ */
 /* Opening and closing                                                      */
 /* ------------------------------------------------------------------------ */
 
-static fx_st_file *file_new(const char *path, const char *display, fx_err *err) {
-    fx_st_file *f = calloc(1, sizeof *f);
+static fx_tensor_file *file_new(const char *path, const char *display, fx_err *err) {
+    fx_tensor_file *f = calloc(1, sizeof *f);
     if (f) {
         f->guard = -1;
         f->display = strdup(display ? display : path ? path : "<memory>");
@@ -167,20 +167,20 @@ static fx_st_file *file_new(const char *path, const char *display, fx_err *err) 
     }
     if (!f || !f->display || (path && !f->path)) {
         fx_fail(err, FLUX_ERR_NOMEM, "out of memory opening %s", display ? display : path ? path : "<memory>");
-        fx_st_close(f);
+        fx_tensor_file_close(f);
         return NULL;
     }
     return f;
 }
 
-fx_st_file *fx_st_new_empty(const char *display, fx_err *err) { return file_new(NULL, display, err); }
+fx_tensor_file *fx_tensor_file_new_empty(const char *display, fx_err *err) { return file_new(NULL, display, err); }
 
-flux_status fx_st_check_unchanged(const fx_st_file *f, fx_err *err) {
+flux_status fx_tensor_file_check_unchanged(const fx_tensor_file *f, fx_err *err) {
     if (!f->path) return FLUX_OK;
     return fx_file_identity_check_path(f->path, &f->id, err);
 }
 
-flux_status fx_st_check_faults(const fx_st_file *f, fx_err *err) {
+flux_status fx_tensor_file_check_faults(const fx_tensor_file *f, fx_err *err) {
     size_t at;
     if (!fx_map_guard_faulted(f->guard, &at)) return FLUX_OK;
     return fx_fail(err, FLUX_ERR_IO,
@@ -188,7 +188,7 @@ flux_status fx_st_check_faults(const fx_st_file *f, fx_err *err) {
                    f->path, at);
 }
 
-flux_status fx_st_load_data(fx_st_file *f, int use_mmap, fx_err *err) {
+flux_status fx_tensor_file_load_data(fx_tensor_file *f, int use_mmap, fx_err *err) {
     if (f->data) return FLUX_OK;
     if (!f->path) return fx_fail(err, FLUX_ERR_STATE, "%s: in-memory file has no data to load", f->display);
     struct stat st;
@@ -225,7 +225,7 @@ flux_status fx_st_load_data(fx_st_file *f, int use_mmap, fx_err *err) {
         return fx_fail(err, FLUX_ERR_NOMEM, "out of memory reading %s (%llu bytes)", f->display,
                        (unsigned long long)data_size);
     }
-    if (fx_st_read_full(fd, buf, (size_t)data_size, off)) {
+    if (fx_tensor_file_read_full(fd, buf, (size_t)data_size, off)) {
         int e = errno;
         close(fd);
         free(buf);
@@ -237,7 +237,7 @@ flux_status fx_st_load_data(fx_st_file *f, int use_mmap, fx_err *err) {
     return FLUX_OK;
 }
 
-void fx_st_drop_data(fx_st_file *f) {
+void fx_tensor_file_drop_data(fx_tensor_file *f) {
     if (!f || !f->path) return; /* in-memory files do not own their data */
     fx_map_guard_remove(f->guard);
     f->guard = -1;
@@ -249,8 +249,8 @@ void fx_st_drop_data(fx_st_file *f) {
     f->data = NULL;
 }
 
-fx_st_file *fx_st_open(const char *path, const char *display, int use_mmap, fx_err *err) {
-    fx_st_file *f = file_new(path, display, err);
+fx_tensor_file *fx_tensor_file_open(const char *path, const char *display, int use_mmap, fx_err *err) {
+    fx_tensor_file *f = file_new(path, display, err);
     if (!f) return NULL;
     struct stat st;
     int fd = fx_open_regular(f->path, &st, err);
@@ -259,7 +259,7 @@ fx_st_file *fx_st_open(const char *path, const char *display, int use_mmap, fx_e
     f->id = fx_file_identity_of(&st);
     unsigned char head[8];
     size_t head_len = f->file_size < 8 ? (size_t)f->file_size : 8;
-    if (fx_st_read_full(fd, head, head_len, 0)) {
+    if (fx_tensor_file_read_full(fd, head, head_len, 0)) {
         fx_fail(err, FLUX_ERR_IO, "cannot read %s: %s", path, strerror(errno));
         close(fd);
         goto fail;
@@ -268,29 +268,29 @@ fx_st_file *fx_st_open(const char *path, const char *display, int use_mmap, fx_e
     f->reader = head_len < 8 ? &fx_safetensors_reader : reader_of(head, head_len);
     flux_status st_parse = f->reader->parse(f, fd, NULL, err);
     close(fd);
-    if (st_parse || (use_mmap >= 0 && fx_st_load_data(f, use_mmap, err))) goto fail;
+    if (st_parse || (use_mmap >= 0 && fx_tensor_file_load_data(f, use_mmap, err))) goto fail;
     return f;
 fail:
-    fx_st_close(f);
+    fx_tensor_file_close(f);
     return NULL;
 }
 
-fx_st_file *fx_st_open_memory(const void *buf, size_t len, const char *display, fx_err *err) {
-    fx_st_file *f = file_new(NULL, display ? display : "<memory>", err);
+fx_tensor_file *fx_tensor_file_open_memory(const void *buf, size_t len, const char *display, fx_err *err) {
+    fx_tensor_file *f = file_new(NULL, display ? display : "<memory>", err);
     if (!f) return NULL;
     f->file_size = len;
     f->reader = reader_of(buf, len < 8 ? len : 8);
     if (f->reader->parse(f, -1, buf, err)) {
-        fx_st_close(f);
+        fx_tensor_file_close(f);
         return NULL;
     }
     f->data = (const unsigned char *)buf + f->data_off;
     return f;
 }
 
-void fx_st_close(fx_st_file *f) {
+void fx_tensor_file_close(fx_tensor_file *f) {
     if (!f) return;
-    fx_st_drop_data(f);
+    fx_tensor_file_drop_data(f);
     if (f->reader && f->state) f->reader->free_state(f->state);
     free(f->owned);
     fx_name_table_free(&f->names);
@@ -305,7 +305,7 @@ void fx_st_close(fx_st_file *f) {
 /* Conversions                                                              */
 /* ------------------------------------------------------------------------ */
 
-void fx_st_convert_f32(const void *src, fx_dtype t, int64_t n, float *dst) {
+void fx_tensor_convert_f32(const void *src, fx_dtype t, int64_t n, float *dst) {
     if (t == FX_DTYPE_F32) memcpy(dst, src, (size_t)n * 4);
     else if (fx_dtype_is_weight(t)) fx_dequantize_row(t, src, n, dst); /* exact; unaligned bytes are fine */
     else

@@ -16,7 +16,7 @@ const char *fx_wset_display(const fx_wset *s) { return s->display; }
 size_t fx_wset_count(const fx_wset *s) { return s->n; }
 const fx_tensor *fx_wset_tensor_at(const fx_wset *s, size_t i) { return i < s->n ? s->tensors[i] : NULL; }
 size_t fx_wset_file_count(const fx_wset *s) { return s->n_files; }
-const fx_st_file *fx_wset_file_at(const fx_wset *s, size_t i) { return i < s->n_files ? s->files[i] : NULL; }
+const fx_tensor_file *fx_wset_file_at(const fx_wset *s, size_t i) { return i < s->n_files ? s->files[i] : NULL; }
 
 static void free_copies(fx_wset *s) {
     for (size_t i = 0; i < s->n_copies; i++) free(s->copies[i]);
@@ -31,12 +31,12 @@ void fx_wset_close(fx_wset *s) {
     if (s->base) { /* a view: the files are base's */
         for (size_t i = 0; i < s->n; i++) free(s->views[i]);
         free(s->views);
-        fx_st_close(s->stacked);
+        fx_tensor_file_close(s->stacked);
         fx_wset_close(s->base);
         s->files = NULL;
         s->n_files = 0;
     }
-    for (size_t i = 0; i < s->n_files; i++) fx_st_close(s->files[i]);
+    for (size_t i = 0; i < s->n_files; i++) fx_tensor_file_close(s->files[i]);
     free(s->files);
     free(s->tensors);
     fx_name_table_free(&s->names);
@@ -53,7 +53,7 @@ static int ends_with(const char *s, const char *suffix) {
 /* The set of one opened file (s->files[0]): all its tensors. */
 static flux_status wset_of_file(fx_wset *s, fx_err *err) {
     s->n_files = 1;
-    const fx_st_file *f = s->files[0];
+    const fx_tensor_file *f = s->files[0];
     s->tensors = malloc((f->n ? f->n : 1) * sizeof *s->tensors);
     if (!s->tensors || fx_name_table_init(&s->names, f->n))
         return fx_fail(err, FLUX_ERR_NOMEM, "out of memory opening %s", s->display);
@@ -67,7 +67,7 @@ static flux_status wset_of_file(fx_wset *s, fx_err *err) {
 static flux_status wset_single(fx_wset *s, const char *path, int use_mmap, fx_err *err) {
     s->files = calloc(1, sizeof *s->files);
     if (!s->files) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory opening %s", s->display);
-    s->files[0] = fx_st_open(path, s->display, use_mmap, err);
+    s->files[0] = fx_tensor_file_open(path, s->display, use_mmap, err);
     if (!s->files[0]) return err ? err->code : FLUX_ERR_IO;
     return wset_of_file(s, err);
 }
@@ -96,7 +96,7 @@ fx_wset *fx_wset_open_memory(void *buf, size_t len, const char *display, int own
         fx_fail(err, FLUX_ERR_NOMEM, "out of memory opening %s", display);
         return NULL;
     }
-    if (!(s->files[0] = fx_st_open_memory(buf, len, display, err))) {
+    if (!(s->files[0] = fx_tensor_file_open_memory(buf, len, display, err))) {
         if (own) free(buf);
         fx_wset_close(s);
         return NULL;
@@ -127,7 +127,7 @@ fx_wset *fx_wset_open_component(const char *dir, const char *display_dir, const 
 
 flux_status fx_wset_load_data(fx_wset *s, int use_mmap, fx_err *err) {
     for (size_t i = 0; i < s->n_files; i++) {
-        flux_status st = fx_st_load_data(s->files[i], use_mmap, err);
+        flux_status st = fx_tensor_file_load_data(s->files[i], use_mmap, err);
         if (st) return st;
     }
     return FLUX_OK;
@@ -139,16 +139,16 @@ void fx_wset_drop_data(fx_wset *s) {
         fx_wset_drop_data(s->base);
         return;
     }
-    for (size_t i = 0; i < s->n_files; i++) fx_st_drop_data(s->files[i]);
+    for (size_t i = 0; i < s->n_files; i++) fx_tensor_file_drop_data(s->files[i]);
 }
 
 flux_status fx_wset_check_faults(const fx_wset *s, fx_err *err) {
-    for (size_t i = 0; i < s->n_files; i++) TRY(fx_st_check_faults(s->files[i], err));
+    for (size_t i = 0; i < s->n_files; i++) TRY(fx_tensor_file_check_faults(s->files[i], err));
     return FLUX_OK;
 }
 
 flux_status fx_wset_check_unchanged(const fx_wset *s, fx_err *err) {
-    for (size_t i = 0; i < s->n_files; i++) TRY(fx_st_check_unchanged(s->files[i], err));
+    for (size_t i = 0; i < s->n_files; i++) TRY(fx_tensor_file_check_unchanged(s->files[i], err));
     return FLUX_OK;
 }
 
@@ -160,8 +160,8 @@ int fx_wset_data_loaded(const fx_wset *s) {
 
 void fx_wset_willneed(const fx_wset *s) {
     for (size_t i = 0; i < s->n_files; i++) {
-        const fx_st_file *f = s->files[i];
-        if (f->data) fx_st_advise(f, f->data, (size_t)(f->file_size - f->data_off), 0);
+        const fx_tensor_file *f = s->files[i];
+        if (f->data) fx_tensor_file_advise(f, f->data, (size_t)(f->file_size - f->data_off), 0);
     }
 }
 
@@ -270,14 +270,14 @@ static flux_status fp8_scale(const fx_wset *s, const fx_tensor *t, float *scale,
                        st->name, fx_dtype_name(st->dtype));
     if (!fx_tensor_data(st))
         return fx_fail(err, FLUX_ERR_STATE, "%s: data of tensor '%.200s' is not loaded", st->file->display, st->name);
-    fx_st_convert_f32(fx_tensor_data(st), st->dtype, 1, scale);
+    fx_tensor_convert_f32(fx_tensor_data(st), st->dtype, 1, scale);
     if (!(*scale == *scale) || *scale == 0.0f || *scale - *scale != 0.0f)
         return fx_fail(err, FLUX_ERR_MODEL, "%s: scale '%.200s' is %g; an fp8 scale must be finite and nonzero",
                        fx_wset_display(base), st->name, (double)*scale);
     return FLUX_OK;
 }
 
-int fx_st_fp8_companion(const char *name) {
+int fx_wset_fp8_companion(const char *name) {
     static const char *const suffix[] = {".weight_scale", ".scale_weight", ".input_scale", ".scale_input",
                                          ".comfy_quant"};
     const size_t len = strlen(name);
@@ -318,7 +318,7 @@ flux_status fx_wset_check_fp8(const fx_wset *s, fx_err *err) {
  * the weight's value). */
 flux_status fx_wset_convert_f32(const fx_wset *s, const fx_tensor *t, const void *src, int64_t n, float *dst,
                                fx_err *err) {
-    fx_st_convert_f32(src, t->dtype, n, dst);
+    fx_tensor_convert_f32(src, t->dtype, n, dst);
     if (!fx_dtype_is_fp8(t->dtype)) return FLUX_OK;
     float scale;
     flux_status st = fp8_scale(s, t, &scale, err);
@@ -386,24 +386,24 @@ flux_status fx_wset_vecf(const fx_wset *s, float **out, int64_t n, fx_err *err, 
 }
 
 /* The file of s whose loaded data holds w's first byte, or NULL. */
-static const fx_st_file *weight_file(const fx_wset *s, const fx_weight *w) {
+static const fx_tensor_file *weight_file(const fx_wset *s, const fx_weight *w) {
     if (s->base) s = s->base;
     const unsigned char *p = w->data;
     for (size_t i = 0; i < s->n_files; i++) {
-        const fx_st_file *f = s->files[i];
+        const fx_tensor_file *f = s->files[i];
         if (f->data && p >= f->data && p < f->data + (f->file_size - f->data_off)) return f;
     }
     return NULL;
 }
 
 static void weight_advice(const fx_wset *s, const fx_weight *w, int dontneed) {
-    const fx_st_file *f = weight_file(s, w);
+    const fx_tensor_file *f = weight_file(s, w);
     size_t len = w->n > 0 ? (size_t)fx_dtype_row_bytes(w->dtype, (w->n - 1) * w->ld + w->k) : 0;
-    if (f) fx_st_advise(f, w->data, len, dontneed);
+    if (f) fx_tensor_file_advise(f, w->data, len, dontneed);
 }
 
 int fx_wset_weight_mapped(const fx_wset *s, const fx_weight *w) {
-    const fx_st_file *f = weight_file(s, w);
+    const fx_tensor_file *f = weight_file(s, w);
     return f && f->map_base;
 }
 

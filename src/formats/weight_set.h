@@ -28,7 +28,7 @@ typedef struct fx_wset fx_wset;
  * (its shards are opened from the same folder; a shard name must be a plain
  * file name). display is the path used in messages (NULL = path), e.g.
  * "text_encoder/model.safetensors.index.json"; shard messages use the
- * display folder + shard name. use_mmap as in fx_st_open.
+ * display folder + shard name. use_mmap as in fx_tensor_file_open.
  * Index errors: shard missing → FLUX_ERR_IO naming shard and index; tensor
  * listed but absent from its shard → FLUX_ERR_MODEL. The index is the
  * authority: shard tensors it does not list are not visible. */
@@ -47,11 +47,11 @@ void fx_wset_close(fx_wset *s);
  * cannot be dropped (fx_wset_drop_data keeps it). */
 fx_wset *fx_wset_open_memory(void *buf, size_t len, const char *display, int own, fx_err *err);
 
-/* Map/read (or drop) the data of every file of the set (see fx_st_load_data). */
+/* Map/read (or drop) the data of every file of the set (see fx_tensor_file_load_data). */
 flux_status fx_wset_load_data(fx_wset *s, int use_mmap, fx_err *err);
 void fx_wset_drop_data(fx_wset *s);
 int fx_wset_data_loaded(const fx_wset *s);
-/* fx_st_check_unchanged / fx_st_check_faults on every file of the set (of a
+/* fx_tensor_file_check_unchanged / fx_tensor_file_check_faults on every file of the set (of a
  * view: its base's). */
 flux_status fx_wset_check_unchanged(const fx_wset *s, fx_err *err);
 flux_status fx_wset_check_faults(const fx_wset *s, fx_err *err);
@@ -62,7 +62,7 @@ const char *fx_wset_display(const fx_wset *s);
 size_t fx_wset_count(const fx_wset *s);
 const fx_tensor *fx_wset_tensor_at(const fx_wset *s, size_t i);
 size_t fx_wset_file_count(const fx_wset *s);
-const fx_st_file *fx_wset_file_at(const fx_wset *s, size_t i);
+const fx_tensor_file *fx_wset_file_at(const fx_wset *s, size_t i);
 
 /* Lookup: NULL when absent (no error). */
 const fx_tensor *fx_wset_find(const fx_wset *s, const char *name);
@@ -78,7 +78,7 @@ flux_status fx_wset_check_fp8(const fx_wset *s, fx_err *err);
 /* 1 for the tensors that travel with fp8 weights and are not weights
  * themselves: '.weight_scale', '.scale_weight', '.input_scale',
  * '.scale_input', '.comfy_quant' and the "scaled_fp8" marker. */
-int fx_st_fp8_companion(const char *name);
+int fx_wset_fp8_companion(const char *name);
 
 /* Lookup with checks: missing → FLUX_ERR_MODEL "<set>: tensor 'n' not
  * found"; expect (may be NULL = any shape) not matching → FLUX_ERR_MODEL

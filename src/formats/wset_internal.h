@@ -11,7 +11,7 @@
 
 struct fx_wset {
     char *display;
-    fx_st_file **files;
+    fx_tensor_file **files;
     size_t n_files;
     const fx_tensor **tensors; /* visible tensors */
     size_t n;
@@ -23,7 +23,7 @@ struct fx_wset {
     fx_wset *base;
     struct view_tensor **views; /* [capacity], owned */
     size_t capacity;
-    fx_st_file *stacked;       /* pseudo file (no data) of two-range tensors */
+    fx_tensor_file *stacked;       /* pseudo file (no data) of two-range tensors */
 };
 
 /* A tensor of a view: t is what lookups return (first member, so a view's

@@ -84,7 +84,7 @@ flux_status fx_wset_open_sharded(fx_wset *s, const char *path, int use_mmap, fx_
             st = fx_fail(err, FLUX_ERR_NOMEM, "out of memory opening %s", s->display);
             goto done;
         }
-        s->files[k] = fx_st_open(rp, dp, use_mmap, err);
+        s->files[k] = fx_tensor_file_open(rp, dp, use_mmap, err);
         free(rp), free(dp);
         if (!s->files[k]) {
             size_t first = 0;
@@ -97,7 +97,7 @@ flux_status fx_wset_open_sharded(fx_wset *s, const char *path, int use_mmap, fx_
     }
     for (size_t i = 0; i < n; i++) {
         const char *tname = fx_json_key_at(map, i);
-        const fx_tensor *t = fx_st_find(s->files[shard_of[i]], tname);
+        const fx_tensor *t = fx_tensor_file_find(s->files[shard_of[i]], tname);
         if (!t) {
             st = fx_fail(err, FLUX_ERR_MODEL,
                          "%s: tensor '%.200s' is listed in shard '%s', but that shard does not contain it",

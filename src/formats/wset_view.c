@@ -74,7 +74,7 @@ fx_wset *fx_wset_view_new(fx_wset *base, const char *display, size_t capacity, f
     const char *disp = display ? display : base->display;
     if (!v || !(v->display = strdup(disp)) || !(v->views = calloc(capacity ? capacity : 1, sizeof *v->views)) ||
         !(v->tensors = calloc(capacity ? capacity : 1, sizeof *v->tensors)) || fx_name_table_init(&v->names, capacity) ||
-        !(v->stacked = fx_st_new_empty(disp, err))) {
+        !(v->stacked = fx_tensor_file_new_empty(disp, err))) {
         if (v) {
             free(v->display);
             free(v->views);

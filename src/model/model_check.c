@@ -79,7 +79,7 @@ static flux_status checker_finish(checker *ck, flux_status st, known_unused_fn k
     const fx_tensor *first = NULL;
     for (size_t i = 0; i < n; i++) {
         const fx_tensor *t = fx_wset_tensor_at(ck->w, i);
-        if (ck->seen[i] || fx_st_fp8_companion(t->name) || (known && known(t->name, config))) continue;
+        if (ck->seen[i] || fx_wset_fp8_companion(t->name) || (known && known(t->name, config))) continue;
         if (!unused++) first = t;
     }
     free(ck->seen);
@@ -90,7 +90,7 @@ static flux_status checker_finish(checker *ck, flux_status st, known_unused_fn k
     return fx_fail(ck->err, FLUX_ERR_MODEL,
                    "%s: %zu tensor%s not used by the model the config describes, first the family '%s' (tensor "
                    "'%.200s'): the config may be truncated or belong to other weights",
-                   first->file ? fx_st_display(first->file) : fx_wset_display(ck->w), unused,
+                   first->file ? fx_tensor_file_display(first->file) : fx_wset_display(ck->w), unused,
                    unused == 1 ? " is" : "s are", family, first->name);
 }
 
@@ -296,7 +296,7 @@ static flux_status refuse_fp8(const fx_wset *w, const char *only, const char *wh
         if ((t->dtype == FX_DTYPE_F8_E4M3 || t->dtype == FX_DTYPE_F8_E5M2) && (!only || !strcmp(t->name, only)))
             return fx_fail(err, FLUX_ERR_UNSUPPORTED,
                            "%s: tensor '%.200s' is %s; fp8 is read for linear layers only, not for %s",
-                           t->file ? fx_st_display(t->file) : fx_wset_display(w), t->name, fx_dtype_name(t->dtype),
+                           t->file ? fx_tensor_file_display(t->file) : fx_wset_display(w), t->name, fx_dtype_name(t->dtype),
                            what);
     }
     return FLUX_OK;
@@ -327,10 +327,10 @@ flux_status fx_check_qwen3_weights(const fx_wset *w, const fx_qwen3_config *c, f
 /* ------------------------------------------------------------------------ */
 
 flux_status fx_check_qwen3_gguf(const fx_wset *w, const fx_qwen3_config *c, fx_err *err) {
-    const fx_st_file *f = fx_wset_file_count(w) ? fx_wset_file_at(w, 0) : NULL;
-    const fx_gguf *g = f ? fx_st_gguf(f) : NULL;
+    const fx_tensor_file *f = fx_wset_file_count(w) ? fx_wset_file_at(w, 0) : NULL;
+    const fx_gguf *g = f ? fx_tensor_file_gguf(f) : NULL;
     if (!g) return FLUX_OK;
-    const char *file = fx_st_display(f), *arch = NULL;
+    const char *file = fx_tensor_file_display(f), *arch = NULL;
     if (!fx_gguf_get_str(g, "general.architecture", &arch) && strcmp(arch, "qwen3"))
         return fx_fail(err, FLUX_ERR_MODEL, "%s: general.architecture is '%.60s', expected 'qwen3' (a Qwen3 text encoder)",
                        file, arch);

@@ -324,7 +324,7 @@ static const char *comfy_format(fx_dtype t) { return t == FX_DTYPE_F8_E5M2 ? "fl
  * "_quantization_metadata" ({"format_version", "layers": {layer:
  * {"format"}}}, which comfy/utils.py turns into the '.comfy_quant' keys). */
 static flux_status layout_safetensors(const fx_qplan *p, qlayout *L, fx_err *err) {
-    fx_st_entry *e = calloc(2 * p->n, sizeof *e);
+    fx_safetensors_entry *e = calloc(2 * p->n, sizeof *e);
     char(*scale_names)[FX_ST_MAX_NAME] = calloc(p->n, sizeof *scale_names);
     fx_strbuf qm = {0}, h = {0};
     flux_status st = e && scale_names ? FLUX_OK : fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
@@ -333,11 +333,11 @@ static flux_status layout_safetensors(const fx_qplan *p, qlayout *L, fx_err *err
     fx_sb_printf(&qm, "{\"format_version\":\"1.0\",\"layers\":{");
     for (size_t i = 0; !st && i < p->n; i++) {
         const fx_qtensor *t = &p->t[i];
-        e[ne++] = (fx_st_entry){t->name, t->dtype, {.ndim = t->ndim, .d = {t->shape[0], t->shape[1]}}, 0, 0};
+        e[ne++] = (fx_safetensors_entry){t->name, t->dtype, {.ndim = t->ndim, .d = {t->shape[0], t->shape[1]}}, 0, 0};
         if (!fx_dtype_is_fp8(t->dtype)) continue;
         const int layer_len = (int)strlen(t->name) - 7; /* without ".weight" (type_for) */
         snprintf(scale_names[i], sizeof scale_names[i], "%.*s.weight_scale", layer_len, t->name);
-        e[ne++] = (fx_st_entry){scale_names[i], FX_DTYPE_F32, {.ndim = 0}, 0, 0};
+        e[ne++] = (fx_safetensors_entry){scale_names[i], FX_DTYPE_F32, {.ndim = 0}, 0, 0};
         fx_sb_printf(&qm, "%s\"%.*s\":{\"format\":\"%s\"}", layers++ ? "," : "", layer_len, t->name,
                      comfy_format(t->dtype));
     }
@@ -361,7 +361,7 @@ static flux_status layout_safetensors(const fx_qplan *p, qlayout *L, fx_err *err
     if (!st && qm.failed) st = fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
     if (!st) {
         const char *meta[4] = {"format", "pt", "_quantization_metadata", qm.s};
-        st = fx_st_header(&h, e, ne, meta, 2, "the fp8 safetensors header", err);
+        st = fx_safetensors_header(&h, e, ne, meta, 2, "the fp8 safetensors header", err);
     }
     if (!st) {
         L->hdr_size = 8 + h.len;

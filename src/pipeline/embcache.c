@@ -536,7 +536,7 @@ static int model_identity(const struct fx_model *m, uint8_t id[FX_SHA256_BYTES],
     }
     /* the weights: size and modification time of every shard (stat only) */
     for (size_t i = 0; w && i < fx_wset_file_count(w); i++) {
-        const char *p = fx_st_path(fx_wset_file_at(w, i));
+        const char *p = fx_tensor_file_path(fx_wset_file_at(w, i));
         struct stat st;
         if (!p || stat(p, &st) != 0) return snprintf(which, size, "%s", p ? p : "(in-memory weights)"), -1;
         uint8_t le[24];

@@ -82,7 +82,7 @@ fx_prefetch *fx_prefetch_start(const fx_wset *s) {
         const unsigned char *d = fx_tensor_data(t);
         /* mapped files only: dropping pages of RAM (--no-mmap, an in-memory
          * quantized set) would lose them */
-        if (!d || t->nbytes <= 0 || !fx_st_mapped(t->file)) continue;
+        if (!d || t->nbytes <= 0 || !fx_tensor_file_mapped(t->file)) continue;
         uintptr_t a = (uintptr_t)d & ~(page - 1), b = ((uintptr_t)d + (uintptr_t)t->nbytes + page - 1) & ~(page - 1);
         p->ranges[n++] = (range){a, b};
     }

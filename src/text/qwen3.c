@@ -217,7 +217,7 @@ static flux_status embed(flux_ctx *ctx, const fx_qwen3 *q, const int32_t *ids, i
         if (ids[l] < 0 || ids[l] >= q->c.vocab)
             return fx_fail(&ctx->err, FLUX_ERR_INVALID_ARG, "text encoder: token %lld has id %d, expected 0..%d",
                            (long long)l, ids[l], q->c.vocab - 1);
-        fx_st_convert_f32(table + (size_t)ids[l] * row_bytes, q->embed->dtype, h, q->host + l * h);
+        fx_tensor_convert_f32(table + (size_t)ids[l] * row_bytes, q->embed->dtype, h, q->host + l * h);
     }
     return fx_buf_write(q->ops, q->x, 0, q->host, seq * h, &ctx->err);
 }

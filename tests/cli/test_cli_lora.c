@@ -151,27 +151,27 @@ TEST(cli_lora_generate_and_errors) {
     /* refused files: exit 1, the library's message, no output */
     const char *dora = fx_test_tmp_path("dora.safetensors");
     static float zeros[64 * 64];
-    const fx_st_out t[] = {{"diffusion_model.img_in.lora_A.weight", FX_DTYPE_F32, FX_SHAPE(2, 128), zeros},
+    const fx_safetensors_out t[] = {{"diffusion_model.img_in.lora_A.weight", FX_DTYPE_F32, FX_SHAPE(2, 128), zeros},
                            {"diffusion_model.img_in.lora_B.weight", FX_DTYPE_F32, FX_SHAPE(64, 2), zeros},
                            {"diffusion_model.img_in.dora_scale", FX_DTYPE_F32, FX_SHAPE(1, 128), zeros}};
     fx_err e = {0};
-    REQUIRE(fx_st_write(dora, t, 3, NULL, 0, &e) == FLUX_OK);
+    REQUIRE(fx_safetensors_write(dora, t, 3, NULL, 0, &e) == FLUX_OK);
     snprintf(args, sizeof args, "-d '%s' -p 'a cat' -o bad.png --lora '%s'", model(), dora);
     expect_fail(__LINE__, args, 1, "tensor 'diffusion_model.img_in.dora_scale' has shape [1, 128]: DoRA with norms per input");
     const char *rank = fx_test_tmp_path("rank.safetensors");
-    const fx_st_out r[] = {{"lora_unet_img_in.lora_down.weight", FX_DTYPE_F32, FX_SHAPE(2, 128), zeros},
+    const fx_safetensors_out r[] = {{"lora_unet_img_in.lora_down.weight", FX_DTYPE_F32, FX_SHAPE(2, 128), zeros},
                            {"lora_unet_img_in.lora_up.weight", FX_DTYPE_F32, FX_SHAPE(64, 3), zeros}};
-    REQUIRE(fx_st_write(rank, r, 2, NULL, 0, &e) == FLUX_OK);
+    REQUIRE(fx_safetensors_write(rank, r, 2, NULL, 0, &e) == FLUX_OK);
     snprintf(args, sizeof args, "-d '%s' -p 'a cat' -o bad.png --lora '%s'", model(), rank);
     expect_fail(__LINE__, args, 1, "rank mismatch");
     CHECK(!fx_test_file_exists(fx_test_tmp_path("bad.png")));
 
     /* keys that match nothing: a warning, and the image */
     const char *partial = fx_test_tmp_path("partial.safetensors");
-    const fx_st_out p[] = {{"lora_unet_img_in.lora_down.weight", FX_DTYPE_F32, FX_SHAPE(2, 128), zeros},
+    const fx_safetensors_out p[] = {{"lora_unet_img_in.lora_down.weight", FX_DTYPE_F32, FX_SHAPE(2, 128), zeros},
                            {"lora_unet_img_in.lora_up.weight", FX_DTYPE_F32, FX_SHAPE(64, 2), zeros},
                            {"lora_unet_double_blocks_9_img_mlp_0.lora_up.weight", FX_DTYPE_F32, FX_SHAPE(64, 2), zeros}};
-    REQUIRE(fx_st_write(partial, p, 3, NULL, 0, &e) == FLUX_OK);
+    REQUIRE(fx_safetensors_write(partial, p, 3, NULL, 0, &e) == FLUX_OK);
     snprintf(args, sizeof args, "-d '%s' -p 'a cat' -S 4 -s 1 --noise '%s' -o partial.png --lora '%s'", model(), noise,
              partial);
     CHECK_EQ_INT(run(args, NULL, &out, &err), 0);

@@ -3,7 +3,7 @@
  * checkpoints"): the scale conventions read beside the weight, the
  * mismatches refused by name, the weight used in place.
  *
- * Files are small, written with fx_st_write: a linear 'l.weight' [2, 4] in
+ * Files are small, written with fx_safetensors_write: a linear 'l.weight' [2, 4] in
  * fp8 with its scale under the name a case gives.
  */
 #include "tests/test.h"
@@ -30,16 +30,16 @@ typedef struct scale_case {
 
 /* The case's file opened as a set; NULL after recording a failure. */
 static fx_wset *open_case(const char *file, const scale_case *c) {
-    fx_st_out t[3];
+    fx_safetensors_out t[3];
     size_t n = 0;
     static const uint16_t bf16[8] = {0x3f80, 0x4000, 0xbf00, 0x43e0, 0, 0x3f80, 0x3f80, 0x4000};
-    t[n++] = (fx_st_out){c->weight_name, c->weight_dtype, FX_SHAPE(2, 4),
+    t[n++] = (fx_safetensors_out){c->weight_name, c->weight_dtype, FX_SHAPE(2, 4),
                          c->weight_dtype == FX_DTYPE_BF16 ? (const void *)bf16 : (const void *)w_bytes};
-    if (c->scale_name) t[n++] = (fx_st_out){c->scale_name, c->scale_dtype, c->scale_shape, c->scale};
-    if (c->extra) t[n++] = (fx_st_out){c->extra, FX_DTYPE_F32, FX_SHAPE0, c->scale};
+    if (c->scale_name) t[n++] = (fx_safetensors_out){c->scale_name, c->scale_dtype, c->scale_shape, c->scale};
+    if (c->extra) t[n++] = (fx_safetensors_out){c->extra, FX_DTYPE_F32, FX_SHAPE0, c->scale};
     fx_err err = {0};
     const char *path = fx_test_tmp_path(file);
-    if (fx_st_write(path, t, n, NULL, 0, &err)) {
+    if (fx_safetensors_write(path, t, n, NULL, 0, &err)) {
         fx_test_fail(__FILE__, __LINE__, "%s", err.msg);
         return NULL;
     }
@@ -123,8 +123,8 @@ TEST(fp8_file_companions) {
     static const char *const yes[] = {"a.weight_scale", "a.scale_weight", "a.input_scale", "a.scale_input",
                                       "a.comfy_quant", "scaled_fp8", "model.diffusion_model.scaled_fp8"};
     static const char *const no[] = {"a.weight", "a.scale", "unscaled_fp8", "weight_scale", "a.scaled_fp8x"};
-    for (size_t i = 0; i < sizeof yes / sizeof *yes; i++) CHECK_MSG(fx_st_fp8_companion(yes[i]), "%s", yes[i]);
-    for (size_t i = 0; i < sizeof no / sizeof *no; i++) CHECK_MSG(!fx_st_fp8_companion(no[i]), "%s", no[i]);
+    for (size_t i = 0; i < sizeof yes / sizeof *yes; i++) CHECK_MSG(fx_wset_fp8_companion(yes[i]), "%s", yes[i]);
+    for (size_t i = 0; i < sizeof no / sizeof *no; i++) CHECK_MSG(!fx_wset_fp8_companion(no[i]), "%s", no[i]);
 }
 
 /* fp8 where no linear layer reads it is refused by name: the VAE's

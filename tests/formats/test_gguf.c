@@ -115,10 +115,10 @@ static void expect_bad(int line, const void *p, size_t n, const char *frag1, con
     unsigned char *copy = malloc(n ? n : 1);
     memcpy(copy, p, n);
     fx_err err = {0};
-    fx_st_file *f = fx_st_open_memory(copy, n, "bad.gguf", &err);
+    fx_tensor_file *f = fx_tensor_file_open_memory(copy, n, "bad.gguf", &err);
     if (f) {
         fx_test_fail(__FILE__, line, "opened a malformed file (expected '%s')", frag1);
-        fx_st_close(f);
+        fx_tensor_file_close(f);
     } else {
         if (err.code != FLUX_ERR_FORMAT) fx_test_fail(__FILE__, line, "code %d, message %s", err.code, err.msg);
         if (!strstr(err.msg, "bad.gguf")) fx_test_fail(__FILE__, line, "message does not name the file: %s", err.msg);
@@ -138,16 +138,16 @@ TEST(gguf_reads_a_hand_built_file) {
     for (int version = 2; version <= 3; version++) {
         patch_u32(&r.b, r.version, (uint32_t)version);
         fx_err err = {0};
-        fx_st_file *f = fx_st_open_memory(r.b.p, r.b.n, "ref.gguf", &err);
+        fx_tensor_file *f = fx_tensor_file_open_memory(r.b.p, r.b.n, "ref.gguf", &err);
         REQUIRE_MSG(f, "%s", err.msg);
-        const fx_gguf *g = fx_st_gguf(f);
+        const fx_gguf *g = fx_tensor_file_gguf(f);
         REQUIRE(g);
         CHECK_EQ_INT(g->version, version);
         CHECK_EQ_INT(g->data_start, r.header_end);
         CHECK_EQ_INT(g->n_kv, 5);
         const char *s = NULL;
         CHECK(!fx_gguf_get_str(g, "general.architecture", &s) && !strcmp(s, "flux"));
-        CHECK(!strcmp(fx_st_metadata(f, "general.architecture"), "flux"));
+        CHECK(!strcmp(fx_tensor_file_metadata(f, "general.architecture"), "flux"));
         uint64_t u = 0;
         CHECK(!fx_gguf_get_uint(g, "general.alignment", &u) && u == 32);
         CHECK(fx_gguf_get_uint(g, "test.flag", &u) == -1); /* a bool is not an integer */
@@ -155,20 +155,20 @@ TEST(gguf_reads_a_hand_built_file) {
         CHECK(arr && arr->type == FX_GGUF_ARRAY && arr->elem == FX_GGUF_STRING && arr->len == 3);
         double e = 0;
         CHECK(!fx_gguf_get_float(g, "test.eps", &e) && (float)e == 1e-6f);
-        REQUIRE(fx_st_count(f) == 3);
-        const fx_tensor *a = fx_st_find(f, "a.weight"), *b = fx_st_find(f, "b.weight"), *c = fx_st_find(f, "c.scale");
+        REQUIRE(fx_tensor_file_count(f) == 3);
+        const fx_tensor *a = fx_tensor_file_find(f, "a.weight"), *b = fx_tensor_file_find(f, "b.weight"), *c = fx_tensor_file_find(f, "c.scale");
         REQUIRE(a && b && c);
         CHECK(a->dtype == FX_DTYPE_F32 && a->shape.ndim == 2 && a->shape.d[0] == 2 && a->shape.d[1] == 3);
         CHECK(b->dtype == FX_DTYPE_Q8_0 && b->shape.d[0] == 2 && b->shape.d[1] == 64 && b->nbytes == 136);
         CHECK(c->dtype == FX_DTYPE_BF16 && c->shape.ndim == 1 && c->shape.d[0] == 4);
         float v[128];
-        fx_st_convert_f32(fx_tensor_data(a), a->dtype, 6, v);
+        fx_tensor_convert_f32(fx_tensor_data(a), a->dtype, 6, v);
         for (int i = 0; i < 6; i++) CHECK(v[i] == (float)i);
-        fx_st_convert_f32(fx_tensor_data(b), b->dtype, 128, v);
+        fx_tensor_convert_f32(fx_tensor_data(b), b->dtype, 128, v);
         for (int i = 0; i < 128; i++) CHECK(v[i] == 0.5f * (float)((i / 32) * 10 + i % 32 - 64));
-        fx_st_convert_f32(fx_tensor_data(c), c->dtype, 4, v);
+        fx_tensor_convert_f32(fx_tensor_data(c), c->dtype, 4, v);
         CHECK(v[0] == 1 && v[1] == 2 && v[2] == 3 && v[3] == 4);
-        fx_st_close(f);
+        fx_tensor_file_close(f);
     }
     free(r.b.p);
 }
@@ -232,9 +232,9 @@ TEST(gguf_writer_round_trip) {
         for (uint64_t k = 0; k < fx_gguf_writer_nbytes(w, i); k++)
             img[fx_gguf_writer_offset(w, i) + k] = (unsigned char)fx_test_rng_u64(&r);
     fx_err err = {0};
-    fx_st_file *f = fx_st_open_memory(img, (size_t)size, "w.gguf", &err);
+    fx_tensor_file *f = fx_tensor_file_open_memory(img, (size_t)size, "w.gguf", &err);
     REQUIRE_MSG(f, "%s", err.msg);
-    const fx_gguf *g = fx_st_gguf(f);
+    const fx_gguf *g = fx_tensor_file_gguf(f);
     uint64_t u;
     double d;
     CHECK(!fx_gguf_get_uint(g, "qwen3.block_count", &u) && u == 36);
@@ -242,7 +242,7 @@ TEST(gguf_writer_round_trip) {
     for (int i = 0; i < nt; i++) {
         char name[32];
         snprintf(name, sizeof name, "t%d.weight", i);
-        const fx_tensor *t = fx_st_find(f, name);
+        const fx_tensor *t = fx_tensor_file_find(f, name);
         REQUIRE(t);
         CHECK(t->dtype == types[i] && fx_dtype_is_weight(t->dtype));
         CHECK(t->shape.d[0] == 3 && t->shape.d[1] == 256);
@@ -250,7 +250,7 @@ TEST(gguf_writer_round_trip) {
         CHECK((uint64_t)t->nbytes == fx_gguf_writer_nbytes(w, i));
         CHECK(fx_gguf_writer_offset(w, i) % 32 == 0);
     }
-    fx_st_close(f);
+    fx_tensor_file_close(f);
     free(img);
     fx_gguf_writer_free(w);
 }
@@ -383,9 +383,9 @@ TEST(gguf_rejects_bad_tensors) {
     patch_u64(b, r.t0_name_len, 8);
     /* still valid after all the restores */
     fx_err err = {0};
-    fx_st_file *f = fx_st_open_memory(p, b->n, "ok.gguf", &err);
+    fx_tensor_file *f = fx_tensor_file_open_memory(p, b->n, "ok.gguf", &err);
     CHECK_MSG(f != NULL, "%s", err.msg);
-    fx_st_close(f);
+    fx_tensor_file_close(f);
     free(r.b.p);
 }
 

@@ -60,7 +60,7 @@ static void check_fixture(const char *file, int counts[64]) {
         if (line[0] == '#' || sscanf(line, "%255s %31s %79s", name, type, hex) != 3) continue;
         listed++;
         const fx_tensor *t = fx_wset_find(s, name);
-        const fx_gguf *g = fx_st_gguf(fx_wset_file_at(s, 0));
+        const fx_gguf *g = fx_tensor_file_gguf(fx_wset_file_at(s, 0));
         const fx_gguf_tensor *gt = NULL;
         for (size_t i = 0; g && i < g->n_tensors; i++)
             if (!strcmp(g->tensors[i].name, name)) gt = &g->tensors[i];
@@ -120,7 +120,7 @@ static const fx_gguf *open_header(const char *file, fx_wset **s) {
         fx_test_fail(__FILE__, __LINE__, "%s", err.msg);
         return NULL;
     }
-    return fx_st_gguf(fx_wset_file_at(*s, 0));
+    return fx_tensor_file_gguf(fx_wset_file_at(*s, 0));
 }
 
 TEST(gguf_fixture_comfyui_layout_dequantizes_like_gguf_py) {

@@ -8,7 +8,7 @@
  * of each format, warnings for ignored keys, and hostile files (shapes
  * that contradict the module, A/B ranks that disagree, non-finite alpha,
  * DoRA, truncation, ...) refused with errors naming the file and the key.
- * Files are written with fx_st_write (src/formats/safetensors_write.h).
+ * Files are written with fx_safetensors_write (src/formats/safetensors_write.h).
  */
 #include "tests/test.h"
 
@@ -34,7 +34,7 @@ static fx_wset *tiny_model(void) { return fx_gcase_transformer(fx_test_path("gol
 /* A file being built: tensors of constant values (the values do not matter
  * here; test_lora_pipeline checks the math). */
 typedef struct lfile {
-    fx_st_out t[64];
+    fx_safetensors_out t[64];
     int n;
     const char *meta[4];
     int n_meta;
@@ -46,7 +46,7 @@ static void add(lfile *f, const char *name, fx_dtype dt, fx_shape shape) {
     static char names[64][256];
     const int i = f->n++;
     snprintf(names[i], sizeof names[i], "%s", name);
-    f->t[i] = (fx_st_out){names[i], dt, shape, g_values};
+    f->t[i] = (fx_safetensors_out){names[i], dt, shape, g_values};
 }
 
 /* A scalar alpha (F32 []). */
@@ -72,7 +72,7 @@ static void add_lora(lfile *f, const char *module, const char *down, const char 
 static const char *write_file(const lfile *f, const char *name) {
     const char *path = fx_test_tmp_path(name);
     fx_err err = {0};
-    if (fx_st_write(path, f->t, (size_t)f->n, f->n_meta ? f->meta : NULL, (size_t)f->n_meta, &err))
+    if (fx_safetensors_write(path, f->t, (size_t)f->n, f->n_meta ? f->meta : NULL, (size_t)f->n_meta, &err))
         fx_test_fail(__FILE__, __LINE__, "%s", err.msg);
     return path;
 }

@@ -44,10 +44,10 @@ static void expect_bad_bytes(const unsigned char *bytes, size_t len, flux_status
     const char *path = put("bad.safetensors", bytes, len);
     fx_err err;
     fx_err_clear(&err);
-    fx_st_file *f = fx_st_open(path, "bad.safetensors", 1, &err);
+    fx_tensor_file *f = fx_tensor_file_open(path, "bad.safetensors", 1, &err);
     if (f) {
         fx_test_fail(__FILE__, line, "file unexpectedly accepted (want '%s')", fragment);
-        fx_st_close(f);
+        fx_tensor_file_close(f);
         return;
     }
     if (err.code != code) fx_test_fail(__FILE__, line, "code %s, want %s (%s)", flux_status_name(err.code),
@@ -57,10 +57,10 @@ static void expect_bad_bytes(const unsigned char *bytes, size_t len, flux_status
         fx_test_fail(__FILE__, line, "message '%s' does not start with the file name", err.msg);
     /* the in-memory validator agrees */
     fx_err_clear(&err);
-    f = fx_st_open_memory(bytes, len, "bad.safetensors", &err);
+    f = fx_tensor_file_open_memory(bytes, len, "bad.safetensors", &err);
     if (f) {
         fx_test_fail(__FILE__, line, "memory image unexpectedly accepted (want '%s')", fragment);
-        fx_st_close(f);
+        fx_tensor_file_close(f);
     } else if (code == FLUX_ERR_FORMAT && !strstr(err.msg, fragment)) {
         fx_test_fail(__FILE__, line, "memory: message '%s' lacks '%s'", err.msg, fragment);
     }
@@ -161,10 +161,10 @@ TEST(safetensors_rejects_bad_lengths) {
 TEST(safetensors_io_errors) {
     fx_err err;
     fx_err_clear(&err);
-    CHECK(fx_st_open("/nonexistent/m.safetensors", "m.safetensors", 1, &err) == NULL);
+    CHECK(fx_tensor_file_open("/nonexistent/m.safetensors", "m.safetensors", 1, &err) == NULL);
     CHECK(err.code == FLUX_ERR_IO && strstr(err.msg, "cannot open /nonexistent/m.safetensors"));
     fx_err_clear(&err);
-    CHECK(fx_st_open(fx_test_tmpdir(), NULL, 1, &err) == NULL);
+    CHECK(fx_tensor_file_open(fx_test_tmpdir(), NULL, 1, &err) == NULL);
     CHECK_MSG(err.code == FLUX_ERR_IO && strstr(err.msg, "not a regular file"), "%s", err.msg);
     fx_err_clear(&err);
     CHECK(fx_wset_open("/nonexistent/m.safetensors", NULL, 1, &err) == NULL && err.code == FLUX_ERR_IO);
@@ -197,31 +197,31 @@ TEST(safetensors_accepts_all_dtypes_and_edge_shapes) {
     free(data);
     fx_err err;
     fx_err_clear(&err);
-    fx_st_file *f = fx_st_open(path, "ok.safetensors", 1, &err);
+    fx_tensor_file *f = fx_tensor_file_open(path, "ok.safetensors", 1, &err);
     REQUIRE_MSG(f, "%s", err.msg);
-    CHECK_EQ_INT(fx_st_count(f), 20);
-    CHECK(!strcmp(fx_st_metadata(f, "format"), "pt"));
-    CHECK(!strcmp(fx_st_metadata(f, "note"), "\xC3\xA9"));
-    CHECK(fx_st_metadata(f, "absent") == NULL);
+    CHECK_EQ_INT(fx_tensor_file_count(f), 20);
+    CHECK(!strcmp(fx_tensor_file_metadata(f, "format"), "pt"));
+    CHECK(!strcmp(fx_tensor_file_metadata(f, "note"), "\xC3\xA9"));
+    CHECK(fx_tensor_file_metadata(f, "absent") == NULL);
     for (int i = 0; i < 17; i++) {
         char nm[32];
         snprintf(nm, sizeof nm, "t_%s", names[i]);
-        const fx_tensor *t = fx_st_find(f, nm);
+        const fx_tensor *t = fx_tensor_file_find(f, nm);
         REQUIRE_MSG(t, "%s missing", nm);
         CHECK(!strcmp(fx_dtype_name(t->dtype), names[i]));
         CHECK_EQ_INT(t->nbytes, 3 * sizes[i]);
         CHECK_EQ_INT(fx_dtype_size(t->dtype), sizes[i]);
         CHECK(t->file == f && fx_tensor_data(t) != NULL);
     }
-    const fx_tensor *s = fx_st_find(f, "scalar");
+    const fx_tensor *s = fx_tensor_file_find(f, "scalar");
     REQUIRE(s);
     CHECK(s->shape.ndim == 0 && s->nbytes == 8);
-    CHECK(fx_st_find(f, "empty")->nbytes == 0);
-    CHECK(fx_st_find(f, "nothing") == NULL);
+    CHECK(fx_tensor_file_find(f, "empty")->nbytes == 0);
+    CHECK(fx_tensor_file_find(f, "nothing") == NULL);
     /* header order is kept */
-    CHECK(!strcmp(fx_st_tensor_at(f, 0)->name, "t_BOOL"));
-    CHECK(!strcmp(fx_st_tensor_at(f, 19)->name, "empty2"));
-    fx_st_close(f);
+    CHECK(!strcmp(fx_tensor_file_tensor_at(f, 0)->name, "t_BOOL"));
+    CHECK(!strcmp(fx_tensor_file_tensor_at(f, 19)->name, "empty2"));
+    fx_tensor_file_close(f);
 }
 
 /* Reference decode of an IEEE half, written independently of the library. */
@@ -432,8 +432,8 @@ TEST(safetensors_sharded_index) {
     CHECK(!strcmp(fx_wset_tensor_at(s, 0)->name, "b.weight"));
     const fx_tensor *t = fx_wset_find(s, "a.weight");
     REQUIRE(t);
-    CHECK(!strcmp(fx_st_display(t->file), "text_encoder/model-00001-of-00002.safetensors"));
-    CHECK(!strcmp(fx_st_display(fx_wset_find(s, "b.weight")->file), "text_encoder/model-00002-of-00002.safetensors"));
+    CHECK(!strcmp(fx_tensor_file_display(t->file), "text_encoder/model-00001-of-00002.safetensors"));
+    CHECK(!strcmp(fx_tensor_file_display(fx_wset_find(s, "b.weight")->file), "text_encoder/model-00002-of-00002.safetensors"));
     float out[3];
     CHECK(fx_wset_read_f32(s, "b.weight", &FX_SHAPE(3), out, &err) == FLUX_OK && out[0] == 3 && out[2] == 5);
     CHECK(fx_wset_read_f32(s, "a.weight", &FX_SHAPE(2), out, &err) == FLUX_OK && out[1] == 2);
@@ -537,7 +537,7 @@ TEST(safetensors_golden_model_files) {
                                 "vae/diffusion_pytorch_model.safetensors", 0, &err);
     REQUIRE_MSG(vae, "%s", err.msg);
     CHECK_EQ_INT(fx_wset_count(vae), 183);
-    CHECK(!strcmp(fx_st_metadata(fx_wset_file_at(vae, 0), "format"), "pt"));
+    CHECK(!strcmp(fx_tensor_file_metadata(fx_wset_file_at(vae, 0), "format"), "pt"));
     float rv[128];
     CHECK(fx_wset_read_f32(vae, "bn.running_var", &FX_SHAPE(128), rv, &err) == FLUX_OK);
     int positive = 0;
@@ -554,11 +554,11 @@ TEST(safetensors_conversions_match_kernels) {
     float *dst = malloc(65536 * sizeof *dst);
     REQUIRE(src && dst);
     for (uint32_t i = 0; i < 65536; i++) src[i] = (uint16_t)i;
-    fx_st_convert_f32(src, FX_DTYPE_F16, 65536, dst);
+    fx_tensor_convert_f32(src, FX_DTYPE_F16, 65536, dst);
     int bad = 0;
     for (uint32_t i = 0; i < 65536; i++) bad += bits_of(dst[i]) != bits_of(fx_f16_bits_to_f32((uint16_t)i));
     CHECK_EQ_INT(bad, 0);
-    fx_st_convert_f32(src, FX_DTYPE_BF16, 65536, dst);
+    fx_tensor_convert_f32(src, FX_DTYPE_BF16, 65536, dst);
     bad = 0;
     for (uint32_t i = 0; i < 65536; i++) bad += bits_of(dst[i]) != bits_of(fx_bf16_bits_to_f32((uint16_t)i));
     CHECK_EQ_INT(bad, 0);

@@ -53,20 +53,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint8_t *buf = malloc(size ? size : 1);
     if (!buf) return 0;
     memcpy(buf, data, size);
-    fx_st_file *f = fx_st_open_memory(buf, size, "fuzz.safetensors", &err);
+    fx_tensor_file *f = fx_tensor_file_open_memory(buf, size, "fuzz.safetensors", &err);
     int ok_memory = f != NULL;
     if (f) {
-        for (size_t i = 0; i < fx_st_count(f); i++) {
-            const fx_tensor *t = fx_st_tensor_at(f, i);
-            check(fx_st_find(f, t->name) != NULL);
+        for (size_t i = 0; i < fx_tensor_file_count(f); i++) {
+            const fx_tensor *t = fx_tensor_file_tensor_at(f, i);
+            check(fx_tensor_file_find(f, t->name) != NULL);
             check(t->offset >= 0 && t->nbytes >= 0);
             if (t->nbytes) {
                 volatile uint8_t x = ((const uint8_t *)fx_tensor_data(t))[t->nbytes - 1];
                 (void)x;
             }
         }
-        (void)fx_st_metadata(f, "format");
-        fx_st_close(f);
+        (void)fx_tensor_file_metadata(f, "format");
+        fx_tensor_file_close(f);
     } else {
         check(err.code == FLUX_ERR_FORMAT && !strncmp(err.msg, "fuzz.safetensors: ", 18));
     }

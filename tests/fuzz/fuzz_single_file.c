@@ -52,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (st == FLUX_OK) { /* first row: equals the f32 read */
                 float row[64];
                 int64_t k = cols < 64 ? cols : 64;
-                fx_st_convert_f32(v.data, t->dtype, k, row);
+                fx_tensor_convert_f32(v.data, t->dtype, k, row);
                 check(!memcmp(row, x, (size_t)k * sizeof(float)) || x[0] != x[0]);
             }
         }

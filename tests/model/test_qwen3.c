@@ -372,17 +372,17 @@ TEST(qwen3_padding_rows_and_causality) {
  * header lists them in the new order). */
 static int write_reversed(const char *src, const char *dst) {
     fx_err err = {0};
-    fx_st_file *f = fx_st_open(src, NULL, 1, &err);
+    fx_tensor_file *f = fx_tensor_file_open(src, NULL, 1, &err);
     if (!f) {
         fx_test_fail(__FILE__, __LINE__, "%s", err.msg);
         return 0;
     }
-    size_t n = fx_st_count(f), hcap = 256 + n * 256, hlen = 0;
+    size_t n = fx_tensor_file_count(f), hcap = 256 + n * 256, hlen = 0;
     char *hdr = malloc(hcap);
     int64_t off = 0;
     hlen += (size_t)snprintf(hdr + hlen, hcap - hlen, "{");
     for (size_t i = n; i-- > 0;) {
-        const fx_tensor *t = fx_st_tensor_at(f, i);
+        const fx_tensor *t = fx_tensor_file_tensor_at(f, i);
         hlen += (size_t)snprintf(hdr + hlen, hcap - hlen, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", i + 1 < n ? "," : "",
                                  t->name, fx_dtype_name(t->dtype));
         for (int d = 0; d < t->shape.ndim; d++)
@@ -397,13 +397,13 @@ static int write_reversed(const char *src, const char *dst) {
     uint64_t len = hlen;
     int ok = o && fwrite(&len, 8, 1, o) == 1 && fwrite(hdr, 1, hlen, o) == hlen;
     for (size_t i = n; ok && i-- > 0;) {
-        const fx_tensor *t = fx_st_tensor_at(f, i);
+        const fx_tensor *t = fx_tensor_file_tensor_at(f, i);
         ok = fwrite(fx_tensor_data(t), 1, (size_t)t->nbytes, o) == (size_t)t->nbytes;
     }
     if (o && fclose(o)) ok = 0;
     if (!ok) fx_test_fail(__FILE__, __LINE__, "cannot write %s", dst);
     free(hdr);
-    fx_st_close(f);
+    fx_tensor_file_close(f);
     return ok;
 }
 

@@ -163,19 +163,19 @@ static int write_dequantized(const char *fp8_path, const char *out) {
     fx_wset *q = open_file(fp8_path);
     if (!q) return -1;
     const size_t n = fx_wset_count(q);
-    fx_st_out *t = calloc(n, sizeof *t);
+    fx_safetensors_out *t = calloc(n, sizeof *t);
     size_t k = 0;
     int rc = t ? 0 : -1;
     for (size_t i = 0; !rc && i < n; i++) {
         const fx_tensor *s = fx_wset_tensor_at(q, i);
-        if (fx_st_fp8_companion(s->name)) continue;
+        if (fx_wset_fp8_companion(s->name)) continue;
         int64_t m = 0;
         float *v = values(q, s->name, &m);
         if (!v) rc = -1;
-        else t[k++] = (fx_st_out){s->name, FX_DTYPE_F32, s->shape, v};
+        else t[k++] = (fx_safetensors_out){s->name, FX_DTYPE_F32, s->shape, v};
     }
     fx_err err = {0};
-    if (!rc && fx_st_write(out, t, k, NULL, 0, &err)) {
+    if (!rc && fx_safetensors_write(out, t, k, NULL, 0, &err)) {
         fx_test_fail(__FILE__, __LINE__, "%s", err.msg);
         rc = -1;
     }

@@ -195,7 +195,7 @@ TEST(gguf_quantize_writes_peer_files_with_reference_blocks) {
     fx_err err = {0};
     fx_wset *g = fx_wset_open(tq, "t.gguf", 1, &err);
     REQUIRE_MSG(g, "%s", err.msg);
-    const fx_gguf *h = fx_st_gguf(fx_wset_file_at(g, 0));
+    const fx_gguf *h = fx_tensor_file_gguf(fx_wset_file_at(g, 0));
     const char *arch = NULL;
     CHECK(h && !fx_gguf_get_str(h, "general.architecture", &arch) && !strcmp(arch, "flux"));
     uint64_t u = 0;
@@ -251,7 +251,7 @@ TEST(gguf_quantize_writes_peer_files_with_reference_blocks) {
     src = open_set(dir, "text_encoder", "model.safetensors");
     g = fx_wset_open(teq, "te.gguf", 1, &err);
     REQUIRE_MSG(g && src, "%s", err.msg);
-    h = fx_st_gguf(fx_wset_file_at(g, 0));
+    h = fx_tensor_file_gguf(fx_wset_file_at(g, 0));
     CHECK(!fx_gguf_get_str(h, "general.architecture", &arch) && !strcmp(arch, "qwen3"));
     CHECK(!fx_gguf_get_uint(h, "qwen3.embedding_length", &u) && u == 32);
     CHECK(!fx_gguf_get_uint(h, "qwen3.block_count", &u) && u == 28);
