@@ -18,7 +18,7 @@
 
 #include "bench.h"
 #include "simd/common/table.h"
-#include "simd/gemm/gemm.h"
+#include "simd/gemm/gemm_int8.h"
 
 #ifdef FX_BENCH_OPENBLAS
 #include <cblas.h>

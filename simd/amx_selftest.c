@@ -17,7 +17,7 @@
 #include "simd/amx_selftest.h"
 
 #include "simd/common/cpu.h"
-#include "simd/gemm/gemm.h"
+#include "simd/gemm/gemm_int8.h"
 
 #include <stdio.h>
 #include <string.h>

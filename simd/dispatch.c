@@ -41,7 +41,7 @@ int fx_isa_parse(const char *name) {
 /* Each kernel family declares its per-ISA tables in its header; a family
  * not compiled for this architecture is NULL here (FX_IF_X86 / FX_IF_ARM). */
 #include "simd/attention/attention.h"
-#include "simd/gemm/gemm.h"
+#include "simd/gemm/gemm_int8.h"
 #include "simd/quant/quant.h"
 #include "simd/rowops/rowops.h"
 

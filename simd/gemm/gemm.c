@@ -329,8 +329,6 @@ void fx_gemm_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, c
     /* block types and fp8: expanded (fp8 never runs W8A8: its values are
      * not int8-representable per channel, and it is as fast as bf16) */
     const int blocks = fx_dtype_is_expanded(w->dtype);
-    /* W8A8 (falls back to the weight-only path without scratch memory) */
-    if (fx_dtype_is_block(w->dtype) && kc->int8 && !fx_linear_int8(kc, NULL, m, x, ldx, w, NULL, y, ldy, epi)) return;
     if (m <= FX_GEMV_MAX_M) {
         const uint16_t *xb = NULL;
         const int want_xb = (w->dtype == FX_DTYPE_BF16 || blocks) && g->gemv_bf16_dot;

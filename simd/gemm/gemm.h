@@ -207,112 +207,6 @@ typedef void (*fx_gemv_fn)(int64_t m, int64_t n0, int64_t n1, int64_t k, const f
                            int64_t ldx, const uint16_t *xb, const fx_weight *w, float *y,
                            int64_t ldy, const fx_epilogue *epi);
 
-/* ---- the int8 (W8A8) GEMM (gemm_int8.c) ----
- * Weights: the per-channel int8 form (kernels.h fx_int8w), read in place:
- * MR output rows (channels) at a time, row stride ldq = round_up(k, 64)
- * bytes. X: quantized per row (codes and one f32 scale each) and packed
- * once per call into panels of NR rows (tokens): [ldq/4][NR][4], the 4
- * codes of a k-quad of one token together (the AMX B tile's layout);
- * kernels with x_u8 get code + 128 as unsigned bytes (vpdpbusd's unsigned
- * operand) and subtract 128·sum[j] from the dot. Padding tokens are zero
- * codes with scale 0. A kernel call runs the whole K for its MR × NR tile
- * with exact int32 sums d[j][i] = Σ_k codeW[j]·codeX[i], then the
- * epilogue fx_int8_epi_c describes (every ISA: the same operations). */
-typedef struct fx_int8_tile {
-    float *y;               /* at (token i0, channel j0) */
-    int64_t ldy;
-    int m, n;               /* valid tokens (rows of y) / channels (columns of y) */
-    const float *sx;        /* [NR] token scales (0 past m) */
-    const float *sw;        /* [MR] channel scales (0 past n) */
-    const int32_t *wsum;    /* [MR] channel code sums */
-    fx_epilogue_mode mode;
-    const float *bias, *gate; /* at column j0, or NULL */
-} fx_int8_tile;
-/* kq: quads of k (ldq / 4); w: MR weight rows, ldw bytes apart; x: one
- * packed panel. */
-typedef void (*fx_int8_kernel_fn)(int64_t kq, const int8_t *w, int64_t ldw, const uint8_t *x, const fx_int8_tile *t);
-typedef struct fx_gemm_int8 {
-    const char *name;
-    int mr, nr;             /* channels × tokens per call; mr divides 32 */
-    fx_int8_kernel_fn kernel;
-    int x_u8;               /* 1: X packed as code + 128 */
-    /* run by every thread before its first / after its last kernel call
-     * (the AMX tile configuration); NULL: nothing */
-    void (*thread_begin)(void), (*thread_end)(void);
-} fx_gemm_int8;
-
-/* The epilogue of one output from its int32 dot d (already without the
- * u8 offset): v = ((float)d · sw_j) · sx_i, then + bias_j when there is a
- * bias, then store / c + v / fma(gate_j, v, c). Every kernel does exactly
- * these operations per element (vectorized or not). */
-static inline void fx_int8_epi_c(const fx_int8_tile *t, int i, int j, int32_t d) {
-    float v = (float)d * t->sw[j];
-    v = v * t->sx[i];
-    if (t->bias) v = v + t->bias[j];
-    float *c = t->y + i * t->ldy + j;
-    if (t->mode == FX_EPI_STORE) *c = v;
-    else if (t->mode == FX_EPI_ACCUMULATE) *c = *c + v;
-    else *c = fmaf(t->gate[j], v, *c);
-}
-/* The epilogue of a tile of dots d[j·ldd + i] (channel-major); u8: the
- * dots still hold 128·wsum[j]. */
-static inline void fx_int8_finish_c(const int32_t *d, int64_t ldd, int u8, const fx_int8_tile *t) {
-    for (int i = 0; i < t->m; i++)
-        for (int j = 0; j < t->n; j++) fx_int8_epi_c(t, i, j, d[j * ldd + i] - (u8 ? 128 * t->wsum[j] : 0));
-}
-
-/* The rule's int8 codes of n values (n a multiple of 32): s = max|x|/127,
- * code = x·(127/max|x|) rounded to nearest even, Σ codes; all zero (s 0)
- * when max|x| is 0 or not finite. Shared by the activations (per call)
- * and the weights (fx_weight_row_to_int8). Written in 32-element steps of
- * integer operations so that the compiler vectorizes it: max|x| as the
- * largest |x| bit pattern (ordered like the values for finite x), the
- * rounding by adding 1.5·2^23 (the float's low bits are then the integer,
- * exact for |v| <= 127). */
-static inline void fx_int8_codes(const float *x, int64_t n, int8_t *q, float *scale, int32_t *sum) {
-    uint32_t mx = 0;
-    for (int64_t b = 0; b < n; b += 32) {
-        uint32_t u[32], m = 0;
-        memcpy(u, x + b, sizeof u);
-        for (int j = 0; j < 32; j++) m = (u[j] & 0x7fffffffu) > m ? (u[j] & 0x7fffffffu) : m;
-        mx = m > mx ? m : mx;
-    }
-    float amax;
-    memcpy(&amax, &mx, 4);
-    if (!(amax > 0.0f) || !(amax <= 3.4028235e38f)) {
-        memset(q, 0, (size_t)n);
-        *scale = 0.0f, *sum = 0;
-        return;
-    }
-    const float inv = 127.0f / amax;
-    int32_t s = 0;
-    for (int64_t b = 0; b < n; b += 32) {
-        float t[32];
-        int32_t r[32];
-        for (int j = 0; j < 32; j++) t[j] = x[b + j] * inv + 12582912.0f;
-        memcpy(r, t, sizeof r);
-        for (int j = 0; j < 32; j++) {
-            r[j] -= 0x4b400000;
-            q[b + j] = (int8_t)r[j];
-            s += r[j];
-        }
-    }
-    *scale = amax / 127.0f, *sum = s;
-}
-
-/* The int8 GEMM: from form f (of w), or with f NULL w's blocks converted
- * per call panel by panel; kernel p (NULL: the table's for m rows on this
- * CPU, else scalar). Returns 0 when done; -1 when it did not run (scratch
- * memory unavailable, or K too long for exact int32 sums): nothing
- * written, the caller takes the weight-only path. */
-int fx_linear_int8(const fx_kctx *kc, const fx_gemm_int8 *p, int64_t m, const float *x, int64_t ldx,
-                   const fx_weight *w, const fx_int8w *f, float *y, int64_t ldy, const fx_epilogue *epi);
-
-extern const fx_gemm_int8 fx_gemm_int8_scalar;
-
-/* AMX-INT8 tiles from this many rows of X (fewer: the AVX-512 kernel) */
-#define FX_INT8_AMX_MIN_M 16
-
 typedef struct fx_gemm_kernels {
     const char *name;
     const fx_gemm_path *path[3]; /* by weight dtype: F32, F16, BF16 */
@@ -323,7 +217,7 @@ typedef struct fx_gemm_kernels {
     int gemv_bf16_dot;           /* gemv[BF16] wants xb */
     /* the int8 kernel for a CPU with facts f and a product of m rows
      * (NULL: scalar); every choice gives the same bits */
-    const fx_gemm_int8 *(*int8)(const fx_cpu_facts *f, int64_t m);
+    const struct fx_gemm_int8 *(*int8)(const fx_cpu_facts *f, int64_t m);
 } fx_gemm_kernels;
 
 /* ---- helpers shared by the per-ISA files ---- */
@@ -373,13 +267,6 @@ size_t fx_gemm_describe(const fx_gemm_kernels *g, char *buf, size_t size);
 extern const fx_gemm_kernels fx_gemm_scalar;
 
 #if FX_X86
-/* int8 kernels: vpmaddubsw (AVX2), ymm vpdpbusd (AVX-VNNI), zmm vpdpbusd
- * (AVX512-VNNI), TDPBSSD (AMX); the choosers of the avx2, avx512 (and
- * avx512bf16) and amx tables */
-extern const fx_gemm_int8 fx_gemm_int8_avx2_kernel, fx_gemm_int8_avxvnni, fx_gemm_int8_avx512vnni, fx_gemm_int8_amx;
-const fx_gemm_int8 *fx_gemm_int8_avx2(const fx_cpu_facts *f, int64_t m);
-const fx_gemm_int8 *fx_gemm_int8_avx512(const fx_cpu_facts *f, int64_t m);
-const fx_gemm_int8 *fx_gemm_int8_amx_choose(const fx_cpu_facts *f, int64_t m);
 extern const fx_gemm_kernels fx_gemm_avx2, fx_gemm_avx512, fx_gemm_avx512bf16, fx_gemm_amx;
 /* the amx table's path for bf16 weights (both operands packed: conv2d) */
 extern const fx_gemm_path fx_gemm_amx_packed_path;
@@ -398,9 +285,6 @@ void fx_gemv_avx512_bf16(int64_t m, int64_t n0, int64_t n1, int64_t k, const flo
 #endif
 
 #if FX_ARM
-/* sdot (ARMv8.2 dotprod, when the CPU has it) or widening multiplies */
-extern const fx_gemm_int8 fx_gemm_int8_neon_dot, fx_gemm_int8_neon_base;
-const fx_gemm_int8 *fx_gemm_int8_neon(const fx_cpu_facts *f, int64_t m);
 extern const fx_gemm_kernels fx_gemm_neon;
 #endif
 

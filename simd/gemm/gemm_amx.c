@@ -84,6 +84,7 @@
  * instruction of a call and releases it after its last.
  */
 #include "gemm_avx512_util.h"
+#include "gemm_int8.h"
 #include "simd/common/amx.h"
 
 #include <string.h>

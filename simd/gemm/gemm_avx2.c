@@ -9,7 +9,7 @@
  * by every row of the super-block), MC = 576, NC = 8192. On Zen 4 at
  * 768×9216×3072: KC 384 → 82% of the FMA peak, 768 → 85%, 1536 → 91%.
  */
-#include "gemm.h"
+#include "gemm_int8.h"
 
 #include "simd/common/x86.h"
 

@@ -22,6 +22,7 @@
  * are widened to f32 here, so the microkernel only sees f32.
  */
 #include "gemm_avx512_common.h"
+#include "gemm_int8.h"
 
 /* ------------------------------------------------------------------------ */
 /* Packing                                                                  */

@@ -24,6 +24,7 @@
  * packing, which is the dominant error (relative 2⁻⁹ per element).
  */
 #include "gemm_avx512_common.h"
+#include "gemm_int8.h"
 
 /* ------------------------------------------------------------------------ */
 /* Packing                                                                  */

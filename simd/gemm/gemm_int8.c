@@ -20,7 +20,7 @@
  * whatever the tiling, ISA or thread count: results are bit-identical
  * across all of them.
  */
-#include "gemm.h"
+#include "gemm_int8.h"
 
 #include <string.h>
 

@@ -9,7 +9,7 @@
 #ifndef FX_GEMM_INT8_AVX2_H
 #define FX_GEMM_INT8_AVX2_H
 
-#include "gemm.h"
+#include "gemm_int8.h"
 #include "simd/common/x86.h"
 
 /* Transpose 8×8 int32 held in r[0..7] (row i in r[i]; afterwards column j

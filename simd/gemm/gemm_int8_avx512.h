@@ -13,6 +13,7 @@
 #define FX_GEMM_INT8_AVX512_H
 
 #include "gemm_avx512_util.h"
+#include "gemm_int8.h"
 
 /* d [mr][ldd] int32 (mr <= 32, tokens in multiples of 16 up to ldd);
  * u8: the dots still hold 128·wsum[j]. */

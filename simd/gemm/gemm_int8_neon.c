@@ -8,7 +8,7 @@
  * the same sums. The int32 sums run over the whole K; then the scalar
  * epilogue (fx_int8_finish_c), whose fmaf is one fused instruction here.
  */
-#include "gemm.h"
+#include "gemm_int8.h"
 
 #include <arm_neon.h>
 #include <string.h>

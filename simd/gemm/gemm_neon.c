@@ -8,7 +8,7 @@
  * Blocking: KC = 512 (B micro-panel 24 KiB), MC = 256, NC = 3072. Packing
  * uses the portable routines; the driver issues the weight prefetches.
  */
-#include "gemm.h"
+#include "gemm_int8.h"
 
 #include <arm_neon.h>
 #include <math.h>

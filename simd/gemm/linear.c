@@ -1,10 +1,9 @@
 /*
  * linear.c — the entry point of a linear layer (kernels.h):
  *   Y [m, n] = epilogue(X [m, k] · Wᵀ)  then  + each additive term of W
- * The product is fx_gemm_linear (gemm.c: packing, microkernels, threads;
- * block-typed weights run W8A8 there when kc->int8), or for a weight whose
- * int8 form was made at load, the int8 GEMM on that form (gemm_int8.c);
- * the terms (LoRA / LyCORIS, fx_delta) follow with the same epilogue
+ * The product is fx_gemm_linear (gemm.c: packing, microkernels, threads),
+ * or when kc->int8 asks for W8A8 the int8 GEMM (gemm_int8.c) on the weight's
+ * int8 form made at load, or on its blocks converted per call; the terms (LoRA / LyCORIS, fx_delta) follow with the same epilogue
  * (delta.c).
  *
  * Terms with a w_gate (DoRA) rescale the product's columns they cover: on
@@ -12,18 +11,19 @@
  * 1 elsewhere); on store layers the product is stored and those columns
  * multiplied after. Either way the bias is added once, ungated by DoRA.
  */
-#include "gemm.h"
+#include "gemm_int8.h"
 
 #include <math.h>
 
 static const fx_epilogue store = {FX_EPI_STORE, NULL, NULL};
 
-/* The main product alone: the int8 form when there is one and the mode
- * asks for it (without scratch memory, the blocks: their pages come back
- * from the file), else fx_gemm_linear. */
+/* The main product alone: W8A8 when the mode asks for it and the weight
+ * has an int8 form or blocks (without scratch memory or for K too long
+ * for exact int32 sums: the weight-only path), else fx_gemm_linear. */
 static void product(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w,
                     const struct fx_int8w *f, float *y, int64_t ldy, const fx_epilogue *epi) {
-    if (!f || !kc->int8 || fx_linear_int8(kc, NULL, m, x, ldx, w, f, y, ldy, epi)) fx_gemm_linear(kc, m, x, ldx, w, y, ldy, epi);
+    const int w8a8 = kc->int8 && (f || fx_dtype_is_block(w->dtype));
+    if (!w8a8 || fx_linear_int8(kc, NULL, m, x, ldx, w, f, y, ldy, epi)) fx_gemm_linear(kc, m, x, ldx, w, y, ldy, epi);
 }
 
 static int has_w_gate(const fx_weight *w) {
@@ -73,7 +73,7 @@ void fx_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const 
                const fx_epilogue *epi) {
     if (!epi) epi = &store;
     if (w->delta && has_w_gate(w)) gated_product(kc, m, x, ldx, w, NULL, y, ldy, epi);
-    else fx_gemm_linear(kc, m, x, ldx, w, y, ldy, epi);
+    else product(kc, m, x, ldx, w, NULL, y, ldy, epi);
     fx_delta_apply(kc, m, x, ldx, w, y, ldy, epi);
 }
 

@@ -154,4 +154,43 @@ extern const fx_quant_kernels fx_quant_avx512;
 extern const fx_quant_kernels fx_quant_neon;
 #endif
 
+/* The rule's int8 codes of n values (n a multiple of 32): s = max|x|/127,
+ * code = x·(127/max|x|) rounded to nearest even, Σ codes; all zero (s 0)
+ * when max|x| is 0 or not finite. Shared by the activations (per call)
+ * and the weights (fx_weight_row_to_int8). Written in 32-element steps of
+ * integer operations so that the compiler vectorizes it: max|x| as the
+ * largest |x| bit pattern (ordered like the values for finite x), the
+ * rounding by adding 1.5·2^23 (the float's low bits are then the integer,
+ * exact for |v| <= 127). */
+static inline void fx_int8_codes(const float *x, int64_t n, int8_t *q, float *scale, int32_t *sum) {
+    uint32_t mx = 0;
+    for (int64_t b = 0; b < n; b += 32) {
+        uint32_t u[32], m = 0;
+        memcpy(u, x + b, sizeof u);
+        for (int j = 0; j < 32; j++) m = (u[j] & 0x7fffffffu) > m ? (u[j] & 0x7fffffffu) : m;
+        mx = m > mx ? m : mx;
+    }
+    float amax;
+    memcpy(&amax, &mx, 4);
+    if (!(amax > 0.0f) || !(amax <= 3.4028235e38f)) {
+        memset(q, 0, (size_t)n);
+        *scale = 0.0f, *sum = 0;
+        return;
+    }
+    const float inv = 127.0f / amax;
+    int32_t s = 0;
+    for (int64_t b = 0; b < n; b += 32) {
+        float t[32];
+        int32_t r[32];
+        for (int j = 0; j < 32; j++) t[j] = x[b + j] * inv + 12582912.0f;
+        memcpy(r, t, sizeof r);
+        for (int j = 0; j < 32; j++) {
+            r[j] -= 0x4b400000;
+            q[b + j] = (int8_t)r[j];
+            s += r[j];
+        }
+    }
+    *scale = amax / 127.0f, *sum = s;
+}
+
 #endif

@@ -10,7 +10,6 @@
  * measured error.
  */
 #include "quant.h"
-#include "simd/gemm/gemm.h"
 
 #include <math.h>
 #include <stdlib.h>

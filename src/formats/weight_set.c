@@ -1,7 +1,8 @@
 /*
  * weight_set.c — weight sets (weight_set.h): opening a component, lookups
- * by name with shape and dtype checks, weights viewed in place, f32 reads,
- * and the data of all the set's files loaded, dropped and checked together.
+ * by name with shape and dtype checks, weights viewed in place, f32 reads
+ * (a two-range tensor of a view set range by range), and the data of all
+ * the set's files loaded, dropped and checked together.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -172,6 +173,19 @@ const fx_tensor *fx_wset_find(const fx_wset *s, const char *name) {
     return i < 0 ? NULL : s->tensors[i];
 }
 
+/* " (from rows a..b of 'src')" for a view tensor, "" for others. */
+static const char *view_origin(const fx_wset *s, const fx_tensor *t, char *buf, size_t size) {
+    const view_tensor *v = as_view_tensor(s, t);
+    buf[0] = '\0';
+    for (int i = 0; v && i < v->n; i++) {
+        size_t len = strlen(buf);
+        snprintf(buf + len, size - len, "%s rows %lld..%lld of '%.200s'", i ? " and" : " (from",
+                 (long long)v->row0[i], (long long)(v->row0[i] + v->rows[i]), v->src[i]->name);
+    }
+    if (v && strlen(buf) + 1 < size) strcat(buf, ")");
+    return buf;
+}
+
 flux_status fx_wset_get(const fx_wset *s, const char *name, const fx_shape *expect, const fx_tensor **out,
                         fx_err *err) {
     const fx_tensor *t = fx_wset_find(s, name);
@@ -180,7 +194,7 @@ flux_status fx_wset_get(const fx_wset *s, const char *name, const fx_shape *expe
     if (expect && !fx_shape_eq(&t->shape, expect)) {
         char a[160], b[160], origin[600];
         return fx_fail(err, FLUX_ERR_MODEL, "%s: tensor '%.200s'%s has shape %s, expected %s", t->file->display,
-                       name, fx_wset_view_origin(s, t, origin, sizeof origin), fx_shape_str(&t->shape, a, sizeof a),
+                       name, view_origin(s, t, origin, sizeof origin), fx_shape_str(&t->shape, a, sizeof a),
                        fx_shape_str(expect, b, sizeof b));
     }
     return FLUX_OK;
@@ -197,7 +211,7 @@ flux_status fx_wset_check_weight(const fx_wset *s, const char *name, const fx_sh
         int block = fx_dtype_is_block(t->dtype);
         return fx_fail(err, block ? FLUX_ERR_UNSUPPORTED : FLUX_ERR_MODEL,
                        "%s: tensor '%.200s'%s has dtype %s%s; weights must be %s", t->file->display, name,
-                       fx_wset_view_origin(s, t, origin, sizeof origin), fx_dtype_name(t->dtype),
+                       view_origin(s, t, origin, sizeof origin), fx_dtype_name(t->dtype),
                        block ? ", which flux.c cannot decode" : "", fx_dtype_weight_names(names, sizeof names));
     }
     return FLUX_OK;
@@ -316,7 +330,7 @@ flux_status fx_wset_check_fp8(const fx_wset *s, fx_err *err) {
 
 /* n elements of tensor t of s from src into f32 (fp8: times its scale,
  * the weight's value). */
-flux_status fx_wset_convert_f32(const fx_wset *s, const fx_tensor *t, const void *src, int64_t n, float *dst,
+static flux_status convert_f32(const fx_wset *s, const fx_tensor *t, const void *src, int64_t n, float *dst,
                                fx_err *err) {
     fx_tensor_convert_f32(src, t->dtype, n, dst);
     if (!fx_dtype_is_fp8(t->dtype)) return FLUX_OK;
@@ -410,16 +424,33 @@ int fx_wset_weight_mapped(const fx_wset *s, const fx_weight *w) {
 void fx_wset_weight_willneed(const fx_wset *s, const fx_weight *w) { weight_advice(s, w, 0); }
 void fx_wset_weight_dontneed(const fx_wset *s, const fx_weight *w) { weight_advice(s, w, 1); }
 
+/* A two-range view tensor converted range by range into dst. */
+static flux_status read_stacked(const fx_wset *base, const view_tensor *v, float *dst, fx_err *err) {
+    for (int i = 0; i < v->n; i++) {
+        const fx_tensor *src = v->src[i];
+        if (!fx_tensor_data(src))
+            return fx_fail(err, FLUX_ERR_STATE, "%s: data of tensor '%.200s' is not loaded", src->file->display,
+                           src->name);
+        int64_t row_elems = src->shape.d[0] ? fx_shape_numel(&src->shape) / src->shape.d[0] : 0;
+        flux_status st = convert_f32(
+            base, src, (const char *)fx_tensor_data(src) + fx_dtype_row_bytes(src->dtype, v->row0[i] * row_elems),
+            v->rows[i] * row_elems, dst, err);
+        if (st) return st;
+        dst += v->rows[i] * row_elems;
+    }
+    return FLUX_OK;
+}
+
 flux_status fx_wset_read_f32(const fx_wset *s, const char *name, const fx_shape *expect, float *dst,
                              fx_err *err) {
     const fx_tensor *t = fx_wset_find(s, name);
     if (is_stacked(s, t)) {
         flux_status st = fx_wset_check_weight(s, name, expect, err);
-        return st ? st : fx_wset_read_stacked(s->base, as_view_tensor(s, t), dst, err);
+        return st ? st : read_stacked(s->base, as_view_tensor(s, t), dst, err);
     }
     flux_status st = weight_tensor(s, name, expect, &t, err);
     if (st) return st;
-    return fx_wset_convert_f32(s, t, fx_tensor_data(t), fx_shape_numel(&t->shape), dst, err);
+    return convert_f32(s, t, fx_tensor_data(t), fx_shape_numel(&t->shape), dst, err);
 }
 
 flux_status fx_wset_f32(const fx_wset *s, const char *name, const fx_shape *expect, float **out,
@@ -432,11 +463,11 @@ flux_status fx_wset_f32(const fx_wset *s, const char *name, const fx_shape *expe
     int64_t n = fx_shape_numel(&t->shape);
     float *buf = malloc(n ? (size_t)n * sizeof *buf : sizeof *buf);
     if (!buf) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory reading tensor '%.200s'", name);
-    if (stacked && (st = fx_wset_read_stacked(s->base, as_view_tensor(s, t), buf, err))) {
+    if (stacked && (st = read_stacked(s->base, as_view_tensor(s, t), buf, err))) {
         free(buf);
         return st;
     }
-    if (!stacked && (st = fx_wset_convert_f32(s, t, fx_tensor_data(t), n, buf, err))) {
+    if (!stacked && (st = convert_f32(s, t, fx_tensor_data(t), n, buf, err))) {
         free(buf);
         return st;
     }

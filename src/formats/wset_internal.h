@@ -46,13 +46,6 @@ static inline int is_stacked(const fx_wset *s, const fx_tensor *t) { return t &&
 /* Open the shards of the index at path into s (wset_shards.c). */
 flux_status fx_wset_open_sharded(fx_wset *s, const char *path, int use_mmap, fx_err *err);
 
-/* " (from rows a..b of 'src')" for a view tensor, "" for others, into buf. */
-const char *fx_wset_view_origin(const fx_wset *s, const fx_tensor *t, char *buf, size_t size);
-/* A two-range view tensor converted range by range into dst. */
-flux_status fx_wset_read_stacked(const fx_wset *base, const view_tensor *v, float *dst, fx_err *err);
-/* n elements of tensor t of s (its data at src) into f32; fp8 times its scale. */
-flux_status fx_wset_convert_f32(const fx_wset *s, const fx_tensor *t, const void *src, int64_t n, float *dst,
-                                fx_err *err);
 /* The [rows, cols] matrix view of a tensor of s (weight_set.c). */
 flux_status fx_wset_matrix_view(fx_wset *s, const char *name, const fx_shape *expect, int64_t rows, int64_t cols,
                                 fx_weight *out, fx_err *err);

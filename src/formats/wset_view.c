@@ -9,36 +9,6 @@
 
 #include "wset_internal.h"
 
-/* " (from rows a..b of 'src')" for a view tensor, "" for others. */
-const char *fx_wset_view_origin(const fx_wset *s, const fx_tensor *t, char *buf, size_t size) {
-    const view_tensor *v = as_view_tensor(s, t);
-    buf[0] = '\0';
-    for (int i = 0; v && i < v->n; i++) {
-        size_t len = strlen(buf);
-        snprintf(buf + len, size - len, "%s rows %lld..%lld of '%.200s'", i ? " and" : " (from",
-                 (long long)v->row0[i], (long long)(v->row0[i] + v->rows[i]), v->src[i]->name);
-    }
-    if (v && strlen(buf) + 1 < size) strcat(buf, ")");
-    return buf;
-}
-
-/* A two-range view tensor converted range by range into dst. */
-flux_status fx_wset_read_stacked(const fx_wset *base, const view_tensor *v, float *dst, fx_err *err) {
-    for (int i = 0; i < v->n; i++) {
-        const fx_tensor *src = v->src[i];
-        if (!fx_tensor_data(src))
-            return fx_fail(err, FLUX_ERR_STATE, "%s: data of tensor '%.200s' is not loaded", src->file->display,
-                           src->name);
-        int64_t row_elems = src->shape.d[0] ? fx_shape_numel(&src->shape) / src->shape.d[0] : 0;
-        flux_status st = fx_wset_convert_f32(
-            base, src, (const char *)fx_tensor_data(src) + fx_dtype_row_bytes(src->dtype, v->row0[i] * row_elems),
-            v->rows[i] * row_elems, dst, err);
-        if (st) return st;
-        dst += v->rows[i] * row_elems;
-    }
-    return FLUX_OK;
-}
-
 flux_status fx_wset_linear_rows(fx_wset *s, const char *name, int64_t rows, int64_t cols, int64_t row0, int64_t n,
                                 fx_weight *out, fx_err *err) {
     if (row0 < 0 || n < 0 || row0 + n > rows)

@@ -24,7 +24,7 @@
 #include "src/base/clock.h"
 #include "src/base/json.h"
 #include "srv_base64.h"
-#include "srv_http.h"
+#include "srv_api.h"
 #include "srv_json_out.h"
 #include "srv_page.h"
 

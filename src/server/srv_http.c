@@ -194,7 +194,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     const int open = !strcmp(url, "/health") || !strcmp(url, "/ready") || !strcmp(url, "/") ||
                      !strcmp(url, "/favicon.ico");
     if (!open && !key_ok(s, c)) return srv_reply_error(rc, 401, "missing or wrong API key (Authorization: Bearer KEY)");
-    return srv_api_route(rc);
+    return s->route(rc);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {

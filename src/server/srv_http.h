@@ -2,7 +2,8 @@
  * srv_http.h — flux-server's HTTP side on libmicrohttpd: the daemon (one
  * thread per connection, so a handler may wait for its job), request
  * bodies with their size limit, the API key, JSON responses and errors.
- * The endpoints themselves are in srv_api.c.
+ * The endpoints themselves are in srv_api.c, reached through the server's
+ * route callback.
  */
 #ifndef FX_SRV_HTTP_H
 #define FX_SRV_HTTP_H
@@ -13,6 +14,8 @@
 #include "src/base/strbuf.h"
 #include "srv_jobs.h"
 #include "srv_request.h"
+
+typedef struct srv_conn srv_conn;
 
 typedef struct srv_server {
     srv_queue q;
@@ -25,17 +28,19 @@ typedef struct srv_server {
     volatile int in_flight;      /* requests being handled or answered (under q.mu) */
     unsigned long long status_count[600]; /* responses by status (under q.mu) */
     struct MHD_Daemon *daemon;
+    /* answers a complete, authorised request (the endpoints: srv_api.h) */
+    enum MHD_Result (*route)(srv_conn *rc);
 } srv_server;
 
 /* One request: its body as it arrives. */
-typedef struct srv_conn {
+struct srv_conn {
     srv_server *s;
     struct MHD_Connection *c;
     const char *method, *url;
     char *body;
     size_t len, cap;
     int too_large;
-} srv_conn;
+};
 
 /* Start listening on host:port (port 0: any free port, reported in
  * *bound_port). 0, or -1 with the reason in why. */
@@ -60,8 +65,5 @@ enum MHD_Result srv_reply_stream(srv_conn *rc, MHD_ContentReaderCallback read, v
 int srv_client_gone(srv_conn *rc);
 /* No idle timeout for this connection (while it waits for a job or streams). */
 void srv_conn_no_timeout(srv_conn *rc);
-
-/* Route a complete request (srv_api.c). */
-enum MHD_Result srv_api_route(srv_conn *rc);
 
 #endif

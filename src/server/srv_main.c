@@ -19,7 +19,7 @@
 #include "flux.h"
 #include "src/cli/cli_args.h"
 #include "src/cli/cli_model.h"
-#include "srv_http.h"
+#include "srv_api.h"
 
 typedef struct srv_args {
     const char *host;
@@ -279,6 +279,7 @@ int main(int argc, char **argv) {
     s.lora_dir = sa.lora_dir;
     s.timeout_s = sa.timeout_s;
     s.verbose = a.quiet ? 0 : 1 + a.verbose;
+    s.route = srv_api_route;
     if (srv_queue_start(&s.q, ctx, sa.max_queue, sa.lora_dir, s.verbose) != 0) {
         fprintf(stderr, "flux-server: cannot start the worker: %s\n", flux_error(ctx)[0] ? flux_error(ctx) : strerror(errno));
         flux_free(ctx);

@@ -10,7 +10,7 @@
 #include "simd/amx_selftest.h"
 #include "simd/dispatch.h"
 #include "simd/attention/attention.h"
-#include "simd/gemm/gemm.h"
+#include "simd/gemm/gemm_int8.h"
 
 TEST(kernel_dispatch_tables) {
     fx_isa best = fx_isa_detect();

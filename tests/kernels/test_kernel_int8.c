@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "kernel_isas.h"
-#include "simd/gemm/gemm.h"
+#include "simd/gemm/gemm_int8.h"
 #include "simd/kernels.h"
 
 /* Codes and scale of n values by the rule (max|v|/127, round to nearest
