@@ -22,7 +22,7 @@
 
 #include "tests/fuzz/fuzz_memfd.h"
 
-#include "simd/gemm/gemm.h"
+#include "simd/gemm/gemm_int8.h"
 #include "src/formats/lora.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
