@@ -2,8 +2,9 @@
  * linear.c — the entry point of a linear layer (kernels.h):
  *   Y [m, n] = epilogue(X [m, k] · Wᵀ)  then  + each additive term of W
  * The product is fx_gemm_linear (gemm.c: packing, microkernels, threads),
- * or when kc->int8 asks for W8A8 the int8 GEMM (gemm_int8.c) on the weight's
- * int8 form made at load, or on its blocks converted per call; the terms (LoRA / LyCORIS, fx_delta) follow with the same epilogue
+ * or when kc->int8 asks for W8A8 the int8 GEMM (gemm_int8.c) on the
+ * weight's int8 form made at load, or on its blocks converted per call;
+ * the terms (LoRA / LyCORIS, fx_delta) follow with the same epilogue
  * (delta.c).
  *
  * Terms with a w_gate (DoRA) rescale the product's columns they cover: on
@@ -17,13 +18,13 @@
 
 static const fx_epilogue store = {FX_EPI_STORE, NULL, NULL};
 
-/* The main product alone: W8A8 when the mode asks for it and the weight
- * has an int8 form or blocks (without scratch memory or for K too long
- * for exact int32 sums: the weight-only path), else fx_gemm_linear. */
+/* The main product alone: W8A8 when the mode asks for it (fx_linear_int8
+ * declines a weight with neither an int8 form nor blocks, and runs nothing
+ * without scratch memory or for K too long for exact int32 sums), else
+ * fx_gemm_linear. */
 static void product(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w,
                     const struct fx_int8w *f, float *y, int64_t ldy, const fx_epilogue *epi) {
-    const int w8a8 = kc->int8 && (f || fx_dtype_is_block(w->dtype));
-    if (!w8a8 || fx_linear_int8(kc, NULL, m, x, ldx, w, f, y, ldy, epi)) fx_gemm_linear(kc, m, x, ldx, w, y, ldy, epi);
+    if (!kc->int8 || fx_linear_int8(kc, NULL, m, x, ldx, w, f, y, ldy, epi)) fx_gemm_linear(kc, m, x, ldx, w, y, ldy, epi);
 }
 
 static int has_w_gate(const fx_weight *w) {

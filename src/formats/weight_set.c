@@ -463,11 +463,9 @@ flux_status fx_wset_f32(const fx_wset *s, const char *name, const fx_shape *expe
     int64_t n = fx_shape_numel(&t->shape);
     float *buf = malloc(n ? (size_t)n * sizeof *buf : sizeof *buf);
     if (!buf) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory reading tensor '%.200s'", name);
-    if (stacked && (st = read_stacked(s->base, as_view_tensor(s, t), buf, err))) {
-        free(buf);
-        return st;
-    }
-    if (!stacked && (st = convert_f32(s, t, fx_tensor_data(t), n, buf, err))) {
+    st = stacked ? read_stacked(s->base, as_view_tensor(s, t), buf, err)
+                 : convert_f32(s, t, fx_tensor_data(t), n, buf, err);
+    if (st) {
         free(buf);
         return st;
     }
