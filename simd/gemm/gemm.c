@@ -271,7 +271,7 @@ static int linear_blocked(const fx_kctx *kc, const fx_gemm_path *p, int threads,
     pl.w = w->data, pl.ldw = w->ld, pl.wdtype = w->dtype;
     pl.w_rb = fx_dtype_row_bytes(w->dtype, w->ld);
     if (fx_dtype_is_expanded(w->dtype)) { /* expanded to what the path packs */
-        const fx_dtype target = p->elem == 2 ? FX_DTYPE_BF16 : FX_DTYPE_F32; /* bf16 pairs or AMX tiles */
+        const fx_dtype target = p->elem == 2 ? FX_DTYPE_BF16 : FX_DTYPE_F32; /* = fx_gemm_expand_target */
         ex = fx_gemm_expander_for(kc, w, target);
         pl.ex = &ex;
         pl.pack_w = p->pack_w[target];
@@ -312,6 +312,10 @@ static int linear_blocked(const fx_kctx *kc, const fx_gemm_path *p, int threads,
 /* Entry point                                                              */
 /* ------------------------------------------------------------------------ */
 
+fx_dtype fx_gemm_expand_target(const fx_gemm_kernels *g) {
+    return g->path[FX_DTYPE_BF16]->elem == 2 ? FX_DTYPE_BF16 : FX_DTYPE_F32; /* bf16 pairs or AMX tiles */
+}
+
 void fx_gemm_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, const fx_weight *w, float *y,
                     int64_t ldy, const fx_epilogue *epi) {
     static const fx_epilogue store = {FX_EPI_STORE, NULL, NULL};
@@ -346,7 +350,7 @@ void fx_gemm_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, c
             xb = xbw;
         }
         if (blocks) { /* expanded GEMV_ROWS rows at a time */
-            const fx_dtype target = g->gemv_bf16_dot ? FX_DTYPE_BF16 : FX_DTYPE_F32;
+            const fx_dtype target = fx_gemm_expand_target(g);
             const fx_gemm_expander e = fx_gemm_expander_for(kc, w, target);
             if (have)
                 linear_gemv_blocks(&e, g->gemv[target], target, threads, m, x, ldx, xb, w, y, ldy, epi,
@@ -361,12 +365,11 @@ void fx_gemm_linear(const fx_kctx *kc, int64_t m, const float *x, int64_t ldx, c
             linear_gemv(fx_gemv_c, threads, m, x, ldx, NULL, w, y, ldy, epi);
         return;
     }
-    /* block types take the path of bf16 weights (expanded to its element
-     * type inside the packing step), or the table's tile driver */
+    /* block types and fp8 take the path of bf16 weights (expanded to its
+     * element type inside the packing step), or the table's tile driver,
+     * as bf16 weights do */
     int failed;
-    /* (fp8 rows need not be whole 32-element steps: the tile drivers' K
-     * tails read bf16 weights in place only, so such fp8 take the loops) */
-    if (g->tiles && (blocks || w->dtype == FX_DTYPE_BF16) && !(fx_dtype_is_fp8(w->dtype) && k % 32))
+    if (g->tiles && (blocks || w->dtype == FX_DTYPE_BF16))
         failed = g->tiles->linear(g->tiles, kc, threads, m, x, ldx, w, y, ldy, epi);
     else
         failed = linear_blocked(kc, g->path[blocks ? FX_DTYPE_BF16 : w->dtype], threads, m, x, ldx, w, y, ldy, epi);

@@ -207,6 +207,13 @@ typedef void (*fx_gemv_fn)(int64_t m, int64_t n0, int64_t n1, int64_t k, const f
                            int64_t ldx, const uint16_t *xb, const fx_weight *w, float *y,
                            int64_t ldy, const fx_epilogue *epi);
 
+struct fx_gemm_kernels;
+/* The element type expanded weights take on table g, at every m (GEMV
+ * included): what its bf16 path packs — BF16 on bf16-dot paths and AMX
+ * tiles, else F32. So an fp8 or block weight runs, on every path of a
+ * table, exactly as the bf16 (or f32) weight of its values would. */
+fx_dtype fx_gemm_expand_target(const struct fx_gemm_kernels *g);
+
 typedef struct fx_gemm_kernels {
     const char *name;
     const fx_gemm_path *path[3]; /* by weight dtype: F32, F16, BF16 */

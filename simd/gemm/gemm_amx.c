@@ -284,12 +284,14 @@ static void copy_n_tail(const plan *pl, int64_t j, int64_t pc, int64_t kcur, cha
     }
 }
 
-/* Block types: the chunk's panels [jc, jc + jn) expanded to bf16 over the
- * whole K → dst [jn·32][eld], rows past n zero. */
+/* Block and fp8 types: the chunk's panels [jc, jc + jn) expanded to bf16
+ * over the whole K → dst [jn·32][eld], zeros past k (fp8 rows need not be
+ * a multiple of 32 long: the last step reads the padding) and rows past n. */
 static void expand_chunk(const plan *pl, int64_t jc, int64_t jn, uint16_t *dst, float *tmp) {
-    const int64_t r0 = jc * PANEL, rows = min64(pl->n - r0, jn * PANEL);
+    const int64_t r0 = jc * PANEL, rows = min64(pl->n - r0, jn * PANEL), k32 = round_up(pl->k, 32);
     fx_gemm_expand_rows(pl->ex, (int)rows, pl->k, w_row(pl, r0), pl->w_rb, dst, pl->eld, tmp);
-    for (int64_t r = rows; r < jn * PANEL; r++) memset(dst + r * pl->eld, 0, (size_t)pl->k * 2);
+    for (int64_t r = 0; r < rows && k32 > pl->k; r++) memset(dst + r * pl->eld + pl->k, 0, (size_t)(k32 - pl->k) * 2);
+    for (int64_t r = rows; r < jn * PANEL; r++) memset(dst + r * pl->eld, 0, (size_t)k32 * 2);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -363,10 +365,10 @@ static void run_thread(const plan *pl, int tid, int nt) {
                     for (int64_t j = jc; j < jc + jn; j++) {
                         q.stage = pl->stage_bytes ? stage + (((ib - mb) / PANEL) * jn + (j - jc)) * CBLOCK : NULL;
                         q.a_tail = NULL;
-                        if (!in_place) { /* the expanded chunk (k is a multiple of 32) */
+                        if (!in_place) { /* the expanded chunk, zero-padded to 32 k */
                             q.a = (const char *)(ebuf + (j - jc) * PANEL * pl->eld + pc);
                             q.as = pl->eld * 2;
-                            q.steps = kcur / 32;
+                            q.steps = ceil_div(kcur, 32);
                         } else if (j == jt) { /* the zero-padded copy of this K block */
                             q.a = ntail, q.as = pl->kc * 2;
                             q.steps = ceil_div(kcur, 32);

@@ -486,10 +486,10 @@ TEST(kernel_quant_tables_quantize_bitwise) {
 /* fx_linear with block-typed weights                                       */
 /* ------------------------------------------------------------------------ */
 
-/* Whether the table's path for bf16 weights at this m rounds weights to bf16. */
-static int bf16_target(const fx_kernels *kt, int64_t m) {
-    const fx_gemm_kernels *g = kt->gemm ? kt->gemm : &fx_gemm_scalar;
-    return m <= FX_GEMV_MAX_M ? g->gemv_bf16_dot : g->path[FX_DTYPE_BF16]->elem == 2; /* bf16 pairs or AMX tiles */
+/* Whether the table rounds expanded weights to bf16 (at every m: the
+ * GEMV too, so a table runs them as the bf16 weight of their values). */
+static int bf16_target(const fx_kernels *kt) {
+    return fx_gemm_expand_target(kt->gemm ? kt->gemm : &fx_gemm_scalar) == FX_DTYPE_BF16;
 }
 
 /* y (block weights) must equal y (dequantized weights as F32, or BF16 on
@@ -520,7 +520,7 @@ static void check_linear(const fx_kernels *kt, fx_dtype t, int64_t m, int64_t n,
     const fx_epilogue epi = {mode, mode == FX_EPI_STORE ? NULL : bias, gate};
     fx_kctx kc = kt_ctx(kt, threads);
     const fx_weight w = {.data = wq, .dtype = t, .n = n, .k = k, .ld = k};
-    const int bf = bf16_target(kt, m);
+    const int bf = bf16_target(kt);
     const fx_weight wref = {.data = bf ? (const void *)wb : (const void *)wf, .dtype = bf ? FX_DTYPE_BF16 : FX_DTYPE_F32, .n = n, .k = k, .ld = k};
     fx_linear(&kc, m, x, k, &w, ya, n, &epi);
     fx_linear(&kc, m, x, k, &wref, yb, n, &epi);
@@ -637,7 +637,7 @@ TEST(kernel_quant_fp8_linear_equals_dequantized) {
                 kc.int8 = 1; /* fp8 never runs W8A8: the mode must not change it */
                 fx_weight w = {.data = wq, .dtype = (fx_dtype)t, .n = n, .k = k, .ld = k};
                 w.scale = scale;
-                const int bf = bf16_target(isas.k[i], m);
+                const int bf = bf16_target(isas.k[i]);
                 const fx_weight wref = {.data = bf ? (const void *)wb : (const void *)wf, .dtype = bf ? FX_DTYPE_BF16 : FX_DTYPE_F32, .n = n, .k = k, .ld = k};
                 fx_linear(&kc, m, x, k, &w, ya, n, &epi);
                 fx_linear(&kc, m, x, k, &wref, yb, n, &epi);
