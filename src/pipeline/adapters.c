@@ -88,6 +88,7 @@ flux_status flux_lora_load(flux_ctx *ctx, const char *path, float scale) {
     if (!ctx->adapters && !(ctx->adapters = calloc(1, sizeof *ctx->adapters)))
         return fx_fail(&ctx->err, FLUX_ERR_NOMEM, "out of memory");
     adapter *a = &ctx->adapters->a[ctx->adapters->n];
+    memset(a, 0, sizeof *a); /* a free slot owns nothing (adapter_free below frees only this load's) */
     a->lora = fx_lora_open(path, ctx->model->transformer_w, &ctx->kc, ctx->opt.use_mmap, &a->rep, &ctx->err);
     if (!a->lora) {
         adapter_free(a);
@@ -140,9 +141,10 @@ flux_status flux_lora_remove(flux_ctx *ctx, int index) {
     adapter gone = as->a[index];
     memmove(&as->a[index], &as->a[index + 1], (size_t)(as->n - index - 1) * sizeof *as->a);
     as->n--;
+    memset(&as->a[as->n], 0, sizeof *as->a); /* the vacated slot keeps no copy of a live adapter */
     flux_status st = attach(ctx); /* the transformer lets go of the file before it is freed */
     if (st) { /* cannot happen for fewer terms, but never free what is still attached */
-        memmove(&as->a[index + 1], &as->a[index], (size_t)(as->n - index) * sizeof *as->a);
+        memmove(&as->a[index + 1], &as->a[index], (size_t)(as->n - index) * sizeof *as->a); /* slot n refilled */
         as->a[index] = gone;
         as->n++;
         return st;

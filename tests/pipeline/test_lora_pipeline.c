@@ -465,6 +465,45 @@ TEST(lora_pipeline_api_errors) {
     flux_free(ctx);
 }
 
+/* The slots of removed adapters hold nothing: load → remove → a load that
+ * fails must not free the removed adapter's strings again (double free),
+ * and with two adapters, must not free the live one's (use after free);
+ * the survivor keeps its name, path and effect. Issue 34 NEW-1 / 32 D1
+ * (flux-server died of it from a client request). */
+TEST(lora_pipeline_failed_load_after_remove) {
+    const char *a = gen_lora(model(), "slot-a", "--format bfl --rank 2 --seed 93", 0);
+    const char *b = gen_lora(model(), "slot-b", "--format kohya --rank 2 --seed 94", 0);
+    REQUIRE(a && b);
+    char junk[PATH_MAX];
+    snprintf(junk, sizeof junk, "%s", fx_test_tmp_path("slot-junk.safetensors"));
+    FILE *f = fopen(junk, "wb");
+    REQUIRE(f);
+    fputs("this is not a safetensors file, but long enough to be read", f);
+    fclose(f);
+    flux_ctx *ctx = flux_new(NULL);
+    REQUIRE(ctx);
+    REQUIRE(flux_load(ctx, model(), NULL) == FLUX_OK);
+    /* one adapter: load, remove, failing load, then a good one again */
+    REQUIRE(flux_lora_load(ctx, a, 1.0f) == FLUX_OK);
+    REQUIRE(flux_lora_remove(ctx, 0) == FLUX_OK);
+    CHECK(flux_lora_load(ctx, junk, 1.0f) != FLUX_OK && strstr(flux_error(ctx), "slot-junk"));
+    CHECK_EQ_INT(flux_lora_count(ctx), 0);
+    REQUIRE(flux_lora_load(ctx, a, 1.0f) == FLUX_OK);
+    /* two adapters: remove the first, the failing load lands in the slot
+     * the second occupied before */
+    REQUIRE(flux_lora_load(ctx, b, 0.5f) == FLUX_OK);
+    REQUIRE(flux_lora_remove(ctx, 0) == FLUX_OK);
+    CHECK(flux_lora_load(ctx, junk, 1.0f) != FLUX_OK);
+    CHECK(flux_lora_load(ctx, fx_test_tmp_path("slot-missing.safetensors"), 1.0f) == FLUX_ERR_IO);
+    CHECK_EQ_INT(flux_lora_count(ctx), 1);
+    flux_lora_info info;
+    REQUIRE(flux_lora_get_info(ctx, 0, &info) == FLUX_OK);
+    CHECK(!strcmp(info.path, b) && !strcmp(info.name, "slot-b") && info.scale == 0.5f);
+    CHECK(flux_lora_remove(ctx, 0) == FLUX_OK && flux_lora_count(ctx) == 0);
+    CHECK(flux_lora_load(ctx, junk, 1.0f) != FLUX_OK && flux_lora_count(ctx) == 0);
+    flux_free(ctx);
+}
+
 /* DoRA beside other adapters: a second adapter on the same rows is refused
  * (the rows' gate would not compose) and the first keeps working. Changing the strength re-attaches (norms made again)
  * and matches the merge at that strength; a BFL single file (fused qkv
