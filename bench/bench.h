@@ -47,6 +47,7 @@ typedef struct fx_bench_env {
     double min_seconds;  /* keep repeating up to reps until this much time (default 0.3) */
     double max_seconds;  /* stop repeating after this much time (default 3, min 2 reps) */
     int json;            /* --json: one JSON object per line */
+    const char *plot;    /* --plot FILE.svg: the run as a roofline (bench_plot.c), or NULL */
 } fx_bench_env;
 
 struct flux_options;
@@ -151,6 +152,10 @@ fx_bench_peak_kind fx_bench_peak_of_int8(const char *kernel_name);
  * cached. 0 if the kind is not supported here. */
 double fx_bench_peak(fx_bench_peak_kind kind, int threads);
 const char *fx_bench_peak_name(fx_bench_peak_kind kind);
+/* Measured memory read bandwidth (GB/s) of `threads` threads streaming a
+ * buffer far larger than the caches; measured once per process. The
+ * roofline's slope (--plot). */
+double fx_bench_mem_gbps(int threads);
 
 /* ------------------------------------------------------------------------ */
 /* Reporting                                                                */
@@ -167,6 +172,8 @@ typedef struct fx_bench_result {
     int threads;
     double seconds;          /* best time */
     double flops;            /* flops of one run (gflops = flops / seconds / 1e9) */
+    double bytes;            /* least memory traffic of one run (operands read once, output
+                              * written once; 0 = not stated): the roofline's intensity */
     fx_bench_peak_kind peak; /* denominator for "% of peak" */
     int n_extra;             /* extra numbers: yardsticks, ratios (JSON members) */
     struct {
@@ -188,6 +195,12 @@ void fx_bench_report(const fx_bench_env *env, const fx_bench_result *r);
  * used the CPUs meanwhile. NULL: none. */
 typedef void (*fx_bench_observer_fn)(const fx_bench_result *r, double gflops, int loaded, void *user);
 void fx_bench_set_observer(fx_bench_observer_fn fn, void *user);
+
+/* --plot FILE.svg: every reported result is kept and, at exit, drawn as a
+ * roofline (GF/s against flop/byte, log-log) under this machine's peaks
+ * and memory bandwidth (bench_plot.c). */
+void fx_bench_plot_add(const fx_bench_result *r, double gflops, int loaded);
+int fx_bench_plot_write(const char *path, int threads);
 
 /* Run the registered command `name` with its own options (argv[0] is the
  * command name); returns its status, or -1 if no such command. */

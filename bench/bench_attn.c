@@ -117,6 +117,7 @@ static int bench_one(const fx_bench_env *env, int64_t sq, int64_t sk, int hq, in
     r.dtype = bf16_dot ? "bf16" : "f32";
     r.isa = fx_bench_isa_label(p.kc.k);
     r.flops = 4.0 * (double)d * (double)hq * visible_pairs(&p);
+    r.bytes = 4.0 * (double)d * (2.0 * (double)sq * hq + 2.0 * (double)sk * hkv); /* Q, K, V in, O out: f32 */
     r.peak = fx_bench_peak_of(p.kc.k, 1);
     r.seconds = fx_bench_time(env, run_ours, &p);
     if (p.failed) {

@@ -312,6 +312,7 @@ static int bench_one(const fx_bench_env *env, int64_t m, int64_t n, int64_t k, f
     r.isa = fx_bench_isa_label(p.kc.k);
     char isa8[24];
     r.flops = 2.0 * (double)m * (double)n * (double)k;
+    r.bytes = weight_bytes(&p) + 4.0 * (double)m * (double)(k + n); /* W as stored, X and Y f32 */
     /* block types run the bf16 weights' path (expanded in the packing) */
     r.peak = fx_bench_peak_of(p.kc.k, dt == FX_DTYPE_BF16 || blocks);
     if (m <= FX_GEMV_MAX_M && !p.kc.k->gemm->gemv_bf16_dot) r.peak = FX_PEAK_FMA_F32; /* the amx table's GEMV */

@@ -206,6 +206,7 @@ void fx_bench_report(const fx_bench_env *env, const fx_bench_result *r) {
     double pct = peak > 0 ? 100.0 * gflops / peak : 0;
     int loaded = machine_was_loaded();
     if (g_observer) g_observer(r, gflops, loaded, g_observer_user);
+    if (env->plot) fx_bench_plot_add(r, gflops, loaded);
     if (env->json) {
         printf("{\"op\":\"%s\",%s,\"dtype\":\"%s\",\"isa\":\"%s\",\"threads\":%d", r->op, r->shape_json,
                r->dtype, r->isa, r->threads);
@@ -261,6 +262,8 @@ static void usage(FILE *f) {
                "  --reps N        timed repetitions after a warm-up, best is reported (default 5)\n"
                "  --max-seconds S stop repeating after S seconds (at least 2 runs; default 3)\n"
                "  --json          one JSON object per measurement per line\n"
+               "  --plot F.svg    also draw every measurement as a roofline (GF/s against flop/byte\n"
+               "                  under this machine's measured peaks and memory bandwidth) into F.svg\n"
                "commands:\n");
     for (int i = 0; i < g_ncommands; i++) fprintf(f, "  %s\n", g_commands[i].usage);
 }
@@ -301,6 +304,9 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--json")) {
             env.json = 1;
             drop_args(&argc, argv, i, 1);
+        } else if (!strcmp(a, "--plot") && has_val) {
+            env.plot = argv[i + 1];
+            drop_args(&argc, argv, i, 2);
         } else if (!strcmp(a, "--threads") && has_val) {
             env.threads = atoi(argv[i + 1]);
             if (env.threads < 1) {
@@ -343,10 +349,13 @@ int main(int argc, char **argv) {
         int rc = 0;
         for (int i = 0; i < g_ncommands; i++)
             if (g_commands[i].defaults_fn) rc |= g_commands[i].defaults_fn(&env);
-        return rc ? 1 : 0;
+        return rc || fx_bench_plot_write(env.plot, env.threads) ? 1 : 0;
     }
     for (int i = 0; i < g_ncommands; i++)
-        if (!strcmp(argv[1], g_commands[i].name)) return g_commands[i].main_fn(argc - 1, argv + 1, &env) ? 1 : 0;
+        if (!strcmp(argv[1], g_commands[i].name)) {
+            const int rc = g_commands[i].main_fn(argc - 1, argv + 1, &env);
+            return rc || fx_bench_plot_write(env.plot, env.threads) ? 1 : 0;
+        }
     fprintf(stderr, "flux-bench: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

@@ -18,11 +18,15 @@
  *   int8_avx2 ymm vpmaddubsw + vpmaddwd (ones) + vpaddd: 32 products per
  *             three instructions (AVX2 without VNNI)
  *   amx_int8  tdpbssd as amx_bf16: 16·16·64 products per instruction
+ * and the memory side of the roofline (fx_bench_mem_gbps): bytes read per
+ * second from a buffer far larger than the caches, every thread reading
+ * its own contiguous part (what a GEMV streaming its weights sees).
  */
 #include "bench.h"
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -313,6 +317,52 @@ const char *fx_bench_peak_name(fx_bench_peak_kind kind) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* Memory read bandwidth                                                    */
+/* ------------------------------------------------------------------------ */
+
+enum { MEM_BYTES = 1 << 28 }; /* 256 MiB: >> any L3 of the 2-core boxes */
+
+/* Sum of n 64-bit words with 8 independent chains (the compiler vectorizes
+ * it at -O2; the loads, not the adds, bound it). */
+static uint64_t read_words(const uint64_t *p, size_t n) {
+    uint64_t s[8] = {0};
+    for (size_t i = 0; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) s[j] += p[i + j];
+    return s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
+}
+
+static double g_mem_gbps[MAX_CACHED_THREADS + 1];
+
+double fx_bench_mem_gbps(int threads) {
+    if (threads < 1) return 0;
+    if (threads <= MAX_CACHED_THREADS && g_mem_gbps[threads] != 0) return g_mem_gbps[threads];
+    const size_t n = MEM_BYTES / sizeof(uint64_t);
+    uint64_t *buf = malloc(MEM_BYTES);
+    if (!buf) return 0;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (size_t i = 0; i < n; i++) buf[i] = i; /* first touch by the thread that reads it */
+    double best = 0;
+    volatile uint64_t sink = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        uint64_t sum = 0;
+        const double t0 = fx_bench_now();
+#pragma omp parallel num_threads(threads) reduction(+ : sum)
+        {
+            const size_t tid = (size_t)fx_thread_id(), nt = (size_t)fx_thread_count();
+            const size_t i0 = n * tid / nt / 8 * 8, i1 = n * (tid + 1) / nt / 8 * 8;
+            sum += read_words(buf + i0, i1 - i0);
+        }
+        const double g = (double)MEM_BYTES / (fx_bench_now() - t0) * 1e-9;
+        sink += sum;
+        if (g > best) best = g;
+    }
+    (void)sink;
+    free(buf);
+    if (threads <= MAX_CACHED_THREADS) g_mem_gbps[threads] = best;
+    return best;
+}
+
+/* ------------------------------------------------------------------------ */
 /* The `peak` command                                                       */
 /* ------------------------------------------------------------------------ */
 
@@ -336,6 +386,14 @@ static int peak_main(int argc, char **argv, const fx_bench_env *env) {
             else
                 printf("peak   %-9s not supported on this CPU\n", fx_bench_peak_name((fx_bench_peak_kind)kind));
         }
+    }
+    for (int c = 0; c < nc; c++) {
+        const double g = fx_bench_mem_gbps(counts[c]);
+        if (env->json)
+            printf("{\"op\":\"peak\",\"kind\":\"mem_read\",\"threads\":%d,\"gbps\":%.6g}\n", counts[c], g);
+        else
+            printf("peak   %-9s %-16s threads %-3d %8.1f GB/s   (%.1f per thread)\n", "mem_read", "256 MiB read",
+                   counts[c], g, g / counts[c]);
     }
     fflush(stdout);
     return 0;

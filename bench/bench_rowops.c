@@ -106,6 +106,7 @@ static int rowops_one(const fx_bench_env *env, const char *op, int64_t rows, int
         r.isa = fx_bench_isa_label(p.kc.k);
         r.threads = p.kc.threads;
         r.flops = 4.0 * (double)n; /* nominal; GB/s is the figure that matters */
+        r.bytes = row_bytes_per_elem(op) * (double)n;
         r.peak = FX_PEAK_FMA_F32;
         r.seconds = fx_bench_time(env, run_row, &p);
         fx_bench_extra(&r, "gbps", row_bytes_per_elem(op) * (double)n / r.seconds * 1e-9);
@@ -200,6 +201,7 @@ static int conv_one(const fx_bench_env *env, int h, int w, int cin, int cout, in
         r.isa = fx_bench_isa_label(p.kc.k);
         r.threads = p.kc.threads;
         r.flops = 2.0 * (double)ny * (double)kd;
+        r.bytes = 4.0 * (double)(nx + ny) + (double)(cout * kd * es); /* x, y f32; the weight as stored */
         r.peak = fx_bench_peak_of(p.kc.k, dt == FX_DTYPE_BF16);
         r.seconds = fx_bench_time(env, run_conv, &p);
         fx_bench_report(env, &r);

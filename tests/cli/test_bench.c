@@ -113,3 +113,49 @@ TEST(bench_record_flags_regressions) {
     free(out);
     unlink(path);
 }
+
+/* --plot: one SVG with a marker and a table row per reported result (in
+ * order, named by its shape), the roofs of the peaks they refer to and of
+ * fma_f32, every marker with stated traffic inside the plot area; a path
+ * that cannot be written fails the run and leaves nothing. No timing is
+ * asserted. */
+static int count_of(const char *s, const char *what) {
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, what)); p += strlen(what)) n++;
+    return n;
+}
+
+TEST(bench_plot_draws_every_result) {
+    const char *bench = bench_bin();
+    if (!bench) SKIP("FLUX_BENCH is not set (make test sets it)");
+    char path[] = "/tmp/flux-test-plot-XXXXXX", cmd[1024], *out = NULL, *svg = NULL;
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    snprintf(cmd, sizeof cmd,
+             "'%s' --plot %s gemm --m 33 --n 40 --k 64 --wtype q8_0 --no-yardsticks --reps 1 --threads 1 --json", bench,
+             path);
+    int rc = fx_test_run(cmd, &out);
+    CHECK_MSG(rc == 0, "exit %d: %s", rc, out ? out : "");
+    const int results = out ? count_of(out, "{\"op\":\"gemm\"") : 0;
+    free(out);
+    snprintf(cmd, sizeof cmd, "cat %s", path);
+    fx_test_run(cmd, &svg);
+    REQUIRE(svg);
+    CHECK_EQ_INT(results, 2); /* bf16, then q8_0 */
+    CHECK_MSG(!strncmp(svg, "<svg ", 5) && strstr(svg, "</svg>\n") && count_of(svg, "<circle") == results,
+              "svg with %d markers expected: %.400s", results, svg);
+    const char *first = strstr(svg, ">1  gemm m=33 n=40 k=64 bf16"), *second = strstr(svg, ">2  gemm m=33 n=40 k=64 q8_0");
+    CHECK_MSG(first && second && first < second, "table rows: %.2000s", svg);
+    CHECK(strstr(svg, ">fma_f32 ") && count_of(svg, "<polyline") >= 2 && strstr(svg, "memory read "));
+    for (const char *c = svg; (c = strstr(c, "<circle cx='")); c++) { /* plot area: x 90..910, y 60..500 */
+        const double x = atof(c + 12), y = atof(strstr(c, "cy='") + 4);
+        CHECK_MSG(x >= 90 && x <= 910 && y >= 60 && y <= 500, "marker at %g, %g", x, y);
+    }
+    free(svg);
+    unlink(path);
+    snprintf(cmd, sizeof cmd, "'%s' --plot /nonexistent-dir/p.svg gemm --m 8 --n 8 --k 32 --reps 1 --threads 1", bench);
+    rc = fx_test_run(cmd, &out);
+    CHECK_MSG(rc != 0 && out && strstr(out, "/nonexistent-dir/p.svg"), "exit %d: %s", rc, out ? out : "");
+    free(out);
+}
