@@ -111,12 +111,14 @@ typedef enum flux_precision {
                                    elsewhere (quantized weights expanded)    */
     FLUX_PRECISION_F32 = 1,     /* weights widened to f32, all math in f32:
                                    the mode used for exact comparisons       */
-    FLUX_PRECISION_INT8 = 2,    /* W8A8 for quantized (GGUF block-type)
-                                   weights: activations quantized per row to
+    FLUX_PRECISION_INT8 = 2,    /* W8A8 for every transformer and text-
+                                   encoder weight (bf16, f16, f32, fp8 and
+                                   GGUF): activations quantized per row to
                                    int8, weights to int8 with one f32 scale
-                                   per output channel, exact int32 dot
-                                   products; other weights and attention as
-                                   in the default mode                       */
+                                   per output channel (made at load where
+                                   not larger than the stored weight), exact
+                                   int32 dot products; the VAE, attention
+                                   and norms as in the default mode         */
     FLUX_PRECISION_BF16 = 3     /* the default mode with quantized weights
                                    expanded (weight-only, as bf16 weights),
                                    never int8: more exact, slower            */

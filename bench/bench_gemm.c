@@ -287,11 +287,11 @@ static fx_dtype g_model_types[16];
 static int g_model_ntypes;
 
 static int bench_one(const fx_bench_env *env, int64_t m, int64_t n, int64_t k, fx_dtype dt, int force_f32,
-                     fx_epilogue_mode mode, int yardsticks, const block_override *bo) {
+                     fx_epilogue_mode mode, int yardsticks, const block_override *bo, int int8) {
     gemm_problem p = {.m = m, .n = n, .k = k, .dt = dt, .mode = mode, .w_misalign = bo ? bo->w_misalign : 0};
     if (fx_bench_kctx(env, -1, force_f32, &p.kc)) return -1;
     const int blocks = fx_dtype_is_block(dt);
-    p.kc.int8 = blocks && env->int8;
+    p.kc.int8 = int8 ? FX_INT8_ALL : FX_INT8_OFF;
     tuned_tables tt;
     apply_override(&p.kc, dt, m, bo, &tt);
     if (problem_init(&p)) {
@@ -311,6 +311,7 @@ static int bench_one(const fx_bench_env *env, int64_t m, int64_t n, int64_t k, f
     r.dtype = dts;
     r.isa = fx_bench_isa_label(p.kc.k);
     char isa8[24];
+    double form_seconds = 0;
     r.flops = 2.0 * (double)m * (double)n * (double)k;
     r.bytes = weight_bytes(&p) + 4.0 * (double)m * (double)(k + n); /* W as stored, X and Y f32 */
     /* block types run the bf16 weights' path (expanded in the packing) */
@@ -327,14 +328,17 @@ static int bench_one(const fx_bench_env *env, int64_t m, int64_t n, int64_t k, f
         r.isa = isa8;
         r.peak = fx_bench_peak_of_int8(k8->name);
         p.k8 = g_int8_kernel;
-        if (fx_int8w_wanted(dt)) { /* made once at load by the model: outside the timing */
-            const fx_weight w = {.data = p.w, .dtype = dt, .n = n, .k = k, .ld = k};
+        if (fx_int8w_wanted(&p.kc, dt)) { /* made once at load by the model: outside the timing */
+            fx_weight w = {.data = p.w, .dtype = dt, .n = n, .k = k, .ld = k};
+            w.scale = fx_dtype_is_fp8(dt) ? 1.0f / 4096 : 0.0f; /* as run_ours */
+            const double t0 = fx_bench_now();
             p.form = fx_int8w_new(&p.kc, &w);
+            form_seconds = fx_bench_now() - t0; /* cold: the first conversion, as at load */
         }
     }
     r.seconds = fx_bench_time(env, run_ours, &p);
-    if (dt == FX_DTYPE_BF16) g_bf16_seconds = r.seconds;
-    else if (blocks && g_bf16_seconds > 0) fx_bench_extra(&r, "ratio_bf16", g_bf16_seconds / r.seconds);
+    if (dt == FX_DTYPE_BF16 && !p.kc.int8) g_bf16_seconds = r.seconds;
+    else if (g_bf16_seconds > 0) fx_bench_extra(&r, "ratio_bf16", g_bf16_seconds / r.seconds);
     if (bo && (bo->kc || bo->mc || bo->nc) && !p.kc.int8) { /* the blocks in effect */
         const fx_gemm_tiles *t = tiles_for(&p.kc, dt, m);
         const fx_gemm_path *pp = p.kc.k->gemm->path[blocks ? FX_DTYPE_BF16 : dt];
@@ -342,7 +346,9 @@ static int bench_one(const fx_bench_env *env, int64_t m, int64_t n, int64_t k, f
         fx_bench_extra(&r, "nc", t ? t->nc : pp->nc);
     }
     if (p.w_misalign) fx_bench_extra(&r, "w_misalign", p.w_misalign);
-    if (p.kc.int8 && blocks) fx_bench_extra(&r, "int8_form", p.form ? 1 : 0);
+    if (p.kc.int8) fx_bench_extra(&r, "int8_form", p.form ? 1 : 0);
+    if (p.form) /* the conversion at load: stored bytes read per second */
+        fx_bench_extra(&r, "form_src_gb_s", weight_bytes(&p) / form_seconds * 1e-9);
     if (m <= 16) /* bandwidth bound: weight bytes per second */
         fx_bench_extra(&r, "weight_gb_s", weight_bytes(&p) / r.seconds * 1e-9);
     (void)yardsticks, (void)bf16_dot;
@@ -374,6 +380,18 @@ static int bench_one(const fx_bench_env *env, int64_t m, int64_t n, int64_t k, f
     fx_bench_kctx_free(&p.kc);
     problem_free(&p);
     return 0;
+}
+
+/* The rows of one weight type: block types W8A8 under --precision int8;
+ * element types (bf16, f16, f32, fp8) in the table's precision and, under
+ * --precision int8, again from their int8 form (made outside the timing,
+ * as the model makes it at load). */
+static int bench_type(const fx_bench_env *env, int64_t m, int64_t n, int64_t k, fx_dtype dt, int force_f32,
+                      fx_epilogue_mode mode, int yardsticks, const block_override *bo) {
+    const int blocks = fx_dtype_is_block(dt);
+    int rc = bench_one(env, m, n, k, dt, force_f32, mode, yardsticks, bo, blocks && env->int8);
+    if (!blocks && env->int8 && !force_f32) rc |= bench_one(env, m, n, k, dt, force_f32, mode, 0, bo, 1);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -515,7 +533,7 @@ static int gemm_main(int argc, char **argv, const fx_bench_env *env) {
             for (int c = 0; c < nn; c++) {
                 const block_override bo = {kcs[a], mcs[b], ncs[c], (int)misalign};
                 for (int i = 0; i < nt; i++)
-                    rc |= bench_one(env, m, n, k, types[i], env->force_f32, mode, yardsticks, &bo);
+                    rc |= bench_type(env, m, n, k, types[i], env->force_f32, mode, yardsticks, &bo);
                 yardsticks = 0; /* once: they do not depend on our blocks */
             }
     return rc;
@@ -539,10 +557,10 @@ static int gemm_defaults(const fx_bench_env *env) {
         /* each bf16 row, then (--wtype, first pass) the quantized types */
 #define ROW(M, N, K, YARD)                                                                                      \
     do {                                                                                                        \
-        rc |= bench_one(env, M, N, K, FX_DTYPE_BF16, math_f32[pass], FX_EPI_STORE, YARD, NULL);                  \
+        rc |= bench_type(env, M, N, K, FX_DTYPE_BF16, math_f32[pass], FX_EPI_STORE, YARD, NULL);                 \
         for (int t = 0; pass == 0 && t < g_model_ntypes; t++)                                                   \
             if ((K) % fx_dtype_block(g_model_types[t]) == 0)                                                    \
-                rc |= bench_one(env, M, N, K, g_model_types[t], math_f32[pass], FX_EPI_STORE, 0, NULL);          \
+                rc |= bench_type(env, M, N, K, g_model_types[t], math_f32[pass], FX_EPI_STORE, 0, NULL);         \
     } while (0)
         for (size_t a = 0; a < sizeof flux_m / sizeof *flux_m; a++)
             for (size_t b = 0; b < sizeof flux_nk / sizeof *flux_nk; b++) ROW(flux_m[a], flux_nk[b][0], flux_nk[b][1], 1);

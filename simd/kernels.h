@@ -132,9 +132,18 @@ typedef struct fx_kernels fx_kernels;
 /* Per-context scratch memory: one buffer per thread plus one shared. */
 typedef struct fx_scratch fx_scratch;
 
+/* The int8 (W8A8) mode of a context (fx_kctx.int8):
+ *   FX_INT8_OFF     every product in the table's precision
+ *   FX_INT8_BLOCKS  block-typed (GGUF) weights as W8A8 (the default on CPUs
+ *                   whose kernels choose it, fx_kernels_int8_by_default)
+ *   FX_INT8_ALL     --precision int8: besides, every weight whose owner
+ *                   asks for its int8 form (fx_int8w_wanted) — bf16, f16,
+ *                   f32 and fp8 weights of the transformer and the text
+ *                   encoder — runs from that form. */
+enum { FX_INT8_OFF = 0, FX_INT8_BLOCKS = 1, FX_INT8_ALL = 2 };
+
 /* What a kernel needs to run: the chosen table, thread count, scratch,
- * and the int8 mode (FLUX_PRECISION_INT8: fx_linear runs block-typed
- * weights as W8A8, see fx_linear; 0 after fx_kctx_init). */
+ * and the int8 mode (FX_INT8_*, FX_INT8_OFF after fx_kctx_init). */
 typedef struct fx_kctx {
     const fx_kernels *k;
     int threads;
@@ -461,6 +470,9 @@ void fx_dequantize_row(fx_dtype t, const void *src, int64_t n, float *dst);
  * table's kernels, parallel over rows; bit-identical to fx_dequantize_row. */
 void fx_dequantize(const fx_kctx *kc, fx_dtype t, int64_t rows, int64_t cols, const void *src,
                    int64_t src_row_bytes, float *dst);
+/* One row with the table's kernels (vector widening of bf16 / f16, the
+ * table's block dequantizers); bit-identical to fx_dequantize_row. */
+void fx_dequantize_row_kc(const fx_kctx *kc, fx_dtype t, const void *src, int64_t n, float *dst);
 
 /* 1 if fx_quantize_row can produce dtype t (F32, F16, BF16, Q8_0, Q4_0,
  * Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K). */
@@ -502,19 +514,22 @@ typedef struct fx_int8w {
     size_t bytes;            /* of the one allocation behind q, scale, sum */
 } fx_int8w;
 
-/* Whether a weight of dtype t gets its int8 form at load: only where the
- * form is not larger than the blocks (Q8_0: 1 byte per element against
- * 34/32); smaller types keep their blocks (fx_linear converts them per
+/* Whether a weight of dtype t gets its int8 form at load in kc's mode:
+ * with kc->int8 only where the form is not larger than what it replaces —
+ * Q8_0 (1 byte per element against 34/32), and in FX_INT8_ALL the F32,
+ * F16, BF16 and fp8 weights (1 byte against 4, 2 or 1 + a row scale);
+ * smaller block types keep their blocks (fx_linear converts them per
  * call), so that --precision int8 never raises the memory a model needs. */
-int fx_int8w_wanted(fx_dtype t);
-/* The form of block-typed w (rows converted in parallel on kc's threads);
- * NULL if out of memory or w is not block-typed. */
+int fx_int8w_wanted(const fx_kctx *kc, fx_dtype t);
+/* The form of w, any weight dtype (rows converted in parallel on kc's
+ * threads; fp8 rows times w->scale first); NULL if out of memory. */
 fx_int8w *fx_int8w_new(const fx_kctx *kc, const fx_weight *w);
 void fx_int8w_free(fx_int8w *f);
-/* One row's codes, scale and code sum from n (a multiple of the block)
- * elements of a weight row of dtype t; tmp: room for n floats. */
-void fx_weight_row_to_int8(const fx_kctx *kc, fx_dtype t, const void *src, int64_t n, float *tmp, int8_t *q,
-                           float *scale, int32_t *sum);
+/* One row's codes, scale and code sum from n elements (a multiple of the
+ * block) of a weight row of dtype t whose values are times wscale (fp8's
+ * scale; 0 or 1: none); tmp: room for n floats. */
+void fx_weight_row_to_int8(const fx_kctx *kc, fx_dtype t, const void *src, int64_t n, float wscale, float *tmp,
+                           int8_t *q, float *scale, int32_t *sum);
 
 /* Single-element conversions (fx_bf16_bits_to_f32, fx_f32_to_bf16_bits,
  * fx_f16_bits_to_f32, fx_f32_to_f16_bits): exact, inline, usable anywhere;

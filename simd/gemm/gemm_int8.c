@@ -89,8 +89,8 @@ static void convert_rows(const fx_kctx *kc, const fx_weight *w, int64_t j0, int6
     for (int64_t r = 0; r < cap; r++) {
         int8_t *row = q + r * ldq;
         if (r < rows) {
-            fx_weight_row_to_int8(kc, w->dtype, (const char *)w->data + (j0 + r) * rb, w->k, tmp, row, scale + r,
-                                  sum + r);
+            fx_weight_row_to_int8(kc, w->dtype, (const char *)w->data + (j0 + r) * rb, w->k, w->scale, tmp, row,
+                                  scale + r, sum + r);
             memset(row + w->k, 0, (size_t)(ldq - w->k));
         } else {
             memset(row, 0, (size_t)ldq);

@@ -247,6 +247,14 @@ void fx_dequantize_row(fx_dtype t, const void *src, int64_t n, float *dst) {
     fx_dequant_ref[t](src, n / fx_dtype_block(t), dst);
 }
 
+void fx_dequantize_row_kc(const fx_kctx *kc, fx_dtype t, const void *src, int64_t n, float *dst) {
+    if (n <= 0 || !fx_dtype_is_weight(t)) return;
+    const fx_dequant_fn fn = fx_quant_dequant_fn(kc ? kc->k : NULL, t);
+    if (fn) fn(src, n / fx_dtype_block(t), dst);
+    else if (kc && kc->k) widen(kc, t, src, n, dst);
+    else widen_row(t, src, n, dst);
+}
+
 void fx_dequantize(const fx_kctx *kc, fx_dtype t, int64_t rows, int64_t cols, const void *src,
                    int64_t src_row_bytes, float *dst) {
     if (rows <= 0 || cols <= 0 || !fx_dtype_is_weight(t)) return;

@@ -95,4 +95,5 @@ const fx_quant_kernels fx_quant_avx512 = {
     .dequant = {FX_DQ_ENTRIES(DQ_F32), [FX_DTYPE_F8_E4M3] = dq_f8_e4m3_avx512, [FX_DTYPE_F8_E5M2] = dq_f8_e5m2_avx512},
     .dequant_bf16 = {FX_DQ_ENTRIES(DQ_BF16)},
     .quant = {FX_QUANT_ENTRIES(avx512)},
+    .to_int8 = {[FX_DTYPE_BF16] = fx_bf16_to_int8_avx512},
 };

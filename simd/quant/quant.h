@@ -48,12 +48,17 @@ typedef void (*fx_quant_fn)(const float *x, int64_t nb, uint8_t *dst);
 /* The same into bf16 (round to nearest even, NaN quiet: the row table's
  * f32 → bf16 of the f32 result). */
 typedef void (*fx_dequant_bf16_fn)(const uint8_t *src, int64_t nb, uint16_t *dst);
+/* n stored elements → the int8 rule's codes, scale and code sum in one
+ * pass over the source (fx_int8_codes of the widened values, bit for bit):
+ * the int8 form of --precision int8 made at memory speed. */
+typedef void (*fx_int8_row_fn)(const uint8_t *src, int64_t n, int8_t *q, float *scale, int32_t *sum);
 
 typedef struct fx_quant_kernels {
     const char *name;
     fx_dequant_fn dequant[FX_DTYPE_COUNT];           /* NULL: the scalar reference */
     fx_dequant_bf16_fn dequant_bf16[FX_DTYPE_COUNT]; /* NULL: dequant, then f32 → bf16 */
     fx_quant_fn quant[FX_DTYPE_COUNT];               /* NULL: the scalar reference */
+    fx_int8_row_fn to_int8[FX_DTYPE_COUNT];          /* NULL: dequant, then fx_int8_codes */
 } fx_quant_kernels;
 
 /* The scalar reference of each block type (dequant.c); NULL for F32/F16/BF16. */
@@ -149,37 +154,52 @@ extern const fx_quant_kernels fx_quant_scalar;
 #if FX_X86
 extern const fx_quant_kernels fx_quant_avx2;
 extern const fx_quant_kernels fx_quant_avx512;
+/* bf16 rows → int8 codes (to_int8_avx2.c, to_int8_avx512.c) */
+void fx_bf16_to_int8_avx2(const uint8_t *src, int64_t n, int8_t *q, float *scale, int32_t *sum);
+void fx_bf16_to_int8_avx512(const uint8_t *src, int64_t n, int8_t *q, float *scale, int32_t *sum);
 #endif
 #if FX_ARM
 extern const fx_quant_kernels fx_quant_neon;
 #endif
 
-/* The rule's int8 codes of n values (n a multiple of 32): s = max|x|/127,
- * code = x·(127/max|x|) rounded to nearest even, Σ codes; all zero (s 0)
- * when max|x| is 0 or not finite. Shared by the activations (per call)
- * and the weights (fx_weight_row_to_int8). Written in 32-element steps of
- * integer operations so that the compiler vectorizes it: max|x| as the
- * largest |x| bit pattern (ordered like the values for finite x), the
- * rounding by adding 1.5·2^23 (the float's low bits are then the integer,
- * exact for |v| <= 127). */
+/* The rule's int8 codes of n values: s = max|x|/127, code = x·(127/max|x|)
+ * rounded to nearest even, Σ codes; all zero (s 0) when max|x| is 0, not
+ * finite, or so small (< 127/FLT_MAX ≈ 3.7e-37: subnormal rows) that
+ * 127/max|x| is not finite. Shared by the activations (per call) and the weights
+ * (fx_weight_row_to_int8). Written in 32-element steps of integer
+ * operations so that the compiler vectorizes it (the last n % 32 values
+ * one by one, the same operations): max|x| as the largest |x| bit pattern
+ * (ordered like the values for finite x), the rounding by adding 1.5·2^23
+ * (the float's low bits are then the integer, exact for |v| <= 127). */
+/* The rule's degenerate rows (below): zero codes, scale 0, sum 0; 1 if
+ * the row with this max|x| is one. */
+static inline int fx_int8_zero_row(float amax, int64_t n, int8_t *q, float *scale, int32_t *sum) {
+    if (amax > 0.0f && amax <= 3.4028235e38f && 127.0f / amax <= 3.4028235e38f) return 0;
+    memset(q, 0, (size_t)n);
+    *scale = 0.0f, *sum = 0;
+    return 1;
+}
+
 static inline void fx_int8_codes(const float *x, int64_t n, int8_t *q, float *scale, int32_t *sum) {
+    const int64_t n32 = n / 32 * 32;
     uint32_t mx = 0;
-    for (int64_t b = 0; b < n; b += 32) {
+    for (int64_t b = 0; b < n32; b += 32) {
         uint32_t u[32], m = 0;
         memcpy(u, x + b, sizeof u);
         for (int j = 0; j < 32; j++) m = (u[j] & 0x7fffffffu) > m ? (u[j] & 0x7fffffffu) : m;
         mx = m > mx ? m : mx;
     }
+    for (int64_t i = n32; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, x + i, 4);
+        mx = (u & 0x7fffffffu) > mx ? (u & 0x7fffffffu) : mx;
+    }
     float amax;
     memcpy(&amax, &mx, 4);
-    if (!(amax > 0.0f) || !(amax <= 3.4028235e38f)) {
-        memset(q, 0, (size_t)n);
-        *scale = 0.0f, *sum = 0;
-        return;
-    }
+    if (fx_int8_zero_row(amax, n, q, scale, sum)) return;
     const float inv = 127.0f / amax;
     int32_t s = 0;
-    for (int64_t b = 0; b < n; b += 32) {
+    for (int64_t b = 0; b < n32; b += 32) {
         float t[32];
         int32_t r[32];
         for (int j = 0; j < 32; j++) t[j] = x[b + j] * inv + 12582912.0f;
@@ -189,6 +209,14 @@ static inline void fx_int8_codes(const float *x, int64_t n, int8_t *q, float *sc
             q[b + j] = (int8_t)r[j];
             s += r[j];
         }
+    }
+    for (int64_t i = n32; i < n; i++) {
+        const float t = x[i] * inv + 12582912.0f;
+        int32_t r;
+        memcpy(&r, &t, 4);
+        r -= 0x4b400000;
+        q[i] = (int8_t)r;
+        s += r;
     }
     *scale = amax / 127.0f, *sum = s;
 }

@@ -3,8 +3,8 @@
  * fx_int8w): one f32 scale per output row, codes rounded to nearest even.
  *
  * A row is dequantized exactly (the table's dequantizer, bit-identical to
- * the reference), then s = max|x|/127 and code = x·(127/max|x|): the same
- * rule as the activations. Q8_0 rows requantized per row lose a little
+ * the reference; bf16/f16 widened; fp8 times its scale), then s = max|x|/127
+ * and code = x·(127/max|x|): the same rule as the activations. Q8_0 rows requantized per row lose a little
  * against their per-32 scales (half a step of the row's scale, against
  * half a step of the block's); README "--precision int8" gives the
  * measured error.
@@ -15,20 +15,28 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-void fx_weight_row_to_int8(const fx_kctx *kc, fx_dtype t, const void *src, int64_t n, float *tmp, int8_t *q,
-                           float *scale, int32_t *sum) {
-    const fx_dequant_fn fn = fx_dtype_is_block(t) ? fx_quant_dequant_fn(kc ? kc->k : NULL, t) : NULL;
-    if (fn) fn(src, n / fx_dtype_block(t), tmp);
-    else fx_dequantize_row(t, src, n, tmp);
+void fx_weight_row_to_int8(const fx_kctx *kc, fx_dtype t, const void *src, int64_t n, float wscale, float *tmp,
+                           int8_t *q, float *scale, int32_t *sum) {
+    const fx_quant_kernels *qk = kc && kc->k ? kc->k->quant : NULL;
+    if (qk && qk->to_int8[t] && !fx_weight_scaled(wscale)) { /* one pass, no f32 row */
+        qk->to_int8[t](src, n, q, scale, sum);
+        return;
+    }
+    fx_dequantize_row_kc(kc, t, src, n, tmp);
+    fx_weight_scale_row(wscale, n, tmp);
     fx_int8_codes(tmp, n, q, scale, sum);
 }
 
-int fx_int8w_wanted(fx_dtype t) { return t == FX_DTYPE_Q8_0; }
+int fx_int8w_wanted(const fx_kctx *kc, fx_dtype t) {
+    if (!kc || !kc->int8) return 0;
+    if (t == FX_DTYPE_Q8_0) return 1;
+    return kc->int8 == FX_INT8_ALL && fx_dtype_is_weight(t) && !fx_dtype_is_block(t);
+}
 
 static int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
 fx_int8w *fx_int8w_new(const fx_kctx *kc, const fx_weight *w) {
-    if (!fx_dtype_is_block(w->dtype) || w->n <= 0 || w->k <= 0) return NULL;
+    if (!fx_dtype_is_weight(w->dtype) || w->n <= 0 || w->k <= 0) return NULL;
     fx_int8w *f = calloc(1, sizeof *f);
     if (!f) return NULL;
     f->n = w->n, f->k = w->k, f->ldq = round_up(w->k, 64), f->rows = round_up(w->n, 32);
@@ -58,8 +66,8 @@ fx_int8w *fx_int8w_new(const fx_kctx *kc, const fx_weight *w) {
 #pragma omp for schedule(static)
         for (int64_t j = 0; j < n; j++) /* rows past n, and bytes past k: zero pages */
             if (tmp)
-                fx_weight_row_to_int8(kc, w->dtype, (const char *)w->data + j * rb, k, tmp, f->q + j * ldq,
-                                      f->scale + j, f->sum + j);
+                fx_weight_row_to_int8(kc, w->dtype, (const char *)w->data + j * rb, k, w->scale, tmp,
+                                      f->q + j * ldq, f->scale + j, f->sum + j);
         free(tmp);
     }
     if (failed) {

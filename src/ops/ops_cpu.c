@@ -122,7 +122,7 @@ static int weight_int8_form(void *ctx, fx_opw *w) {
     cpu_ctx *c = ctx;
     cpu_weight *cw = w->state;
     if (cw && cw->int8) return 1;
-    if (!c->kc->int8 || !fx_int8w_wanted(w->w.dtype)) return 0;
+    if (!fx_int8w_wanted(c->kc, w->w.dtype)) return 0;
     if (!cw && !(cw = calloc(1, sizeof *cw))) return 0;
     w->state = cw;
     fx_int8w *i8 = fx_int8w_new(c->kc, &w->w);

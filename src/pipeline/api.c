@@ -104,10 +104,13 @@ flux_ctx *flux_new(const flux_options *opt) {
     ctx->int8_asked = precision == FLUX_PRECISION_INT8;
     ctx->precision_bf16 = precision == FLUX_PRECISION_BF16;
     ctx->kernels = choose_kernels(opt ? opt : &ctx->opt, ctx->force_f32, &ctx->err);
-    /* quantized weights in the default mode: int8 where the kernels' choice
+    /* --precision int8: every transformer and text-encoder weight W8A8;
+     * quantized weights in the default mode: int8 where the kernels' choice
      * says so (fx_kernels_int8_by_default) */
-    const int int8 = precision == FLUX_PRECISION_INT8 ||
-                     (precision == FLUX_PRECISION_DEFAULT && ctx->kernels && fx_kernels_int8_by_default(ctx->kernels));
+    const int int8 = precision == FLUX_PRECISION_INT8 ? FX_INT8_ALL
+                     : precision == FLUX_PRECISION_DEFAULT && ctx->kernels && fx_kernels_int8_by_default(ctx->kernels)
+                         ? FX_INT8_BLOCKS
+                         : FX_INT8_OFF;
     ctx->scratch = fx_scratch_new(ctx->threads);
     if (!ctx->kernels || !ctx->scratch) goto oom;
     fx_kctx_init(&ctx->kc, ctx->kernels, ctx->threads, ctx->scratch);

@@ -589,7 +589,10 @@ static fx_embcache *ctx_cache(flux_ctx *ctx) {
             c->id_state = 1;
         }
         snprintf(c->path, sizeof c->path, "isa=%s bf16dot=%d%s", fx_isa_name(fx_kernels_isa(ctx->kernels)),
-                 fx_kernels_uses_bf16_dot(ctx->kernels), ctx->kc.int8 ? " int8=1" : "");
+                 fx_kernels_uses_bf16_dot(ctx->kernels),
+                 ctx->kc.int8 == FX_INT8_ALL ? " int8=all" /* the encoder's own weights as int8 */
+                 : ctx->kc.int8             ? " int8=1"
+                                            : "");
         if (!fx_ops_on_host(ctx->ops)) /* the encoder ran on a device: its results are that device's */
             snprintf(c->path + strlen(c->path), sizeof c->path - strlen(c->path), " backend=%s",
                      fx_ops_name(ctx->ops));

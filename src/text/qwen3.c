@@ -84,6 +84,10 @@ static flux_status load_layer(fx_ops *ops, fx_wset *w, const fx_qwen3_config *c,
         char name[64];
         snprintf(name, sizeof name, "text encoder layer %d %s", n, pname[i]);
         TRY(fx_ops_weight(ops, &proj[i]->w, name, proj[i], err));
+        /* --precision int8: the int8 form replaces the mapped rows (as the
+         * transformer's, src/dit/transformer.c register_weights) */
+        if (fx_wset_weight_mapped(w, &proj[i]->w) && fx_ops_weight_int8_form(ops, proj[i]))
+            fx_wset_weight_dontneed(w, &proj[i]->w);
     }
     return FLUX_OK;
 }

@@ -11,12 +11,14 @@
  */
 #include "tests/test.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernel_isas.h"
 #include "simd/gemm/gemm_int8.h"
 #include "simd/kernels.h"
+#include "simd/quant/quant.h"
 
 /* Codes and scale of n values by the rule (max|v|/127, round to nearest
  * even, |code| <= 127), plainly. */
@@ -319,11 +321,55 @@ TEST(kernel_int8_weight_form) {
         fx_int8w_free(f);
         free(wq);
     }
-    /* not block-typed: no form */
-    float wf[64] = {0};
-    const fx_weight w32 = {.data = wf, .dtype = FX_DTYPE_F32, .n = 2, .k = 32, .ld = 32};
-    CHECK(fx_int8w_new(&kc, &w32) == NULL);
-    CHECK(fx_int8w_wanted(FX_DTYPE_Q8_0) && !fx_int8w_wanted(FX_DTYPE_Q4_K) && !fx_int8w_wanted(FX_DTYPE_BF16));
+    /* element types (--precision int8 makes their forms too): each row is
+     * the rule's codes of its values — fp8 times the weight's scale — also
+     * for k not a multiple of 32 (the last k % 32 values one by one) */
+    static const fx_dtype elem[] = {FX_DTYPE_F32, FX_DTYPE_F16, FX_DTYPE_BF16, FX_DTYPE_F8_E4M3, FX_DTYPE_F8_E5M2};
+    static const int64_t eks[] = {32, 48, 77};
+    for (size_t ti = 0; ti < sizeof elem / sizeof *elem; ti++)
+        for (size_t ki = 0; ki < sizeof eks / sizeof *eks; ki++) {
+            const fx_dtype t = elem[ti];
+            const int64_t ek = eks[ki], es = fx_dtype_row_bytes(t, 1);
+            uint8_t *wd = malloc((size_t)(3 * ek * es));
+            REQUIRE(wd);
+            for (int64_t e = 0; e < 3 * ek; e++) { /* finite values of every type */
+                const float v = (float)((int)(fx_test_rng_u64(&r) % 2001) - 1000) / 250.0f;
+                if (t == FX_DTYPE_F32) memcpy(wd + 4 * e, &v, 4);
+                else if (t == FX_DTYPE_F16) { const uint16_t h = fx_f32_to_f16_bits(v); memcpy(wd + 2 * e, &h, 2); }
+                else if (t == FX_DTYPE_BF16) { const uint16_t h = fx_f32_to_bf16_bits(v); memcpy(wd + 2 * e, &h, 2); }
+                else wd[e] = (uint8_t)(fx_test_rng_u64(&r) >> 56) & 0x77; /* finite in E4M3 and E5M2 */
+            }
+            fx_weight w = {.data = wd, .dtype = t, .n = 3, .k = ek, .ld = ek};
+            w.scale = fx_dtype_is_fp8(t) ? 0.0375f : 0.0f;
+            fx_int8w *f = fx_int8w_new(&kc, &w);
+            REQUIRE(f != NULL);
+            CHECK(f->ldq == (ek + 63) / 64 * 64 && f->rows == 32);
+            float row[80];
+            int8_t want[80];
+            for (int64_t j = 0; j < 3; j++) {
+                fx_dequantize_row(t, wd + j * ek * es, ek, row);
+                fx_weight_scale_row(w.scale, ek, row);
+                float s;
+                int32_t sum;
+                fx_int8_codes(row, ek, want, &s, &sum);
+                int ok = s == f->scale[j] && sum == f->sum[j] && s > 0;
+                for (int64_t e = 0; e < ek; e++) {
+                    ok &= want[e] == f->q[j * f->ldq + e];
+                    ok &= fabsf((float)want[e] * s - row[e]) <= 0.5001f * s; /* within half a step */
+                }
+                for (int64_t e = ek; e < f->ldq; e++) ok &= f->q[j * f->ldq + e] == 0;
+                CHECK_MSG(ok, "%s k=%lld row %lld: not the rule's codes", fx_dtype_name(t), (long long)ek, (long long)j);
+            }
+            fx_int8w_free(f);
+            free(wd);
+        }
+    fx_kctx modes[3] = {{.int8 = FX_INT8_OFF}, {.int8 = FX_INT8_BLOCKS}, {.int8 = FX_INT8_ALL}};
+    CHECK(!fx_int8w_wanted(&modes[0], FX_DTYPE_Q8_0) && !fx_int8w_wanted(&modes[0], FX_DTYPE_BF16));
+    CHECK(fx_int8w_wanted(&modes[1], FX_DTYPE_Q8_0) && !fx_int8w_wanted(&modes[1], FX_DTYPE_Q4_K) &&
+          !fx_int8w_wanted(&modes[1], FX_DTYPE_BF16) && !fx_int8w_wanted(&modes[1], FX_DTYPE_F8_E4M3));
+    CHECK(fx_int8w_wanted(&modes[2], FX_DTYPE_Q8_0) && !fx_int8w_wanted(&modes[2], FX_DTYPE_Q4_K) &&
+          fx_int8w_wanted(&modes[2], FX_DTYPE_BF16) && fx_int8w_wanted(&modes[2], FX_DTYPE_F16) &&
+          fx_int8w_wanted(&modes[2], FX_DTYPE_F32) && fx_int8w_wanted(&modes[2], FX_DTYPE_F8_E4M3));
     kt_ctx_free(&kc);
 }
 
@@ -355,3 +401,50 @@ TEST(kernel_int8_amx_releases_tiles) {
     free(wq), free(x), free(y);
 }
 #endif
+
+/* The one-pass bf16 → int8 converters of the quant tables (to_int8[BF16]:
+ * AVX2, AVX-512) against the rule of quant.h on the widened row, bit for
+ * bit: codes, scale and sum, for every length 1..100 and the model's
+ * 3072 and 9216 (tails of the vector loops), random signs and magnitudes,
+ * subnormals, a zero row, and rows holding an infinity or a NaN (zero
+ * codes, scale 0). */
+TEST(kernel_int8_bf16_rows_equal_the_rule) {
+    kt_isas isas = kt_isas_list("kernel_int8_bf16_rows_equal_the_rule", 0);
+    fx_test_rng r;
+    fx_test_rng_seed(&r, 31);
+    enum { MAXN = 9216 };
+    uint16_t *h = malloc(MAXN * 2);
+    float *x = malloc(MAXN * 4);
+    int8_t *qa = malloc(MAXN), *qb = malloc(MAXN);
+    REQUIRE(h && x && qa && qb);
+    int tables = 0;
+    long checked = 0;
+    for (int i = 0; i < isas.n; i++) {
+        const fx_quant_kernels *qk = isas.k[i]->quant;
+        if (!qk || !qk->to_int8[FX_DTYPE_BF16]) continue;
+        tables++;
+        for (int64_t n = 1; n <= 102; n++)
+            for (int kind = 0; kind < 5; kind++) {
+                const int64_t len = n == 101 ? 3072 : n == 102 ? MAXN : n;
+                for (int64_t e = 0; e < len; e++) {
+                    const uint64_t u = fx_test_rng_u64(&r);
+                    h[e] = (uint16_t)((u >> 48 & 0x8000) | ((u >> 20) % 0x7f7f)); /* finite, subnormals included */
+                    if (kind == 1) h[e] = (uint16_t)(h[e] & 0x807f); /* all subnormal or zero */
+                    if (kind == 2) h[e] = e & 1 ? 0x8000 : 0;           /* ±0 */
+                }
+                if (kind == 3) h[(int64_t)(fx_test_rng_u64(&r) % (uint64_t)len)] = 0xff80; /* -inf */
+                if (kind == 4) h[(int64_t)(fx_test_rng_u64(&r) % (uint64_t)len)] = 0x7fc1; /* NaN */
+                for (int64_t e = 0; e < len; e++) x[e] = fx_bf16_bits_to_f32(h[e]);
+                float sa, sb;
+                int32_t suma, sumb;
+                fx_int8_codes(x, len, qa, &sa, &suma);
+                qk->to_int8[FX_DTYPE_BF16]((const uint8_t *)h, len, qb, &sb, &sumb);
+                CHECK_MSG(!memcmp(qa, qb, (size_t)len) && !memcmp(&sa, &sb, 4) && suma == sumb,
+                          "%s n=%lld kind %d: codes %s, scale %g vs %g, sum %d vs %d", kt_name(isas.k[i]), (long long)len,
+                          kind, memcmp(qa, qb, (size_t)len) ? "differ" : "equal", (double)sa, (double)sb, suma, sumb);
+                checked++;
+            }
+    }
+    printf("    %d tables, %ld rows equal the rule bit for bit\n", tables, checked);
+    free(h), free(x), free(qa), free(qb);
+}
