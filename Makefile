@@ -308,6 +308,8 @@ FUZZ_SRC_tokenizer = src/base/file_read.c src/text/tokenizer.c src/text/unicode.
 FUZZ_SRC_lora = $(FUZZ_SRC_DEFAULT) src/formats/single_file.c src/formats/lora.c src/formats/lora_keys.c simd/gemm/delta.c \
                 simd/gemm/linear.c \
                 simd/common/scratch.c
+FUZZ_SRC_adapters = $(FUZZ_SRC_lora) src/pipeline/adapters.c src/formats/safetensors_write.c src/base/atomic_file.c \
+                    src/base/strbuf.c
 FUZZ_SRC_server_request = src/server/srv_request.c src/server/srv_base64.c src/server/srv_json_out.c src/base/json.c \
                            src/base/file_read.c src/base/error.c src/base/strbuf.c
 FUZZ_BINS    := $(patsubst tests/fuzz/%.c,$(FUZZ_DIR)/%,$(wildcard tests/fuzz/fuzz_*.c))

@@ -166,6 +166,12 @@ FLUX_API void flux_options_init(flux_options *opt);
 
 /* Create a context. opt may be NULL for defaults. Returns NULL only when
  * memory is exhausted. The context owns everything loaded into it.
+ * A field of *opt outside its range (backend or precision not one of their
+ * enum values, device < -1, threads < 0, use_mmap or no_disk_cache other
+ * than 0/1, verbose < 0) still gives a context, on the CPU, whose
+ * flux_error names the field ("flux_options.precision is 7, ...") and on
+ * which every flux_load and flux_quantize fails with FLUX_ERR_INVALID_ARG
+ * and that message.
  * Environment values it does not understand (FLUX_ISA, FLUX_PRECISION) are
  * ignored, and flux_error(ctx) describes them until the next call; as does
  * an opt->isa this CPU cannot run. */
@@ -186,6 +192,8 @@ FLUX_API int flux_threads(const flux_ctx *ctx);
 /* Loading                                                                  */
 /* ------------------------------------------------------------------------ */
 
+/* Fields outside their range (distilled not -1/0/1, lazy_text_encoder not
+ * 0/1) make flux_load fail with FLUX_ERR_INVALID_ARG naming the field. */
 typedef struct flux_load_options {
     const char *transformer_file; /* single-file transformer checkpoint replacing
                                      transformer/: safetensors or GGUF (BFL,
@@ -302,7 +310,10 @@ typedef struct flux_lora_info {
  * FLUX_MAX_LORAS). Keys that match nothing, while others do, only give a
  * warning (flux_lora_get_info). */
 FLUX_API flux_status flux_lora_load(flux_ctx *ctx, const char *path, float scale);
-/* Change the strength of adapter `index` (no file access). */
+/* Change the strength of adapter `index` (no file access). Here and in
+ * flux_lora_remove / flux_lora_get_info an index outside
+ * 0 .. flux_lora_count() − 1 is FLUX_ERR_INVALID_ARG (nothing changes), as
+ * is a scale that is not finite. */
 FLUX_API flux_status flux_lora_set_scale(flux_ctx *ctx, int index, float scale);
 /* Remove adapter `index`; later ones move down by one. */
 FLUX_API flux_status flux_lora_remove(flux_ctx *ctx, int index);
@@ -395,7 +406,9 @@ FLUX_API flux_status flux_image_decode(flux_ctx *ctx, const uint8_t *data, size_
 
 /* Encode img as the PNG bytes flux_image_save writes for a .png path (same
  * metadata, byte for byte) into a new buffer: *out (release it with
- * flux_buffer_free) and its length *len. */
+ * flux_buffer_free) and its length *len. An image flux_image_new would not
+ * make (size, channels, no pixels) or with inconsistent metadata arrays is
+ * FLUX_ERR_INVALID_ARG for both (nothing written, *out NULL, *len 0). */
 FLUX_API flux_status flux_image_encode_png(flux_ctx *ctx, const flux_image *img, uint8_t **out, size_t *len);
 
 /* Release a buffer the library allocated for the caller (NULL allowed). */
@@ -453,7 +466,8 @@ typedef struct flux_params {
                                     crop to multiples of 16; not modified */
     int n_refs;                  /* 0..FLUX_MAX_REFS */
     int batch;                   /* images from one prompt (seeds seed, seed+1,
-                                    ...); 0 or 1 = one image */
+                                    ...); 0 or 1 = one image; negative is
+                                    FLUX_ERR_INVALID_ARG */
     const float *embeddings;     /* optional [512, text_dim] prompt embeddings
                                     replacing the text encoder (then prompt
                                     must be NULL) */
@@ -487,7 +501,8 @@ FLUX_API flux_status flux_generate_batch(flux_ctx *ctx, const flux_params *p, fl
 
 /* Tokenize a prompt. With raw = 0 the klein chat template is applied; no
  * padding either way. Writes up to max_ids ids and sets *n_ids to the full
- * count (which may exceed max_ids). Needs tokenizer/tokenizer.json. */
+ * count (which may exceed max_ids). Needs tokenizer/tokenizer.json.
+ * max_ids < 0 is FLUX_ERR_INVALID_ARG; max_ids 0 only counts (ids may be NULL). */
 FLUX_API flux_status flux_tokenize(flux_ctx *ctx, const char *text, int raw,
                                    int32_t *ids, int max_ids, int *n_ids);
 
@@ -524,7 +539,8 @@ typedef struct flux_device_info {
     char why_not[160];
 } flux_device_info;
 
-/* Up to max devices into out, their number in *count. A build without
+/* Up to max devices into out, their number in *count (max <= 0: none
+ * written, out may be NULL). A build without
  * Vulkan, or no Vulkan loader/driver: FLUX_ERR_UNSUPPORTED with the reason
  * in flux_error(ctx); no devices is FLUX_OK with *count 0. */
 FLUX_API flux_status flux_list_devices(flux_ctx *ctx, flux_device_info *out, int max, int *count);

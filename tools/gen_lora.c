@@ -30,7 +30,7 @@
  * the same vector as .lora_magnitude_vector) on the diffusers and bfl*
  * formats, ".dora_scale" [out, 1] (LyCORIS, wd_on_out=True) on the others;
  * "in" writes LyCORIS' per-input form [1, in] (not merged: flux.c refuses
- * it). The merge then makes, per output row i (with λ = --strength),
+ * it; LyCORIS formats only, the PEFT ones have no such form). The merge then makes, per output row i (with λ = --strength),
  *   W_i + λ·(g_i·(W_i + scale·ΔW_i) − W_i),  g_i = m_i / ‖W_i + scale·ΔW_i‖.
  * BFL modules are built here from a table of BFL names (as diffusers convert_flux2_to_diffusers.py maps them),
  * independently of the engine's mapping: a fused qkv ΔW [3d, in] adds its
@@ -437,6 +437,12 @@ int main(int argc, char **argv) {
     const int blocks_only = !strcmp(modules, "blocks");
     if (!blocks_only && strcmp(modules, "all")) die("--modules: '%s' is not all or blocks", modules);
     const int diffusers = !strcmp(format, "diffusers");
+    /* ai-toolkit / PEFT keep one magnitude per output row: the per-input form
+     * is LyCORIS' alone (it used to be written as a [out] tensor from an
+     * [in] vector: a heap overflow wherever out > in) */
+    if (dora == 2 && (diffusers || !strncmp(format, "bfl", 3)))
+        die("--dora in: --format %s stores PEFT's .magnitude, one per output row; the per-input form [1, in] is "
+            "LyCORIS' .dora_scale (kohya, comfy, lokr, lokr-full, loha, diff)", format);
     if (diffusers) build_diffusers(blocks_only);
     else build_bfl(blocks_only);
     if (max_modules > 0 && g_nmod > max_modules) g_nmod = max_modules;

@@ -133,7 +133,7 @@ void cli_print_help(FILE *f) {
           "                         lavapipe; else the CPU), cpu, or vulkan (any Vulkan device; an error\n"
           "                         without one or in a build without Vulkan)\n"
           "      --device N         the Vulkan device of that index in --list-devices\n"
-          "      --device-memory MB device memory the weights may take (default 85%% of the device's);\n"
+          "      --device-memory MB device memory the weights may take (default 85% of the device's);\n"
           "                         weights beyond it stay on the host and are uploaded at each use\n"
           "      --no-mmap          read the weights into memory instead of mapping them\n"
           "      --cache-dir DIR    text-embedding cache: a prompt seen before skips the text encoder, with\n"
@@ -524,13 +524,26 @@ static int check_output(parse_ctx *pc, const char *opt, const char *path, int ba
     if (!S_ISDIR(st.st_mode)) return usage_error(pc, "%s: '%s' is not a directory", opt, dir);
     if (access(dir, W_OK | X_OK) != 0) return usage_error(pc, "%s: directory '%s' is not writable", opt, dir);
     /* a name the file system cannot hold fails here, not after the image is made */
-    const long name_max = pathconf(dir, _PC_NAME_MAX);
-    const size_t len = strlen(base) + (batch > 1 ? BATCH_SUFFIX_MAX : 0);
-    if (name_max > 0 && len > (size_t)name_max)
-        return usage_error(pc, "%s: file name of %zu characters%s is longer than this file system allows (%ld)", opt,
-                           strlen(base), batch > 1 ? " (+ the batch suffix)" : "", name_max);
-    if (strlen(path) + BATCH_SUFFIX_MAX >= PATH_MAX) return usage_error(pc, "%s: path too long", opt);
+    char why[256];
+    if (cli_name_too_long(dir, path, batch > 1 ? BATCH_SUFFIX_MAX : 0, why, sizeof why))
+        return usage_error(pc, "%s: %s%s", opt, why, batch > 1 && strstr(why, "file name") ? " (with the batch suffix)" : "");
     return CLI_EXIT_OK;
+}
+
+int cli_name_too_long(const char *dir, const char *path, size_t extra, char *why, size_t size) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    const long name_max = pathconf(dir, _PC_NAME_MAX);
+    if (name_max > 0 && strlen(base) + extra > (size_t)name_max) {
+        snprintf(why, size, "file name of %zu characters is longer than this file system allows (%ld)",
+                 strlen(base) + extra, name_max);
+        return 1;
+    }
+    if (strlen(path) + extra >= PATH_MAX) {
+        snprintf(why, size, "path too long");
+        return 1;
+    }
+    return 0;
 }
 
 /* Combinations the library would refuse only after the model has loaded,
@@ -746,10 +759,25 @@ void cli_message(const char *fmt, ...) {
     va_end(ap);
 }
 
+/* e if write(2) can fail with it, else 0 (a stale errno of something else). */
+static int write_errno(int e) {
+    switch (e) {
+    case ENOSPC: case EIO: case EPIPE: case EFBIG: case EDQUOT: case EBADF: case EINVAL: case EAGAIN: case EPERM:
+        return e;
+    default:
+        return 0;
+    }
+}
+
 int cli_check_stdout(int rc) {
+    /* A write that failed before (the buffer filled inside fputs / printf)
+     * left its reason in errno and only the error flag on the stream: keep
+     * it, unless this flush fails with a reason of its own. */
+    int earlier = write_errno(errno);
     errno = 0;
     if (fflush(stdout) == 0 && !ferror(stdout)) return rc;
     if (rc != CLI_EXIT_OK) return rc; /* the failure is reported already */
-    cli_message("cannot write to standard output: %s", errno ? strerror(errno) : "write error");
+    int why = errno ? errno : earlier;
+    cli_message("cannot write to standard output: %s", why ? strerror(why) : "write error");
     return CLI_EXIT_FAIL;
 }

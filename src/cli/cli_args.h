@@ -124,6 +124,12 @@ int cli_batch_name(const char *out, int index, char *buf, size_t size);
  * else the clock and the pid. */
 uint64_t cli_random_seed(void);
 
+/* Whether an output file `path` in directory `dir`, its name grown by
+ * `extra` characters, is more than the file system takes (NAME_MAX of dir)
+ * or longer than PATH_MAX: 1 with the reason in why, else 0. Outputs are
+ * checked with it before any work, not when the finished file is renamed. */
+int cli_name_too_long(const char *dir, const char *path, size_t extra, char *why, size_t size);
+
 /* stdout carries the results (help, ids, CPU facts, interactive handles):
  * flush it; when it cannot be written (a full disk, /dev/full) report that
  * once and return CLI_EXIT_FAIL if rc was CLI_EXIT_OK, else rc. */

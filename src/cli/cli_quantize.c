@@ -166,6 +166,8 @@ static int parse(int argc, char **argv, qargs *a) {
              slash ? a->output : ".");
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return usage("-o: directory '%s' does not exist", dir);
     if (access(dir, W_OK | X_OK) != 0) return usage("-o: directory '%s' is not writable", dir);
+    char why[256]; /* a name the file system cannot hold fails now, not after quantizing */
+    if (cli_name_too_long(dir, a->output, 0, why, sizeof why)) return usage("-o: %s", why);
     if (a->transformer && file_ok("--transformer", a->transformer)) return CLI_EXIT_USAGE;
     if (a->text_encoder && file_ok("--text-encoder", a->text_encoder)) return CLI_EXIT_USAGE;
     if (a->quiet && a->verbose) return usage("-q and -v exclude each other");

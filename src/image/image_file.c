@@ -8,6 +8,7 @@
 #include "src/base/atomic_file.h"
 #include "src/base/file_read.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -42,16 +43,24 @@ static const char *extension(const char *path) {
     return dot ? dot + 1 : "";
 }
 
-flux_status fx_image_write(const flux_image *img, const char *path, fx_err *err) {
+flux_status fx_image_check(const flux_image *img, const char *what, fx_err *err) {
     if (!img->data || !fx_image_size_ok(img->width, img->height) || img->channels < 1 || img->channels > 4)
-        return fx_fail(err, FLUX_ERR_INVALID_ARG, "cannot save %s: invalid image (%dx%d, %d channels)", path,
-                       img->width, img->height, img->channels);
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "%s: invalid image (%dx%d, %d channels)", what, img->width,
+                       img->height, img->channels);
     if (img->n_text < 0 || (img->n_text > 0 && (!img->text_keys || !img->text_values)))
-        return fx_fail(err, FLUX_ERR_INVALID_ARG, "cannot save %s: invalid metadata (%d entries, %s)", path,
-                       img->n_text, img->n_text < 0 ? "a negative count" : "no key/value arrays");
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "%s: invalid metadata (%d entries, %s)", what, img->n_text,
+                       img->n_text < 0 ? "a negative count" : "no key/value arrays");
     for (int i = 0; i < img->n_text; i++)
         if (!img->text_keys[i] || !*img->text_keys[i])
-            return fx_fail(err, FLUX_ERR_INVALID_ARG, "cannot save %s: metadata entry %d has no key", path, i);
+            return fx_fail(err, FLUX_ERR_INVALID_ARG, "%s: metadata entry %d has no key", what, i);
+    return FLUX_OK;
+}
+
+flux_status fx_image_write(const flux_image *img, const char *path, fx_err *err) {
+    char what[4200];
+    snprintf(what, sizeof what, "cannot save %s", path);
+    flux_status st = fx_image_check(img, what, err);
+    if (st) return st;
     const char *ext = extension(path);
     flux_status (*write)(FILE *, const flux_image *, const char *, fx_err *);
     if (!strcasecmp(ext, "png")) write = fx_png_write;

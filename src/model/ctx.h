@@ -55,6 +55,8 @@ struct flux_ctx {
     fx_mem_stats mem;           /* memory by kind, sampled at checkpoints (-v) */
     fx_err backend_err;         /* why the asked-for backend could not open
                                    (FLUX_BACKEND_VULKAN): every load fails with it */
+    fx_err options_err;         /* a flux_options field out of range (flux.h):
+                                   every load and quantize fails with it */
 
     struct fx_model *model;
     /* a model whose files changed on disk and could not be loaded again yet

@@ -94,6 +94,11 @@ flux_ctx *flux_new(const flux_options *opt) {
         ctx->opt.cache_dir = ctx->cache_dir;
     }
     ctx->opt.isa = NULL; /* not owned; consumed below */
+    char bad[256];
+    if (fx_options_check(&ctx->opt, bad, sizeof bad)) {
+        fx_fail(&ctx->options_err, FLUX_ERR_INVALID_ARG, "flux_new: %s", bad);
+        ctx->opt.backend = FLUX_BACKEND_CPU; /* the context still answers --cpu-info */
+    }
     ctx->log.verbose = ctx->opt.verbose;
     ctx->threads = choose_threads(&ctx->opt, &ctx->threads_fixed);
     fx_cpu_watch_init(&ctx->cpu);
@@ -128,6 +133,7 @@ flux_ctx *flux_new(const flux_options *opt) {
     }
     if (ctx->err.msg[0] && !ctx->backend_err.msg[0]) /* an environment value was not understood */
         fx_log(&ctx->log, 1, "flux: %s; running %s", ctx->err.msg, fx_kernels_name(ctx->kernels));
+    if (ctx->options_err.msg[0]) ctx->err = ctx->options_err; /* the first thing to tell */
     if (ctx->opt.verbose >= 1) {
         char amx[512];
         int on = fx_isa_check(FX_ISA_AMX, amx, sizeof amx);

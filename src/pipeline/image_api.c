@@ -35,8 +35,9 @@ flux_status flux_image_encode_png(flux_ctx *ctx, const flux_image *img, uint8_t 
     if (!out || !len) return fx_fail(err, FLUX_ERR_INVALID_ARG, "flux_image_encode_png: out or len is NULL");
     *out = NULL;
     *len = 0;
-    if (!img || !img->data || img->channels < 1 || img->channels > 4)
-        return fx_fail(err, FLUX_ERR_INVALID_ARG, "flux_image_encode_png: invalid image");
+    if (!img) return fx_fail(err, FLUX_ERR_INVALID_ARG, "flux_image_encode_png: image is NULL");
+    flux_status st = fx_image_check(img, "flux_image_encode_png", err);
+    if (st) return st;
     return fx_png_encode(img, "PNG", out, len, err);
 }
 

@@ -57,8 +57,9 @@ flux_status flux_load(flux_ctx *ctx, const char *model_dir, const flux_load_opti
     if (!ctx) return FLUX_ERR_INVALID_ARG;
     fx_err *err = &ctx->err;
     fx_err_clear(err);
-    if (ctx->backend_err.msg[0]) { /* --backend vulkan without a device: nothing loads */
-        ctx->err = ctx->backend_err;
+    if (ctx->options_err.msg[0] || ctx->backend_err.msg[0]) { /* a bad flux_options field, --backend vulkan
+                                                                  without a device: nothing loads */
+        ctx->err = ctx->options_err.msg[0] ? ctx->options_err : ctx->backend_err;
         return ctx->err.code;
     }
     if (!model_dir || !*model_dir) return fx_fail(err, FLUX_ERR_INVALID_ARG, "flux_load: no model folder given");
@@ -67,6 +68,8 @@ flux_status flux_load(flux_ctx *ctx, const char *model_dir, const flux_load_opti
         flux_load_options_init(&defaults);
         lo = &defaults;
     }
+    char bad[256];
+    if (fx_load_options_check(lo, bad, sizeof bad)) return fx_fail(err, FLUX_ERR_INVALID_ARG, "flux_load: %s", bad);
     fx_ctx_forget_model(ctx);
     return fx_model_open(model_dir, lo, ctx->opt.use_mmap, &ctx->log, &ctx->kc, &ctx->model, err);
 }

@@ -19,4 +19,11 @@ void fx_ctx_forget_model(flux_ctx *ctx);
  * built on the old files go); a failure to load names the problem. */
 flux_status fx_ctx_fresh_model(flux_ctx *ctx);
 
+/* The public option structs' fields against the ranges flux.h gives them
+ * (options.c): 0, or 1 with "flux_options.FIELD is VALUE, not ..." in msg.
+ * flux_new keeps the first such message (every load and quantize fails
+ * with it, FLUX_ERR_INVALID_ARG); flux_load checks its options. */
+int fx_options_check(const flux_options *opt, char *msg, size_t size);
+int fx_load_options_check(const flux_load_options *lo, char *msg, size_t size);
+
 #endif

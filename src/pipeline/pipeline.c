@@ -188,7 +188,11 @@ static flux_status resolve(gen *g, int n_images) {
                        (double)g->guidance);
     if (p->schedule != FLUX_SCHEDULE_SHIFTED && p->schedule != FLUX_SCHEDULE_LINEAR &&
         p->schedule != FLUX_SCHEDULE_POWER)
-        return fx_fail(err, FLUX_ERR_INVALID_ARG, "unknown schedule %d", (int)p->schedule);
+        return fx_fail(err, FLUX_ERR_INVALID_ARG,
+                       "flux_params.schedule is %d, not a flux_schedule (0 shifted, 1 linear, 2 power)", (int)p->schedule);
+    if (p->batch < 0)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "flux_params.batch is %d, not an image count (0 or 1 = one image)",
+                       p->batch);
     fx_schedule_describe(p->schedule, p->power_alpha, g->sched, sizeof g->sched);
     if (n_images < 1 || n_images > GEN_MAX_BATCH)
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "batch must be in 1..%d, got %d", GEN_MAX_BATCH, n_images);

@@ -28,6 +28,7 @@ flux_status flux_quantize(flux_ctx *ctx, const char *model_dir, const flux_quant
     if (!ctx) return FLUX_ERR_INVALID_ARG;
     fx_err *err = &ctx->err;
     fx_err_clear(err);
+    if (ctx->options_err.msg[0]) return fx_ctx_fail_from(ctx, &ctx->options_err);
     if (!o || !model_dir || !out_path)
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "flux_quantize: model folder, options and output path are required");
     int type = o->type ? fx_dtype_parse(o->type) : -1;

@@ -598,13 +598,25 @@ TEST(gguf_quantize_cli_errors) {
         CHECK_MSG(rc == cases[i].rc && strstr(out, cases[i].frag), "%s: exit %d: %s", cases[i].args, rc, out);
         free(out);
     }
+    /* an output name the file system cannot hold: refused before any
+     * tensor is quantized (it used to fail only at the final rename) */
+    char name[301];
+    memset(name, 'q', sizeof name - 6);
+    memcpy(name + sizeof name - 6, ".gguf", 6);
+    snprintf(cmd, sizeof cmd, "'%s' quantize -v -d '%s' --type q8_0 --component transformer -o '%s/%s'", bin, dir,
+             tmp, name);
+    int rc = fx_test_run(cmd, &out);
+    CHECK_MSG(rc == 2 && strstr(out, "-o: file name of 300 characters is longer than this file system allows") &&
+                  !strstr(out, "quantizing"),
+              "long -o: exit %d: %s", rc, out);
+    free(out);
     /* a broken source: exit 1 and nothing written */
     char broken[PATH_MAX];
     snprintf(broken, sizeof broken, "%s/broken.safetensors", tmp);
     REQUIRE(fx_test_write_file(broken, "\x10\0\0\0\0\0\0\0{\"a\":1}", 15) == 0);
     snprintf(cmd, sizeof cmd, "'%s' quantize -d '%s' --type q8_0 --component transformer --transformer '%s' -o '%s/o.gguf'",
              bin, dir, broken, tmp);
-    int rc = fx_test_run(cmd, &out);
+    rc = fx_test_run(cmd, &out);
     CHECK_MSG(rc == 1 && strstr(out, "broken.safetensors"), "exit %d: %s", rc, out);
     free(out);
     snprintf(cmd, sizeof cmd, "%s/o.gguf", tmp);

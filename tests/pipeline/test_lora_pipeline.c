@@ -504,6 +504,51 @@ TEST(lora_pipeline_failed_load_after_remove) {
     flux_free(ctx);
 }
 
+/* tools/gen_lora --dora out|in with every format (issue 34 NEW-4: --dora in
+ * with diffusers or bfl* read an [in] vector as an [out] tensor, a heap
+ * overflow under SANITIZE=1, garbage magnitudes without): "out" gives a
+ * DoRA adapter flux.c loads; "in" gives LyCORIS' per-input form, which
+ * flux.c refuses naming the key, and on the PEFT formats (no such form)
+ * exits 1 naming the option, writing nothing. */
+TEST(lora_gen_lora_dora_every_format) {
+    static const char *const formats[] = {"diffusers", "bfl", "bfl-bare", "bfl-peft", "kohya",
+                                          "comfy",     "lokr", "lokr-full", "loha",    "diff"};
+    flux_ctx *ctx = flux_new(&(flux_options){.threads = 2, .use_mmap = 1, .device = -1});
+    REQUIRE(ctx && flux_load(ctx, model(), NULL) == FLUX_OK);
+    for (size_t i = 0; i < sizeof formats / sizeof *formats; i++) {
+        const int peft = !strcmp(formats[i], "diffusers") || starts(formats[i], "bfl");
+        char name[64], args[256];
+        snprintf(name, sizeof name, "dora-out-%s", formats[i]);
+        snprintf(args, sizeof args, "--format %s --rank 2 --seed %zu --dora out", formats[i], 300 + i);
+        const char *out = gen_lora(model(), name, args, 0);
+        REQUIRE(out);
+        CHECK_MSG(flux_lora_load(ctx, out, 1.0f) == FLUX_OK, "%s: %s", name, flux_error(ctx));
+        flux_lora_info info;
+        CHECK(flux_lora_get_info(ctx, 0, &info) == FLUX_OK && strstr(info.kinds, "DoRA"));
+        flux_lora_clear(ctx);
+
+        snprintf(name, sizeof name, "dora-in-%s", formats[i]);
+        char path[PATH_MAX], cmd[4 * PATH_MAX], *said = NULL;
+        snprintf(path, sizeof path, "%s/%s.safetensors", fx_test_tmpdir(), name);
+        const char *tool = fx_test_tool("gen_lora");
+        REQUIRE(tool);
+        snprintf(cmd, sizeof cmd, "'%s' -d '%s' -o '%s' --format %s --rank 2 --seed %zu --dora in", tool, model(), path,
+                 formats[i], 300 + i);
+        const int rc = fx_test_run(cmd, &said);
+        if (peft) {
+            CHECK_MSG(rc == 1 && said && strstr(said, "gen_lora: --dora in: --format ") && !fx_test_file_exists(path),
+                      "%s: exit %d: %s", name, rc, said ? said : "");
+        } else {
+            CHECK_MSG(rc == 0, "%s: exit %d: %s", name, rc, said ? said : "");
+            CHECK_MSG(flux_lora_load(ctx, path, 1.0f) != FLUX_OK && strstr(flux_error(ctx), ".dora_scale"), "%s: %s",
+                      name, flux_error(ctx));
+            CHECK_EQ_INT(flux_lora_count(ctx), 0);
+        }
+        free(said);
+    }
+    flux_free(ctx);
+}
+
 /* DoRA beside other adapters: a second adapter on the same rows is refused
  * (the rows' gate would not compose) and the first keeps working. Changing the strength re-attaches (norms made again)
  * and matches the merge at that strength; a BFL single file (fused qkv
