@@ -452,6 +452,31 @@ typedef struct flux_params {
     int n_refs;                  /* 0..FLUX_MAX_REFS */
     int batch;                   /* images from one prompt (seeds seed, seed+1,
                                     ...); 0 or 1 = one image */
+    /* img2img and inpainting, as diffusers' Flux2KleinInpaintPipeline (README
+     * "img2img and inpainting"; every rule there):
+     *   init_image: NULL = text-to-image. The source image: area above
+     *     1024² resized (Lanczos) to that area, then stretched (Lanczos) to
+     *     its size floored to multiples of 16, which is the output size
+     *     (width/height must be 0 or equal to it). It is VAE-encoded (the
+     *     distribution's mode) into x0 and is also the first reference
+     *     image (T offset 10); refs follow it (at most FLUX_MAX_REFS
+     *     images in all).
+     *   strength: in [0, 1] (diffusers' default 0.8; flux_params_init sets
+     *     it): of `steps` steps, those from t_start = int(max(steps −
+     *     min(steps·strength, steps), 0)) run, from σ_{t_start}·noise +
+     *     (1 − σ_{t_start})·x0. A strength that leaves no step (0) is an
+     *     error (FLUX_ERR_INVALID_ARG naming "strength").
+     *   mask: optional, any size, 1..4 channels: white (≥ 128 after gray
+     *     conversion and Lanczos resize to the output size) = repaint,
+     *     black = keep; bilinear to the token grid; after every step the
+     *     latents are (1 − m)·x0 noised to the next σ (x0 after the last)
+     *     + m·latents. NULL = plain img2img (all repainted).
+     *   mask_invert: 1 = use 255 − gray(mask) (A1111 inpainting_mask_invert).
+     * init_image, mask: not modified, any number of calls may share them. */
+    const flux_image *init_image;
+    double strength;
+    const flux_image *mask;
+    int mask_invert;
     const float *embeddings;     /* optional [512, text_dim] prompt embeddings
                                     replacing the text encoder (then prompt
                                     must be NULL) */
@@ -464,7 +489,8 @@ typedef struct flux_params {
 } flux_params;
 
 /* Fill *p with defaults: no prompt, size 0×0 (= 256×256), steps 0 (auto),
- * seed FLUX_SEED_RANDOM, guidance −1 (auto), shifted schedule, alpha 2. */
+ * seed FLUX_SEED_RANDOM, guidance −1 (auto), shifted schedule, alpha 2,
+ * no init image, strength 0.8, no mask. */
 FLUX_API void flux_params_init(flux_params *p);
 
 /* Generate one image (txt2img, or img2img / multi-reference when refs are

@@ -72,6 +72,11 @@ typedef struct cli_args {
     const char *refs[FLUX_MAX_REFS]; /* -i, in order */
     int n_refs;
     int batch;                    /* -n, ≥ 1 */
+    const char *init_img;         /* --init-img (NULL: text-to-image) */
+    double strength;              /* --strength, valid with init_img (default 0.8) */
+    int strength_given;
+    const char *mask_file;        /* --mask */
+    int mask_invert;              /* --mask-invert */
 
     /* verification hooks */
     const char *noise_file;       /* --noise */

@@ -17,6 +17,8 @@
  *   fx_ref_geometry                    the size a reference image is
  *                                      processed to (default -W/-H, and
  *                                      the error before a model loads)
+ *   fx_init_geometry                   the same for --init-img (its size
+ *                                      is the output size; --noise shape)
  *   fx_png_encode                      PNG bytes for the terminal preview
  *   fx_now_s (inline)                  timings in progress lines
  *
