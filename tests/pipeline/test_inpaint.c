@@ -1,0 +1,340 @@
+/* test_inpaint.c — img2img with a strength and inpainting with a mask (issue 31),
+ * against the float64 statement of diffusers' Flux2KleinInpaintPipeline in
+ * tools/reference/inpaint.py (goldens tests/golden/ours-img2img-* and
+ * ours-inpaint-*, written by tools/gen_inpaint_golden.py):
+ *
+ *   - the three cases through the CLI in f32 mode (--init-img --strength
+ *     [--mask [--mask-invert]] [-i] --dump): x0 (ref0_latents), the extra
+ *     reference's latents, the token mask, the start latents, every step's
+ *     velocity, the final latents and the decoded image within 1e-4
+ *     relative, PNG pixels within 1; metadata;
+ *   - kept tokens (mask 0) end exactly at x0; strength 1 starts from the noise;
+ *   - get_timesteps' rule in double against a table Python computed;
+ *   - the mask rules on hand-made masks (threshold 127/128, 2x2 taps);
+ *   - a batch equals single runs with seeds S, S+1; the default bf16 mode
+ *     runs too;
+ *   - bad inputs: clear errors naming the argument, exit 2 for the command
+ *     line, no output file. */
+#include "tests/test.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/base/npy.h"
+#include "src/dit/schedule.h"
+#include "src/pipeline/mask.h"
+#include "tests/golden_case.h"
+
+#define TOL FX_GCASE_TOL_F32
+
+typedef struct inpaint_case {
+    const char *name, *model;
+    const char *args; /* the case's options besides -d, --embeddings, --noise, --init-img */
+    int first_step, steps, has_mask, has_ref;
+} inpaint_case;
+
+static const inpaint_case cases[] = {
+    {"ours-img2img-48x64-4step", "model", "--strength 0.6 -s 4", 1, 4, 0, 0},
+    {"ours-inpaint-ref-48x64-4step", "model", "--strength 0.75 -s 4 --mask '%s/mask.png' -i '%s/ref1.png'", 1, 4, 1,
+     1},
+    {"ours-inpaint-invert-base-cfg-32x48-3step", "model-base",
+     "--strength 0.5 -s 3 -g 3 --mask '%s/mask.png' --mask-invert", 1, 3, 1, 0},
+};
+
+/* Run case c through the CLI into <tmp>/<tag>-dump and <tmp>/<tag>.png; returns the exit status. */
+static int run_case(const inpaint_case *c, const char *prec, const char *tag, char *dump, char *png, size_t size) {
+    char gd[1100], extra[4096], cmd[12000];
+    snprintf(gd, sizeof gd, "%s", fx_test_path("golden"));
+    snprintf(dump, size, "%s/%s-dump", fx_test_tmpdir(), tag);
+    snprintf(png, size, "%s/%s.png", fx_test_tmpdir(), tag);
+    char cdir[1200];
+    snprintf(cdir, sizeof cdir, "%s/%s", gd, c->name);
+    snprintf(extra, sizeof extra, c->args, cdir, cdir);
+    snprintf(cmd, sizeof cmd,
+             "FLUX_PRECISION=%s '%s' -d '%s/%s' --embeddings '%s/multiref-48x48-2step/out/emb.npy' --noise "
+             "'%s/noise.npy' --init-img '%s/init.png' %s -S 5 --dump '%s' -o '%s' -q",
+             prec, fx_test_flux_bin(), gd, c->model, gd, cdir, cdir, extra, dump, png);
+    char *log = NULL;
+    int rc = fx_test_run(cmd, &log);
+    CHECK_MSG(rc == 0, "%s: exit %d: %s", c->name, rc, log ? log : "");
+    free(log);
+    return rc;
+}
+
+TEST(inpaint_cli_golden_f32) {
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        const inpaint_case *c = &cases[k];
+        char dump[1200], png[1200], gdir[1200];
+        snprintf(gdir, sizeof gdir, "%s", fx_test_path("golden"));
+        strcat(gdir, "/"), strcat(gdir, c->name);
+        if (run_case(c, "f32", c->name, dump, png, sizeof dump)) continue;
+        const char *pairs[16][2] = {{"ref0_latents.npy", "out/ref0_latents.npy"},
+                                    {"start_latents.npy", "out/start_latents.npy"},
+                                    {"latents.npy", "out/latents.npy"},
+                                    {"decoded.npy", "out/image.npy"}};
+        int n = 4;
+        if (c->has_mask) pairs[n][0] = "mask.npy", pairs[n++][1] = "out/mask.npy";
+        if (c->has_ref) pairs[n][0] = "ref1_latents.npy", pairs[n++][1] = "out/ref1_latents.npy";
+        char vnames[8][2][64];
+        for (int i = c->first_step; i < c->steps; i++) { /* only the steps that run */
+            snprintf(vnames[i][0], 64, "velocity_%03d.npy", i);
+            snprintf(vnames[i][1], 64, "out/steps/step%02d_v.npy", i);
+            pairs[n][0] = vnames[i][0], pairs[n++][1] = vnames[i][1];
+        }
+        double worst = 0;
+        for (int i = 0; i < n; i++) {
+            double e = fx_gcase_compare(dump, pairs[i][0], gdir, pairs[i][1]);
+            CHECK_MSG(e <= TOL, "%s: %s error %.3g > %g", c->name, pairs[i][0], e, TOL);
+            if (e > worst) worst = e;
+        }
+        char first[1300];
+        snprintf(first, sizeof first, "%s/velocity_%03d.npy", dump, c->first_step - 1);
+        CHECK_MSG(!fx_test_file_exists(first), "%s: step %d ran (strength leaves steps %d..)", c->name,
+                  c->first_step - 1, c->first_step);
+        flux_ctx *ctx = flux_new(NULL);
+        flux_image *img = NULL;
+        CHECK_MSG(flux_image_load(ctx, png, &img) == FLUX_OK, "%s", flux_error(ctx));
+        if (img) {
+            int maxd;
+            double mean;
+            char gpng[1300];
+            snprintf(gpng, sizeof gpng, "%s/out/image.png", gdir);
+            fx_gcase_pixel_diff(img, gpng, &maxd, &mean);
+            CHECK_MSG(maxd <= 1, "%s: a pixel differs by %d", c->name, maxd);
+            printf("    %s: worst array error %.2g, pixels max %d mean %.3f\n", c->name, worst, maxd, mean);
+            const char *strength = flux_image_get_text(img, "strength"), *par = flux_image_get_text(img, "parameters");
+            const char *want = k == 0 ? "0.6" : k == 1 ? "0.75" : "0.5";
+            CHECK_MSG(strength && !strcmp(strength, want), "strength metadata '%s'", strength ? strength : "(none)");
+            char a1111[64];
+            snprintf(a1111, sizeof a1111, "Denoising strength: %s", want);
+            CHECK_MSG(par && strstr(par, a1111), "parameters: %s", par ? par : "(none)");
+            CHECK(flux_image_get_text(img, "init_image") && strstr(flux_image_get_text(img, "init_image"), "init.png"));
+            CHECK(!c->has_mask == !flux_image_get_text(img, "mask"));
+            CHECK(!(k == 2) == !flux_image_get_text(img, "mask_invert"));
+            CHECK(!c->has_ref == !flux_image_get_text(img, "references"));
+        }
+        flux_image_free(img);
+        flux_free(ctx);
+    }
+}
+
+/* Where the mask is 0 the last blend puts x0 itself: (1 − 0)·x0 + 0·x = x0,
+ * bit for bit; where it is 1 the latents are the sampler's. */
+TEST(inpaint_kept_tokens_end_at_x0) {
+    const inpaint_case *c = &cases[1];
+    char dump[1200], png[1200];
+    if (run_case(c, "f32", "kept", dump, png, sizeof dump)) return;
+    fx_npy m, x0, lat;
+    REQUIRE(fx_gcase_npy(dump, "mask.npy", &m));
+    REQUIRE(fx_gcase_npy(dump, "ref0_latents.npy", &x0));
+    REQUIRE(fx_gcase_npy(dump, "latents.npy", &lat));
+    const float *mk = m.data, *a = x0.data, *b = lat.data;
+    const size_t n = m.count;
+    int kept = 0, repainted = 0;
+    for (size_t t = 0; t < n; t++) {
+        int same = 1;
+        for (size_t ch = 0; ch < 128; ch++) same &= a[ch * n + t] == b[ch * n + t];
+        if (mk[t] == 0.0f) {
+            kept++;
+            CHECK_MSG(same, "token %zu (mask 0) is not x0", t);
+        }
+        if (mk[t] == 1.0f) {
+            repainted++;
+            CHECK_MSG(!same, "token %zu (mask 1) is still x0", t);
+        }
+    }
+    CHECK(kept > 0 && repainted > 0);
+    fx_npy_free(&m), fx_npy_free(&x0), fx_npy_free(&lat);
+}
+
+/* Strength 1: t_start = 0, σ_0 = 1, so the start latents are the noise
+ * exactly (1·noise + 0·x0); every step runs. */
+TEST(inpaint_strength_one_starts_from_noise) {
+    inpaint_case c = cases[0];
+    c.args = "--strength 1 -s 2";
+    char dump[1200], png[1200];
+    if (run_case(&c, "f32", "s1", dump, png, sizeof dump)) return;
+    fx_npy start, noise;
+    REQUIRE(fx_gcase_npy(dump, "start_latents.npy", &start));
+    REQUIRE(fx_gcase_npy(dump, "noise.npy", &noise));
+    CHECK(start.count == noise.count && !memcmp(start.data, noise.data, start.count * sizeof(float)));
+    char v0[1300];
+    snprintf(v0, sizeof v0, "%s/velocity_000.npy", dump);
+    CHECK(fx_test_file_exists(v0));
+    fx_npy_free(&start), fx_npy_free(&noise);
+}
+
+/* diffusers get_timesteps in Python floats: t_start = int(max(N − min(N·s, N), 0)),
+ * the table printed by Python 3.11 for these (N, s); (10, 0.3) tells double
+ * from float arithmetic (0.3f gives 6). */
+TEST(inpaint_first_step_rule) {
+    static const struct {
+        int steps;
+        double strength;
+        int first;
+    } t[] = {{4, 0.6, 1},     {4, 0.75, 1},    {4, 1.0, 0},      {4, 0.0, 4},   {4, 1e-17, 4},   {4, 0.01, 3},
+             {10, 0.7, 3},    {10, 0.3, 7},    {10, 0.9, 1},     {50, 0.75, 12}, {50, 0.33, 33}, {1, 0.5, 0},
+             {3, 0.5, 1},     {28, 0.35, 18},  {20, 0.15, 17},   {1000, 0.001, 999}};
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++)
+        CHECK_MSG(fx_schedule_first_step(t[i].steps, t[i].strength) == t[i].first, "steps %d strength %g: %d, want %d",
+                  t[i].steps, t[i].strength, fx_schedule_first_step(t[i].steps, t[i].strength), t[i].first);
+}
+
+/* The mask rules on a hand-made 32x48 gray mask at the output size: a
+ * token is the mean of the binarized pixels (16y + 7..8, 16x + 7..8);
+ * 127 → 0 and 128 → 1; invert flips before the threshold; RGB uses PIL's
+ * luma (pure red, luma 76, is "keep"). */
+TEST(inpaint_mask_rules) {
+    flux_image *m = flux_image_new(48, 32, 1), *rgb = flux_image_new(48, 32, 3);
+    REQUIRE(m && rgb);
+    /* token (0,0): one of its four taps white → 0.25; token (0,1): taps 128,128,127,127 → 0.5;
+     * token (1,2): all four 255 → 1; elsewhere 0 */
+    m->data[7 * 48 + 7] = 255;
+    m->data[7 * 48 + 23] = m->data[7 * 48 + 24] = 128;
+    m->data[8 * 48 + 23] = m->data[8 * 48 + 24] = 127;
+    for (int y = 23; y <= 24; y++)
+        for (int x = 39; x <= 40; x++) m->data[y * 48 + x] = 255;
+    float *tok = NULL;
+    fx_err err = {0};
+    REQUIRE(fx_mask_tokens(m, 0, 48, 32, 16, &tok, &err) == FLUX_OK);
+    const float want[6] = {0.25f, 0.5f, 0, 0, 0, 1};
+    for (int i = 0; i < 6; i++) CHECK_MSG(tok[i] == want[i], "token %d: %g, want %g", i, tok[i], want[i]);
+    free(tok);
+    REQUIRE(fx_mask_tokens(m, 1, 48, 32, 16, &tok, &err) == FLUX_OK);
+    for (int i = 0; i < 6; i++) CHECK_MSG(tok[i] == 1.0f - want[i], "inverted token %d: %g", i, tok[i]);
+    free(tok);
+    for (int i = 0; i < 48 * 32; i++) rgb->data[i * 3] = 255; /* pure red: luma 76 */
+    REQUIRE(fx_mask_tokens(rgb, 0, 48, 32, 16, &tok, &err) == FLUX_OK);
+    for (int i = 0; i < 6; i++) CHECK(tok[i] == 0.0f);
+    free(tok);
+    for (int i = 0; i < 48 * 32; i++) rgb->data[i * 3 + 1] = 255; /* yellow: luma 226 */
+    REQUIRE(fx_mask_tokens(rgb, 0, 48, 32, 16, &tok, &err) == FLUX_OK);
+    for (int i = 0; i < 6; i++) CHECK(tok[i] == 1.0f);
+    free(tok);
+    flux_image_free(m), flux_image_free(rgb);
+}
+
+/* The library with a batch: image j of -n 2 equals the single image of seed
+ * S + j (the images of a batch are stacked in one transformer run); default
+ * precision, so the bf16 path runs img2img too. */
+TEST(inpaint_batch_matches_single_runs) {
+    const char *gd = fx_test_path("golden/ours-inpaint-ref-48x64-4step");
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s", gd);
+    fx_npy emb;
+    flux_ctx *ctx = fx_gcase_ctx(fx_test_path("golden/model"), 2, FLUX_PRECISION_DEFAULT);
+    REQUIRE(ctx);
+    REQUIRE(fx_gcase_npy_file(fx_test_path("golden/multiref-48x48-2step/out/emb.npy"), &emb));
+    flux_image *init = NULL, *mask = NULL, *ref = NULL, *batch[2] = {0}, *single = NULL;
+    char p[1300];
+    snprintf(p, sizeof p, "%s/init.png", dir);
+    REQUIRE(flux_image_load(ctx, p, &init) == FLUX_OK);
+    snprintf(p, sizeof p, "%s/mask.png", dir);
+    REQUIRE(flux_image_load(ctx, p, &mask) == FLUX_OK);
+    snprintf(p, sizeof p, "%s/ref1.png", dir);
+    REQUIRE(flux_image_load(ctx, p, &ref) == FLUX_OK);
+    flux_params pa;
+    flux_params_init(&pa);
+    pa.embeddings = emb.data;
+    pa.steps = 4;
+    pa.seed = 77;
+    pa.init_image = init;
+    pa.strength = 0.75;
+    pa.mask = mask;
+    pa.refs = (const flux_image *const *)&ref;
+    pa.n_refs = 1;
+    pa.batch = 2;
+    CHECK_MSG(flux_generate_batch(ctx, &pa, batch) == FLUX_OK, "%s", flux_error(ctx));
+    pa.batch = 1;
+    pa.seed = 78;
+    CHECK_MSG(flux_generate(ctx, &pa, &single) == FLUX_OK, "%s", flux_error(ctx));
+    CHECK(batch[1] && single && fx_test_same_pixels(batch[1], single));
+    CHECK(batch[0] && batch[0]->width == 64 && batch[0]->height == 48);
+    CHECK(batch[0] && !fx_test_same_pixels(batch[0], batch[1]));
+    flux_image_free(batch[0]), flux_image_free(batch[1]), flux_image_free(single);
+    flux_image_free(init), flux_image_free(mask), flux_image_free(ref);
+    fx_npy_free(&emb);
+    flux_free(ctx);
+}
+
+/* Library misuse: each a FLUX_ERR_INVALID_ARG whose message names the field. */
+TEST(inpaint_library_bad_params) {
+    flux_ctx *ctx = fx_gcase_ctx(fx_test_path("golden/model"), 1, FLUX_PRECISION_F32);
+    REQUIRE(ctx);
+    fx_npy emb;
+    REQUIRE(fx_gcase_npy_file(fx_test_path("golden/multiref-48x48-2step/out/emb.npy"), &emb));
+    flux_image *init = flux_image_new(48, 32, 3), *mask = flux_image_new(48, 32, 1);
+    REQUIRE(init && mask);
+    static const char *const want[] = {"strength", "strength", "strength", "leaves no denoising step", "mask is only",
+                                       "mask_invert is set", "init image sets the output size", "at most 16 images"};
+    const flux_image *refs[FLUX_MAX_REFS];
+    for (int i = 0; i < FLUX_MAX_REFS; i++) refs[i] = init;
+    for (int k = 0; k < 8; k++) {
+        flux_params p;
+        flux_params_init(&p);
+        p.embeddings = emb.data;
+        p.steps = 4;
+        p.seed = 1;
+        p.init_image = init;
+        switch (k) {
+        case 0: p.strength = -0.1; break;
+        case 1: p.strength = 1.5; break;
+        case 2: p.strength = NAN; break;
+        case 3: p.strength = 1e-17; break;
+        case 4: p.init_image = NULL, p.mask = mask; break;
+        case 5: p.mask_invert = 1; break;
+        case 6: p.width = 64; break;
+        case 7: p.refs = refs, p.n_refs = FLUX_MAX_REFS; break;
+        }
+        flux_image *out = NULL;
+        flux_status st = flux_generate(ctx, &p, &out);
+        CHECK_MSG(st == FLUX_ERR_INVALID_ARG && strstr(flux_error(ctx), want[k]), "case %d: %s: %s", k,
+                  flux_status_name(st), flux_error(ctx));
+        CHECK(!out);
+        flux_image_free(out);
+    }
+    flux_image_free(init), flux_image_free(mask);
+    fx_npy_free(&emb);
+    flux_free(ctx);
+}
+
+/* Command-line mistakes: exit 2 naming the option (1 for a mask file that
+ * exists but is not an image), a one-line message, no output file. */
+TEST(inpaint_cli_bad_inputs) {
+    const char *cd = fx_test_path("golden/ours-inpaint-ref-48x64-4step");
+    char dir[1100], junk[1200], out[1200];
+    snprintf(dir, sizeof dir, "%s", cd);
+    snprintf(junk, sizeof junk, "%s", fx_test_tmp_path("junk.png"));
+    REQUIRE(fx_test_write_file(junk, "not a png", 9) == 0);
+    snprintf(out, sizeof out, "%s", fx_test_tmp_path("bad.png"));
+    static const struct {
+        const char *args, *msg;
+        int rc;
+    } t[] = {
+        {"--init-img '%s/init.png' --strength 1.5", "--strength: 1.5 is out of range", 2},
+        {"--init-img '%s/init.png' --strength -0.2", "--strength: -0.2 is out of range", 2},
+        {"--init-img '%s/init.png' --strength 0", "--strength: 0 leaves no denoising step", 2},
+        {"--init-img '%s/init.png' --strength abc", "--strength: 'abc' is not a number", 2},
+        {"--init-img '%s/init.png' --strength nan", "--strength: 'nan' is not a number", 2},
+        {"--strength 0.5 -i '%s/init.png'", "--strength: only used with --init-img", 2},
+        {"--mask '%s/mask.png'", "--mask: only used with --init-img", 2},
+        {"--init-img '%s/init.png' --mask-invert", "--mask-invert: only used with --mask", 2},
+        {"--init-img '%s/init.png' -W 64", "-W: not used with --init-img", 2},
+        {"--init-img '%s/missing.png'", "--init-img: cannot read", 2},
+        {"--init-img '%s/init.png' --mask '%s/missing.png'", "--mask: cannot read", 2},
+        {"--init-img '%s/init.png' --noise '%s/noise.npy' --mask '%s'", "--mask:", 1},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
+        char args[4096], cmd[8192];
+        if (i == sizeof t / sizeof *t - 1) snprintf(args, sizeof args, t[i].args, dir, dir, junk);
+        else snprintf(args, sizeof args, t[i].args, dir, dir);
+        snprintf(cmd, sizeof cmd, "'%s' -d '%s' -p 'a cat' -s 2 %s -o '%s'", fx_test_flux_bin(),
+                 fx_test_path("golden/model"), args, out);
+        char *log = NULL;
+        int rc = fx_test_run(cmd, &log);
+        CHECK_MSG(rc == t[i].rc && log && strstr(log, t[i].msg), "%s: exit %d: %s", args, rc, log ? log : "");
+        CHECK_MSG(!fx_test_file_exists(out), "%s: an output file was written", args);
+        free(log);
+    }
+}
