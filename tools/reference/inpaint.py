@@ -134,3 +134,50 @@ def generate(m, emb, noise, steps, strength, x0, refs=(), mask=None, neg_emb=Non
         x = (1.0 - mp) * proper + mp * x
     rec["latents"] = klein.unpack(x, h, w)
     return x
+
+
+# Empty prompt with the chat template (the base model's CFG negative).
+EMPTY_PROMPT_IDS = [151644, 872, 198, 151645, 198, 151644, 77091, 198, 151667, 271, 151668, 271]
+
+
+def run_case(case_dir, golden_root):
+    """Compute an ours-img2img-* / ours-inpaint-* case from its inputs (case.txt, init.png,
+    mask.png, refK.png, noise.npy). Returns {golden-relative path: array}."""
+    import os
+    import cases
+    import run as ref_run
+    spec = cases.read_case_spec(case_dir)
+    m = klein.Model(os.path.join(golden_root, spec["model"]))
+    emb = np.load(os.path.join(golden_root, spec["embeddings"])).astype(np.float64)
+    pix, (H, W) = load_init_image(os.path.join(case_dir, "init.png"))
+    out = {}
+    x0 = klein.encode_reference(m, pix)
+    out["out/ref0_latents.npy"] = x0
+    refs = []
+    for r, name in enumerate(spec.get("refs", "").split(), start=1):
+        z = klein.encode_reference(m, klein.load_image(os.path.join(case_dir, name)))
+        out[f"out/ref{r}_latents.npy"] = z
+        refs.append(z)
+    mask = None
+    if spec.get("mask"):
+        mask = load_mask(os.path.join(case_dir, spec["mask"]), H, W, spec.get("mask_invert", "0") == "1")
+        out["out/mask.npy"] = mask[None]
+    noise = np.load(os.path.join(case_dir, "noise.npy")).astype(np.float64)
+    guidance = float(spec.get("guidance", "1.0"))
+    neg = None
+    if guidance > 1.0:
+        tokens, amask = ref_run.pad_tokens(EMPTY_PROMPT_IDS)
+        neg = klein.encode_text(m, tokens, amask)
+    rec = {}
+    x = generate(m, emb, noise, int(spec["steps"]), float(spec["strength"]), x0, refs, mask, neg_emb=neg,
+                 guidance=guidance, record=rec)
+    out["out/sigmas.npy"] = rec["sigmas"]
+    out["out/start_latents.npy"] = rec["start_latents"]
+    for k, v in rec.items():
+        if k.startswith("step"):
+            out[f"out/steps/{k}.npy"] = v
+    out["out/latents.npy"] = rec["latents"]
+    _, img = klein.decode_latents(m, x, H // UNIT, W // UNIT)
+    out["out/image.npy"] = img
+    out["first_step"] = rec["first_step"]
+    return out
