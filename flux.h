@@ -472,11 +472,17 @@ typedef struct flux_params {
      *     latents are (1 − m)·x0 noised to the next σ (x0 after the last)
      *     + m·latents. NULL = plain img2img (all repainted).
      *   mask_invert: 1 = use 255 − gray(mask) (A1111 inpainting_mask_invert).
+     *   mask_blur_x, mask_blur_y: A1111's mask_blur_x / mask_blur_y (its
+     *     mask_blur sets both; A1111's default is 4): σ in pixels, 0..64, 0 =
+     *     none; after the invert, before the rules above, the gray mask is
+     *     blurred exactly as A1111's cv2.GaussianBlur(mask, (2·int(2.5σ +
+     *     0.5) + 1, 1), σ) along x, then the same along y (README).
      * init_image, mask: not modified, any number of calls may share them. */
     const flux_image *init_image;
     double strength;
     const flux_image *mask;
     int mask_invert;
+    double mask_blur_x, mask_blur_y;
     const float *embeddings;     /* optional [512, text_dim] prompt embeddings
                                     replacing the text encoder (then prompt
                                     must be NULL) */

@@ -5,7 +5,8 @@ tests/golden/ours-img2img-* and ours-inpaint-* with the float64 reference
 
     /usr/bin/python3 tools/gen_inpaint_golden.py [CASE ...]
 
-Needs numpy and Pillow (Debian python3-numpy, python3-pil). The models are the
+Needs numpy, Pillow and OpenCV (Debian python3-numpy, python3-pil, python3-opencv: the
+blur case states A1111's mask blur with cv2.GaussianBlur itself). The models are the
 committed tests/golden/model (distilled) and model-base (its base twin); the
 prompt embeddings are those of tests/golden/multiref-48x48-2step/out/emb.npy, so
 no tokenizer is needed (the CFG case encodes the empty negative prompt from its
@@ -42,7 +43,29 @@ CASES = {
         note="base model, CFG g = 3 with the empty negative prompt; mask at the output size (no resize), "
              "gray values 127/128 at the sampled pixels, inverted (A1111 inpainting_mask_invert); "
              "strength 0.5 of 3 steps: t_start = int(1.5) = 1, 2 steps"),
+    "ours-inpaint-blur-48x64-2step": dict(
+        model="model", init=(48, 64), mask=(48, 64), blur=3.0, strength=1.0, steps=2, seed=204,
+        note="inpainting with A1111's mask blur 3 (cv2.GaussianBlur along x then y, before the processor) "
+             "and strength 1 (start = the noise; the kept area is still reset to x0 noised); blur/ holds "
+             "OpenCV's blur of two masks for several sigmas"),
 }
+
+# A1111 mask blur vectors: blur/<name>.png (gray input) and blur/<name>_s<σ>.png (cv2 output).
+BLUR_SIGMAS = (1.0, 2.5, 4.0, 12.0, 64.0)
+
+
+def blur_vectors(d, seed):
+    """Gray masks and their A1111 blur (OpenCV) for tests of our blur alone."""
+    from PIL import Image
+    rng = np.random.RandomState(seed)
+    os.makedirs(os.path.join(d, "blur"), exist_ok=True)
+    masks = {"blocks": np.kron(rng.randint(0, 2, (6, 8)), np.ones((8, 8))) * 255,
+             "narrow": (rng.rand(70, 9) > 0.5) * 255}  # 9 px wide: narrower than most kernels
+    for name, m in masks.items():
+        m = m.astype(np.uint8)
+        Image.fromarray(m).save(os.path.join(d, "blur", f"{name}.png"))
+        for sg in BLUR_SIGMAS:
+            Image.fromarray(inpaint.a1111_blur(m, sg, sg)).save(os.path.join(d, "blur", f"{name}_s{sg:g}.png"))
 
 
 def save(path, a, dtype=np.float32):
@@ -66,6 +89,14 @@ def synthetic_rgb(H, W, seed):
 
 def synthetic_mask(H, W, seed, near_threshold):
     rng = np.random.RandomState(seed)
+    if near_threshold == "blur":
+        # below y = 16: a white block from x = 40, a 2-px white line at x = 22..23 (blurred away) and a
+        # 1-px black line at x = 55 (blurred shut): the token taps x = 23|24 and 55|56 change with the blur
+        m = np.zeros((H, W, 3), np.uint8)
+        m[16:, 40:] = 255
+        m[16:, 22:24] = 255
+        m[16:, 55] = 0
+        return m
     if near_threshold:
         # gray 127 / 128 (either side of the binarization threshold) in 16x16 blocks
         blocks = rng.randint(0, 2, (H // 16 + 1, W // 16 + 1))
@@ -96,7 +127,8 @@ def make_case(name, spec):
         refs.append(f"ref{r}.png")
     if "mask" in spec:
         mh, mw = spec["mask"]
-        Image.fromarray(synthetic_mask(mh, mw, seed + 1, spec.get("invert", False))).save(os.path.join(d, "mask.png"))
+        kind = "blur" if "blur" in spec else spec.get("invert", False)
+        Image.fromarray(synthetic_mask(mh, mw, seed + 1, kind)).save(os.path.join(d, "mask.png"))
     noise = np.random.RandomState(seed).standard_normal((128, H // 16, W // 16)).astype(np.float32)
     save(os.path.join(d, "noise.npy"), noise)
     lines = [f"# {name}: {spec['note']}",
@@ -110,9 +142,12 @@ def make_case(name, spec):
              f"refs: {' '.join(refs)}",
              f"mask: {'mask.png' if 'mask' in spec else ''}",
              f"mask_invert: {1 if spec.get('invert') else 0}",
+             f"mask_blur: {spec.get('blur', 0)}",
              f"noise_seed: {seed} (numpy RandomState(seed).standard_normal((128, H/16, W/16)))"]
     with open(os.path.join(d, "case.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
+    if "blur" in spec:
+        blur_vectors(d, seed + 2)
     out = inpaint.run_case(d, GOLDEN)
     first = out.pop("first_step")
     for rel, a in out.items():

@@ -23,7 +23,7 @@ typedef enum opt_id {
     O_QUIET, O_VERBOSE, O_HELP, O_VERSION, O_CPU_INFO, O_NEGATIVE, O_LINEAR, O_POWER, O_POWER_ALPHA,
     O_BASE, O_DISTILLED, O_PRECISION, O_ISA, O_NO_MMAP, O_NOISE, O_EMBEDDINGS, O_DUMP, O_TOKENIZE,
     O_RAW, O_BATCH, O_CACHE_DIR, O_NO_CACHE, O_TRANSFORMER, O_SHOW, O_TEXT_ENCODER, O_QUANT, O_LORA, O_BACKEND,
-    O_DEVICE, O_LIST_DEVICES, O_DEVICE_MEMORY, O_INIT_IMG, O_STRENGTH, O_MASK, O_MASK_INVERT
+    O_DEVICE, O_LIST_DEVICES, O_DEVICE_MEMORY, O_INIT_IMG, O_STRENGTH, O_MASK, O_MASK_INVERT, O_MASK_BLUR
 } opt_id;
 
 typedef struct opt_def {
@@ -50,7 +50,7 @@ static const opt_def options[] = {
     {0, "backend", 1, O_BACKEND},     {0, "device", 1, O_DEVICE},       {0, "list-devices", 0, O_LIST_DEVICES},
     {0, "device-memory", 1, O_DEVICE_MEMORY},
     {0, "init-img", 1, O_INIT_IMG},   {0, "strength", 1, O_STRENGTH},   {0, "mask", 1, O_MASK},
-    {0, "mask-invert", 0, O_MASK_INVERT},
+    {0, "mask-invert", 0, O_MASK_INVERT}, {0, "mask-blur", 1, O_MASK_BLUR},
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
@@ -119,6 +119,8 @@ void cli_print_help(FILE *f) {
           "                         output size): white (gray >= 128) is repainted, black is kept; after\n"
           "                         every step the kept area is reset to the init image at that noise level\n"
           "      --mask-invert      repaint the black part of --mask instead (A1111 inpainting_mask_invert)\n"
+          "      --mask-blur R      blur --mask first as AUTOMATIC1111's mask_blur does (Gaussian, sigma R\n"
+          "                         pixels along x then y, 0..64; default 0 = none)\n"
           "  -n, --batch N          N images from one prompt with seeds S, S+1, ... and one text encoding,\n"
           "                         written as OUT.png, OUT-1.png, OUT-2.png, ... (1..64)\n"
           "\n"
@@ -489,6 +491,7 @@ static int apply(parse_ctx *pc, cli_args *a, const opt_def *o, const char *spell
     case O_STRENGTH: rc = parse_strength(pc, spelled, val, &a->strength); a->strength_given = 1; break;
     case O_MASK: a->mask_file = val; break;
     case O_MASK_INVERT: a->mask_invert = 1; break;
+    case O_MASK_BLUR: rc = parse_float(pc, spelled, val, 0.0, 0, 64.0, &a->mask_blur); break;
     }
     return rc;
 }
@@ -620,6 +623,7 @@ static int validate(parse_ctx *pc, cli_args *a) {
             return usage_error(pc, "%s: not used with --init-img (the init image sets the size)", a->height_opt);
     }
     if (a->mask_invert && !a->mask_file) return usage_error(pc, "--mask-invert: only used with --mask");
+    if (a->mask_blur > 0 && !a->mask_file) return usage_error(pc, "--mask-blur: only used with --mask");
     if (a->device >= 0 && a->backend == FLUX_BACKEND_CPU)
         return usage_error(pc, "--device: only used with --backend auto or vulkan");
     if (a->device_memory_mb && a->backend == FLUX_BACKEND_CPU)

@@ -77,6 +77,7 @@ typedef struct cli_args {
     int strength_given;
     const char *mask_file;        /* --mask */
     int mask_invert;              /* --mask-invert */
+    float mask_blur;              /* --mask-blur (0 = none) */
 
     /* verification hooks */
     const char *noise_file;       /* --noise */

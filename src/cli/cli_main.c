@@ -255,6 +255,7 @@ static int run_generate(flux_ctx *ctx, cli_args *a) {
     p.strength = a->strength;
     p.mask = in.mask;
     p.mask_invert = a->mask_invert;
+    p.mask_blur_x = p.mask_blur_y = a->mask_blur;
     p.embeddings = a->embeddings_file ? in.embeddings.data : NULL;
     p.noise = a->noise_file ? in.noise.data : NULL;
     p.dump_dir = a->dump_dir;

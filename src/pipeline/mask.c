@@ -3,6 +3,7 @@
  */
 #include "mask.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,8 +26,73 @@ static void bilinear_taps(int d, int in, int out, int *i0, int *i1, float *w1) {
     *w1 = src - (float)*i0;
 }
 
-flux_status fx_mask_tokens(const flux_image *mask, int invert, int width, int height, int unit, float **out,
-                           fx_err *err) {
+/* OpenCV's 8-bit fixed-point Gaussian kernel of k taps (mask.h step 0) into v[k]. */
+static void blur_kernel(int k, double sigma, int32_t *v) {
+    const int c = (k - 1) / 2;
+    const double scale = -0.125 / (sigma * sigma); /* x = 2·(i − c), so x²·scale = −(i − c)²/(2σ²) */
+    double sum = 0;
+    for (int i = 0; i < c; i++) sum += exp((double)((2 * i + 1 - k) * (2 * i + 1 - k)) * scale);
+    const double mul = 1.0 / (sum * 2.0 + 1.0);
+    double e = 0;
+    int32_t total = 0;
+    for (int i = 0; i < c; i++) {
+        const double adj = exp((double)((2 * i + 1 - k) * (2 * i + 1 - k)) * scale) * mul * 256.0 + e;
+        const int32_t r = (int32_t)nearbyint(adj); /* cvRound: nearest, ties to even */
+        e = adj - (double)r;
+        v[i] = v[k - 1 - i] = r;
+        total += r;
+    }
+    v[c] = 256 - 2 * total;
+}
+
+/* OpenCV BORDER_REFLECT_101 (borderInterpolate): ... 2 1 | 0 1 2 ... n−1 | n−2 ... */
+static int reflect101(int p, int n) {
+    if (n == 1) return 0;
+    while (p < 0 || p >= n) p = p < 0 ? -p : 2 * (n - 1) - p;
+    return p;
+}
+
+/* One pass along rows (stride 1, count n) of `lines` lines (stride ls). */
+static void blur_pass(uint8_t *g, int n, int lines, size_t step, size_t ls, const int32_t *v, int k, uint8_t *line) {
+    const int c = (k - 1) / 2;
+    for (int l = 0; l < lines; l++) {
+        uint8_t *p = g + (size_t)l * ls;
+        for (int i = 0; i < n; i++) line[i] = p[(size_t)i * step];
+        for (int i = 0; i < n; i++) {
+            int64_t acc = 128;
+            for (int j = 0; j < k; j++) acc += (int64_t)v[j] * line[reflect101(i + j - c, n)];
+            acc >>= 8;
+            p[(size_t)i * step] = (uint8_t)(acc > 255 ? 255 : acc);
+        }
+    }
+}
+
+flux_status fx_mask_blur(uint8_t *g, int w, int h, double sigma_x, double sigma_y, fx_err *err) {
+    const double sig[2] = {sigma_x, sigma_y};
+    for (int axis = 0; axis < 2; axis++) {
+        if (!(sig[axis] >= 0 && sig[axis] <= FX_MASK_MAX_BLUR))
+            return fx_fail(err, FLUX_ERR_INVALID_ARG, "mask blur %s must be in 0..%d, got %g", axis ? "y" : "x",
+                           FX_MASK_MAX_BLUR, sig[axis]);
+        if (sig[axis] == 0) continue;
+        const int k = 2 * (int)(2.5 * sig[axis] + 0.5) + 1, n = axis ? h : w;
+        int32_t *v = malloc((size_t)k * sizeof *v);
+        uint8_t *line = malloc((size_t)n);
+        if (!v || !line) {
+            free(v), free(line);
+            return fx_fail(err, FLUX_ERR_NOMEM, "mask: out of memory (blur)");
+        }
+        blur_kernel(k, sig[axis], v);
+        if (axis == 0) blur_pass(g, w, h, 1, (size_t)w, v, k, line);
+        else blur_pass(g, h, w, (size_t)w, 1, v, k, line);
+        free(v), free(line);
+    }
+    return FLUX_OK;
+}
+
+flux_status fx_mask_tokens(const flux_image *mask, const fx_mask_rules *rules, int width, int height, int unit,
+                           float **out, fx_err *err) {
+    static const fx_mask_rules none = {0, 0, 0};
+    if (!rules) rules = &none;
     *out = NULL;
     if (!mask || !mask->data || mask->channels < 1 || mask->channels > 4)
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "mask: not a valid image (%s)",
@@ -37,14 +103,18 @@ flux_status fx_mask_tokens(const flux_image *mask, int invert, int width, int he
     int ch = mask->channels;
     const uint8_t *src = mask->data;
     uint8_t *gray = NULL, *sized = NULL;
-    if (invert) { /* step 0 */
+    flux_status st = FLUX_OK;
+    if (rules->invert || rules->blur_x || rules->blur_y) { /* step 0 */
         if (!(gray = malloc(src_n))) return fx_fail(err, FLUX_ERR_NOMEM, "mask: out of memory");
-        for (size_t i = 0; i < src_n; i++) gray[i] = (uint8_t)(255 - luma(mask->data + i * (size_t)ch, ch));
+        for (size_t i = 0; i < src_n; i++) {
+            const uint8_t l = luma(mask->data + i * (size_t)ch, ch);
+            gray[i] = rules->invert ? (uint8_t)(255 - l) : l;
+        }
         src = gray;
         ch = 1;
+        st = fx_mask_blur(gray, mask->width, mask->height, rules->blur_x, rules->blur_y, err);
     }
-    flux_status st = FLUX_OK;
-    if (mask->width != width || mask->height != height) { /* step 1 */
+    if (!st && (mask->width != width || mask->height != height)) { /* step 1 */
         if (!(sized = malloc(dst_n * (size_t)ch))) st = fx_fail(err, FLUX_ERR_NOMEM, "mask: out of memory");
         else st = fx_resize_lanczos(src, mask->width, mask->height, ch, sized, width, height, err);
         src = sized;

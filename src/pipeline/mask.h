@@ -4,9 +4,18 @@
  * the mask_processor, a Flux2ImageProcessor with do_normalize=False,
  * do_binarize=True, do_convert_grayscale=True, and prepare_mask_latents):
  *
- *   0. (ours, for A1111's inpainting_mask_invert) invert: the mask to gray
- *      (step 2's rule) at its own size, then 255 − v, as A1111's
- *      ImageOps.invert of its "L" mask; the steps below then see a gray image.
+ *   0. (ours, for AUTOMATIC1111's inpainting_mask_invert and mask_blur, in
+ *      A1111's order: modules/processing.py, StableDiffusionProcessingImg2Img.init)
+ *      when inverting or blurring, the mask is first made gray (step 2's rule)
+ *      at its own size; invert: 255 − v (ImageOps.invert of the "L" mask);
+ *      blur: cv2.GaussianBlur(mask, (k, 1), σx) then (1, k') with σy, where
+ *      k = 2·int(2.5·σ + 0.5) + 1 — OpenCV's bit-exact 8-bit path
+ *      (imgproc/src/smooth.dispatch.cpp): kernel w_i = exp(−(i − c)²/(2σ²)),
+ *      c = (k − 1)/2, normalised to sum 1 in double, turned into 8-bit fixed
+ *      point by error diffusion from the outside in (v_i = round-half-even(
+ *      256·w_i + e), e = 256·w_i + e − v_i; the centre takes 256 − Σ others),
+ *      out = (Σ v_i·p[reflect101(x + i − c)] + 128) >> 8. The steps below
+ *      then see a gray image.
  *   1. resize to the processed image size W × H with PIL Lanczos in the
  *      mask's own channels (VaeImageProcessor.resize, resize_mode
  *      "default"; no resize when the size already matches);
@@ -30,10 +39,21 @@
 #include "flux.h"
 #include "src/base/error.h"
 
-/* mask (1..4 channels, any size) → *out = malloc'd [height/unit · width/unit]
+/* mask (1..4 channels, any size) with rules (NULL: none) → *out = malloc'd [height/unit · width/unit]
  * floats, token n = y·(width/unit) + x. width, height: the processed image
  * size (multiples of unit). */
-flux_status fx_mask_tokens(const flux_image *mask, int invert, int width, int height, int unit, float **out,
-                           fx_err *err);
+typedef struct fx_mask_rules {
+    int invert;             /* step 0: 255 − gray */
+    double blur_x, blur_y;  /* step 0: A1111 mask_blur_x / _y (σ in pixels, 0 = none) */
+} fx_mask_rules;
+
+/* The largest σ accepted (A1111's slider goes to 64). */
+#define FX_MASK_MAX_BLUR 64
+
+flux_status fx_mask_tokens(const flux_image *mask, const fx_mask_rules *rules, int width, int height, int unit,
+                           float **out, fx_err *err);
+
+/* Step 0's blur alone, in place on a gray image g [h, w] (σx then σy; 0 = that pass is skipped). */
+flux_status fx_mask_blur(uint8_t *g, int w, int h, double sigma_x, double sigma_y, fx_err *err);
 
 #endif

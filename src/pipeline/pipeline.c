@@ -154,8 +154,13 @@ static flux_status resolve(gen *g, int n_images) {
     if (!g->has_init && (p->mask || p->mask_invert))
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "%s is only used with an init image (init_image is NULL)",
                        p->mask ? "mask" : "mask_invert");
-    if (p->mask_invert && !p->mask)
-        return fx_fail(err, FLUX_ERR_INVALID_ARG, "mask_invert is set but no mask is given");
+    if ((p->mask_invert || p->mask_blur_x || p->mask_blur_y) && !p->mask)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "%s is set but no mask is given",
+                       p->mask_invert ? "mask_invert" : "mask_blur");
+    if (!(p->mask_blur_x >= 0 && p->mask_blur_x <= FX_MASK_MAX_BLUR && p->mask_blur_y >= 0 &&
+          p->mask_blur_y <= FX_MASK_MAX_BLUR))
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "mask_blur_x and mask_blur_y must be in 0..%d, got %g and %g",
+                       FX_MASK_MAX_BLUR, p->mask_blur_x, p->mask_blur_y);
     g->vae_scale = 1 << (m->vae.levels - 1);
     g->ph = m->vae.patch[0];
     g->pw = m->vae.patch[1];
@@ -394,7 +399,8 @@ static flux_status encode_refs(gen *g) {
     }
     if (!st && g->n_refs) st = progress(g, FLUX_STAGE_VAE_ENCODE, g->n_refs, g->n_refs, 0, 0);
     if (!st && g->p->mask) {
-        st = fx_mask_tokens(g->p->mask, g->p->mask_invert, g->width, g->height, unit, &g->mask, g->err);
+        const fx_mask_rules rules = {g->p->mask_invert, g->p->mask_blur_x, g->p->mask_blur_y};
+        st = fx_mask_tokens(g->p->mask, &rules, g->width, g->height, unit, &g->mask, g->err);
         if (!st) st = fx_dump_chw(g->p->dump_dir, "mask.npy", g->mask, 1, g->gh, g->gw, g->err);
     }
     return st;
@@ -510,13 +516,19 @@ static flux_status set_init_text(const gen *g, flux_image *img) {
     flux_status st = flux_image_set_text(img, "strength", strength);
     if (!st && g->p->mask) st = flux_image_set_text(img, "mask", "yes");
     if (!st && g->p->mask_invert) st = flux_image_set_text(img, "mask_invert", "yes");
+    char blur[64] = "";
+    if (g->p->mask_blur_x || g->p->mask_blur_y) { /* A1111 writes "Mask blur: 4" (its mask_blur) */
+        if (g->p->mask_blur_x == g->p->mask_blur_y) snprintf(blur, sizeof blur, "%g", g->p->mask_blur_x);
+        else snprintf(blur, sizeof blur, "%g x %g", g->p->mask_blur_x, g->p->mask_blur_y);
+        if (!st) st = flux_image_set_text(img, "mask_blur", blur);
+    }
     const char *params = flux_image_get_text(img, "parameters");
     if (st || !params) return st;
     size_t n = strlen(params) + 128;
     char *text = malloc(n);
     if (!text) return FLUX_ERR_NOMEM;
-    snprintf(text, n, "%s, Denoising strength: %s%s", params, strength,
-             g->p->mask_invert ? ", Mask mode: Inpaint not masked" : "");
+    snprintf(text, n, "%s, Denoising strength: %s%s%s%s", params, strength,
+             g->p->mask_invert ? ", Mask mode: Inpaint not masked" : "", blur[0] ? ", Mask blur: " : "", blur);
     st = flux_image_set_text(img, "parameters", text);
     free(text);
     return st;

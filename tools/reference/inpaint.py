@@ -30,8 +30,11 @@ The rules, each with where it comes from:
                scale_noise(x0, timesteps[i+1], noise) (σ at the scheduler's step
                index i+1) unless i is the last; latents = (1 − m)·proper + m·latents.
   no mask      the same with an all-ones mask (the blend changes nothing).
-  invert       (A1111 inpainting_mask_invert, not diffusers): ImageOps.invert of
-               the mask converted to "L", before the processor.
+  invert, blur (AUTOMATIC1111, not diffusers: modules/processing.py,
+               StableDiffusionProcessingImg2Img.init): the mask converted to "L",
+               ImageOps.invert, then cv2.GaussianBlur(m, (2·int(2.5σx + 0.5) + 1, 1), σx)
+               and cv2.GaussianBlur(m, (1, 2·int(2.5σy + 0.5) + 1), σy), before the
+               processor (A1111's own binarization before these is not applied).
   CFG          v = v_u + g·(v_c − v_u) as klein.generate (the base model).
 """
 import math
@@ -78,12 +81,26 @@ def bilinear_torch(x, out_h, out_w):
     return top * (1 - wy)[:, None] + bot * wy[:, None]
 
 
-def load_mask(path, H, W, invert=False):
+def a1111_blur(gray, sigma_x, sigma_y):
+    """A1111's mask blur of an "L" mask (uint8 [H, W]) with OpenCV."""
+    import cv2
+    if sigma_x > 0:
+        gray = cv2.GaussianBlur(gray, (2 * int(2.5 * sigma_x + 0.5) + 1, 1), sigma_x)
+    if sigma_y > 0:
+        gray = cv2.GaussianBlur(gray, (1, 2 * int(2.5 * sigma_y + 0.5) + 1), sigma_y)
+    return gray
+
+
+def load_mask(path, H, W, invert=False, blur=0.0):
     """→ the mask on the token grid [H/16, W/16] (1 = repaint)."""
     from PIL import Image, ImageOps
     im = Image.open(path)
+    if invert or blur:
+        im = im.convert("L")
     if invert:
-        im = ImageOps.invert(im.convert("L"))
+        im = ImageOps.invert(im)
+    if blur:
+        im = Image.fromarray(a1111_blur(np.asarray(im), blur, blur))
     im = im.resize((W, H), resample=Image.LANCZOS).convert("L")
     a = np.asarray(im).astype(np.float32) / np.float32(255.0)
     a = np.where(a >= 0.5, 1.0, 0.0)
@@ -160,7 +177,8 @@ def run_case(case_dir, golden_root):
         refs.append(z)
     mask = None
     if spec.get("mask"):
-        mask = load_mask(os.path.join(case_dir, spec["mask"]), H, W, spec.get("mask_invert", "0") == "1")
+        mask = load_mask(os.path.join(case_dir, spec["mask"]), H, W, spec.get("mask_invert", "0") == "1",
+                         float(spec.get("mask_blur", "0")))
         out["out/mask.npy"] = mask[None]
     noise = np.load(os.path.join(case_dir, "noise.npy")).astype(np.float64)
     guidance = float(spec.get("guidance", "1.0"))
