@@ -396,6 +396,28 @@ FLUX_API flux_status flux_image_decode(flux_ctx *ctx, const uint8_t *data, size_
  * flux_buffer_free) and its length *len. */
 FLUX_API flux_status flux_image_encode_png(flux_ctx *ctx, const flux_image *img, uint8_t **out, size_t *len);
 
+/* How a client's mask image marks the area to repaint (flux_mask_decode). */
+typedef enum flux_mask_source {
+    FLUX_MASK_GRAY = 0,        /* white repaints, black keeps: the pixels as flux_image_decode
+                                  reads them (diffusers' mask_image; flux --mask) */
+    FLUX_MASK_TRANSPARENT = 1, /* OpenAI images/edits: fully transparent pixels (alpha 0) are
+                                  edited, all others kept; a mask without transparency
+                                  (no alpha channel, no tRNS chunk) or without a fully
+                                  transparent pixel is an error */
+    FLUX_MASK_A1111 = 2        /* AUTOMATIC1111's create_binary_mask (modules/processing.py,
+                                  mask_round on): the alpha channel when the image has one that
+                                  is not entirely 255, else the gray value (PIL "L"); > 128
+                                  repaints */
+} flux_mask_source;
+
+/* Decode a mask (PNG or binary PPM in data[0, n)) for flux_params.mask:
+ * FLUX_MASK_GRAY gives the decoded RGB image itself; the others a
+ * 1-channel image of 255 (repaint) and 0 (keep) built by the rule above
+ * (the PNG's transparency read as PIL's convert("RGBA") sees it). `name`
+ * names the data in errors. Free *out with flux_image_free. */
+FLUX_API flux_status flux_mask_decode(flux_ctx *ctx, const uint8_t *data, size_t n, const char *name,
+                                      flux_mask_source how, flux_image **out);
+
 /* Release a buffer the library allocated for the caller (NULL allowed). */
 FLUX_API void flux_buffer_free(void *buf);
 

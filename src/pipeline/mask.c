@@ -16,6 +16,43 @@ static uint8_t luma(const uint8_t *p, int ch) {
     return (uint8_t)(((uint32_t)p[0] * 19595u + (uint32_t)p[1] * 38470u + (uint32_t)p[2] * 7471u + 0x8000u) >> 16);
 }
 
+flux_status fx_mask_from_image(const flux_image *img, flux_mask_source how, const char *name, flux_image **out,
+                               fx_err *err) {
+    *out = NULL;
+    const int ch = img->channels, has_alpha = ch == 2 || ch == 4;
+    const size_t n = (size_t)img->width * (size_t)img->height;
+    if (how != FLUX_MASK_GRAY && how != FLUX_MASK_TRANSPARENT && how != FLUX_MASK_A1111)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "%s: unknown mask convention %d", name, (int)how);
+    if (how == FLUX_MASK_TRANSPARENT && !has_alpha)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG,
+                       "%s: the mask has no transparency (no alpha channel or tRNS chunk); the area to edit is "
+                       "given by fully transparent pixels",
+                       name);
+    int use_alpha = how == FLUX_MASK_TRANSPARENT;
+    for (size_t i = 0; how == FLUX_MASK_A1111 && has_alpha && !use_alpha && i < n; i++)
+        use_alpha = img->data[i * (size_t)ch + (size_t)ch - 1] != 255; /* A1111: getextrema()[-1] != (255, 255) */
+    flux_image *m = how == FLUX_MASK_GRAY ? flux_image_new(img->width, img->height, ch)
+                                          : flux_image_new(img->width, img->height, 1);
+    if (!m) return fx_fail(err, FLUX_ERR_NOMEM, "%s: out of memory (mask)", name);
+    if (how == FLUX_MASK_GRAY) {
+        memcpy(m->data, img->data, n * (size_t)ch);
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            const uint8_t *p = img->data + i * (size_t)ch;
+            const uint8_t a = has_alpha ? p[ch - 1] : 255;
+            if (how == FLUX_MASK_TRANSPARENT) m->data[i] = a == 0 ? 255 : 0;
+            else m->data[i] = (use_alpha ? a : luma(p, ch)) > 128 ? 255 : 0;
+        }
+    }
+    if (how == FLUX_MASK_TRANSPARENT && !memchr(m->data, 255, n)) {
+        flux_image_free(m);
+        return fx_fail(err, FLUX_ERR_INVALID_ARG,
+                       "%s: the mask has no fully transparent pixel (alpha 0), so nothing would be edited", name);
+    }
+    *out = m;
+    return FLUX_OK;
+}
+
 /* torch bilinear (align_corners=False) source taps of output index d: i0, i1, weight of i1. */
 static void bilinear_taps(int d, int in, int out, int *i0, int *i1, float *w1) {
     const float scale = (float)in / (float)out;

@@ -47,6 +47,11 @@ typedef struct fx_mask_rules {
     double blur_x, blur_y;  /* step 0: A1111 mask_blur_x / _y (σ in pixels, 0 = none) */
 } fx_mask_rules;
 
+/* A client's mask by its convention (flux.h flux_mask_source) → *out: img
+ * itself copied (FLUX_MASK_GRAY) or a 1-channel 0/255 image. */
+flux_status fx_mask_from_image(const flux_image *img, flux_mask_source how, const char *name, flux_image **out,
+                               fx_err *err);
+
 /* The largest σ accepted (A1111's slider goes to 64). */
 #define FX_MASK_MAX_BLUR 64
 

@@ -264,6 +264,59 @@ TEST(inpaint_mask_blur_matches_opencv) {
     flux_free(ctx);
 }
 
+/* flux_mask_decode's conventions on PNGs written by our encoder: RGBA
+ * (alpha 0 / 1 / 128 / 129 / 255 over gray 200 or 50), gray + alpha, RGB. */
+TEST(inpaint_mask_decode_conventions) {
+    flux_ctx *ctx = flux_new(NULL);
+    REQUIRE(ctx);
+    static const uint8_t alpha[5] = {0, 1, 128, 129, 255}, gray[5] = {200, 50, 200, 50, 129};
+    flux_image *rgba = flux_image_new(5, 1, 4), *la = flux_image_new(5, 1, 2), *rgb = flux_image_new(5, 1, 3),
+               *opaque = flux_image_new(5, 1, 4);
+    REQUIRE(rgba && la && rgb && opaque);
+    for (int i = 0; i < 5; i++) {
+        for (int c = 0; c < 3; c++) rgba->data[i * 4 + c] = rgb->data[i * 3 + c] = opaque->data[i * 4 + c] = gray[i];
+        rgba->data[i * 4 + 3] = la->data[i * 2 + 1] = alpha[i];
+        opaque->data[i * 4 + 3] = 255;
+        la->data[i * 2] = gray[i];
+    }
+    const flux_image *imgs[4] = {rgba, la, rgb, opaque};
+    /* expected per image and convention (-1: an error) */
+    static const int want_transparent[4][5] = {
+        {255, 0, 0, 0, 0}, {255, 0, 0, 0, 0}, {-1, 0, 0, 0, 0}, {-1, 0, 0, 0, 0}};
+    static const int want_a1111[4][5] = {
+        {0, 0, 0, 255, 255}, {0, 0, 0, 255, 255}, {255, 0, 255, 0, 255}, {255, 0, 255, 0, 255}};
+    for (int k = 0; k < 4; k++) {
+        uint8_t *png = NULL;
+        size_t len = 0;
+        REQUIRE(flux_image_encode_png(ctx, imgs[k], &png, &len) == FLUX_OK);
+        flux_image *m = NULL;
+        flux_status st = flux_mask_decode(ctx, png, len, "m.png", FLUX_MASK_TRANSPARENT, &m);
+        if (want_transparent[k][0] < 0) {
+            CHECK_MSG(st == FLUX_ERR_INVALID_ARG && strstr(flux_error(ctx), k == 2 ? "m.png: the mask has no transparency"
+                                                                            : "m.png: the mask has no fully transparent"),
+                      "image %d: %s", k, flux_error(ctx));
+            CHECK(!m);
+        } else {
+            REQUIRE_MSG(st == FLUX_OK && m && m->channels == 1, "image %d: %s", k, flux_error(ctx));
+            for (int i = 0; i < 5; i++) CHECK_MSG(m->data[i] == want_transparent[k][i], "image %d px %d", k, i);
+        }
+        flux_image_free(m), m = NULL;
+        REQUIRE_MSG(flux_mask_decode(ctx, png, len, "m.png", FLUX_MASK_A1111, &m) == FLUX_OK, "%s", flux_error(ctx));
+        for (int i = 0; i < 5; i++) CHECK_MSG(m->data[i] == want_a1111[k][i], "A1111 image %d px %d: %d", k, i, m->data[i]);
+        flux_image_free(m), m = NULL;
+        REQUIRE(flux_mask_decode(ctx, png, len, "m.png", FLUX_MASK_GRAY, &m) == FLUX_OK);
+        CHECK(m->channels == 3 && m->data[0] == gray[0] && m->data[3] == gray[1]);
+        flux_image_free(m), m = NULL;
+        CHECK(flux_mask_decode(ctx, png, len, "m.png", (flux_mask_source)7, &m) == FLUX_ERR_INVALID_ARG && !m);
+        flux_buffer_free(png);
+    }
+    flux_image *m = NULL;
+    CHECK(flux_mask_decode(ctx, (const uint8_t *)"junk", 4, "j.png", FLUX_MASK_TRANSPARENT, &m) == FLUX_ERR_FORMAT);
+    CHECK(!m && strstr(flux_error(ctx), "j.png"));
+    flux_image_free(rgba), flux_image_free(la), flux_image_free(rgb), flux_image_free(opaque);
+    flux_free(ctx);
+}
+
 /* The library with a batch: image j of -n 2 equals the single image of seed
  * S + j (the images of a batch are stacked in one transformer run); default
  * precision, so the bf16 path runs img2img too. */
