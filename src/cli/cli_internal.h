@@ -19,6 +19,7 @@
  *                                      the error before a model loads)
  *   fx_init_geometry                   the same for --init-img (its size
  *                                      is the output size; --noise shape)
+ *   fx_schedule_first_step             --strength leaving no step: exit 2
  *   fx_png_encode                      PNG bytes for the terminal preview
  *   fx_now_s (inline)                  timings in progress lines
  *
@@ -33,6 +34,7 @@
 #include "src/base/clock.h"
 #include "src/base/json.h"
 #include "src/base/npy.h"
+#include "src/dit/schedule.h"
 #include "src/image/codecs.h"
 #include "src/pipeline/ref_image.h"
 

@@ -201,6 +201,16 @@ static int run_generate(flux_ctx *ctx, cli_args *a) {
         free_inputs(&in);
         return rc;
     }
+    if (a->init_img) { /* a strength that leaves no step: a command-line error, now that the step count is known */
+        flux_model_info info;
+        const int steps = a->steps ? a->steps : flux_get_model_info(ctx, &info) == FLUX_OK ? info.default_steps : 0;
+        if (steps > 0 && fx_schedule_first_step(steps, a->strength) >= steps) {
+            free_inputs(&in);
+            return fail(CLI_EXIT_USAGE, "--strength: %g with %d steps leaves no denoising step (int(%d - %d*%g) = %d); "
+                                        "use a larger strength or more steps",
+                        a->strength, steps, steps, steps, a->strength, fx_schedule_first_step(steps, a->strength));
+        }
+    }
     if (a->embeddings_file) {
         flux_model_info info;
         if (flux_get_model_info(ctx, &info) != FLUX_OK) {

@@ -421,6 +421,8 @@ TEST(inpaint_cli_bad_inputs) {
         {"--init-img '%s/init.png' --strength -0.2", "--strength: -0.2 is out of range", 2},
         {"--init-img '%s/init.png' --strength 0", "--strength: 0 leaves no denoising step", 2},
         {"--init-img '%s/init.png' --strength abc", "--strength: 'abc' is not a number", 2},
+        {"--init-img '%s/init.png' --noise '%s/noise.npy' --strength 1e-20",
+         "--strength: 1e-20 with 2 steps leaves no denoising step", 2},
         {"--init-img '%s/init.png' --strength nan", "--strength: 'nan' is not a number", 2},
         {"--strength 0.5 -i '%s/init.png'", "--strength: only used with --init-img", 2},
         {"--mask '%s/mask.png'", "--mask: only used with --init-img", 2},
