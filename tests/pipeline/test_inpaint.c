@@ -12,7 +12,9 @@
  *   - get_timesteps' rule in double against a table Python computed;
  *   - the mask rules on hand-made masks (threshold 127/128, 2x2 taps);
  *   - a batch equals single runs with seeds S, S+1; the default bf16 mode
- *     runs too;
+ *     runs too; a LoRA adapter equals its offline merge;
+ *   - A1111's mask blur byte for byte against OpenCV; flux_mask_decode's
+ *     conventions (OpenAI transparency, A1111's create_binary_mask);
  *   - bad inputs: clear errors naming the argument, exit 2 for the command
  *     line, no output file. */
 #include "tests/test.h"
@@ -358,6 +360,41 @@ TEST(inpaint_batch_matches_single_runs) {
     flux_image_free(init), flux_image_free(mask), flux_image_free(ref);
     fx_npy_free(&emb);
     flux_free(ctx);
+}
+
+/* With a LoRA adapter (flux --lora) inpainting equals the same run on the
+ * model with the adapter merged offline by tools/gen_lora (f32; 1e-5). */
+TEST(inpaint_lora_equals_merged_model) {
+    const char *tmp = fx_test_tmpdir();
+    char args[4096];
+    snprintf(args, sizeof args, "-d '%s' -o '%s/l.safetensors' --format kohya --rank 4 --merge '%s/merged' --strength 0.7",
+             fx_test_path("golden/model"), tmp, tmp);
+    REQUIRE(FX_TEST_RUN_TOOL("gen_lora", args) == 0);
+    const char *gd = fx_test_path("golden");
+    char g[1100], dumps[2][1200];
+    snprintf(g, sizeof g, "%s", gd);
+    for (int k = 0; k < 2; k++) {
+        char model[1200], lora[1300], cmd[12000];
+        if (k) snprintf(model, sizeof model, "%s/merged", tmp), lora[0] = '\0';
+        else snprintf(model, sizeof model, "%s/model", g), snprintf(lora, sizeof lora, "--lora '%s/l.safetensors:0.7'", tmp);
+        snprintf(dumps[k], sizeof dumps[k], "%s/dump%d", tmp, k);
+        snprintf(cmd, sizeof cmd,
+                 "FLUX_PRECISION=f32 '%s' -d '%s' %s --embeddings '%s/multiref-48x48-2step/out/emb.npy' --noise "
+                 "'%s/ours-inpaint-ref-48x64-4step/noise.npy' --init-img '%s/ours-inpaint-ref-48x64-4step/init.png' "
+                 "--mask '%s/ours-inpaint-ref-48x64-4step/mask.png' --strength 0.75 -s 4 -S 1 --dump '%s' -o '%s/%d.png' -q",
+                 fx_test_flux_bin(), model, lora, g, g, g, g, dumps[k], tmp, k);
+        char *log = NULL;
+        int rc = fx_test_run(cmd, &log);
+        CHECK_MSG(rc == 0, "exit %d: %s", rc, log ? log : "");
+        free(log);
+        if (rc) return;
+    }
+    double e = fx_gcase_compare(dumps[0], "latents.npy", dumps[1], "latents.npy");
+    CHECK_MSG(e <= 1e-5, "LoRA vs merged latents %.3g", e);
+    double d = fx_gcase_compare(dumps[0], "latents.npy", fx_test_path("golden/ours-inpaint-ref-48x64-4step"),
+                                "out/latents.npy");
+    CHECK_MSG(d > 1e-3, "the adapter changed nothing (%.3g)", d);
+    printf("    LoRA vs merged: %.2g; vs no adapter: %.2g\n", e, d);
 }
 
 /* Library misuse: each a FLUX_ERR_INVALID_ARG whose message names the field. */
