@@ -411,6 +411,28 @@ FLUX_API flux_status flux_image_decode(flux_ctx *ctx, const uint8_t *data, size_
  * FLUX_ERR_INVALID_ARG for both (nothing written, *out NULL, *len 0). */
 FLUX_API flux_status flux_image_encode_png(flux_ctx *ctx, const flux_image *img, uint8_t **out, size_t *len);
 
+/* How a client's mask image marks the area to repaint (flux_mask_decode). */
+typedef enum flux_mask_source {
+    FLUX_MASK_GRAY = 0,        /* white repaints, black keeps: the pixels as flux_image_decode
+                                  reads them (diffusers' mask_image; flux --mask) */
+    FLUX_MASK_TRANSPARENT = 1, /* OpenAI images/edits: fully transparent pixels (alpha 0) are
+                                  edited, all others kept; a mask without transparency
+                                  (no alpha channel, no tRNS chunk) or without a fully
+                                  transparent pixel is an error */
+    FLUX_MASK_A1111 = 2        /* AUTOMATIC1111's create_binary_mask (modules/processing.py,
+                                  mask_round on): the alpha channel when the image has one that
+                                  is not entirely 255, else the gray value (PIL "L"); > 128
+                                  repaints */
+} flux_mask_source;
+
+/* Decode a mask (PNG or binary PPM in data[0, n)) for flux_params.mask:
+ * FLUX_MASK_GRAY gives the decoded RGB image itself; the others a
+ * 1-channel image of 255 (repaint) and 0 (keep) built by the rule above
+ * (the PNG's transparency read as PIL's convert("RGBA") sees it). `name`
+ * names the data in errors. Free *out with flux_image_free. */
+FLUX_API flux_status flux_mask_decode(flux_ctx *ctx, const uint8_t *data, size_t n, const char *name,
+                                      flux_mask_source how, flux_image **out);
+
 /* Release a buffer the library allocated for the caller (NULL allowed). */
 FLUX_API void flux_buffer_free(void *buf);
 
@@ -468,6 +490,37 @@ typedef struct flux_params {
     int batch;                   /* images from one prompt (seeds seed, seed+1,
                                     ...); 0 or 1 = one image; negative is
                                     FLUX_ERR_INVALID_ARG */
+    /* img2img and inpainting, as diffusers' Flux2KleinInpaintPipeline (README
+     * "img2img and inpainting"; every rule there):
+     *   init_image: NULL = text-to-image. The source image: area above
+     *     1024² resized (Lanczos) to that area, then stretched (Lanczos) to
+     *     its size floored to multiples of 16, which is the output size
+     *     (width/height must be 0 or equal to it). It is VAE-encoded (the
+     *     distribution's mode) into x0 and is also the first reference
+     *     image (T offset 10); refs follow it (at most FLUX_MAX_REFS
+     *     images in all).
+     *   strength: in [0, 1] (diffusers' default 0.8; flux_params_init sets
+     *     it): of `steps` steps, those from t_start = int(max(steps −
+     *     min(steps·strength, steps), 0)) run, from σ_{t_start}·noise +
+     *     (1 − σ_{t_start})·x0. A strength that leaves no step (0) is an
+     *     error (FLUX_ERR_INVALID_ARG naming "strength").
+     *   mask: optional, any size, 1..4 channels: white (≥ 128 after gray
+     *     conversion and Lanczos resize to the output size) = repaint,
+     *     black = keep; bilinear to the token grid; after every step the
+     *     latents are (1 − m)·x0 noised to the next σ (x0 after the last)
+     *     + m·latents. NULL = plain img2img (all repainted).
+     *   mask_invert: 1 = use 255 − gray(mask) (A1111 inpainting_mask_invert).
+     *   mask_blur_x, mask_blur_y: A1111's mask_blur_x / mask_blur_y (its
+     *     mask_blur sets both; A1111's default is 4): σ in pixels, 0..64, 0 =
+     *     none; after the invert, before the rules above, the gray mask is
+     *     blurred exactly as A1111's cv2.GaussianBlur(mask, (2·int(2.5σ +
+     *     0.5) + 1, 1), σ) along x, then the same along y (README).
+     * init_image, mask: not modified, any number of calls may share them. */
+    const flux_image *init_image;
+    double strength;
+    const flux_image *mask;
+    int mask_invert;
+    double mask_blur_x, mask_blur_y;
     const float *embeddings;     /* optional [512, text_dim] prompt embeddings
                                     replacing the text encoder (then prompt
                                     must be NULL) */
@@ -480,7 +533,8 @@ typedef struct flux_params {
 } flux_params;
 
 /* Fill *p with defaults: no prompt, size 0×0 (= 256×256), steps 0 (auto),
- * seed FLUX_SEED_RANDOM, guidance −1 (auto), shifted schedule, alpha 2. */
+ * seed FLUX_SEED_RANDOM, guidance −1 (auto), shifted schedule, alpha 2,
+ * no init image, strength 0.8, no mask. */
 FLUX_API void flux_params_init(flux_params *p);
 
 /* Generate one image (txt2img, or img2img / multi-reference when refs are

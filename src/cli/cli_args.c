@@ -23,7 +23,7 @@ typedef enum opt_id {
     O_QUIET, O_VERBOSE, O_HELP, O_VERSION, O_CPU_INFO, O_NEGATIVE, O_LINEAR, O_POWER, O_POWER_ALPHA,
     O_BASE, O_DISTILLED, O_PRECISION, O_ISA, O_NO_MMAP, O_NOISE, O_EMBEDDINGS, O_DUMP, O_TOKENIZE,
     O_RAW, O_BATCH, O_CACHE_DIR, O_NO_CACHE, O_TRANSFORMER, O_SHOW, O_TEXT_ENCODER, O_QUANT, O_LORA, O_BACKEND,
-    O_DEVICE, O_LIST_DEVICES, O_DEVICE_MEMORY
+    O_DEVICE, O_LIST_DEVICES, O_DEVICE_MEMORY, O_INIT_IMG, O_STRENGTH, O_MASK, O_MASK_INVERT, O_MASK_BLUR
 } opt_id;
 
 typedef struct opt_def {
@@ -49,6 +49,8 @@ static const opt_def options[] = {
     {0, "lora", 1, O_LORA},
     {0, "backend", 1, O_BACKEND},     {0, "device", 1, O_DEVICE},       {0, "list-devices", 0, O_LIST_DEVICES},
     {0, "device-memory", 1, O_DEVICE_MEMORY},
+    {0, "init-img", 1, O_INIT_IMG},   {0, "strength", 1, O_STRENGTH},   {0, "mask", 1, O_MASK},
+    {0, "mask-invert", 0, O_MASK_INVERT}, {0, "mask-blur", 1, O_MASK_BLUR},
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
@@ -104,6 +106,21 @@ void cli_print_help(FILE *f) {
           "                         >= 16 px, aspect ratio <= 8:1, above 1024x1024 px of area resized (Lanczos)\n"
           "                         to that area, centre-cropped to multiples of 16; the output size defaults\n"
           "                         to the first reference's processed size\n"
+          "      --init-img FILE    img2img / inpainting source image (PNG or PPM), as diffusers'\n"
+          "                         Flux2KleinInpaintPipeline: it sets the output size (area above 1024x1024\n"
+          "                         px resized to that area, then stretched to multiples of 16; -W/-H\n"
+          "                         are refused), is VAE-encoded as the start x0 and is also the first\n"
+          "                         reference image (-i images follow it)\n"
+          "      --strength S       how much of the schedule runs over the init image, > 0..1 (default\n"
+          "                         0.8): steps from int(steps - steps*S) on, starting from the init image\n"
+          "                         noised to that step's sigma; 1 = from pure noise (with the init\n"
+          "                         image still a reference)\n"
+          "      --mask FILE        inpainting mask (PNG or PPM, any size: resized with Lanczos to the\n"
+          "                         output size): white (gray >= 128) is repainted, black is kept; after\n"
+          "                         every step the kept area is reset to the init image at that noise level\n"
+          "      --mask-invert      repaint the black part of --mask instead (A1111 inpainting_mask_invert)\n"
+          "      --mask-blur R      blur --mask first as AUTOMATIC1111's mask_blur does (Gaussian, sigma R\n"
+          "                         pixels along x then y, 0..64; default 0 = none)\n"
           "  -n, --batch N          N images from one prompt with seeds S, S+1, ... and one text encoding,\n"
           "                         written as OUT.png, OUT-1.png, OUT-2.png, ... (1..64)\n"
           "\n"
@@ -293,6 +310,24 @@ static int parse_float(parse_ctx *pc, const char *opt, const char *s, double lo,
     return CLI_EXIT_OK;
 }
 
+/* --strength: a finite decimal number in (0, 1], kept as a double (the
+ * steps it leaves are computed in double, as Python's float in diffusers). */
+static int parse_strength(parse_ctx *pc, const char *opt, const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double d = strtod(s, &end);
+    if (!*s || *end || strspn(s, "+-0123456789.eE") != strlen(s) || s[0] == '+')
+        return usage_error(pc, "%s: '%s' is not a number", opt, s);
+    if (!isfinite(d) || d > 1.0 || d < 0.0 || (errno == ERANGE && d != 0.0))
+        return usage_error(pc, "%s: %s is out of range (> 0..1)", opt, s);
+    if (d == 0.0)
+        return usage_error(pc, "%s: %s leaves no denoising step (the image would come back unchanged); give a value "
+                               "in > 0..1",
+                           opt, s);
+    *out = d;
+    return CLI_EXIT_OK;
+}
+
 /* A size: a multiple of 16 in CLI_NOISE_MIN_SIZE..CLI_MAX_SIZE here;
  * validate() then requires CLI_MIN_SIZE unless --noise pins the size. We
  * refuse other values instead of flooring them (as diffusers does with a
@@ -453,6 +488,11 @@ static int apply(parse_ctx *pc, cli_args *a, const opt_def *o, const char *spell
         break;
     }
     case O_LORA: rc = parse_lora(pc, a, spelled, val); break;
+    case O_INIT_IMG: a->init_img = val; break;
+    case O_STRENGTH: rc = parse_strength(pc, spelled, val, &a->strength); a->strength_given = 1; break;
+    case O_MASK: a->mask_file = val; break;
+    case O_MASK_INVERT: a->mask_invert = 1; break;
+    case O_MASK_BLUR: rc = parse_float(pc, spelled, val, 0.0, 0, 64.0, &a->mask_blur); break;
     }
     return rc;
 }
@@ -588,6 +628,16 @@ static int validate(parse_ctx *pc, cli_args *a) {
             return usage_error(pc, "%s: %d is out of range (%d..%d)", a->height_opt, a->height, CLI_MIN_SIZE,
                                CLI_MAX_SIZE);
     }
+    if (!a->init_img) {
+        if (a->strength_given) return usage_error(pc, "--strength: only used with --init-img");
+        if (a->mask_file) return usage_error(pc, "--mask: only used with --init-img");
+    } else {
+        if (a->width) return usage_error(pc, "%s: not used with --init-img (the init image sets the size)", a->width_opt);
+        if (a->height)
+            return usage_error(pc, "%s: not used with --init-img (the init image sets the size)", a->height_opt);
+    }
+    if (a->mask_invert && !a->mask_file) return usage_error(pc, "--mask-invert: only used with --mask");
+    if (a->mask_blur > 0 && !a->mask_file) return usage_error(pc, "--mask-blur: only used with --mask");
     if (a->device >= 0 && a->backend == FLUX_BACKEND_CPU)
         return usage_error(pc, "--device: only used with --backend auto or vulkan");
     if (a->device_memory_mb && a->backend == FLUX_BACKEND_CPU)
@@ -607,6 +657,8 @@ static int validate(parse_ctx *pc, cli_args *a) {
     for (int i = 0; i < a->n_refs; i++)
         if ((rc = check_readable_file(pc, "-i", a->refs[i]))) return rc;
     if (a->noise_file && (rc = check_readable_file(pc, "--noise", a->noise_file))) return rc;
+    if (a->init_img && (rc = check_readable_file(pc, "--init-img", a->init_img))) return rc;
+    if (a->mask_file && (rc = check_readable_file(pc, "--mask", a->mask_file))) return rc;
     if (a->embeddings_file && (rc = check_readable_file(pc, "--embeddings", a->embeddings_file))) return rc;
     if (a->dump_dir) {
         struct stat st;
@@ -622,6 +674,7 @@ static int validate(parse_ctx *pc, cli_args *a) {
         if (a->output) return usage_error(pc, "missing -p PROMPT (or --embeddings FILE.npy) for -o");
         if (a->noise_file) return usage_error(pc, "--noise: not used in interactive mode (give a prompt with -p)");
         if (a->dump_dir) return usage_error(pc, "--dump: not used in interactive mode (give a prompt with -p)");
+        if (a->init_img) return usage_error(pc, "--init-img: not used in interactive mode (give a prompt with -p)");
         return CLI_EXIT_OK; /* interactive mode (cli_repl.h) */
     }
     if (!a->output) return usage_error(pc, "missing -o OUTPUT (.png or .ppm)");
@@ -640,6 +693,7 @@ int cli_parse_options(int argc, char **argv, cli_args *a, char *msg, size_t msg_
     a->batch = 1;
     a->precision = -1;
     a->device = -1;
+    a->strength = 0.8; /* diffusers' default (flux_params_init) */
     if (msg_size) msg[0] = '\0';
 
     for (int i = 1; i < argc; i++) {

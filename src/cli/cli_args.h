@@ -72,6 +72,12 @@ typedef struct cli_args {
     const char *refs[FLUX_MAX_REFS]; /* -i, in order */
     int n_refs;
     int batch;                    /* -n, ≥ 1 */
+    const char *init_img;         /* --init-img (NULL: text-to-image) */
+    double strength;              /* --strength, valid with init_img (default 0.8) */
+    int strength_given;
+    const char *mask_file;        /* --mask */
+    int mask_invert;              /* --mask-invert */
+    float mask_blur;              /* --mask-blur (0 = none) */
 
     /* verification hooks */
     const char *noise_file;       /* --noise */

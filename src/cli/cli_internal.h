@@ -17,6 +17,9 @@
  *   fx_ref_geometry                    the size a reference image is
  *                                      processed to (default -W/-H, and
  *                                      the error before a model loads)
+ *   fx_init_geometry                   the same for --init-img (its size
+ *                                      is the output size; --noise shape)
+ *   fx_schedule_first_step             --strength leaving no step: exit 2
  *   fx_png_encode                      PNG bytes for the terminal preview
  *   fx_now_s (inline)                  timings in progress lines
  *
@@ -31,6 +34,7 @@
 #include "src/base/clock.h"
 #include "src/base/json.h"
 #include "src/base/npy.h"
+#include "src/dit/schedule.h"
 #include "src/image/codecs.h"
 #include "src/pipeline/ref_image.h"
 

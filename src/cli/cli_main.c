@@ -99,6 +99,7 @@ static int run_tokenize(flux_ctx *ctx, const cli_args *a) {
 /* ------------------------------------------------------------ generate */
 
 typedef struct gen_inputs {
+    flux_image *init, *mask; /* --init-img, --mask */
     flux_image *refs[FLUX_MAX_REFS];
     int n_refs;
     fx_npy noise, embeddings;
@@ -108,6 +109,8 @@ typedef struct gen_inputs {
 
 static void free_inputs(gen_inputs *in) {
     for (int i = 0; i < in->n_refs; i++) flux_image_free(in->refs[i]);
+    flux_image_free(in->init);
+    flux_image_free(in->mask);
     fx_npy_free(&in->noise);
     fx_npy_free(&in->embeddings);
     if (in->out)
@@ -119,6 +122,22 @@ static void free_inputs(gen_inputs *in) {
  * in a second instead of after loading gigabytes. Fills in the size from
  * the noise when -W/-H are not given. */
 static int read_inputs(flux_ctx *ctx, cli_args *a, gen_inputs *in) {
+    fx_ref_geom init_geom = {0};
+    if (a->init_img) { /* the init image's limits and processed size before the model loads */
+        fx_err gerr = {0};
+        if (flux_image_load(ctx, a->init_img, &in->init) != FLUX_OK)
+            return fail(CLI_EXIT_FAIL, "--init-img: %s", flux_error(ctx));
+        if (fx_init_geometry(in->init->width, in->init->height, 16, a->init_img, &init_geom, &gerr) != FLUX_OK)
+            return fail(CLI_EXIT_FAIL, "--init-img: %s", gerr.msg);
+        char why[160];
+        const char *missing;
+        if (!a->noise_file &&
+            cli_check_default_size(0, 0, init_geom.width, init_geom.height, why, sizeof why, &missing))
+            return fail(CLI_EXIT_USAGE, "--init-img: %s: %s (processed size %dx%d from %dx%d)", a->init_img, why,
+                        init_geom.width, init_geom.height, init_geom.src_w, init_geom.src_h);
+        if (a->mask_file && flux_image_load(ctx, a->mask_file, &in->mask) != FLUX_OK)
+            return fail(CLI_EXIT_FAIL, "--mask: %s", flux_error(ctx));
+    }
     for (int i = 0; i < a->n_refs; i++) {
         if (flux_image_load(ctx, a->refs[i], &in->refs[i]) != FLUX_OK)
             return fail(CLI_EXIT_FAIL, "-i: %s", flux_error(ctx));
@@ -131,7 +150,7 @@ static int read_inputs(flux_ctx *ctx, cli_args *a, gen_inputs *in) {
             return fail(CLI_EXIT_FAIL, "-i: %s", gerr.msg);
         char why[160];
         const char *missing;
-        if (i == 0 && !a->noise_file &&
+        if (i == 0 && !a->noise_file && !a->init_img &&
             cli_check_default_size(a->width, a->height, geom.width, geom.height, why, sizeof why, &missing))
             return fail(CLI_EXIT_USAGE, "-i: %s: %s: give %s", a->refs[0], why,
                         !strcmp(missing, "both") ? "-W and -H" : !strcmp(missing, "width") ? "-W" : "-H");
@@ -139,6 +158,7 @@ static int read_inputs(flux_ctx *ctx, cli_args *a, gen_inputs *in) {
     fx_err err = {0};
     if (a->noise_file) {
         int64_t want[3] = {128, a->height ? a->height / 16 : -1, a->width ? a->width / 16 : -1};
+        if (a->init_img) want[1] = init_geom.height / 16, want[2] = init_geom.width / 16;
         if (fx_npy_read(a->noise_file, &in->noise, &err) != FLUX_OK ||
             fx_npy_expect(&in->noise, a->noise_file, FX_NPY_F32, 3, want, &err) != FLUX_OK)
             return fail(CLI_EXIT_FAIL, "--noise: %s", err.msg);
@@ -180,6 +200,16 @@ static int run_generate(flux_ctx *ctx, cli_args *a) {
     if ((rc = cli_load_model_and_loras(ctx, a))) {
         free_inputs(&in);
         return rc;
+    }
+    if (a->init_img) { /* a strength that leaves no step: a command-line error, now that the step count is known */
+        flux_model_info info;
+        const int steps = a->steps ? a->steps : flux_get_model_info(ctx, &info) == FLUX_OK ? info.default_steps : 0;
+        if (steps > 0 && fx_schedule_first_step(steps, a->strength) >= steps) {
+            free_inputs(&in);
+            return fail(CLI_EXIT_USAGE, "--strength: %g with %d steps leaves no denoising step (int(%d - %d*%g) = %d); "
+                                        "use a larger strength or more steps",
+                        a->strength, steps, steps, steps, a->strength, fx_schedule_first_step(steps, a->strength));
+        }
     }
     if (a->embeddings_file) {
         flux_model_info info;
@@ -231,6 +261,11 @@ static int run_generate(flux_ctx *ctx, cli_args *a) {
     p.refs = (const flux_image *const *)in.refs;
     p.n_refs = in.n_refs;
     p.batch = a->batch;
+    p.init_image = in.init;
+    p.strength = a->strength;
+    p.mask = in.mask;
+    p.mask_invert = a->mask_invert;
+    p.mask_blur_x = p.mask_blur_y = a->mask_blur;
     p.embeddings = a->embeddings_file ? in.embeddings.data : NULL;
     p.noise = a->noise_file ? in.noise.data : NULL;
     p.dump_dir = a->dump_dir;
@@ -257,6 +292,11 @@ static int run_generate(flux_ctx *ctx, cli_args *a) {
     const char *sched = schedule_name(a, sched_buf, sizeof sched_buf);
     for (int i = 0; i < in.n_out; i++) {
         if (!in.out[i]) continue;
+        if ((a->init_img && flux_image_set_text(in.out[i], "init_image", a->init_img) != FLUX_OK) ||
+            (a->mask_file && flux_image_set_text(in.out[i], "mask", a->mask_file) != FLUX_OK)) {
+            rc = fail(CLI_EXIT_FAIL, "out of memory (image metadata)");
+            break;
+        }
         if (!cli_batch_name(a->output, i, name, sizeof name)) {
             rc = fail(CLI_EXIT_FAIL, "-o: output name too long");
             break;

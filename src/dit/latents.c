@@ -67,3 +67,17 @@ void fx_image_to_rgb8(const float *chw, int height, int width, uint8_t *rgb) {
             rgb[i * 3 + ch] = (uint8_t)lrintf(v * 255.0f);
         }
 }
+
+void fx_latents_noised(const float *x0, const float *noise, float sigma, int64_t n, float *out) {
+    const float keep = 1.0f - sigma;
+    for (int64_t i = 0; i < n; i++) out[i] = sigma * noise[i] + keep * x0[i];
+}
+
+void fx_latents_blend(float *x, const float *keep, const float *m, int64_t tokens, int c) {
+    for (int64_t t = 0; t < tokens; t++) {
+        const float mt = m[t], kt = 1.0f - mt;
+        float *xt = x + t * c;
+        const float *at = keep + t * c;
+        for (int k = 0; k < c; k++) xt[k] = kt * at[k] + mt * xt[k];
+    }
+}

@@ -31,6 +31,13 @@ void fx_unpatchify(const float *p, int c, int h, int w, int ph, int pw, float *o
 void fx_bn_denormalize(float *x, int c, int64_t hw, const float *mean, const float *var, float eps);
 void fx_bn_normalize(float *x, int c, int64_t hw, const float *mean, const float *var, float eps);
 
+/* img2img / inpainting on packed tokens (diffusers FlowMatchEulerDiscreteScheduler.scale_noise and
+ * Flux2KleinInpaintPipeline's denoising loop), in float32 as there:
+ *   fx_latents_noised: out = σ·noise + (1 − σ)·x0            [n floats]
+ *   fx_latents_blend:  x = (1 − m_t)·keep + m_t·x per token t  [tokens, c]
+ *     (m [tokens] broadcast over the c channels of a token) */
+void fx_latents_noised(const float *x0, const float *noise, float sigma, int64_t n, float *out);
+void fx_latents_blend(float *x, const float *keep, const float *m, int64_t tokens, int c);
 /* Decoder output [3, H, W] (≈ [−1, 1]) → interleaved RGB8 [H, W, 3] with the
  * diffusers rounding round(clamp(x/2 + 0.5, 0, 1)·255), ties to even as torch.round
  * (NaN → 0). */

@@ -56,3 +56,10 @@ const char *fx_schedule_describe(flux_schedule kind, double alpha, char *buf, in
     else snprintf(buf, (size_t)size, "%s", fx_schedule_name(kind)); /* always in buf: callers keep buf */
     return buf;
 }
+
+int fx_schedule_first_step(int steps, double strength) {
+    double init = (double)steps * strength;
+    if (init > (double)steps) init = (double)steps;
+    const double rest = (double)steps - init;
+    return rest > 0 ? (int)rest : 0; /* int() truncates toward zero */
+}

@@ -31,6 +31,14 @@ double fx_empirical_mu(int64_t n_tokens, int steps);
 flux_status fx_schedule_sigmas(flux_schedule kind, int steps, int64_t n_tokens, double alpha,
                                float *sigmas, fx_err *err);
 
+/* img2img: the first of the `steps` steps that runs for a strength in
+ * [0, 1] (diffusers get_timesteps, copied into pipeline_flux2_klein_inpaint.py
+ * from the SD3 img2img pipeline), in Python float (double) arithmetic:
+ *   init = min(steps·strength, steps);  t_start = int(max(steps − init, 0))
+ * Steps t_start .. steps−1 run (σ_{t_start} is the start noise level);
+ * steps − t_start may be 0 (strength 0), which the caller refuses. The
+ * full schedule is computed for `steps` first (μ from `steps`). */
+int fx_schedule_first_step(int steps, double strength);
 /* "shifted", "linear", "power" — and the metadata form ("shifted", "linear",
  * "power 2.5") written into buf and returned. */
 const char *fx_schedule_name(flux_schedule kind);

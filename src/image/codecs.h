@@ -27,6 +27,11 @@
  * used in error messages. On success *out is a new RGB image. */
 flux_status fx_png_decode(const uint8_t *data, size_t n, const char *name, flux_image **out, fx_err *err);
 flux_status fx_ppm_decode(const uint8_t *data, size_t n, const char *name, flux_image **out, fx_err *err);
+/* fx_png_decode keeping transparency: a PNG with an alpha channel (gray +
+ * alpha, RGBA) or a tRNS chunk gives RGBA (4 channels, gray replicated,
+ * tRNS turned into alpha as PIL's convert("RGBA") does), others RGB. For
+ * masks given as transparency (inpainting). */
+flux_status fx_png_decode_alpha(const uint8_t *data, size_t n, const char *name, flux_image **out, fx_err *err);
 
 /* Encode to an open stream (the caller makes the write atomic). PNG keeps
  * the channel count (gray, gray+alpha, RGB, RGBA) and writes every metadata

@@ -25,6 +25,14 @@ flux_status fx_image_decode(const uint8_t *data, size_t n, const char *name, flu
     return fx_fail(err, FLUX_ERR_FORMAT, "%s: not a PNG or binary PPM (P6/P5) image", name);
 }
 
+flux_status fx_image_decode_alpha(const uint8_t *data, size_t n, const char *name, flux_image **out, fx_err *err) {
+    if (n >= 8 && !memcmp(data, "\x89PNG\r\n\x1a\n", 8)) {
+        *out = NULL;
+        return fx_png_decode_alpha(data, n, name, out, err);
+    }
+    return fx_image_decode(data, n, name, out, err);
+}
+
 flux_status fx_image_read(const char *path, flux_image **out, fx_err *err) {
     *out = NULL;
     uint8_t *data;

@@ -13,6 +13,9 @@
 /* Sniff the format from the first bytes and call the right decoder. */
 flux_status fx_image_decode(const uint8_t *data, size_t n, const char *name, flux_image **out, fx_err *err);
 
+/* fx_image_decode, with a PNG's transparency kept (codecs.h fx_png_decode_alpha). */
+flux_status fx_image_decode_alpha(const uint8_t *data, size_t n, const char *name, flux_image **out, fx_err *err);
+
 /* Read and decode the image file `path`. */
 flux_status fx_image_read(const char *path, flux_image **out, fx_err *err);
 

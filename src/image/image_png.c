@@ -148,6 +148,7 @@ typedef struct png_reader {
     flux_status status; /* set by checks of our own inside the guarded body */
     flux_image *img;
     png_bytep *rows;
+    int keep_alpha;     /* fx_png_decode_alpha: RGBA when the file has transparency */
 } png_reader;
 
 static void read_from_memory(png_structp png, png_bytep dst, png_size_t len) {
@@ -241,19 +242,22 @@ static flux_status decode_body(png_reader *r) {
     if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
     if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
     if (color == PNG_COLOR_TYPE_GRAY || color == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(png);
-    if (color & PNG_COLOR_MASK_ALPHA) png_set_strip_alpha(png);
+    if (r->keep_alpha && png_get_valid(png, info, PNG_INFO_tRNS)) png_set_tRNS_to_alpha(png);
+    else if (color & PNG_COLOR_MASK_ALPHA && !r->keep_alpha) png_set_strip_alpha(png);
     png_set_interlace_handling(png);
     png_read_update_info(png, info);
-    if (png_get_rowbytes(png, info) != (size_t)w * 3 || png_get_bit_depth(png, info) != 8)
+    const int ch = png_get_channels(png, info);
+    if ((ch != 3 && ch != 4) || (ch == 4 && !r->keep_alpha) || png_get_rowbytes(png, info) != (size_t)w * (size_t)ch ||
+        png_get_bit_depth(png, info) != 8)
         return fx_fail(r->err, FLUX_ERR_FORMAT, "%s: unsupported PNG layout (color type %d, depth %d)", r->name,
                        color, depth);
 
-    r->img = flux_image_new((int)w, (int)h, 3);
+    r->img = flux_image_new((int)w, (int)h, ch);
     r->rows = malloc((size_t)h * sizeof *r->rows);
     if (!r->img || !r->rows)
         return fx_fail(r->err, FLUX_ERR_NOMEM, "%s: out of memory for a %ux%u image", r->name, (unsigned)w,
                        (unsigned)h);
-    for (png_uint_32 y = 0; y < h; y++) r->rows[y] = r->img->data + (size_t)y * w * 3;
+    for (png_uint_32 y = 0; y < h; y++) r->rows[y] = r->img->data + (size_t)y * w * (size_t)ch;
     png_read_image(png, r->rows);
     png_read_end(png, info); /* text chunks after IDAT land in info too */
     return read_text(r);
@@ -265,10 +269,12 @@ static int decode_guarded(png_reader *r) {
     return 1;
 }
 
-flux_status fx_png_decode(const uint8_t *data, size_t n, const char *name, flux_image **out, fx_err *err) {
+static flux_status decode(const uint8_t *data, size_t n, const char *name, int keep_alpha, flux_image **out,
+                          fx_err *err) {
     *out = NULL;
     png_reader r;
     memset(&r, 0, sizeof r);
+    r.keep_alpha = keep_alpha;
     r.data = data;
     r.n = n;
     r.name = name;
@@ -295,6 +301,14 @@ flux_status fx_png_decode(const uint8_t *data, size_t n, const char *name, flux_
     }
     *out = r.img;
     return FLUX_OK;
+}
+
+flux_status fx_png_decode(const uint8_t *data, size_t n, const char *name, flux_image **out, fx_err *err) {
+    return decode(data, n, name, 0, out, err);
+}
+
+flux_status fx_png_decode_alpha(const uint8_t *data, size_t n, const char *name, flux_image **out, fx_err *err) {
+    return decode(data, n, name, 1, out, err);
 }
 
 /* --------------------------------------------------------------- encoding */

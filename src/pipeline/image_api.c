@@ -7,6 +7,7 @@
 #include "src/image/codecs.h"
 #include "src/image/image_file.h"
 #include "src/model/ctx.h"
+#include "mask.h"
 
 flux_status flux_image_load(flux_ctx *ctx, const char *path, flux_image **out) {
     fx_err *err = ctx ? &ctx->err : NULL;
@@ -39,6 +40,22 @@ flux_status flux_image_encode_png(flux_ctx *ctx, const flux_image *img, uint8_t 
     flux_status st = fx_image_check(img, "flux_image_encode_png", err);
     if (st) return st;
     return fx_png_encode(img, "PNG", out, len, err);
+}
+
+flux_status flux_mask_decode(flux_ctx *ctx, const uint8_t *data, size_t n, const char *name, flux_mask_source how,
+                             flux_image **out) {
+    fx_err *err = ctx ? &ctx->err : NULL;
+    if (!out) return fx_fail(err, FLUX_ERR_INVALID_ARG, "flux_mask_decode: out is NULL");
+    *out = NULL;
+    if (!data && n) return fx_fail(err, FLUX_ERR_INVALID_ARG, "flux_mask_decode: data is NULL");
+    if (!name) name = "mask";
+    flux_image *img = NULL;
+    flux_status st = how == FLUX_MASK_GRAY ? fx_image_decode(data, n, name, out, err)
+                                           : fx_image_decode_alpha(data, n, name, &img, err);
+    if (st || how == FLUX_MASK_GRAY) return st;
+    st = fx_mask_from_image(img, how, name, out, err);
+    flux_image_free(img);
+    return st;
 }
 
 void flux_buffer_free(void *buf) { free(buf); }

@@ -32,6 +32,7 @@ void flux_params_init(flux_params *p) {
     p->guidance = -1.0f;
     p->schedule = FLUX_SCHEDULE_SHIFTED;
     p->power_alpha = 2.0f;
+    p->strength = 0.8; /* diffusers Flux2KleinInpaintPipeline.__call__ default */
 }
 
 /* Writes "STRUCT.FIELD: VALUE is not ..." into msg and returns 1. */

@@ -22,6 +22,13 @@
  * updated, the same for every sequence of a run (both CFG passes, every
  * image of a batch); the transformer computes no output rows for them. The
  * default output size is the first reference's processed size.
+ *
+ * img2img and inpainting (flux_params.init_image; diffusers
+ * pipeline_flux2_klein_inpaint.py, README "img2img and inpainting"): the
+ * init image is reference 0 and its latents are x0; sampling starts at
+ * step t_start (schedule.h fx_schedule_first_step) from σ·noise + (1 − σ)·x0
+ * (latents.h), and with a mask (mask.h) every step ends with the blend
+ * x = (1 − m)·(x0 noised to the next σ) + m·x on the packed tokens.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +46,7 @@
 #include "src/dit/latents.h"
 #include "src/model/model.h"
 #include "prefetch.h"
+#include "mask.h"
 #include "ref_image.h"
 #include "src/dit/rng.h"
 #include "src/dit/schedule.h"
@@ -78,7 +86,10 @@ typedef struct gen {
     const float *emb, *neg;   /* [512, text_dim] */
     float *emb_own, *neg_own;
     float *bn_mean, *bn_var;  /* [cin] */
-    int n_refs;
+    int n_refs;               /* conditioning images: the init image (if any), then flux_params.refs */
+    int has_init;             /* 1: reference 0 is flux_params.init_image, its tokens are x0 */
+    int first_step;           /* steps first_step .. steps − 1 run (0 without an init image) */
+    float *mask;              /* [N] inpainting mask on the token grid; NULL: no blend */
     fx_ref_geom ref_geom[FLUX_MAX_REFS];
     float *ref_tokens[FLUX_MAX_REFS]; /* [h_r·w_r, cin] BN-normalised packed latents */
     int64_t ref_N;            /* reference tokens in total */
@@ -118,6 +129,16 @@ static uint64_t clock_seed(void) {
 /* Parameters                                                               */
 /* ------------------------------------------------------------------------ */
 
+/* Conditioning image r: the init image first when there is one, then the refs. */
+static const flux_image *ref_source(const gen *g, int r) {
+    return g->has_init ? (r == 0 ? g->p->init_image : g->p->refs[r - 1]) : g->p->refs[r];
+}
+
+static void ref_name(const gen *g, int r, char *buf, size_t size) {
+    if (g->has_init && r == 0) snprintf(buf, size, "init image");
+    else snprintf(buf, size, "reference image %d", r - g->has_init);
+}
+
 static flux_status resolve(gen *g, int n_images) {
     const flux_params *p = g->p;
     const struct fx_model *m = g->ctx->model;
@@ -126,27 +147,48 @@ static flux_status resolve(gen *g, int n_images) {
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "n_refs must be in 0..%d, got %d", FLUX_MAX_REFS, p->n_refs);
     if (p->n_refs > 0 && !p->refs)
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "n_refs is %d but refs is NULL", p->n_refs);
+    g->has_init = p->init_image != NULL;
+    if (p->n_refs + g->has_init > FLUX_MAX_REFS)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "the init image and %d reference images: at most %d images in all",
+                       p->n_refs, FLUX_MAX_REFS);
+    if (!g->has_init && (p->mask || p->mask_invert))
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "%s is only used with an init image (init_image is NULL)",
+                       p->mask ? "mask" : "mask_invert");
+    if ((p->mask_invert || p->mask_blur_x || p->mask_blur_y) && !p->mask)
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "%s is set but no mask is given",
+                       p->mask_invert ? "mask_invert" : "mask_blur");
+    if (!(p->mask_blur_x >= 0 && p->mask_blur_x <= FX_MASK_MAX_BLUR && p->mask_blur_y >= 0 &&
+          p->mask_blur_y <= FX_MASK_MAX_BLUR))
+        return fx_fail(err, FLUX_ERR_INVALID_ARG, "mask_blur_x and mask_blur_y must be in 0..%d, got %g and %g",
+                       FX_MASK_MAX_BLUR, p->mask_blur_x, p->mask_blur_y);
     g->vae_scale = 1 << (m->vae.levels - 1);
     g->ph = m->vae.patch[0];
     g->pw = m->vae.patch[1];
     int unit_h = g->vae_scale * g->ph, unit_w = g->vae_scale * g->pw;
     /* References: checked and sized now (pre-processed and encoded later). */
-    g->n_refs = p->n_refs;
+    g->n_refs = p->n_refs + g->has_init;
     if (g->n_refs && unit_h != unit_w)
         return fx_fail(err, FLUX_ERR_UNSUPPORTED, "reference images need a square VAE patch (found %dx%d)", g->ph, g->pw);
     for (int r = 0; r < g->n_refs; r++) {
-        const flux_image *img = p->refs[r];
+        const flux_image *img = ref_source(g, r);
         char what[64];
-        snprintf(what, sizeof what, "reference image %d", r);
+        ref_name(g, r, what, sizeof what);
         if (!img || !img->data || img->channels < 1 || img->channels > 4)
             return fx_fail(err, FLUX_ERR_INVALID_ARG, "%s: not a valid image (%s)", what,
                            !img ? "NULL" : !img->data ? "no pixel data" : "channels must be 1..4");
-        TRY(fx_ref_geometry(img->width, img->height, unit_h, what, &g->ref_geom[r], err));
+        if (g->has_init && r == 0) TRY(fx_init_geometry(img->width, img->height, unit_h, what, &g->ref_geom[r], err));
+        else TRY(fx_ref_geometry(img->width, img->height, unit_h, what, &g->ref_geom[r], err));
         g->ref_N += (int64_t)(g->ref_geom[r].height / unit_h) * (g->ref_geom[r].width / unit_w);
     }
     /* Default size: the first reference's processed size (diffusers), else 256. */
     g->width = p->width ? p->width : g->n_refs ? g->ref_geom[0].width : GEN_DEFAULT_SIDE;
     g->height = p->height ? p->height : g->n_refs ? g->ref_geom[0].height : GEN_DEFAULT_SIDE;
+    if (g->has_init && (g->width != g->ref_geom[0].width || g->height != g->ref_geom[0].height))
+        return fx_fail(err, FLUX_ERR_INVALID_ARG,
+                       "the init image sets the output size (%dx%d from %dx%d); width and height must be 0 or that "
+                       "size, got %dx%d",
+                       g->ref_geom[0].width, g->ref_geom[0].height, g->ref_geom[0].src_w, g->ref_geom[0].src_h,
+                       g->width, g->height);
     if (g->width < GEN_MIN_SIDE || g->width > GEN_MAX_SIDE || g->height < GEN_MIN_SIDE || g->height > GEN_MAX_SIDE)
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "image size %dx%d is outside %d..%d per side", g->width, g->height,
                        GEN_MIN_SIDE, GEN_MAX_SIDE);
@@ -163,6 +205,16 @@ static flux_status resolve(gen *g, int n_images) {
     g->steps = p->steps ? p->steps : (m->distilled ? 4 : 50);
     if (g->steps < 1 || g->steps > GEN_MAX_STEPS)
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "steps must be in 1..%d, got %d", GEN_MAX_STEPS, g->steps);
+    if (g->has_init) {
+        if (!(p->strength >= 0.0 && p->strength <= 1.0))
+            return fx_fail(err, FLUX_ERR_INVALID_ARG, "strength must be in 0..1, got %g", p->strength);
+        g->first_step = fx_schedule_first_step(g->steps, p->strength);
+        if (g->first_step >= g->steps)
+            return fx_fail(err, FLUX_ERR_INVALID_ARG,
+                           "strength %g with %d steps leaves no denoising step (int(%d - %d*strength) = %d); use a "
+                           "larger strength",
+                           p->strength, g->steps, g->steps, g->steps, g->first_step);
+    }
     g->guidance = p->guidance < 0 ? (m->distilled ? 1.0f : 4.0f) : p->guidance;
     if (!(g->guidance <= FLUX_GUIDANCE_MAX))
         return fx_fail(err, FLUX_ERR_INVALID_ARG, "guidance must be in 0..%d, got %g", FLUX_GUIDANCE_MAX,
@@ -313,10 +365,11 @@ static flux_status encode_refs(gen *g) {
         TRY(progress(g, FLUX_STAGE_VAE_ENCODE, r, g->n_refs, 0, 0));
         double t0 = fx_now_s();
         char what[64], name[64];
-        snprintf(what, sizeof what, "reference image %d", r);
+        ref_name(g, r, what, sizeof what);
         fx_ref_geom *rg = &g->ref_geom[r];
         float *pix = NULL, *mean = NULL, *chw = NULL;
-        TRY(fx_ref_prepare(g->p->refs[r], unit, what, rg, &pix, g->err));
+        if (g->has_init && r == 0) TRY(fx_init_prepare(ref_source(g, r), unit, what, rg, &pix, g->err));
+        else TRY(fx_ref_prepare(ref_source(g, r), unit, what, rg, &pix, g->err));
         const int h8 = rg->height / g->vae_scale, w8 = rg->width / g->vae_scale;
         const int gh = rg->height / unit, gw = rg->width / unit;
         const int64_t n = (int64_t)gh * gw;
@@ -341,12 +394,19 @@ static flux_status encode_refs(gen *g) {
             st = fx_dump_chw(g->p->dump_dir, name, chw, g->cin, gh, gw, g->err);
         }
         if (!st)
-            fx_log(&ctx->log, 1, "flux: reference %d: %dx%d%s -> %dx%d (%lld tokens), VAE encode %.2f s", r, rg->src_w,
+            fx_log(&ctx->log, 1, "flux: %s%.*d: %dx%d%s -> %dx%d (%lld tokens), VAE encode %.2f s",
+                   g->has_init && r == 0 ? "init image" : "reference ", g->has_init && r == 0 ? 0 : 1,
+                   g->has_init && r == 0 ? 0 : r - g->has_init, rg->src_w,
                    rg->src_h, rg->scaled_w != rg->src_w || rg->scaled_h != rg->src_h ? " (Lanczos to area 1024^2)" : "",
                    rg->width, rg->height, (long long)n, fx_now_s() - t0);
         free(pix), free(mean), free(chw);
     }
     if (!st && g->n_refs) st = progress(g, FLUX_STAGE_VAE_ENCODE, g->n_refs, g->n_refs, 0, 0);
+    if (!st && g->p->mask) {
+        const fx_mask_rules rules = {g->p->mask_invert, g->p->mask_blur_x, g->p->mask_blur_y};
+        st = fx_mask_tokens(g->p->mask, &rules, g->width, g->height, unit, &g->mask, g->err);
+        if (!st) st = fx_dump_chw(g->p->dump_dir, "mask.npy", g->mask, 1, g->gh, g->gw, g->err);
+    }
     return st;
 }
 
@@ -366,10 +426,29 @@ static fx_dit_layout run_layout(const gen *g, int batch) {
 /* Denoising                                                                */
 /* ------------------------------------------------------------------------ */
 
-/* Euler sampling of `count` images stacked in one run. lat [count, N, cin]
- * (packed tokens) holds the noise on entry and the final latents on exit.
- * Scratch: xin [B, N, cin] and v [B, N, cin] with B = count (×2 with CFG). */
-static flux_status denoise(gen *g, int first, int count, float *lat, float *xin, float *v) {
+/* Inpainting: after step i, each image's tokens x = (1 − m)·keep + m·x with
+ * keep = x0 noised to σ_{i+1} with the image's own noise, or x0 itself after
+ * the last step (diffusers: init_latents_proper, scale_noise with the
+ * scheduler's step index, which is then i + 1). scratch [N, cin]. */
+static void blend_mask(gen *g, int i, int count, float *lat, const float *noise, float *scratch) {
+    const int64_t tok = g->N * g->cin;
+    const float *x0 = g->ref_tokens[0];
+    for (int j = 0; j < count; j++) {
+        const float *keep = x0;
+        if (i + 1 < g->steps) {
+            fx_latents_noised(x0, noise + j * tok, g->sigmas[i + 1], tok, scratch);
+            keep = scratch;
+        }
+        fx_latents_blend(lat + j * tok, keep, g->mask, g->N, g->cin);
+    }
+}
+
+/* Euler sampling of `count` images stacked in one run, steps first_step ..
+ * steps − 1. lat [count, N, cin] (packed tokens) holds the start latents on
+ * entry and the final latents on exit; noise [count, N, cin] their noise
+ * (used by the inpainting blend). Scratch: xin [B, N, cin] and v [B, N,
+ * cin] with B = count (×2 with CFG). */
+static flux_status denoise(gen *g, int first, int count, float *lat, const float *noise, float *xin, float *v) {
     flux_ctx *ctx = g->ctx;
     const int per = g->cfg ? 2 : 1, B = count * per, nb = fx_dit_cfg(g->dit)->double_blocks + fx_dit_cfg(g->dit)->single_blocks;
     const int64_t tok = g->N * g->cin;
@@ -384,9 +463,10 @@ static flux_status denoise(gen *g, int first, int count, float *lat, float *xin,
     flux_status st = fx_dit_run_set_text(run, texts);
     /* reference tokens: projected once per run, shared by all B sequences */
     for (int r = 0; r < g->n_refs && !st; r++) st = fx_dit_run_set_image(run, r + 1, g->ref_tokens[r]);
-    for (int i = 0; i < g->steps && !st; i++) {
+    const int run_steps = g->steps - g->first_step;
+    for (int i = g->first_step; i < g->steps && !st; i++) {
         double t0 = fx_now_s();
-        int total = g->steps * g->chunks, step = g->chunk * g->steps + i;
+        int total = run_steps * g->chunks, step = g->chunk * run_steps + i - g->first_step;
         if ((st = progress(g, FLUX_STAGE_DENOISE, step, total, 0, nb))) break;
         const float *x = lat;
         if (g->cfg) {
@@ -404,6 +484,7 @@ static flux_status denoise(gen *g, int first, int count, float *lat, float *xin,
         if (first == 0 && (st = fx_dump_velocity(g->p->dump_dir, i, v, g->N, g->cin, g->err))) break;
         const float dt = g->sigmas[i + 1] - g->sigmas[i];
         for (int64_t e = 0; e < (int64_t)count * tok; e++) lat[e] += dt * v[e];
+        if (g->mask) blend_mask(g, i, count, lat, noise, xin);
         char what[128];
         snprintf(what, sizeof what, "denoising step %d of %d produced a non-finite latent", i + 1, g->steps);
         if ((st = check_finite(g, FLUX_ERR_MODEL, lat, (int64_t)count * g->N, g->cin, what, "token", "channel"))) break;
@@ -420,6 +501,42 @@ static flux_status denoise(gen *g, int first, int count, float *lat, float *xin,
 /* ------------------------------------------------------------------------ */
 /* Decoding                                                                 */
 /* ------------------------------------------------------------------------ */
+
+/* img2img metadata: "strength", "mask" ("yes"), "mask_invert" ("yes"), and
+ * A1111's "Denoising strength: S" (+ "Mask mode: Inpaint not masked") at
+ * the end of the settings line of "parameters". */
+static flux_status set_init_text(const gen *g, flux_image *img) {
+    char strength[32];
+    snprintf(strength, sizeof strength, "%.17g", g->p->strength);
+    /* shortest text that reads back as the same double ("0.75", not 0.75000000000000000) */
+    for (int prec = 1; prec <= 17; prec++) {
+        char t[32];
+        snprintf(t, sizeof t, "%.*g", prec, g->p->strength);
+        if (strtod(t, NULL) == g->p->strength) {
+            memcpy(strength, t, sizeof t);
+            break;
+        }
+    }
+    flux_status st = flux_image_set_text(img, "strength", strength);
+    if (!st && g->p->mask) st = flux_image_set_text(img, "mask", "yes");
+    if (!st && g->p->mask_invert) st = flux_image_set_text(img, "mask_invert", "yes");
+    char blur[64] = "";
+    if (g->p->mask_blur_x || g->p->mask_blur_y) { /* A1111 writes "Mask blur: 4" (its mask_blur) */
+        if (g->p->mask_blur_x == g->p->mask_blur_y) snprintf(blur, sizeof blur, "%g", g->p->mask_blur_x);
+        else snprintf(blur, sizeof blur, "%g x %g", g->p->mask_blur_x, g->p->mask_blur_y);
+        if (!st) st = flux_image_set_text(img, "mask_blur", blur);
+    }
+    const char *params = flux_image_get_text(img, "parameters");
+    if (st || !params) return st;
+    size_t n = strlen(params) + 128;
+    char *text = malloc(n);
+    if (!text) return FLUX_ERR_NOMEM;
+    snprintf(text, n, "%s, Denoising strength: %s%s%s%s", params, strength,
+             g->p->mask_invert ? ", Mask mode: Inpaint not masked" : "", blur[0] ? ", Mask blur: " : "", blur);
+    st = flux_image_set_text(img, "parameters", text);
+    free(text);
+    return st;
+}
 
 /* Packed tokens [N, cin] → RGB image with metadata. chw [cin, N] and z
  * [cin, N] and pix [3, H, W] are scratch. */
@@ -451,11 +568,12 @@ static flux_status decode(gen *g, int index, const float *tokens, float *chw, fl
     if (!st && loras) st = flux_image_set_text(img, "loras", loras);
     free(tagged);
     free(loras);
-    if (!st && g->n_refs) {
+    if (!st && g->p->n_refs) {
         char n[16];
-        snprintf(n, sizeof n, "%d", g->n_refs);
+        snprintf(n, sizeof n, "%d", g->p->n_refs);
         st = flux_image_set_text(img, "references", n);
     }
+    if (!st && g->has_init) st = set_init_text(g, img);
     if (st) {
         flux_image_free(img);
         return fx_fail(g->err, st, "out of memory (image metadata)");
@@ -530,11 +648,12 @@ static flux_status denoise_and_decode(gen *g, flux_image **out) {
 
     /* Every buffer of the generation, before the first step. */
     float *lat = malloc((size_t)(per_run * tok) * sizeof(float));
+    float *noises = g->has_init ? malloc((size_t)(per_run * tok) * sizeof(float)) : NULL;
     float *xin = malloc((size_t)(per_run * per * tok) * sizeof(float));
     float *v = malloc((size_t)(per_run * per * tok) * sizeof(float));
     float *chw = malloc((size_t)tok * sizeof(float)), *z = malloc((size_t)tok * sizeof(float));
     float *pix = malloc((size_t)(3 * hw) * sizeof(float));
-    if (!lat || !xin || !v || !chw || !z || !pix)
+    if (!lat || !xin || !v || !chw || !z || !pix || (g->has_init && !noises))
         st = fx_fail(err, FLUX_ERR_NOMEM, "out of memory (latents of %d image(s))", per_run);
     for (g->chunk = 0; !st && g->chunk < g->chunks; g->chunk++) {
         int first = g->chunk * per_run, count = g->n_images - first < per_run ? g->n_images - first : per_run;
@@ -549,9 +668,18 @@ static flux_status denoise_and_decode(gen *g, flux_image **out) {
                 fx_rng_noise(&g->ctx->kc, g->seed + (uint64_t)(first + j), g->cin, g->gh, g->gw, noise);
             }
             if (first + j == 0 && (st = fx_dump_chw(p->dump_dir, "noise.npy", noise, g->cin, g->gh, g->gw, err))) break;
-            fx_latents_pack(noise, g->cin, g->gh, g->gw, lat + j * tok, g->cin);
+            float *xj = lat + j * tok;
+            fx_latents_pack(noise, g->cin, g->gh, g->gw, xj, g->cin);
+            if (g->has_init) { /* scale_noise(x0, t_start, noise) */
+                memcpy(noises + j * tok, xj, (size_t)tok * sizeof(float));
+                fx_latents_noised(g->ref_tokens[0], noises + j * tok, g->sigmas[g->first_step], tok, xj);
+                if (first + j == 0) {
+                    fx_latents_unpack(xj, g->cin, g->cin, g->gh, g->gw, noise);
+                    if ((st = fx_dump_chw(p->dump_dir, "start_latents.npy", noise, g->cin, g->gh, g->gw, err))) break;
+                }
+            }
         }
-        if (!st) st = denoise(g, first, count, lat, xin, v);
+        if (!st) st = denoise(g, first, count, lat, noises, xin, v);
         for (int j = 0; j < count && !st; j++) {
             double t0 = fx_now_s();
             if (!(st = progress(g, FLUX_STAGE_VAE_DECODE, first + j, g->n_images, 0, 0)))
@@ -561,7 +689,7 @@ static flux_status denoise_and_decode(gen *g, flux_image **out) {
     }
     if (!st) st = progress(g, FLUX_STAGE_VAE_DECODE, g->n_images, g->n_images, 0, 0);
     if (!st) st = progress(g, FLUX_STAGE_DONE, 0, 0, 0, 0);
-    free(lat), free(xin), free(v), free(chw), free(z), free(pix);
+    free(lat), free(noises), free(xin), free(v), free(chw), free(z), free(pix);
     return st;
 }
 
@@ -608,6 +736,7 @@ static flux_status generate(flux_ctx *ctx, const flux_params *p, int n_images, f
     free(g.emb_own);
     free(g.neg_own);
     for (int r = 0; r < g.n_refs; r++) free(g.ref_tokens[r]);
+    free(g.mask);
     free(g.bn_mean);
     free(g.bn_var);
     free(g.sigmas);

@@ -24,6 +24,15 @@
  *     the image loader produces.
  * The largest image accepted is the loader's (16384 per side, 2^28 pixels);
  * after the cap a reference is at most 1024² pixels (4096 tokens).
+ *
+ * The source image of img2img / inpainting (flux_params.init_image) is
+ * pre-processed as diffusers' Flux2KleinInpaintPipeline.__call__ does
+ * ("2. Preprocess image", pipeline_flux2_klein_inpaint.py): step 3 as
+ * above, then the size floored to multiples of `unit` and the image
+ * *stretched* to it (VaeImageProcessor.preprocess with resize_mode
+ * "default": PIL Lanczos resize to the floored size, skipped when the size
+ * is already right) instead of centre-cropped; no aspect-ratio limit and
+ * sides of at least `unit` (diffusers checks neither).
  */
 #ifndef FX_REF_IMAGE_H
 #define FX_REF_IMAGE_H
@@ -40,6 +49,7 @@ typedef struct fx_ref_geom {
     int scaled_w, scaled_h;   /* after the area cap (= src when not capped) */
     int crop_x, crop_y;       /* top-left corner of the centre crop */
     int width, height;        /* processed size: multiples of unit */
+    int stretch;              /* 1: the init image, resized (not cropped) to width × height */
 } fx_ref_geom;
 
 /* The processed geometry of a w×h reference; `what` names it in errors
@@ -48,14 +58,23 @@ typedef struct fx_ref_geom {
  * ratio, or a size the image loader would not accept. */
 flux_status fx_ref_geometry(int w, int h, int unit, const char *what, fx_ref_geom *g, fx_err *err);
 
+/* The processed geometry of a w×h init image (stretch = 1, no crop). */
+flux_status fx_init_geometry(int w, int h, int unit, const char *what, fx_ref_geom *g, fx_err *err);
+
 /* Pre-process img (1..4 channels) into *out = malloc'd pixels
- * [3, g->height, g->width] in [−1, 1] (steps 1–5 above). */
+ * [3, g->height, g->width] in [−1, 1] (steps 1–5 above); *g receives its
+ * geometry (fx_ref_geometry). fx_init_prepare: the same for the init image
+ * (fx_init_geometry: stretched, not cropped). */
 flux_status fx_ref_prepare(const flux_image *img, int unit, const char *what, fx_ref_geom *g, float **out,
                            fx_err *err);
+flux_status fx_init_prepare(const flux_image *img, int unit, const char *what, fx_ref_geom *g, float **out,
+                            fx_err *err);
 
 /* Steps 1–4 only: the processed RGB8 image [g->height, g->width, 3] into
- * *out (malloc'd). For tests and --dump. */
+ * *out (malloc'd); fx_init_prepare_rgb8 for the init image. For tests. */
 flux_status fx_ref_prepare_rgb8(const flux_image *img, int unit, const char *what, fx_ref_geom *g, uint8_t **out,
                                 fx_err *err);
+flux_status fx_init_prepare_rgb8(const flux_image *img, int unit, const char *what, fx_ref_geom *g, uint8_t **out,
+                                 fx_err *err);
 
 #endif

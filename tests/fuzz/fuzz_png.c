@@ -6,7 +6,8 @@
  * message; never crash, leak or allocate absurdly. A decoded image is also
  * written back as PNG (pixels and metadata) and decoded again, which must
  * give the same pixels: the encoder is exercised with whatever metadata a
- * hostile file carried.
+ * hostile file carried. The decoder that keeps transparency
+ * (fx_image_decode_alpha) must succeed on the same inputs.
  *
  *   make fuzz FUZZ_SECONDS=300   (or build/fuzz/fuzz_png -max_total_time=300 DIR)
  */
@@ -37,6 +38,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     (void)sum;
     for (int i = 0; i < img->n_text; i++)
         if (!img->text_keys[i] || !img->text_values[i]) abort();
+
+    /* The decode that keeps transparency (inpainting masks) reads the same
+     * colours, plus alpha when the file has any. */
+    flux_image *rgba = NULL;
+    if (fx_image_decode_alpha(data, size, "fuzz", &rgba, &err) != FLUX_OK) abort();
+    if (rgba->width != img->width || rgba->height != img->height || (rgba->channels != 3 && rgba->channels != 4))
+        abort();
+    for (size_t i = 0, np = (size_t)img->width * (size_t)img->height; i < np; i++)
+        if (memcmp(rgba->data + i * (size_t)rgba->channels, img->data + i * 3, 3)) abort();
+    flux_image_free(rgba);
 
     /* Re-encode (small images only, to keep the fuzzer fast) and decode. */
     if (n <= (1u << 20)) {

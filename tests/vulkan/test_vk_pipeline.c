@@ -32,6 +32,58 @@ TEST(vk_golden_base_cfg_f32) { golden_on_device("base-cfg-48x48-3step", FLUX_PRE
 /* reference images: their tokens projected once, on the device */
 TEST(vk_golden_multiref_f32) { golden_on_device("multiref-48x48-2step", FLUX_PRECISION_F32); }
 
+/* inpainting (issue 31): init image as x0 and reference 0, a further
+ * reference, the token mask and the blend after every step (host arithmetic
+ * on the latents) with the transformer on the device, f32, against the
+ * float64 golden ours-inpaint-ref-48x64-4step (tools/reference/inpaint.py) */
+TEST(vk_golden_inpaint_f32) {
+    if (!vkt_device_ready()) return;
+    fx_gcase_set_backend(FLUX_BACKEND_VULKAN);
+    flux_ctx *ctx = fx_gcase_ctx(fx_test_path("golden/model"), 2, FLUX_PRECISION_F32);
+    fx_gcase_set_backend(FLUX_BACKEND_CPU);
+    REQUIRE(ctx);
+    char dir[1100], p[1300];
+    snprintf(dir, sizeof dir, "%s", fx_test_path("golden/ours-inpaint-ref-48x64-4step"));
+    fx_npy emb, noise;
+    REQUIRE(fx_gcase_npy_file(fx_test_path("golden/multiref-48x48-2step/out/emb.npy"), &emb));
+    REQUIRE(fx_gcase_npy(dir, "noise.npy", &noise));
+    flux_image *img[3] = {0}, *out = NULL;
+    static const char *const files[3] = {"init.png", "mask.png", "ref1.png"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        REQUIRE_MSG(flux_image_load(ctx, p, &img[i]) == FLUX_OK, "%s", flux_error(ctx));
+    }
+    flux_params pa;
+    flux_params_init(&pa);
+    pa.embeddings = emb.data;
+    pa.noise = noise.data;
+    pa.steps = 4;
+    pa.seed = 1;
+    pa.init_image = img[0];
+    pa.mask = img[1];
+    pa.refs = (const flux_image *const *)&img[2];
+    pa.n_refs = 1;
+    pa.strength = 0.75;
+    pa.dump_dir = fx_test_tmpdir();
+    CHECK_MSG(flux_generate(ctx, &pa, &out) == FLUX_OK, "%s", flux_error(ctx));
+    static const char *const pairs[][2] = {{"ref0_latents.npy", "out/ref0_latents.npy"},
+                                           {"ref1_latents.npy", "out/ref1_latents.npy"},
+                                           {"mask.npy", "out/mask.npy"},
+                                           {"start_latents.npy", "out/start_latents.npy"},
+                                           {"velocity_003.npy", "out/steps/step03_v.npy"},
+                                           {"latents.npy", "out/latents.npy"},
+                                           {"decoded.npy", "out/image.npy"}};
+    for (size_t i = 0; out && i < sizeof pairs / sizeof *pairs; i++) {
+        double e = fx_gcase_compare(fx_test_tmpdir(), pairs[i][0], dir, pairs[i][1]);
+        CHECK_MSG(e <= FX_GCASE_TOL_F32, "%s error %.3g", pairs[i][0], e);
+    }
+    flux_image_free(out);
+    for (int i = 0; i < 3; i++) flux_image_free(img[i]);
+    fx_npy_free(&emb), fx_npy_free(&noise);
+    flux_free(ctx);
+    unsetenv("FLUX_VK_VALIDATION");
+}
+
 /* ------------------------------------------------------------------------ */
 /* Bad conditions                                                           */
 /* ------------------------------------------------------------------------ */

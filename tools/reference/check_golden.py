@@ -121,6 +121,16 @@ def check_case(case_dir, R, model_dir):
             R.cmp(name, f"internals_decode/{k}", v, os.path.join(case_dir, "internals_decode", k + ".npy"))
 
 
+def check_inpaint_case(case_dir, R, golden_root):
+    """An ours-img2img-* / ours-inpaint-* case (case.txt has a strength): inpaint.run_case."""
+    import inpaint
+    name = os.path.basename(case_dir)
+    print(name)
+    for rel_path, a in inpaint.run_case(case_dir, golden_root).items():
+        if rel_path.endswith(".npy"):
+            R.cmp(name, rel_path[:-4], a, os.path.join(case_dir, rel_path))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--golden", default=os.path.join(os.path.dirname(__file__), "../../tests/golden"))
@@ -138,7 +148,10 @@ def main():
         d = os.path.join(a.golden, n)
         ours = os.path.exists(os.path.join(d, "case.txt"))
         klein.OFFICIAL_F32_TIME = a.time == "official" or (a.time == "auto" and not ours)
-        check_case(d, R, cases.model_for_case(d, a.golden))
+        if "strength" in cases.read_case_spec(d):
+            check_inpaint_case(d, R, a.golden)
+        else:
+            check_case(d, R, cases.model_for_case(d, a.golden))
     print(f"worst relative error {R.worst:.2e}; {len(R.bad)} array(s) above {a.tol:g}")
     for b in R.bad:
         print("  FAIL", b)
