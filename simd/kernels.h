@@ -104,14 +104,38 @@ struct fx_delta;
  * scale: fp8 weights' per-tensor scale s: element = f32(stored)·s, rounded
  * to f32 once (the dequantized weight of ComfyUI's scaled-fp8 files); 0
  * means unscaled (s = 1), so a zero-initialized weight is the plain one.
- * Other dtypes ignore it. */
+ * Other dtypes ignore it.
+ * scales: side scales of an fp8 weight (per output row, per 128×128 block,
+ * per 32 along k: src/formats/quant_layout.h reads them), replacing scale;
+ * NULL = none. row0: the first row of this view in the scales' grid (a row
+ * slice of a stored tensor keeps its place; fx_weight_rows adds to it). */
+typedef struct fx_weight_scales fx_weight_scales;
 typedef struct fx_weight {
     const void *data;
     fx_dtype dtype;
     int64_t n, k, ld;
     const struct fx_delta *delta;
     float scale;
+    const fx_weight_scales *scales;
+    int64_t row0;
 } fx_weight;
+
+/* A grid of f32 scales over a stored weight: element (r, c) (r counted
+ * from the stored tensor's first row) is f32(code) · s[(r / rows)·ld +
+ * c / cols], one f32 rounding. Per output row: rows 1, cols >= k, ld 1;
+ * 128×128 blocks: 128, 128, ceil(k/128); MX blocks: 1, 32, k/32. */
+struct fx_weight_scales {
+    const float *s;
+    int64_t rows, cols, ld;
+};
+
+/* x[0..n) = the values of row r (of this view), columns [c0, c0 + n), from
+ * their exact widening f32(code) in x: times the side scales or the
+ * per-tensor scale of fp8 weights; other weights are left as they are. */
+void fx_weight_values(const fx_weight *w, int64_t r, int64_t c0, int64_t n, float *x);
+/* Whether the expansion of w multiplies anything (side scales, or an fp8
+ * scale other than 0 and 1). */
+int fx_weight_has_scales(const fx_weight *w);
 
 /* Whether an fp8 scale changes values (0 and 1 do not), and x[0..n) ·=
  * scale when it does: the expansion of fp8 elements after their exact

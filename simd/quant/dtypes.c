@@ -74,6 +74,25 @@ fx_weight fx_weight_rows(const fx_weight *w, int64_t r0, int64_t n) {
     fx_weight s = *w;
     s.data = (const char *)w->data + fx_dtype_row_bytes(w->dtype, r0 * w->ld);
     s.n = n;
+    s.row0 = w->row0 + r0;
     s.delta = NULL; /* additive terms belong to the whole weight's outputs */
     return s;
+}
+
+int fx_weight_has_scales(const fx_weight *w) {
+    return w->scales || (fx_dtype_is_fp8(w->dtype) && fx_weight_scaled(w->scale));
+}
+
+void fx_weight_values(const fx_weight *w, int64_t r, int64_t c0, int64_t n, float *x) {
+    const fx_weight_scales *g = w->scales;
+    if (!g) {
+        if (fx_dtype_is_fp8(w->dtype)) fx_weight_scale_row(w->scale, n, x);
+        return;
+    }
+    const float *row = g->s + (w->row0 + r) / g->rows * g->ld;
+    for (int64_t i = 0; i < n;) { /* one scale per run of columns */
+        const int64_t c = c0 + i, end = (c / g->cols + 1) * g->cols - c0;
+        const float s = row[c / g->cols];
+        for (const int64_t stop = end < n ? end : n; i < stop; i++) x[i] *= s;
+    }
 }

@@ -1,0 +1,385 @@
+/*
+ * wset_quant.c — the scales beside fp8 weights in a weight set (README
+ * "fp8 checkpoints": the layouts, their keys and public sources), read and
+ * checked at load, and the quantized formats flux.c does not read named.
+ *
+ * An fp8 (F8_E4M3 / F8_E5M2) weight '<layer>.weight' [n, k] takes at most
+ * one of '<layer>.weight_scale', '<layer>.scale_weight' (older ComfyUI
+ * "scaled_fp8" files) or '<layer>.weight_scale_inv' (transformers'
+ * fine-grained fp8: Qwen3-*-FP8, DeepSeek-V3), whose shape and dtype say
+ * the layout; element (r, c) = f32(code) · its scale:
+ *   per tensor      [] or [1]                         F32/BF16/F16, finite, nonzero
+ *   per output row  [n] or [n, 1]                     F32/BF16/F16, finite
+ *   128×128 blocks  [ceil(n/128), ceil(k/128)]        F32/BF16/F16, finite
+ *   MXFP8           [roundup(n, 128), roundup(k/32, 4)] F8_E8M0, cuBLAS-tiled
+ *                   (comfy-kitchen to_blocked), one per 32 along k, 2^(e-127)
+ * Side scales (all but the first) become an f32 grid owned by the set
+ * (fx_weight_scales); the weight's codes stay mapped as stored.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wset_internal.h"
+
+enum scale_kind { SC_NONE, SC_TENSOR, SC_ROW, SC_BLOCK128, SC_MX };
+static const char *const kind_names[] = {"none", "per-tensor", "per-row", "128x128-block", "MXFP8"};
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a > b && !strcmp(s + a - b, suffix);
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* The tensor '<stem><suffix>' of s, where name = '<stem>.weight' (NULL: none). */
+static const fx_tensor *beside(const fx_wset *s, const char *name, const char *suffix) {
+    const size_t len = strlen(name);
+    if (len < 7 || strcmp(name + len - 7, ".weight")) return NULL;
+    char key[FX_ST_MAX_NAME + 32];
+    snprintf(key, sizeof key, "%.*s%s", (int)(len - 7), name, suffix);
+    return fx_wset_find(s, key);
+}
+
+/* The set and name a tensor of s is stored under (views: their source),
+ * and the tensor's first row there. */
+static fx_wset *stored_as(fx_wset *s, const fx_tensor *t, const fx_tensor **src, int64_t *row0) {
+    const view_tensor *v = as_view_tensor(s, t);
+    *src = v ? v->src[0] : t;
+    *row0 = v ? v->row0[0] : 0;
+    return v ? s->base : s;
+}
+
+/* The scale tensor of fp8 weight w of s and its layout; FLUX_ERR_MODEL /
+ * FLUX_ERR_UNSUPPORTED naming both for anything else. */
+static flux_status scale_layout(const fx_wset *s, const fx_tensor *w, const fx_tensor **out, enum scale_kind *kind,
+                                fx_err *err) {
+    static const char *const suffix[3] = {".weight_scale", ".scale_weight", ".weight_scale_inv"};
+    const fx_tensor *found[3], *st = NULL;
+    int n = 0;
+    for (int i = 0; i < 3; i++)
+        if ((found[i] = beside(s, w->name, suffix[i]))) n++, st = found[i];
+    *out = st;
+    *kind = SC_NONE;
+    if (!st) return FLUX_OK;
+    if (n > 1)
+        return fx_fail(err, FLUX_ERR_MODEL, "%s: fp8 tensor '%.200s' has %d scales (%s%s%s); one convention expected",
+                       fx_wset_display(s), w->name, n, found[0] ? "weight_scale " : "",
+                       found[1] ? "scale_weight " : "", found[2] ? "weight_scale_inv" : "");
+    char sh[96], want[96];
+    const int64_t rows = w->shape.ndim == 2 ? w->shape.d[0] : 0, cols = w->shape.ndim == 2 ? w->shape.d[1] : 0;
+    const fx_shape *g = &st->shape;
+    const int inv = st == found[2];
+    if (st->dtype == FX_DTYPE_F8_E8M0 && !inv) { /* MXFP8: comfy-kitchen TensorCoreMXFP8Layout */
+        const fx_shape tiled = FX_SHAPE(ceil_div(rows, 128) * 128, ceil_div(cols / 32, 4) * 4);
+        if (w->dtype != FX_DTYPE_F8_E4M3 || !rows || cols % 32 || !fx_shape_eq(g, &tiled))
+            return fx_fail(err, FLUX_ERR_UNSUPPORTED,
+                           "%s: MXFP8 scale '%.200s' %s beside '%.200s' %s %s: MXFP8 is F8_E4M3 [n, k] with k a "
+                           "multiple of 32 and E8M0 scales [roundup(n, 128), roundup(k/32, 4)] (%s here)",
+                           fx_wset_display(s), st->name, fx_shape_str(g, sh, sizeof sh), w->name,
+                           fx_dtype_name(w->dtype), fx_shape_str(&w->shape, want, sizeof want),
+                           rows && cols % 32 == 0 ? fx_shape_str(&tiled, want, sizeof want) : "k is not");
+        *kind = SC_MX;
+        return FLUX_OK;
+    }
+    if (st->dtype != FX_DTYPE_F32 && st->dtype != FX_DTYPE_BF16 && st->dtype != FX_DTYPE_F16)
+        return fx_fail(err, FLUX_ERR_MODEL, "%s: scale '%.200s' has dtype %s, expected F32 (or BF16, F16; F8_E8M0 for MXFP8)",
+                       fx_wset_display(s), st->name, fx_dtype_name(st->dtype));
+    const fx_shape blocks = FX_SHAPE(ceil_div(rows, 128), ceil_div(cols, 128));
+    if (!inv && fx_shape_numel(g) == 1 && g->ndim <= 1) *kind = SC_TENSOR;
+    else if (!inv && rows && ((g->ndim == 1 && g->d[0] == rows) || (g->ndim == 2 && g->d[0] == rows && g->d[1] == 1)))
+        *kind = SC_ROW;
+    else if (rows && fx_shape_eq(g, &blocks)) *kind = SC_BLOCK128;
+    else if (inv)
+        return fx_fail(err, FLUX_ERR_UNSUPPORTED,
+                       "%s: block scale '%.200s' has shape %s; fp8 weight '%.200s' %s takes 128x128 block scales %s "
+                       "(other block sizes are not read)",
+                       fx_wset_display(s), st->name, fx_shape_str(g, sh, sizeof sh), w->name,
+                       fx_shape_str(&w->shape, want, sizeof want), fx_shape_str(&blocks, want + 48, sizeof want - 48));
+    else
+        return fx_fail(err, FLUX_ERR_UNSUPPORTED,
+                       "%s: scale '%.200s' has shape %s; fp8 weight '%.200s' %s takes one scale ([] or [1]), one per "
+                       "output row ([n] or [n, 1]) or 128x128 block scales ([ceil(n/128), ceil(k/128)])",
+                       fx_wset_display(s), st->name, fx_shape_str(g, sh, sizeof sh), w->name,
+                       fx_shape_str(&w->shape, want, sizeof want));
+    return FLUX_OK;
+}
+
+/* All of st's values as f32 into dst: from the loaded data, or read from
+ * the file when only the header is (a check at load). E8M0 is 2^(e-127),
+ * e = 0 read as 0 and e = 255 as NaN (comfy-kitchen float_utils.py
+ * e8m0_to_f32; 255 is NaN in OCP MX 1.0). */
+static flux_status scale_values(const fx_tensor *st, float *dst, fx_err *err) {
+    const int64_t n = fx_shape_numel(&st->shape);
+    const void *data = fx_tensor_data(st);
+    void *buf = NULL;
+    if (!data) {
+        const fx_tensor_file *f = st->file;
+        FILE *fp = f->path ? fopen(f->path, "rb") : NULL;
+        buf = malloc(st->nbytes ? (size_t)st->nbytes : 1);
+        int ok = fp && buf && fseeko(fp, (off_t)(f->data_off + (uint64_t)st->offset), SEEK_SET) == 0 &&
+                 fread(buf, 1, (size_t)st->nbytes, fp) == (size_t)st->nbytes;
+        if (fp) fclose(fp);
+        if (!ok) {
+            free(buf);
+            return fx_fail(err, FLUX_ERR_IO, "%s: cannot read scale '%.200s'", f->display, st->name);
+        }
+        data = buf;
+    }
+    if (st->dtype == FX_DTYPE_F8_E8M0) {
+        const uint8_t *e = data;
+        for (int64_t i = 0; i < n; i++) dst[i] = e[i] == 255 ? NAN : e[i] ? ldexpf(1.0f, e[i] - 127) : 0.0f;
+    } else {
+        fx_tensor_convert_f32(data, st->dtype, n, dst);
+    }
+    free(buf);
+    return FLUX_OK;
+}
+
+/* The f32 grid of a side-scale layout from the stored values v: MXFP8's
+ * cuBLAS tiles undone (comfy-kitchen float_utils.py to_blocked: 128-row ×
+ * 4-column tiles, row-major over the tile grid; in a tile, row i·32 + j,
+ * column c at j·16 + i·4 + c). Returns the grid's floats (malloc'd) or
+ * NULL; v is used as is (and NULL returned) for the other layouts. */
+static float *grid_of(enum scale_kind kind, int64_t rows, int64_t cols, float *v, fx_weight_scales *g) {
+    if (kind == SC_ROW) *g = (fx_weight_scales){v, 1, cols > 0 ? cols : 1, 1};
+    if (kind == SC_BLOCK128) *g = (fx_weight_scales){v, 128, 128, ceil_div(cols, 128)};
+    if (kind != SC_MX) return NULL;
+    const int64_t nb = cols / 32, tiles_c = ceil_div(nb, 4);
+    float *s = malloc((size_t)(rows * nb > 0 ? rows * nb : 1) * sizeof *s);
+    if (!s) return NULL;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < nb; c++) {
+            const int64_t tile = r / 128 * tiles_c + c / 4, rr = r % 128;
+            s[r * nb + c] = v[tile * 512 + rr % 32 * 16 + rr / 32 * 4 + c % 4];
+        }
+    *g = (fx_weight_scales){s, 1, 32, nb};
+    return s;
+}
+
+/* Every value of a layout's scales must be finite; a per-tensor one also
+ * nonzero (it divides nothing, but a zero tensor scale is a broken file). */
+static flux_status check_values(const fx_wset *s, const fx_tensor *st, enum scale_kind kind, const float *v,
+                                fx_err *err) {
+    const int64_t n = fx_shape_numel(&st->shape);
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(v[i]) || (kind == SC_TENSOR && v[i] == 0.0f))
+            return fx_fail(err, FLUX_ERR_MODEL, "%s: scale '%.200s' is %g%s; %s fp8 scales must be finite%s",
+                           fx_wset_display(s), st->name, (double)v[i], n > 1 ? " at one element" : "",
+                           kind_names[kind], kind == SC_TENSOR ? " and nonzero" : "");
+    return FLUX_OK;
+}
+
+/* st's values read and checked into a new array (*out; free() it). */
+static flux_status checked_values(const fx_wset *s, const fx_tensor *st, enum scale_kind kind, float **out,
+                                  fx_err *err) {
+    const int64_t n = fx_shape_numel(&st->shape);
+    float *v = *out = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+    if (!v) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory reading scale '%.200s'", st->name);
+    flux_status rc = scale_values(st, v, err);
+    if (!rc) rc = check_values(s, st, kind, v, err);
+    if (rc) free(v), *out = NULL;
+    return rc;
+}
+
+/* The grids a set owns: one per fp8 weight with side scales, made on
+ * first use. */
+struct wset_grid {
+    const fx_tensor *w;
+    fx_weight_scales g;
+    float *own[2];
+};
+
+void fx_wset_free_grids(fx_wset *s) {
+    for (size_t i = 0; i < s->n_grids; i++) free(s->grids[i].own[0]), free(s->grids[i].own[1]);
+    free(s->grids);
+    s->grids = NULL;
+    s->n_grids = 0;
+}
+
+flux_status fx_wset_weight_scales(fx_wset *s, const fx_tensor *t, fx_weight *out, fx_err *err) {
+    const fx_tensor *w;
+    fx_wset *base = stored_as(s, t, &w, &out->row0);
+    const fx_tensor *st;
+    enum scale_kind kind;
+    out->scale = 1.0f, out->scales = NULL;
+    TRY(scale_layout(base, w, &st, &kind, err));
+    if (kind == SC_NONE) return FLUX_OK;
+    for (size_t i = 0; i < base->n_grids; i++)
+        if (base->grids[i].w == w) {
+            out->scales = &base->grids[i].g;
+            return FLUX_OK;
+        }
+    float *v;
+    TRY(checked_values(base, st, kind, &v, err));
+    if (kind == SC_TENSOR) {
+        out->scale = v[0];
+        free(v);
+        return FLUX_OK;
+    }
+    struct wset_grid *grown = realloc(base->grids, (base->n_grids + 1) * sizeof *grown);
+    if (grown) base->grids = grown;
+    struct wset_grid *e = grown ? &base->grids[base->n_grids] : NULL;
+    float *tiled = e ? grid_of(kind, w->shape.d[0], w->shape.d[1], v, &e->g) : NULL;
+    if (!e || (kind == SC_MX && !tiled)) {
+        free(v);
+        return fx_fail(err, FLUX_ERR_NOMEM, "out of memory reading scale '%.200s'", st->name);
+    }
+    if (tiled) free(v), v = NULL; /* MXFP8: the grid replaces the tiles */
+    e->w = w;
+    e->own[0] = v, e->own[1] = tiled;
+    base->n_grids++;
+    out->scales = &e->g;
+    return FLUX_OK;
+}
+
+flux_status fx_wset_scaled_rows(const fx_wset *s, const fx_tensor *t, int64_t row0, int64_t n, float *x,
+                                fx_err *err) {
+    if (!fx_dtype_is_fp8(t->dtype)) return FLUX_OK;
+    const view_tensor *view = as_view_tensor(s, t);
+    if (view) s = s->base, t = view->src[0], row0 += view->row0[0]; /* the stored tensor and its scales */
+    const fx_tensor *st;
+    enum scale_kind kind;
+    TRY(scale_layout(s, t, &st, &kind, err));
+    if (kind == SC_NONE) return FLUX_OK;
+    const int64_t cols = t->shape.ndim == 2 ? t->shape.d[1] : fx_shape_numel(&t->shape);
+    float *v;
+    TRY(checked_values(s, st, kind, &v, err));
+    flux_status rc = FLUX_OK;
+    if (kind == SC_TENSOR) fx_weight_scale_row(v[0], n * cols, x);
+    else {
+        fx_weight w = {.dtype = t->dtype, .n = t->shape.d[0], .k = cols, .ld = cols};
+        fx_weight_scales g;
+        float *tiled = grid_of(kind, t->shape.d[0], cols, v, &g);
+        if (kind == SC_MX && !tiled) rc = fx_fail(err, FLUX_ERR_NOMEM, "out of memory reading scale '%.200s'", st->name);
+        w.scales = &g;
+        for (int64_t r = 0; !rc && r < n; r++) fx_weight_values(&w, row0 + r, 0, cols, x + r * cols);
+        free(tiled);
+    }
+    free(v);
+    return rc;
+}
+
+/* ---- quantized formats flux.c does not read, told by their tensor names ---- */
+
+static const struct {
+    const char *suffix, *format;
+} foreign[] = {
+    /* NVIDIA NVFP4 as ComfyUI / comfy-kitchen store it (tensor/nvfp4.py
+     * TensorCoreNVFP4Layout.state_dict_tensors: '', '_scale', '_scale_2') */
+    {".weight_scale_2", "NVFP4 (packed E2M1 weights with F8_E4M3 block scales and a per-tensor 'weight_scale_2')"},
+    /* SVDQuant, nunchaku models/linear.py SVDQW4A4Linear */
+    {".smooth_factor", "SVDQuant / Nunchaku (4-bit 'qweight' with 'wscales', 'smooth_factor', 'proj_down', 'proj_up')"},
+    {".proj_down", "SVDQuant / Nunchaku (4-bit 'qweight' with 'wscales', 'smooth_factor', 'proj_down', 'proj_up')"},
+    {".wscales", "SVDQuant / Nunchaku or AWQ (4-bit 'qweight' with 'wscales')"},
+    /* AutoGPTQ qlinear QuantLinear, AutoAWQ WQLinear buffers */
+    {".qzeros", "GPTQ / AWQ (packed int4 'qweight' with 'qzeros', 'scales', 'g_idx')"},
+    {".g_idx", "GPTQ / AWQ (packed int4 'qweight' with 'qzeros', 'scales', 'g_idx')"},
+    {".qweight", "GPTQ / AWQ or SVDQuant (packed int4 'qweight')"},
+    /* bitsandbytes Linear4bit / Params4bit state dicts (QuantState.as_dict) */
+    {".weight.absmax", "bitsandbytes NF4/FP4 ('weight.absmax', 'weight.quant_map', 'weight.quant_state.*')"},
+    {".weight.quant_map", "bitsandbytes NF4/FP4 ('weight.absmax', 'weight.quant_map', 'weight.quant_state.*')"},
+    {".weight.quant_state.bitsandbytes__nf4", "bitsandbytes NF4 ('weight.absmax', 'weight.quant_map', "
+                                              "'weight.quant_state.bitsandbytes__nf4')"},
+    {".weight.quant_state.bitsandbytes__fp4", "bitsandbytes FP4 ('weight.absmax', 'weight.quant_map', "
+                                              "'weight.quant_state.bitsandbytes__fp4')"},
+    /* bitsandbytes Linear8bitLt (LLM.int8) */
+    {".SCB", "bitsandbytes LLM.int8 (I8 weights with 'SCB' row scales)"},
+};
+
+/* A tensor of s that belongs to a quantized format flux.c does not read:
+ * FLUX_ERR_UNSUPPORTED naming the format. */
+static flux_status refuse_foreign(const fx_wset *s, const fx_tensor *t, fx_err *err) {
+    if (s->base) s = s->base;
+    for (size_t i = 0; i < sizeof foreign / sizeof *foreign; i++)
+        if (ends_with(t->name, foreign[i].suffix))
+            return fx_fail(err, FLUX_ERR_UNSUPPORTED,
+                           "%s: tensor '%.200s' belongs to the %s format, which flux.c does not read; use the "
+                           "BF16, fp8 or GGUF file of this model",
+                           fx_wset_display(s), t->name, foreign[i].format);
+    if (ends_with(t->name, ".weight_scale") && t->dtype == FX_DTYPE_F8_E4M3) /* NVFP4 without its tensor scale */
+        return fx_fail(err, FLUX_ERR_UNSUPPORTED,
+                       "%s: tensor '%.200s' is F8_E4M3: the block scales of the NVFP4 format, which flux.c does "
+                       "not read; use the BF16, fp8 or GGUF file of this model",
+                       fx_wset_display(s), t->name);
+    return FLUX_OK;
+}
+
+flux_status fx_wset_refuse_foreign(const fx_wset *s, fx_err *err) {
+    if (s->base) s = s->base;
+    for (size_t i = 0; i < s->n; i++) TRY(refuse_foreign(s, s->tensors[i], err));
+    return FLUX_OK;
+}
+
+static int is_scale_name(const char *name) {
+    return ends_with(name, ".weight_scale") || ends_with(name, ".scale_weight") || ends_with(name, ".weight_scale_inv");
+}
+
+/* The weight a scale belongs to ('<stem>.weight'), NULL when absent. */
+static const fx_tensor *weight_of(const fx_wset *s, const char *scale, char *wname, size_t size) {
+    const char *dot = strrchr(scale, '.');
+    snprintf(wname, size, "%.*s.weight", (int)(dot - scale), scale);
+    return fx_wset_find(s, wname);
+}
+
+flux_status fx_wset_check_quant(const fx_wset *s, fx_err *err) {
+    if (s->base) s = s->base; /* views: the stored names */
+    TRY(fx_wset_refuse_foreign(s, err));
+    for (size_t i = 0; i < s->n; i++) {
+        const fx_tensor *t = s->tensors[i];
+        char wname[FX_ST_MAX_NAME + 16];
+        if (is_scale_name(t->name)) {
+            const fx_tensor *w = weight_of(s, t->name, wname, sizeof wname);
+            if (!w)
+                return fx_fail(err, FLUX_ERR_MODEL, "%s: scale '%.200s' has no weight '%.200s'", fx_wset_display(s),
+                               t->name, wname);
+            if (w->dtype == FX_DTYPE_F32 || w->dtype == FX_DTYPE_BF16 || w->dtype == FX_DTYPE_F16) continue; /* stray */
+            if (!fx_dtype_is_fp8(w->dtype))
+                return fx_fail(err, FLUX_ERR_UNSUPPORTED,
+                               "%s: scale '%.200s' belongs to '%.200s' of dtype %s; flux.c reads scales of fp8 "
+                               "(F8_E4M3, F8_E5M2) weights only%s",
+                               fx_wset_display(s), t->name, wname, fx_dtype_name(w->dtype),
+                               w->dtype == FX_DTYPE_I8 ? " (int8 checkpoints are not read yet)" : "");
+        } else if (t->dtype == FX_DTYPE_F8_E8M0) {
+            return fx_fail(err, FLUX_ERR_UNSUPPORTED,
+                           "%s: tensor '%.200s' is F8_E8M0 (MX block scales) but not the '.weight_scale' of an "
+                           "F8_E4M3 weight (MXFP8); flux.c reads no other MX format",
+                           fx_wset_display(s), t->name);
+        } else if (fx_dtype_is_fp8(t->dtype) && t->shape.ndim == 2) {
+            /* every fp8 weight's scales: layout, dtype, values */
+            const fx_tensor *st;
+            enum scale_kind kind;
+            TRY(scale_layout(s, t, &st, &kind, err));
+            float *v = NULL;
+            if (kind != SC_NONE) TRY(checked_values(s, st, kind, &v, err));
+            free(v);
+        }
+    }
+    return FLUX_OK;
+}
+
+void fx_wset_quant_note(const fx_wset *s, const fx_logger *log) {
+    if (s->base) s = s->base;
+    size_t count[5] = {0}, stray = 0;
+    const char *first_stray = NULL;
+    for (size_t i = 0; i < s->n; i++) {
+        const fx_tensor *t = s->tensors[i];
+        char wname[FX_ST_MAX_NAME + 16];
+        const fx_tensor *w = is_scale_name(t->name) ? weight_of(s, t->name, wname, sizeof wname) : NULL;
+        if (w && !fx_dtype_is_fp8(w->dtype) && !stray++) first_stray = t->name;
+        const fx_tensor *st;
+        enum scale_kind kind;
+        if (fx_dtype_is_fp8(t->dtype) && t->shape.ndim == 2 && !scale_layout(s, t, &st, &kind, NULL)) count[kind]++;
+    }
+    if (stray)
+        fx_log(log, 0,
+               "flux: warning: %s: %zu scale tensor%s beside weights that are not fp8 (first '%s'): ignored, the "
+               "weights are read as stored",
+               fx_wset_display(s), stray, stray == 1 ? "" : "s", first_stray);
+    if (count[SC_ROW] + count[SC_BLOCK128] + count[SC_MX])
+        fx_log(log, 1,
+               "flux: %s: fp8 weights with side scales, expanded in place by the GEMM: %zu per-row, %zu 128x128-block, "
+               "%zu MXFP8 (and %zu per-tensor, %zu unscaled)",
+               fx_wset_display(s), count[SC_ROW], count[SC_BLOCK128], count[SC_MX], count[SC_TENSOR], count[SC_NONE]);
+}
