@@ -24,7 +24,7 @@ struct fx_wset {
     struct view_tensor **views; /* [capacity], owned */
     size_t capacity;
     fx_tensor_file *stacked;       /* pseudo file (no data) of two-range tensors */
-    struct wset_grid *grids;       /* fp8 side scales as f32 grids (wset_quant.c) */
+    struct wset_grid **grids;      /* fp8 side scales as f32 grids (wset_quant.c) */
     size_t n_grids;
 };
 

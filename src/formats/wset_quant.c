@@ -192,7 +192,7 @@ struct wset_grid {
 };
 
 void fx_wset_free_grids(fx_wset *s) {
-    for (size_t i = 0; i < s->n_grids; i++) free(s->grids[i].own[0]), free(s->grids[i].own[1]);
+    for (size_t i = 0; i < s->n_grids; i++) free(s->grids[i]->own[0]), free(s->grids[i]->own[1]), free(s->grids[i]);
     free(s->grids);
     s->grids = NULL;
     s->n_grids = 0;
@@ -207,8 +207,8 @@ flux_status fx_wset_weight_scales(fx_wset *s, const fx_tensor *t, fx_weight *out
     TRY(scale_layout(base, w, &st, &kind, err));
     if (kind == SC_NONE) return FLUX_OK;
     for (size_t i = 0; i < base->n_grids; i++)
-        if (base->grids[i].w == w) {
-            out->scales = &base->grids[i].g;
+        if (base->grids[i]->w == w) {
+            out->scales = &base->grids[i]->g;
             return FLUX_OK;
         }
     float *v;
@@ -218,15 +218,17 @@ flux_status fx_wset_weight_scales(fx_wset *s, const fx_tensor *t, fx_weight *out
         free(v);
         return FLUX_OK;
     }
-    struct wset_grid *grown = realloc(base->grids, (base->n_grids + 1) * sizeof *grown);
+    /* each grid its own allocation: weights keep pointers to it */
+    struct wset_grid **grown = realloc(base->grids, (base->n_grids + 1) * sizeof *grown);
     if (grown) base->grids = grown;
-    struct wset_grid *e = grown ? &base->grids[base->n_grids] : NULL;
+    struct wset_grid *e = grown ? calloc(1, sizeof *e) : NULL;
     float *tiled = e ? grid_of(kind, w->shape.d[0], w->shape.d[1], v, &e->g) : NULL;
     if (!e || (kind == SC_MX && !tiled)) {
-        free(v);
+        free(v), free(e);
         return fx_fail(err, FLUX_ERR_NOMEM, "out of memory reading scale '%.200s'", st->name);
     }
     if (tiled) free(v), v = NULL; /* MXFP8: the grid replaces the tiles */
+    base->grids[base->n_grids] = e;
     e->w = w;
     e->own[0] = v, e->own[1] = tiled;
     base->n_grids++;

@@ -1,0 +1,123 @@
+/*
+ * test_quant_layouts.c — the quantized safetensors layouts other tools
+ * write (README "fp8 checkpoints"), made by an independent writer
+ * (tests/formats/gen_quant_layouts.py, NumPy only) from the golden tiny
+ * model, each with its decoded twin (the same weights dequantized to F32):
+ *   - every layout's whole run (the CLI, text encoder + transformer + VAE,
+ *     --precision f32) is within 1e-5 (relative to max) of its twin's run:
+ *     text embeddings, first velocity, final latents;
+ *   - the files of formats flux.c does not read (NVFP4, GPTQ, bitsandbytes
+ *     NF4, SVDQuant) are refused at load: non-zero exit, the format named,
+ *     nothing 'loaded'.
+ */
+#include "tests/test.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/golden_case.h"
+
+/* A python3 that has NumPy ("python3" first, then the system one), or NULL. */
+static const char *numpy_python(void) {
+    static const char *const candidates[] = {"python3", "/usr/bin/python3"};
+    for (size_t i = 0; i < sizeof candidates / sizeof *candidates; i++) {
+        char cmd[128], *out = NULL;
+        snprintf(cmd, sizeof cmd, "%s -c 'import numpy' 2>&1", candidates[i]);
+        int rc = fx_test_run(cmd, &out);
+        free(out);
+        if (!rc) return candidates[i];
+    }
+    return NULL;
+}
+
+/* The layouts written once into <tmp>/ql; its path, or NULL (failure recorded). */
+static const char *layouts_dir(const char *python) {
+    static char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/ql", fx_test_tmpdir());
+    char cmd[4 * PATH_MAX], script[PATH_MAX], *out = NULL;
+    snprintf(script, sizeof script, "%s", fx_test_path("formats/gen_quant_layouts.py")); /* a static buffer */
+    snprintf(cmd, sizeof cmd, "%s '%s' '%s' '%s' 2>&1", python, script, fx_test_path("golden/model"), dir);
+    int rc = fx_test_run(cmd, &out);
+    if (rc) fx_test_fail(__FILE__, __LINE__, "%s: %s", cmd, out ? out : "");
+    free(out);
+    return rc ? NULL : dir;
+}
+
+/* One f32-mode run of the CLI (text encoder file optional) dumping into
+ * <dir>/<tag>; the CLI's output into *out when out is non-NULL. Exit code. */
+static int run(const char *dir, const char *transformer, const char *text_encoder, const char *tag, char **out) {
+    char cmd[8 * PATH_MAX], te[PATH_MAX + 32] = "";
+    if (text_encoder) snprintf(te, sizeof te, "--text-encoder '%s/%s'", dir, text_encoder);
+    snprintf(cmd, sizeof cmd,
+             "'%s' -v -d '%s' --transformer '%s/%s' %s -p 'a red fox in snow' -W 80 -H 64 -s 2 -S 11 "
+             "--precision f32 --dump '%s/%s' -o '%s/%s.png' 2>&1",
+             fx_test_flux_bin(), fx_test_path("golden/model"), dir, transformer, te, dir, tag, dir, tag);
+    char *local = NULL;
+    int rc = fx_test_run(cmd, out ? out : &local);
+    free(local);
+    return rc;
+}
+
+TEST(quant_layouts_match_their_decoded_twins) {
+    const char *python = numpy_python();
+    if (!python) SKIP("no python3 with NumPy");
+    const char *dir = layouts_dir(python);
+    REQUIRE(dir);
+    static const struct {
+        const char *transformer, *text_encoder; /* layout names; NULL: the folder's BF16 text encoder */
+    } runs[] = {{"rowwise", "rowwise"}, {"block128", "block128"}, {"mxfp8", NULL}};
+    for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
+        char t[128], tt[128], te[128], tet[128], tag[64], twin[64], *out = NULL;
+        snprintf(t, sizeof t, "transformer-%s.safetensors", runs[i].transformer);
+        snprintf(tt, sizeof tt, "transformer-%s-twin.safetensors", runs[i].transformer);
+        if (runs[i].text_encoder) {
+            snprintf(te, sizeof te, "text_encoder-%s.safetensors", runs[i].text_encoder);
+            snprintf(tet, sizeof tet, "text_encoder-%s-twin.safetensors", runs[i].text_encoder);
+        }
+        snprintf(tag, sizeof tag, "run-%zu", i);
+        snprintf(twin, sizeof twin, "twin-%zu", i);
+        const char *a = runs[i].text_encoder ? te : NULL, *b = runs[i].text_encoder ? tet : NULL;
+        int rc = run(dir, t, a, tag, &out);
+        CHECK_MSG(rc == 0, "%s: %s", t, out ? out : "");
+        if (rc == 0) /* -v says which layouts were read */
+            CHECK_MSG(strstr(out, "fp8 weights with side scales") != NULL, "%s: no -v line on its layouts:\n%s", t, out);
+        if (i == 0) CHECK_MSG(rc == 0 && strstr(out, "warning:") && strstr(out, "ignored"), "stray scale not warned:\n%s",
+                              out ? out : "");
+        free(out);
+        REQUIRE(rc == 0 && run(dir, tt, b, twin, NULL) == 0);
+        char da[PATH_MAX], db[PATH_MAX];
+        snprintf(da, sizeof da, "%s/%s", dir, tag);
+        snprintf(db, sizeof db, "%s/%s", dir, twin);
+        static const char *const arrays[] = {"text_embeddings.npy", "velocity_000.npy", "latents.npy"};
+        for (int k = 0; k < 3; k++) {
+            const double e = fx_gcase_compare(da, arrays[k], db, arrays[k]);
+            printf("    transformer %-8s text encoder %-8s %-20s |layout - twin| / max = %.3g\n", runs[i].transformer,
+                   runs[i].text_encoder ? runs[i].text_encoder : "(BF16)", arrays[k], e);
+            CHECK_MSG(e <= 1e-5, "%s %s: relative difference %.3g > 1e-5", runs[i].transformer, arrays[k], e);
+        }
+    }
+}
+
+TEST(quant_layouts_other_formats_refused_at_load) {
+    const char *python = numpy_python();
+    if (!python) SKIP("no python3 with NumPy");
+    const char *dir = layouts_dir(python);
+    REQUIRE(dir);
+    static const struct {
+        const char *file, *names;
+    } cases[] = {{"transformer-nvfp4.safetensors", "belongs to the NVFP4"},
+                 {"transformer-gptq.safetensors", "belongs to the GPTQ / AWQ"},
+                 {"transformer-bnb-nf4.safetensors", "bitsandbytes NF4"},
+                 {"transformer-svdquant.safetensors", "SVDQuant / Nunchaku"}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *out = NULL;
+        int rc = run(dir, cases[i].file, NULL, "refused", &out);
+        CHECK_MSG(rc != 0, "%s: accepted", cases[i].file);
+        CHECK_MSG(out && strstr(out, cases[i].names), "%s: the format is not named:\n%s", cases[i].file, out ? out : "");
+        CHECK_MSG(out && !strstr(out, "loaded") && !strstr(out, "seed"), "%s: refused only after loading:\n%s",
+                  cases[i].file, out ? out : "");
+        free(out);
+    }
+}
