@@ -56,8 +56,11 @@ int fx_dtype_parse(const char *name);
 int fx_dtype_is_block(fx_dtype t);
 /* 1 for the fp8 types (F8_E4M3, F8_E5M2). */
 int fx_dtype_is_fp8(fx_dtype t);
-/* 1 for the types the GEMM expands inside its packing step (block types
- * and fp8): everything but F32/F16/BF16. */
+/* 1 for the types whose codes take a scale carried on the weight
+ * (fx_weight.scale / scales): fp8 and I8. */
+int fx_dtype_is_scaled(fx_dtype t);
+/* 1 for the types the GEMM expands inside its packing step (block types,
+ * fp8 and I8): everything but F32/F16/BF16. */
 int fx_dtype_is_expanded(fx_dtype t);
 /* 1 for the types kernels read (F32, F16, BF16, block types with kernels). */
 int fx_dtype_is_weight(fx_dtype t);

@@ -38,7 +38,7 @@ static int64_t ceil_div(int64_t v, int64_t a) { return (v + a - 1) / a; }
 fx_gemm_expander fx_gemm_expander_for(const fx_kctx *kc, const fx_weight *w, fx_dtype target) {
     const fx_dtype t = w->dtype;
     fx_gemm_expander e = {fx_quant_dequant_fn(kc->k, t), NULL, NULL, fx_dtype_block(t), fx_dtype_block_bytes(t),
-                          fx_dtype_is_fp8(t) ? w->scale : 0.0f, NULL, NULL, 0};
+                          fx_dtype_is_scaled(t) ? w->scale : 0.0f, NULL, NULL, 0};
     if (w->scales) e.w = w, e.base = w->data, e.rb = fx_dtype_row_bytes(t, w->ld);
     if (target == FX_DTYPE_BF16)
         e.to_bf16 = fx_row_table(kc)->f32_to_bf16, e.dequant_bf16 = fx_quant_dequant_bf16_fn(kc->k, t);

@@ -193,12 +193,17 @@ static void dq_f8_e5m2(const uint8_t *x, int64_t n, float *y) {
     for (int64_t i = 0; i < n; i++) y[i] = fx_f8_e5m2_to_f32(x[i]);
 }
 
+/* int8 codes (their scales are the weight's, as fp8's). */
+static void dq_i8(const uint8_t *x, int64_t n, float *y) {
+    for (int64_t i = 0; i < n; i++) y[i] = (float)(int8_t)x[i];
+}
+
 const fx_dequant_fn fx_dequant_ref[FX_DTYPE_COUNT] = {
     [FX_DTYPE_Q8_0] = dq_q8_0, [FX_DTYPE_Q4_0] = dq_q4_0, [FX_DTYPE_Q4_1] = dq_q4_1,
     [FX_DTYPE_Q5_0] = dq_q5_0, [FX_DTYPE_Q5_1] = dq_q5_1, [FX_DTYPE_Q2_K] = dq_q2_k,
     [FX_DTYPE_Q3_K] = dq_q3_k, [FX_DTYPE_Q4_K] = dq_q4_k, [FX_DTYPE_Q5_K] = dq_q5_k,
     [FX_DTYPE_Q6_K] = dq_q6_k, [FX_DTYPE_IQ4_NL] = dq_iq4_nl, [FX_DTYPE_IQ4_XS] = dq_iq4_xs,
-    [FX_DTYPE_F8_E4M3] = dq_f8_e4m3, [FX_DTYPE_F8_E5M2] = dq_f8_e5m2,
+    [FX_DTYPE_F8_E4M3] = dq_f8_e4m3, [FX_DTYPE_F8_E5M2] = dq_f8_e5m2, [FX_DTYPE_I8] = dq_i8,
 };
 
 const fx_quant_kernels fx_quant_scalar = {.name = "scalar"};

@@ -276,7 +276,7 @@ flux_status fx_wset_matrix_view(fx_wset *s, const char *name, const fx_shape *ex
         data = copy;
     }
     *out = (fx_weight){.data = data, .dtype = t->dtype, .n = rows, .k = cols, .ld = cols};
-    return fx_dtype_is_fp8(t->dtype) ? fx_wset_weight_scales(s, t, out, err) : FLUX_OK;
+    return fx_dtype_is_scaled(t->dtype) ? fx_wset_weight_scales(s, t, out, err) : FLUX_OK;
 }
 
 flux_status fx_wset_linear(fx_wset *s, const char *name, int64_t rows, int64_t cols, fx_weight *out,

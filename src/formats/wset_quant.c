@@ -13,6 +13,8 @@
  *   128×128 blocks  [ceil(n/128), ceil(k/128)]        F32/BF16/F16, finite
  *   MXFP8           [roundup(n, 128), roundup(k/32, 4)] F8_E8M0, cuBLAS-tiled
  *                   (comfy-kitchen to_blocked), one per 32 along k, 2^(e-127)
+ * An I8 weight (ComfyUI / comfy-kitchen int8_tensorwise: TensorWiseINT8Layout,
+ * '.weight_scale' per tensor or per output channel) takes the first two.
  * Side scales (all but the first) become an f32 grid owned by the set
  * (fx_weight_scales); the weight's codes stay mapped as stored.
  */
@@ -90,7 +92,13 @@ static flux_status scale_layout(const fx_wset *s, const fx_tensor *w, const fx_t
     if (!inv && fx_shape_numel(g) == 1 && g->ndim <= 1) *kind = SC_TENSOR;
     else if (!inv && rows && ((g->ndim == 1 && g->d[0] == rows) || (g->ndim == 2 && g->d[0] == rows && g->d[1] == 1)))
         *kind = SC_ROW;
-    else if (rows && fx_shape_eq(g, &blocks)) *kind = SC_BLOCK128;
+    else if (rows && fx_shape_eq(g, &blocks) && w->dtype != FX_DTYPE_I8) *kind = SC_BLOCK128;
+    else if (w->dtype == FX_DTYPE_I8)
+        return fx_fail(err, FLUX_ERR_UNSUPPORTED,
+                       "%s: scale '%.200s' has shape %s; int8 weight '%.200s' %s takes one scale ([] or [1]) or one "
+                       "per output row ([n] or [n, 1])",
+                       fx_wset_display(s), st->name, fx_shape_str(g, sh, sizeof sh), w->name,
+                       fx_shape_str(&w->shape, want, sizeof want));
     else if (inv)
         return fx_fail(err, FLUX_ERR_UNSUPPORTED,
                        "%s: block scale '%.200s' has shape %s; fp8 weight '%.200s' %s takes 128x128 block scales %s "
@@ -238,7 +246,7 @@ flux_status fx_wset_weight_scales(fx_wset *s, const fx_tensor *t, fx_weight *out
 
 flux_status fx_wset_scaled_rows(const fx_wset *s, const fx_tensor *t, int64_t row0, int64_t n, float *x,
                                 fx_err *err) {
-    if (!fx_dtype_is_fp8(t->dtype)) return FLUX_OK;
+    if (!fx_dtype_is_scaled(t->dtype)) return FLUX_OK;
     const view_tensor *view = as_view_tensor(s, t);
     if (view) s = s->base, t = view->src[0], row0 += view->row0[0]; /* the stored tensor and its scales */
     const fx_tensor *st;
@@ -337,22 +345,25 @@ flux_status fx_wset_check_quant(const fx_wset *s, fx_err *err) {
                 return fx_fail(err, FLUX_ERR_MODEL, "%s: scale '%.200s' has no weight '%.200s'", fx_wset_display(s),
                                t->name, wname);
             if (w->dtype == FX_DTYPE_F32 || w->dtype == FX_DTYPE_BF16 || w->dtype == FX_DTYPE_F16) continue; /* stray */
-            if (!fx_dtype_is_fp8(w->dtype))
+            if (!fx_dtype_is_scaled(w->dtype))
                 return fx_fail(err, FLUX_ERR_UNSUPPORTED,
                                "%s: scale '%.200s' belongs to '%.200s' of dtype %s; flux.c reads scales of fp8 "
-                               "(F8_E4M3, F8_E5M2) weights only%s",
-                               fx_wset_display(s), t->name, wname, fx_dtype_name(w->dtype),
-                               w->dtype == FX_DTYPE_I8 ? " (int8 checkpoints are not read yet)" : "");
+                               "(F8_E4M3, F8_E5M2) and int8 (I8) weights only",
+                               fx_wset_display(s), t->name, wname, fx_dtype_name(w->dtype));
         } else if (t->dtype == FX_DTYPE_F8_E8M0) {
             return fx_fail(err, FLUX_ERR_UNSUPPORTED,
                            "%s: tensor '%.200s' is F8_E8M0 (MX block scales) but not the '.weight_scale' of an "
                            "F8_E4M3 weight (MXFP8); flux.c reads no other MX format",
                            fx_wset_display(s), t->name);
-        } else if (fx_dtype_is_fp8(t->dtype) && t->shape.ndim == 2) {
-            /* every fp8 weight's scales: layout, dtype, values */
+        } else if (fx_dtype_is_scaled(t->dtype) && t->shape.ndim == 2) {
+            /* every fp8 / int8 weight's scales: layout, dtype, values */
             const fx_tensor *st;
             enum scale_kind kind;
             TRY(scale_layout(s, t, &st, &kind, err));
+            if (kind == SC_NONE && t->dtype == FX_DTYPE_I8)
+                return fx_fail(err, FLUX_ERR_MODEL,
+                               "%s: int8 weight '%.200s' has no '.weight_scale' (int8 codes need their scale)",
+                               fx_wset_display(s), t->name);
             float *v = NULL;
             if (kind != SC_NONE) TRY(checked_values(s, st, kind, &v, err));
             free(v);
@@ -363,25 +374,27 @@ flux_status fx_wset_check_quant(const fx_wset *s, fx_err *err) {
 
 void fx_wset_quant_note(const fx_wset *s, const fx_logger *log) {
     if (s->base) s = s->base;
-    size_t count[5] = {0}, stray = 0;
+    size_t count[5] = {0}, stray = 0, int8 = 0;
     const char *first_stray = NULL;
     for (size_t i = 0; i < s->n; i++) {
         const fx_tensor *t = s->tensors[i];
         char wname[FX_ST_MAX_NAME + 16];
         const fx_tensor *w = is_scale_name(t->name) ? weight_of(s, t->name, wname, sizeof wname) : NULL;
-        if (w && !fx_dtype_is_fp8(w->dtype) && !stray++) first_stray = t->name;
+        if (w && !fx_dtype_is_scaled(w->dtype) && !stray++) first_stray = t->name;
         const fx_tensor *st;
         enum scale_kind kind;
-        if (fx_dtype_is_fp8(t->dtype) && t->shape.ndim == 2 && !scale_layout(s, t, &st, &kind, NULL)) count[kind]++;
+        if (fx_dtype_is_scaled(t->dtype) && t->shape.ndim == 2 && !scale_layout(s, t, &st, &kind, NULL)) count[kind]++;
+        int8 += t->dtype == FX_DTYPE_I8;
     }
     if (stray)
         fx_log(log, 0,
-               "flux: warning: %s: %zu scale tensor%s beside weights that are not fp8 (first '%s'): ignored, the "
+               "flux: warning: %s: %zu scale tensor%s beside weights that are not fp8 or int8 (first '%s'): ignored, the "
                "weights are read as stored",
                fx_wset_display(s), stray, stray == 1 ? "" : "s", first_stray);
-    if (count[SC_ROW] + count[SC_BLOCK128] + count[SC_MX])
+    if (count[SC_ROW] + count[SC_BLOCK128] + count[SC_MX] + int8)
         fx_log(log, 1,
-               "flux: %s: fp8 weights with side scales, expanded in place by the GEMM: %zu per-row, %zu 128x128-block, "
-               "%zu MXFP8 (and %zu per-tensor, %zu unscaled)",
-               fx_wset_display(s), count[SC_ROW], count[SC_BLOCK128], count[SC_MX], count[SC_TENSOR], count[SC_NONE]);
+               "flux: %s: scaled weights, expanded in place by the GEMM: %zu per-row, %zu 128x128-block, %zu MXFP8, "
+               "%zu per-tensor, %zu unscaled (%zu of them int8, weight-only: W8A8 does not take them)",
+               fx_wset_display(s), count[SC_ROW], count[SC_BLOCK128], count[SC_MX], count[SC_TENSOR], count[SC_NONE],
+               int8);
 }

@@ -14,8 +14,11 @@ writes OUT_DIR/<component>-<layout>.safetensors and -twin.safetensors for
                 mxfp8     F8_E4M3, '.weight_scale' F8_E8M0 [roundup(n,128), roundup(k/32,4)]
                           in cuBLAS tiles (comfy-kitchen quantize_mxfp8 / to_blocked);
                           weights whose k is not a multiple of 32 stay BF16
+                int8      I8, '.weight_scale' F32 [n, 1] per output channel (comfy-kitchen
+                          TensorWiseINT8Layout / ComfyUI int8_tensorwise, per_channel)
   text_encoder  rowwise   F8_E5M2, '.weight_scale' BF16 [n]; embed_tokens fp8 too
                 block128  F8_E4M3, '.weight_scale_inv' F32; embed_tokens BF16
+                int8      I8, '.weight_scale' F32 [] (one per tensor); embed_tokens int8 too
 and the refused files of other formats (nvfp4, gptq, bnb-nf4, svdquant).
 The fp8 codes come from NumPy's own rounding (nearest code, ties to the
 even code); the twin is f32(code) * scale in float32, one rounding, which
@@ -132,7 +135,7 @@ def tiled(s):
 def quantize(w, layout, kind, scale_dtype):
     """(fp8 codes, scale tensors {suffix: (dtype, shape, bytes)}, twin f32)."""
     n, k = w.shape
-    fmax = FP8_MAX[kind]
+    fmax = FP8_MAX.get(kind)
     if layout == "rowwise":
         s = np.abs(w).max(axis=1) / np.float32(fmax)
         s = np.where(s == 0, np.float32(1), s).astype(np.float32)
@@ -172,6 +175,13 @@ def quantize(w, layout, kind, scale_dtype):
         twin = (decode(codes, kind).reshape(n, k // 32, 32) * sc[:, :, None]).reshape(n, k)
         t = tiled(e.astype(np.uint8))
         return codes, {".weight_scale": ("F8_E8M0", t.shape, t.tobytes())}, twin
+    if layout in ("int8", "int8-tensor"):  # comfy-kitchen TensorWiseINT8Layout: '' I8, '_scale'
+        a = np.abs(w).max(axis=1, keepdims=True) if layout == "int8" else np.abs(w).max(keepdims=True)
+        s = np.where(a == 0, np.float32(1), a / np.float32(127)).astype(np.float32)
+        codes = np.clip(np.rint(w / s), -127, 127).astype(np.int8)
+        twin = codes.astype(np.float32) * s
+        shape = (n, 1) if layout == "int8" else ()
+        return codes.view(np.uint8), {".weight_scale": ("F32", shape, f32(s))}, twin
     raise ValueError(layout)
 
 
@@ -186,7 +196,7 @@ def load(model, component):
 
 def write_layout(src, out, layout, kind, scale_dtype, quant_embed, stray):
     q, twin = [], []
-    dt_name = {"e4m3": "F8_E4M3", "e5m2": "F8_E5M2"}[kind]
+    dt_name = {"e4m3": "F8_E4M3", "e5m2": "F8_E5M2", "i8": "I8"}[kind]
     for name, (shape, raw, dt) in src.items():
         assert dt == "BF16", (name, dt)
         w = bf16_to_f32(raw, shape)
@@ -252,6 +262,8 @@ def main():
     write_layout(dit, p("transformer", "rowwise"), "rowwise", "e4m3", "F32", False, True)
     write_layout(dit, p("transformer", "block128"), "block128", "e4m3", "F32", False, False)
     write_layout(dit, p("transformer", "mxfp8"), "mxfp8", "e4m3", None, False, False)
+    write_layout(dit, p("transformer", "int8"), "int8", "i8", "F32", False, False)
+    write_layout(te, p("text_encoder", "int8"), "int8-tensor", "i8", "F32", True, False)
     write_layout(te, p("text_encoder", "rowwise"), "rowwise", "e5m2", "BF16", True, False)
     write_layout(te, p("text_encoder", "block128"), "block128", "e4m3", "F32", False, False)
     write_refused(dit, out_dir)

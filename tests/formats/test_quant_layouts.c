@@ -67,7 +67,7 @@ TEST(quant_layouts_match_their_decoded_twins) {
     REQUIRE(dir);
     static const struct {
         const char *transformer, *text_encoder; /* layout names; NULL: the folder's BF16 text encoder */
-    } runs[] = {{"rowwise", "rowwise"}, {"block128", "block128"}, {"mxfp8", NULL}};
+    } runs[] = {{"rowwise", "rowwise"}, {"block128", "block128"}, {"mxfp8", NULL}, {"int8", "int8"}};
     for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
         char t[128], tt[128], te[128], tet[128], tag[64], twin[64], *out = NULL;
         snprintf(t, sizeof t, "transformer-%s.safetensors", runs[i].transformer);
@@ -82,7 +82,7 @@ TEST(quant_layouts_match_their_decoded_twins) {
         int rc = run(dir, t, a, tag, &out);
         CHECK_MSG(rc == 0, "%s: %s", t, out ? out : "");
         if (rc == 0) /* -v says which layouts were read */
-            CHECK_MSG(strstr(out, "fp8 weights with side scales") != NULL, "%s: no -v line on its layouts:\n%s", t, out);
+            CHECK_MSG(strstr(out, "scaled weights, expanded in place") != NULL, "%s: no -v line on its layouts:\n%s", t, out);
         if (i == 0) CHECK_MSG(rc == 0 && strstr(out, "warning:") && strstr(out, "ignored"), "stray scale not warned:\n%s",
                               out ? out : "");
         free(out);
