@@ -68,7 +68,11 @@
     X(MXFP4, "MXFP4", 32, 17, 39, 0)                            \
     X(NVFP4, "NVFP4", 64, 36, 40, 0)                            \
     X(Q1_0, "Q1_0", 128, 18, 41, 0)                             \
-    X(Q2_0, "Q2_0", 64, 18, 42, 0)
+    X(Q2_0, "Q2_0", 64, 18, 42, 0)                              \
+    /* E2M1 pairs packed in a byte, the even element in the high nibble: the \
+     * elements of NVFP4 safetensors files (stored as U8 [n, k/2]; their     \
+     * scales ride on the weight, src/formats/wset_quant.c) */            \
+    X(F4_E2M1, "F4_E2M1", 2, 1, -1, FX_DT_WEIGHT)
 
 #define FX_DTYPE_ENUM_(id, ...) FX_DTYPE_##id,
 typedef enum fx_dtype { FX_DTYPE_LIST(FX_DTYPE_ENUM_) FX_DTYPE_COUNT } fx_dtype;

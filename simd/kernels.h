@@ -57,7 +57,7 @@ int fx_dtype_is_block(fx_dtype t);
 /* 1 for the fp8 types (F8_E4M3, F8_E5M2). */
 int fx_dtype_is_fp8(fx_dtype t);
 /* 1 for the types whose codes take a scale carried on the weight
- * (fx_weight.scale / scales): fp8 and I8. */
+ * (fx_weight.scale / scales): fp8, I8 and F4_E2M1 (NVFP4's elements). */
 int fx_dtype_is_scaled(fx_dtype t);
 /* 1 for the types the GEMM expands inside its packing step (block types,
  * fp8 and I8): everything but F32/F16/BF16. */

@@ -57,7 +57,7 @@ void fx_gemm_expand_rows(const fx_gemm_expander *e, int rows, int64_t cols, cons
         e->dequant(p, cols / e->block, f);
         if (e->w) { /* side scales: the row and column of p in the weight */
             const int64_t off = (const char *)p - e->base;
-            fx_weight_values(e->w, off / e->rb, off % e->rb, cols, f);
+            fx_weight_values(e->w, off / e->rb, off % e->rb / (int64_t)e->block_bytes * e->block, cols, f);
         } else {
             fx_weight_scale_row(e->scale, cols, f);
         }

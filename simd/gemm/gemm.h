@@ -190,8 +190,8 @@ typedef struct fx_gemm_expander {
     size_t block_bytes;
     float scale; /* fp8: the weight's scale, applied to the f32 values before any rounding; 0 = none */
     /* side scales (fx_weight.scales): a source row's place in the weight,
-     * (src - base) / rb, and its first column, (src - base) % rb (one byte
-     * an element), pick its scales; NULL = none */
+     * (src - base) / rb, and its first column (from (src - base) % rb, in
+     * whole blocks) pick its scales; NULL = none */
     const fx_weight *w;
     const char *base;
     int64_t rb;

@@ -104,7 +104,7 @@ int fx_linear_int8(const fx_kctx *kc, const fx_gemm_int8 *p, int64_t m, const fl
     static const fx_epilogue store = {FX_EPI_STORE, NULL, NULL};
     const fx_epilogue *e = epi_ ? epi_ : &store;
     if (f && (f->n != w->n || f->k != w->k)) f = NULL;
-    if (!f && !fx_dtype_is_block(w->dtype)) return -1;
+    if (!f && (!fx_dtype_is_block(w->dtype) || w->scales)) return -1; /* NVFP4: weight-only */
     if (w->k > MAX_K) return -1;
     if (m <= 0 || w->n <= 0) return 0;
     if (!p) {

@@ -36,7 +36,7 @@ int fx_dtype_is_block(fx_dtype t) { return known(t) && info[t].block > 1; }
 
 int fx_dtype_is_fp8(fx_dtype t) { return t == FX_DTYPE_F8_E4M3 || t == FX_DTYPE_F8_E5M2; }
 
-int fx_dtype_is_scaled(fx_dtype t) { return fx_dtype_is_fp8(t) || t == FX_DTYPE_I8; }
+int fx_dtype_is_scaled(fx_dtype t) { return fx_dtype_is_fp8(t) || t == FX_DTYPE_I8 || t == FX_DTYPE_F4_E2M1; }
 
 int fx_dtype_is_expanded(fx_dtype t) { return fx_dtype_is_block(t) || fx_dtype_is_scaled(t); }
 

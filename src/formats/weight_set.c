@@ -87,6 +87,7 @@ fx_wset *fx_wset_open(const char *path, const char *display, int use_mmap, fx_er
         fx_wset_close(s);
         return NULL;
     }
+    fx_wset_adopt_nvfp4(s);
     return s;
 }
 
@@ -108,6 +109,7 @@ fx_wset *fx_wset_open_memory(void *buf, size_t len, const char *display, int own
         fx_wset_close(s);
         return NULL;
     }
+    fx_wset_adopt_nvfp4(s);
     return s;
 }
 
@@ -231,8 +233,8 @@ static flux_status weight_tensor(const fx_wset *s, const char *name, const fx_sh
 }
 
 int fx_wset_fp8_companion(const char *name) {
-    static const char *const suffix[] = {".weight_scale", ".scale_weight", ".weight_scale_inv", ".input_scale",
-                                         ".scale_input", ".comfy_quant"};
+    static const char *const suffix[] = {".weight_scale", ".scale_weight", ".weight_scale_inv", ".weight_scale_2",
+                                         ".input_scale", ".scale_input", ".comfy_quant"};
     const size_t len = strlen(name);
     for (size_t i = 0; i < sizeof suffix / sizeof *suffix; i++) {
         const size_t sl = strlen(suffix[i]);

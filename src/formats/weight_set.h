@@ -84,6 +84,10 @@ flux_status fx_wset_check_quant(const fx_wset *s, fx_err *err);
 /* Only the last part: tensors of formats flux.c does not read (by name).
  * Single-file readers call it before mapping names. */
 flux_status fx_wset_refuse_foreign(const fx_wset *s, fx_err *err);
+/* The weights of s a Vulkan device does not read (int8, NVFP4, fp8 with
+ * side scales): FLUX_ERR_UNSUPPORTED naming the first; flux_load calls it
+ * for a device backend, so the refusal comes at load. */
+flux_status fx_wset_check_device(const fx_wset *s, fx_err *err);
 /* The one-line warning for ignored scales (level 0) and the -v line
  * counting the fp8 layouts of s. */
 void fx_wset_quant_note(const fx_wset *s, const fx_logger *log);

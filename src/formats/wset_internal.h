@@ -53,6 +53,9 @@ flux_status fx_wset_open_sharded(fx_wset *s, const char *path, int use_mmap, fx_
  * owned by the set that stores t; free them all (on drop and close). */
 flux_status fx_wset_weight_scales(fx_wset *s, const fx_tensor *t, fx_weight *out, fx_err *err);
 void fx_wset_free_grids(fx_wset *s);
+/* NVFP4 weights (U8 [n, k/2] with an F8_E4M3 '.weight_scale' and a
+ * '.weight_scale_2') read as F4_E2M1 [n, k]: called on every opened set. */
+void fx_wset_adopt_nvfp4(fx_wset *s);
 /* x [n rows of t from row0, whole rows] ·= their fp8 scales; other dtypes
  * unchanged. */
 flux_status fx_wset_scaled_rows(const fx_wset *s, const fx_tensor *t, int64_t row0, int64_t n, float *x,

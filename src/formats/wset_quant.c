@@ -11,8 +11,17 @@
  *   per tensor      [] or [1]                         F32/BF16/F16, finite, nonzero
  *   per output row  [n] or [n, 1]                     F32/BF16/F16, finite
  *   128×128 blocks  [ceil(n/128), ceil(k/128)]        F32/BF16/F16, finite
+ *   B×B blocks      [n/B, k/B] ('.weight_scale': convert_to_quant's
+ *                   BlockWiseFP8Layout, B = 64 by default)
  *   MXFP8           [roundup(n, 128), roundup(k/32, 4)] F8_E8M0, cuBLAS-tiled
  *                   (comfy-kitchen to_blocked), one per 32 along k, 2^(e-127)
+ * NVFP4 (comfy-kitchen tensor/nvfp4.py TensorCoreNVFP4Layout, ComfyUI's
+ * "nvfp4" format): '<layer>.weight' U8 [n, k/2] holds E2M1 pairs (read as
+ * F4_E2M1 [n, k], fx_wset_adopt_nvfp4), '.weight_scale' F8_E4M3
+ * [roundup(n, 128), roundup(k/16, 4)] one per 16 along k in the same
+ * cuBLAS tiles, '.weight_scale_2' F32 [] the per-tensor scale; element =
+ * e2m1 · (f32(block scale) · scale_2), the product in parentheses rounded
+ * once (comfy-kitchen backends/eager/quantization.py dequantize_nvfp4).
  * An I8 weight (ComfyUI / comfy-kitchen int8_tensorwise: TensorWiseINT8Layout,
  * '.weight_scale' per tensor or per output channel) takes the first two.
  * Side scales (all but the first) become an f32 grid owned by the set
@@ -25,8 +34,8 @@
 
 #include "wset_internal.h"
 
-enum scale_kind { SC_NONE, SC_TENSOR, SC_ROW, SC_BLOCK128, SC_MX };
-static const char *const kind_names[] = {"none", "per-tensor", "per-row", "128x128-block", "MXFP8"};
+enum scale_kind { SC_NONE, SC_TENSOR, SC_ROW, SC_BLOCK, SC_MX, SC_NVFP4 };
+static const char *const kind_names[] = {"none", "per-tensor", "per-row", "square-block", "MXFP8", "NVFP4"};
 
 static int ends_with(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
@@ -34,6 +43,16 @@ static int ends_with(const char *s, const char *suffix) {
 }
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* The side of the square blocks a 2-D scale grid g covers over a weight
+ * [rows, cols]: 128 for [ceil(rows/128), ceil(cols/128)] (partial blocks
+ * at the edges), else B when g is [rows/B, cols/B] exactly; 0: neither. */
+static int64_t block_side(int64_t rows, int64_t cols, const fx_shape *g) {
+    if (g->ndim != 2 || rows <= 0 || cols <= 0 || g->d[0] <= 0 || g->d[1] <= 0) return 0;
+    if (g->d[0] == ceil_div(rows, 128) && g->d[1] == ceil_div(cols, 128)) return 128;
+    const int64_t b = rows / g->d[0];
+    return rows % g->d[0] == 0 && cols % g->d[1] == 0 && cols / g->d[1] == b && b > 1 ? b : 0;
+}
 
 /* The tensor '<stem><suffix>' of s, where name = '<stem>.weight' (NULL: none). */
 static const fx_tensor *beside(const fx_wset *s, const char *name, const char *suffix) {
@@ -73,6 +92,20 @@ static flux_status scale_layout(const fx_wset *s, const fx_tensor *w, const fx_t
     const int64_t rows = w->shape.ndim == 2 ? w->shape.d[0] : 0, cols = w->shape.ndim == 2 ? w->shape.d[1] : 0;
     const fx_shape *g = &st->shape;
     const int inv = st == found[2];
+    if (w->dtype == FX_DTYPE_F4_E2M1) { /* NVFP4 */
+        const fx_shape tiled = FX_SHAPE(ceil_div(rows, 128) * 128, ceil_div(cols / 16, 4) * 4);
+        const fx_tensor *s2 = beside(s, w->name, ".weight_scale_2");
+        if (inv || st->dtype != FX_DTYPE_F8_E4M3 || cols % 16 || !fx_shape_eq(g, &tiled) || !s2 ||
+            fx_shape_numel(&s2->shape) != 1 || s2->shape.ndim > 1 || s2->dtype != FX_DTYPE_F32)
+            return fx_fail(err, FLUX_ERR_UNSUPPORTED,
+                           "%s: NVFP4 weight '%.200s' (E2M1 pairs, %s elements) with scale '%.200s' %s %s: NVFP4 is "
+                           "read with k a multiple of 16, F8_E4M3 block scales [roundup(n, 128), roundup(k/16, 4)] "
+                           "and one F32 '.weight_scale_2'",
+                           fx_wset_display(s), w->name, fx_shape_str(&w->shape, want, sizeof want), st->name,
+                           fx_dtype_name(st->dtype), fx_shape_str(g, sh, sizeof sh));
+        *kind = SC_NVFP4;
+        return FLUX_OK;
+    }
     if (st->dtype == FX_DTYPE_F8_E8M0 && !inv) { /* MXFP8: comfy-kitchen TensorCoreMXFP8Layout */
         const fx_shape tiled = FX_SHAPE(ceil_div(rows, 128) * 128, ceil_div(cols / 32, 4) * 4);
         if (w->dtype != FX_DTYPE_F8_E4M3 || !rows || cols % 32 || !fx_shape_eq(g, &tiled))
@@ -92,7 +125,7 @@ static flux_status scale_layout(const fx_wset *s, const fx_tensor *w, const fx_t
     if (!inv && fx_shape_numel(g) == 1 && g->ndim <= 1) *kind = SC_TENSOR;
     else if (!inv && rows && ((g->ndim == 1 && g->d[0] == rows) || (g->ndim == 2 && g->d[0] == rows && g->d[1] == 1)))
         *kind = SC_ROW;
-    else if (rows && fx_shape_eq(g, &blocks) && w->dtype != FX_DTYPE_I8) *kind = SC_BLOCK128;
+    else if (block_side(rows, cols, g) && w->dtype != FX_DTYPE_I8) *kind = SC_BLOCK;
     else if (w->dtype == FX_DTYPE_I8)
         return fx_fail(err, FLUX_ERR_UNSUPPORTED,
                        "%s: scale '%.200s' has shape %s; int8 weight '%.200s' %s takes one scale ([] or [1]) or one "
@@ -108,7 +141,7 @@ static flux_status scale_layout(const fx_wset *s, const fx_tensor *w, const fx_t
     else
         return fx_fail(err, FLUX_ERR_UNSUPPORTED,
                        "%s: scale '%.200s' has shape %s; fp8 weight '%.200s' %s takes one scale ([] or [1]), one per "
-                       "output row ([n] or [n, 1]) or 128x128 block scales ([ceil(n/128), ceil(k/128)])",
+                       "output row ([n] or [n, 1]) or square block scales ([ceil(n/128), ceil(k/128)], or [n/B, k/B])",
                        fx_wset_display(s), st->name, fx_shape_str(g, sh, sizeof sh), w->name,
                        fx_shape_str(&w->shape, want, sizeof want));
     return FLUX_OK;
@@ -146,23 +179,27 @@ static flux_status scale_values(const fx_tensor *st, float *dst, fx_err *err) {
 }
 
 /* The f32 grid of a side-scale layout from the stored values v: MXFP8's
- * cuBLAS tiles undone (comfy-kitchen float_utils.py to_blocked: 128-row ×
- * 4-column tiles, row-major over the tile grid; in a tile, row i·32 + j,
- * column c at j·16 + i·4 + c). Returns the grid's floats (malloc'd) or
- * NULL; v is used as is (and NULL returned) for the other layouts. */
-static float *grid_of(enum scale_kind kind, int64_t rows, int64_t cols, float *v, fx_weight_scales *g) {
+ * and NVFP4's cuBLAS tiles undone (comfy-kitchen float_utils.py to_blocked:
+ * 128-row × 4-column tiles, row-major over the tile grid; in a tile, row
+ * i·32 + j, column c at j·16 + i·4 + c; NVFP4's times its scale2). Returns
+ * the grid's floats (malloc'd) or NULL; v is used as is (and NULL
+ * returned) for the other layouts. */
+static float *grid_of(enum scale_kind kind, int64_t rows, int64_t cols, const fx_shape *gs, float *v, float scale2,
+                      fx_weight_scales *g) {
+    const int64_t side = kind == SC_BLOCK ? block_side(rows, cols, gs) : 0;
     if (kind == SC_ROW) *g = (fx_weight_scales){v, 1, cols > 0 ? cols : 1, 1};
-    if (kind == SC_BLOCK128) *g = (fx_weight_scales){v, 128, 128, ceil_div(cols, 128)};
-    if (kind != SC_MX) return NULL;
-    const int64_t nb = cols / 32, tiles_c = ceil_div(nb, 4);
+    if (kind == SC_BLOCK) *g = (fx_weight_scales){v, side, side, gs->d[1]};
+    if (kind != SC_MX && kind != SC_NVFP4) return NULL;
+    const int64_t per = kind == SC_MX ? 32 : 16, nb = cols / per, tiles_c = ceil_div(nb, 4);
     float *s = malloc((size_t)(rows * nb > 0 ? rows * nb : 1) * sizeof *s);
     if (!s) return NULL;
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < nb; c++) {
             const int64_t tile = r / 128 * tiles_c + c / 4, rr = r % 128;
-            s[r * nb + c] = v[tile * 512 + rr % 32 * 16 + rr / 32 * 4 + c % 4];
+            const float b = v[tile * 512 + rr % 32 * 16 + rr / 32 * 4 + c % 4];
+            s[r * nb + c] = kind == SC_NVFP4 ? b * scale2 : b; /* NVFP4: f32(block) · scale_2, one rounding */
         }
-    *g = (fx_weight_scales){s, 1, 32, nb};
+    *g = (fx_weight_scales){s, 1, per, nb};
     return s;
 }
 
@@ -179,14 +216,18 @@ static flux_status check_values(const fx_wset *s, const fx_tensor *st, enum scal
     return FLUX_OK;
 }
 
-/* st's values read and checked into a new array (*out; free() it). */
-static flux_status checked_values(const fx_wset *s, const fx_tensor *st, enum scale_kind kind, float **out,
-                                  fx_err *err) {
+/* st's values read and checked into a new array (*out; free() it);
+ * NVFP4: its '.weight_scale_2' into *scale2 (checked as a per-tensor one). */
+static flux_status checked_values(const fx_wset *s, const fx_tensor *w, const fx_tensor *st, enum scale_kind kind,
+                                  float **out, float *scale2, fx_err *err) {
     const int64_t n = fx_shape_numel(&st->shape);
     float *v = *out = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
     if (!v) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory reading scale '%.200s'", st->name);
     flux_status rc = scale_values(st, v, err);
     if (!rc) rc = check_values(s, st, kind, v, err);
+    const fx_tensor *s2 = kind == SC_NVFP4 ? beside(s, w->name, ".weight_scale_2") : NULL;
+    *scale2 = 1.0f;
+    if (!rc && s2 && !(rc = scale_values(s2, scale2, err))) rc = check_values(s, s2, SC_TENSOR, scale2, err);
     if (rc) free(v), *out = NULL;
     return rc;
 }
@@ -219,8 +260,8 @@ flux_status fx_wset_weight_scales(fx_wset *s, const fx_tensor *t, fx_weight *out
             out->scales = &base->grids[i]->g;
             return FLUX_OK;
         }
-    float *v;
-    TRY(checked_values(base, st, kind, &v, err));
+    float *v, scale2;
+    TRY(checked_values(base, w, st, kind, &v, &scale2, err));
     if (kind == SC_TENSOR) {
         out->scale = v[0];
         free(v);
@@ -230,12 +271,12 @@ flux_status fx_wset_weight_scales(fx_wset *s, const fx_tensor *t, fx_weight *out
     struct wset_grid **grown = realloc(base->grids, (base->n_grids + 1) * sizeof *grown);
     if (grown) base->grids = grown;
     struct wset_grid *e = grown ? calloc(1, sizeof *e) : NULL;
-    float *tiled = e ? grid_of(kind, w->shape.d[0], w->shape.d[1], v, &e->g) : NULL;
-    if (!e || (kind == SC_MX && !tiled)) {
+    float *tiled = e ? grid_of(kind, w->shape.d[0], w->shape.d[1], &st->shape, v, scale2, &e->g) : NULL;
+    if (!e || ((kind == SC_MX || kind == SC_NVFP4) && !tiled)) {
         free(v), free(e);
         return fx_fail(err, FLUX_ERR_NOMEM, "out of memory reading scale '%.200s'", st->name);
     }
-    if (tiled) free(v), v = NULL; /* MXFP8: the grid replaces the tiles */
+    if (tiled) free(v), v = NULL; /* MXFP8, NVFP4: the grid replaces the tiles */
     base->grids[base->n_grids] = e;
     e->w = w;
     e->own[0] = v, e->own[1] = tiled;
@@ -254,15 +295,15 @@ flux_status fx_wset_scaled_rows(const fx_wset *s, const fx_tensor *t, int64_t ro
     TRY(scale_layout(s, t, &st, &kind, err));
     if (kind == SC_NONE) return FLUX_OK;
     const int64_t cols = t->shape.ndim == 2 ? t->shape.d[1] : fx_shape_numel(&t->shape);
-    float *v;
-    TRY(checked_values(s, st, kind, &v, err));
+    float *v, scale2;
+    TRY(checked_values(s, t, st, kind, &v, &scale2, err));
     flux_status rc = FLUX_OK;
     if (kind == SC_TENSOR) fx_weight_scale_row(v[0], n * cols, x);
     else {
         fx_weight w = {.dtype = t->dtype, .n = t->shape.d[0], .k = cols, .ld = cols};
         fx_weight_scales g;
-        float *tiled = grid_of(kind, t->shape.d[0], cols, v, &g);
-        if (kind == SC_MX && !tiled) rc = fx_fail(err, FLUX_ERR_NOMEM, "out of memory reading scale '%.200s'", st->name);
+        float *tiled = grid_of(kind, t->shape.d[0], cols, &st->shape, v, scale2, &g);
+        if ((kind == SC_MX || kind == SC_NVFP4) && !tiled) rc = fx_fail(err, FLUX_ERR_NOMEM, "out of memory reading scale '%.200s'", st->name);
         w.scales = &g;
         for (int64_t r = 0; !rc && r < n; r++) fx_weight_values(&w, row0 + r, 0, cols, x + r * cols);
         free(tiled);
@@ -276,9 +317,9 @@ flux_status fx_wset_scaled_rows(const fx_wset *s, const fx_tensor *t, int64_t ro
 static const struct {
     const char *suffix, *format;
 } foreign[] = {
-    /* NVIDIA NVFP4 as ComfyUI / comfy-kitchen store it (tensor/nvfp4.py
-     * TensorCoreNVFP4Layout.state_dict_tensors: '', '_scale', '_scale_2') */
-    {".weight_scale_2", "NVFP4 (packed E2M1 weights with F8_E4M3 block scales and a per-tensor 'weight_scale_2')"},
+    /* NVFP4 with an activation smoothing vector (ComfyUI QUANT_ALGOS["nvfp4"]
+     * parameter 'pre_quant_scale'): not read */
+    {".pre_quant_scale", "NVFP4 / AWQ with a pre-quantization scale ('pre_quant_scale')"},
     /* SVDQuant, nunchaku models/linear.py SVDQW4A4Linear */
     {".smooth_factor", "SVDQuant / Nunchaku (4-bit 'qweight' with 'wscales', 'smooth_factor', 'proj_down', 'proj_up')"},
     {".proj_down", "SVDQuant / Nunchaku (4-bit 'qweight' with 'wscales', 'smooth_factor', 'proj_down', 'proj_up')"},
@@ -308,11 +349,6 @@ static flux_status refuse_foreign(const fx_wset *s, const fx_tensor *t, fx_err *
                            "%s: tensor '%.200s' belongs to the %s format, which flux.c does not read; use the "
                            "BF16, fp8 or GGUF file of this model",
                            fx_wset_display(s), t->name, foreign[i].format);
-    if (ends_with(t->name, ".weight_scale") && t->dtype == FX_DTYPE_F8_E4M3) /* NVFP4 without its tensor scale */
-        return fx_fail(err, FLUX_ERR_UNSUPPORTED,
-                       "%s: tensor '%.200s' is F8_E4M3: the block scales of the NVFP4 format, which flux.c does "
-                       "not read; use the BF16, fp8 or GGUF file of this model",
-                       fx_wset_display(s), t->name);
     return FLUX_OK;
 }
 
@@ -323,7 +359,18 @@ flux_status fx_wset_refuse_foreign(const fx_wset *s, fx_err *err) {
 }
 
 static int is_scale_name(const char *name) {
-    return ends_with(name, ".weight_scale") || ends_with(name, ".scale_weight") || ends_with(name, ".weight_scale_inv");
+    return ends_with(name, ".weight_scale") || ends_with(name, ".scale_weight") || ends_with(name, ".weight_scale_inv") ||
+           ends_with(name, ".weight_scale_2");
+}
+
+void fx_wset_adopt_nvfp4(fx_wset *s) {
+    for (size_t i = 0; i < s->n; i++) {
+        fx_tensor *t = (fx_tensor *)(void *)s->tensors[i]; /* the set's own files' tensors */
+        const fx_tensor *bs = beside(s, t->name, ".weight_scale");
+        if (t->dtype == FX_DTYPE_U8 && t->shape.ndim == 2 && t->shape.d[1] <= INT64_MAX / 2 && bs &&
+            bs->dtype == FX_DTYPE_F8_E4M3 && beside(s, t->name, ".weight_scale_2"))
+            t->dtype = FX_DTYPE_F4_E2M1, t->shape.d[1] *= 2;
+    }
 }
 
 /* The weight a scale belongs to ('<stem>.weight'), NULL when absent. */
@@ -348,7 +395,8 @@ flux_status fx_wset_check_quant(const fx_wset *s, fx_err *err) {
             if (!fx_dtype_is_scaled(w->dtype))
                 return fx_fail(err, FLUX_ERR_UNSUPPORTED,
                                "%s: scale '%.200s' belongs to '%.200s' of dtype %s; flux.c reads scales of fp8 "
-                               "(F8_E4M3, F8_E5M2) and int8 (I8) weights only",
+                               "(F8_E4M3, F8_E5M2), int8 (I8) and NVFP4 (U8 with F8_E4M3 '.weight_scale' and F32 "
+                               "'.weight_scale_2') weights only",
                                fx_wset_display(s), t->name, wname, fx_dtype_name(w->dtype));
         } else if (t->dtype == FX_DTYPE_F8_E8M0) {
             return fx_fail(err, FLUX_ERR_UNSUPPORTED,
@@ -360,21 +408,37 @@ flux_status fx_wset_check_quant(const fx_wset *s, fx_err *err) {
             const fx_tensor *st;
             enum scale_kind kind;
             TRY(scale_layout(s, t, &st, &kind, err));
-            if (kind == SC_NONE && t->dtype == FX_DTYPE_I8)
-                return fx_fail(err, FLUX_ERR_MODEL,
-                               "%s: int8 weight '%.200s' has no '.weight_scale' (int8 codes need their scale)",
-                               fx_wset_display(s), t->name);
-            float *v = NULL;
-            if (kind != SC_NONE) TRY(checked_values(s, st, kind, &v, err));
+            if (kind == SC_NONE && !fx_dtype_is_fp8(t->dtype))
+                return fx_fail(err, FLUX_ERR_MODEL, "%s: %s weight '%.200s' has no '.weight_scale' (its codes need it)",
+                               fx_wset_display(s), t->dtype == FX_DTYPE_I8 ? "int8" : "NVFP4", t->name);
+            float *v = NULL, scale2;
+            if (kind != SC_NONE) TRY(checked_values(s, t, st, kind, &v, &scale2, err));
             free(v);
         }
     }
     return FLUX_OK;
 }
 
+flux_status fx_wset_check_device(const fx_wset *s, fx_err *err) {
+    if (s->base) s = s->base;
+    for (size_t i = 0; i < s->n; i++) {
+        const fx_tensor *t = s->tensors[i], *st;
+        enum scale_kind kind = SC_NONE;
+        if (!fx_dtype_is_scaled(t->dtype) || t->shape.ndim != 2) continue;
+        if (fx_dtype_is_fp8(t->dtype) && (scale_layout(s, t, &st, &kind, NULL) || kind <= SC_TENSOR)) continue;
+        return fx_fail(err, FLUX_ERR_UNSUPPORTED,
+                       "Vulkan: %s: weight '%.200s' is %s%s%s; the device reads fp8 with one per-tensor scale and the "
+                       "GGUF block types, not this layout (run with --backend cpu)",
+                       fx_wset_display(s), t->name,
+                       t->dtype == FX_DTYPE_I8 ? "int8" : t->dtype == FX_DTYPE_F4_E2M1 ? "NVFP4" : fx_dtype_name(t->dtype),
+                       kind > SC_TENSOR ? " with " : "", kind > SC_TENSOR ? kind_names[kind] : "");
+    }
+    return FLUX_OK;
+}
+
 void fx_wset_quant_note(const fx_wset *s, const fx_logger *log) {
     if (s->base) s = s->base;
-    size_t count[5] = {0}, stray = 0, int8 = 0;
+    size_t count[6] = {0}, stray = 0, int8 = 0;
     const char *first_stray = NULL;
     for (size_t i = 0; i < s->n; i++) {
         const fx_tensor *t = s->tensors[i];
@@ -391,10 +455,10 @@ void fx_wset_quant_note(const fx_wset *s, const fx_logger *log) {
                "flux: warning: %s: %zu scale tensor%s beside weights that are not fp8 or int8 (first '%s'): ignored, the "
                "weights are read as stored",
                fx_wset_display(s), stray, stray == 1 ? "" : "s", first_stray);
-    if (count[SC_ROW] + count[SC_BLOCK128] + count[SC_MX] + int8)
+    if (count[SC_ROW] + count[SC_BLOCK] + count[SC_MX] + count[SC_NVFP4] + int8)
         fx_log(log, 1,
                "flux: %s: scaled weights, expanded in place by the GEMM: %zu per-row, %zu 128x128-block, %zu MXFP8, "
-               "%zu per-tensor, %zu unscaled (%zu of them int8, weight-only: W8A8 does not take them)",
-               fx_wset_display(s), count[SC_ROW], count[SC_BLOCK128], count[SC_MX], count[SC_TENSOR], count[SC_NONE],
-               int8);
+               "%zu NVFP4, %zu per-tensor, %zu unscaled (%zu of them int8; int8 and NVFP4 run weight-only, not W8A8)",
+               fx_wset_display(s), count[SC_ROW], count[SC_BLOCK], count[SC_MX], count[SC_NVFP4], count[SC_TENSOR],
+               count[SC_NONE], int8);
 }

@@ -5,12 +5,15 @@ twin (the same weights dequantized to F32, scale tensors dropped), written
 by NumPy alone: an independent writer of the layouts flux.c reads.
 
     python3 gen_quant_layouts.py MODEL_DIR OUT_DIR
+    python3 gen_quant_layouts.py --seeds DIR     (the fuzz seeds, written once)
 
 writes OUT_DIR/<component>-<layout>.safetensors and -twin.safetensors for
   transformer   rowwise   F8_E4M3, '.weight_scale' F32 [n, 1] (one per output row);
                           a stray '.weight_scale' beside a BF16 norm weight
                 block128  F8_E4M3, '.weight_scale_inv' F32 [ceil(n/128), ceil(k/128)]
                           (transformers' fine-grained fp8, DeepSeek-V3 / Qwen3-*-FP8)
+                block64   F8_E4M3, '.weight_scale' F32 [n/64, k/64] (convert_to_quant's
+                          float8_e4m3fn_blockwise, BlockWiseFP8Layout); k = 48 stays BF16
                 mxfp8     F8_E4M3, '.weight_scale' F8_E8M0 [roundup(n,128), roundup(k/32,4)]
                           in cuBLAS tiles (comfy-kitchen quantize_mxfp8 / to_blocked);
                           weights whose k is not a multiple of 32 stay BF16
@@ -19,7 +22,11 @@ writes OUT_DIR/<component>-<layout>.safetensors and -twin.safetensors for
   text_encoder  rowwise   F8_E5M2, '.weight_scale' BF16 [n]; embed_tokens fp8 too
                 block128  F8_E4M3, '.weight_scale_inv' F32; embed_tokens BF16
                 int8      I8, '.weight_scale' F32 [] (one per tensor); embed_tokens int8 too
-and the refused files of other formats (nvfp4, gptq, bnb-nf4, svdquant).
+  both          nvfp4     U8 [n, k/2] E2M1 pairs (even element in the high nibble),
+                          '.weight_scale' F8_E4M3 [roundup(n,128), roundup(k/16,4)] in cuBLAS
+                          tiles, '.weight_scale_2' F32 [] (comfy-kitchen quantize_nvfp4);
+                          the text encoder's embed_tokens too
+and the refused files of other formats (gptq, bnb-nf4, svdquant).
 The fp8 codes come from NumPy's own rounding (nearest code, ties to the
 even code); the twin is f32(code) * scale in float32, one rounding, which
 is each layout's convention.
@@ -147,22 +154,23 @@ def quantize(w, layout, kind, scale_dtype):
         codes = encode(w / s[:, None], kind)
         twin = decode(codes, kind) * s[:, None]
         return codes, {".weight_scale": (scale_dtype, shape, raw)}, twin
-    if layout == "block128":
-        gb = (-(-n // 128), -(-k // 128))
+    if layout in ("block128", "block64"):
+        b = 128 if layout == "block128" else 64
+        gb = (-(-n // b), -(-k // b))
         s = np.ones(gb, dtype=np.float32)
         for i in range(gb[0]):
             for j in range(gb[1]):
-                a = np.abs(w[i * 128:(i + 1) * 128, j * 128:(j + 1) * 128]).max()
+                a = np.abs(w[i * b:(i + 1) * b, j * b:(j + 1) * b]).max()
                 s[i, j] = a / np.float32(fmax) if a > 0 else 1
         if scale_dtype == "BF16":
             s = bf16_to_f32(to_bf16_raw(s).tobytes(), gb)
             raw = to_bf16_raw(s).tobytes()
         else:
             raw = f32(s)
-        full = np.repeat(np.repeat(s, 128, axis=0), 128, axis=1)[:n, :k]
+        full = np.repeat(np.repeat(s, b, axis=0), b, axis=1)[:n, :k]
         codes = encode(w / full, kind)
         twin = decode(codes, kind) * full
-        return codes, {".weight_scale_inv": (scale_dtype, gb, raw)}, twin
+        return codes, {".weight_scale_inv" if b == 128 else ".weight_scale": (scale_dtype, gb, raw)}, twin
     if layout == "mxfp8":  # comfy-kitchen backends/eager/quantization.py quantize_mxfp8
         blocks = w.reshape(n, k // 32, 32)
         amax = np.abs(blocks).max(axis=2)
@@ -182,7 +190,35 @@ def quantize(w, layout, kind, scale_dtype):
         twin = codes.astype(np.float32) * s
         shape = (n, 1) if layout == "int8" else ()
         return codes.view(np.uint8), {".weight_scale": ("F32", shape, f32(s))}, twin
+    if layout == "nvfp4":  # comfy-kitchen backends/eager/quantization.py quantize_nvfp4 (hi_first)
+        s2 = np.float32(np.abs(w).max() / np.float32(448.0 * 6.0))
+        blocks = w.reshape(n, k // 16, 16)
+        bscale = np.minimum(np.abs(blocks).max(axis=2) / np.float32(6.0) / s2, np.float32(448.0))
+        bcode = encode(bscale, "e4m3")
+        total = (decode(bcode, "e4m3") * s2).astype(np.float32)
+        safe = np.where(total == 0, np.float32(1), total)
+        scaled = np.clip(np.where(total[:, :, None] == 0, 0, blocks / safe[:, :, None]), -6, 6).reshape(n, k)
+        codes = encode_e2m1(scaled)
+        packed = (codes[:, 0::2] << 4 | codes[:, 1::2]).astype(np.uint8)
+        twin = (E2M1[codes].reshape(n, k // 16, 16) * total[:, :, None]).reshape(n, k).astype(np.float32)
+        t = tiled(bcode)
+        return packed, {".weight_scale": ("F8_E4M3", t.shape, t.tobytes()),
+                        ".weight_scale_2": ("F32", (), f32(s2))}, twin
     raise ValueError(layout)
+
+
+E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], dtype=np.float32)
+
+
+def encode_e2m1(x):
+    """float array in [-6, 6] -> E2M1 codes (nearest, ties to the even code)."""
+    mags = E2M1[:8].astype(np.float64)
+    a = np.abs(x.astype(np.float64))
+    hi = np.clip(np.searchsorted(mags, a), 1, 7)
+    lo = hi - 1
+    dlo, dhi = a - mags[lo], mags[hi] - a
+    code = np.where(dhi < dlo, hi, np.where(dlo < dhi, lo, np.where(lo % 2 == 0, lo, hi))).astype(np.uint8)
+    return np.where(x < 0, code | 8, code).astype(np.uint8)
 
 
 def load(model, component):
@@ -196,11 +232,12 @@ def load(model, component):
 
 def write_layout(src, out, layout, kind, scale_dtype, quant_embed, stray):
     q, twin = [], []
-    dt_name = {"e4m3": "F8_E4M3", "e5m2": "F8_E5M2", "i8": "I8"}[kind]
+    dt_name = {"e4m3": "F8_E4M3", "e5m2": "F8_E5M2", "i8": "I8", "e2m1": "U8"}[kind]
     for name, (shape, raw, dt) in src.items():
         assert dt == "BF16", (name, dt)
         w = bf16_to_f32(raw, shape)
-        take = len(shape) == 2 and name.endswith(".weight") and (layout != "mxfp8" or shape[1] % 32 == 0)
+        take = len(shape) == 2 and name.endswith(".weight") and (layout != "mxfp8" or shape[1] % 32 == 0) and \
+            (layout != "block64" or (shape[0] % 64 == 0 and shape[1] % 64 == 0))
         if name == "model.embed_tokens.weight" and not quant_embed:
             take = False
         if not take:
@@ -210,7 +247,7 @@ def write_layout(src, out, layout, kind, scale_dtype, quant_embed, stray):
                 q.append((name[:-7] + ".weight_scale", "F32", (), f32(np.float32(0.5))))  # ignored
             continue
         codes, scales, tw = quantize(w, layout, kind, scale_dtype)
-        q.append((name, dt_name, shape, codes.tobytes()))
+        q.append((name, dt_name, codes.shape, codes.tobytes()))
         for suffix, (sdt, sshape, sraw) in scales.items():
             q.append((name[:-7] + suffix, sdt, sshape, sraw))
         twin.append((name, "F32", shape, f32(tw)))
@@ -229,10 +266,6 @@ def write_refused(src, out_dir):
     rest = [(m, d, s, r) for m, (s, r, d) in src.items() if m != name]
     u8 = lambda c: bytes(c)  # noqa: E731
     formats = {
-        # comfy-kitchen tensor/nvfp4.py state_dict_tensors: '', '_scale', '_scale_2'
-        "nvfp4": [(name, "U8", (n, k // 2), u8(n * k // 2)),
-                  (stem + ".weight_scale", "F8_E4M3", (128, 4), u8(512)),
-                  (stem + ".weight_scale_2", "F32", (), f32(np.float32(1)))],
         # AutoGPTQ QuantLinear buffers
         "gptq": [(stem + ".qweight", "I32", (k // 8, n), u8(k // 8 * n * 4)),
                  (stem + ".qzeros", "I32", (1, n // 8), u8(n // 8 * 4)),
@@ -254,16 +287,37 @@ def write_refused(src, out_dir):
         write_safetensors(os.path.join(out_dir, "transformer-%s.safetensors" % fmt), rest + tensors)
 
 
+def write_seeds(out_dir):
+    """Small fuzz seeds (tests/fuzz/corpus/single_file, .../safetensors):
+    one diffusers-named linear [4, 64] in each layout."""
+    rng = np.random.default_rng(7)
+    w = (rng.standard_normal((4, 64)) * 0.05).astype(np.float32)
+    name = "transformer_blocks.0.attn.to_q.weight"
+    for layout, kind, sdt in (("rowwise", "e4m3", "F32"), ("block128", "e5m2", "BF16"), ("mxfp8", "e4m3", None),
+                              ("int8", "i8", "F32"), ("nvfp4", "e2m1", None)):
+        codes, scales, _ = quantize(w, layout, kind, sdt)
+        dt = {"e4m3": "F8_E4M3", "e5m2": "F8_E5M2", "i8": "I8", "e2m1": "U8"}[kind]
+        t = [(name, dt, codes.shape, codes.tobytes())]
+        t += [(name[:-7] + sfx, sd, ss, sr) for sfx, (sd, ss, sr) in scales.items()]
+        write_safetensors(os.path.join(out_dir, "quant-%s.safetensors" % layout), t)
+
+
 def main():
+    if sys.argv[1] == "--seeds":
+        write_seeds(sys.argv[2])
+        return
     model, out_dir = sys.argv[1], sys.argv[2]
     os.makedirs(out_dir, exist_ok=True)
     dit, te = load(model, "transformer"), load(model, "text_encoder")
     p = lambda c, l: os.path.join(out_dir, "%s-%s" % (c, l))  # noqa: E731
     write_layout(dit, p("transformer", "rowwise"), "rowwise", "e4m3", "F32", False, True)
     write_layout(dit, p("transformer", "block128"), "block128", "e4m3", "F32", False, False)
+    write_layout(dit, p("transformer", "block64"), "block64", "e4m3", "F32", False, False)
     write_layout(dit, p("transformer", "mxfp8"), "mxfp8", "e4m3", None, False, False)
     write_layout(dit, p("transformer", "int8"), "int8", "i8", "F32", False, False)
     write_layout(te, p("text_encoder", "int8"), "int8-tensor", "i8", "F32", True, False)
+    write_layout(dit, p("transformer", "nvfp4"), "nvfp4", "e2m1", None, False, False)
+    write_layout(te, p("text_encoder", "nvfp4"), "nvfp4", "e2m1", None, True, False)
     write_layout(te, p("text_encoder", "rowwise"), "rowwise", "e5m2", "BF16", True, False)
     write_layout(te, p("text_encoder", "block128"), "block128", "e4m3", "F32", False, False)
     write_refused(dit, out_dir)

@@ -90,7 +90,7 @@ TEST(fp8_file_refusals) {
         {{"l.weight_scale", FX_DTYPE_F32, FX_SHAPE(3), {1, 2, 3}, "l.weight", FX_DTYPE_F8_E4M3, NULL},
          FLUX_ERR_UNSUPPORTED, "scale 'l.weight_scale' has shape [3]; fp8 weight 'l.weight' [2, 4] takes one scale"},
         {{"l.weight_scale", FX_DTYPE_F32, FX_SHAPE(2, 2), {1, 2, 3, 4}, "l.weight", FX_DTYPE_F8_E4M3, NULL},
-         FLUX_ERR_UNSUPPORTED, "one per output row ([n] or [n, 1]) or 128x128 block scales"},
+         FLUX_ERR_UNSUPPORTED, "one per output row ([n] or [n, 1]) or square block scales"},
         {{"l.weight_scale_inv", FX_DTYPE_F32, FX_SHAPE(2), {1, 2}, "l.weight", FX_DTYPE_F8_E4M3, NULL},
          FLUX_ERR_UNSUPPORTED, "block scale 'l.weight_scale_inv' has shape [2]; fp8 weight 'l.weight' [2, 4] takes "
                                "128x128 block scales [1, 1]"},
@@ -110,9 +110,10 @@ TEST(fp8_file_refusals) {
          "tensor 'l.weight' is F8_E8M0 (MX block scales) but not the '.weight_scale' of an F8_E4M3 weight"},
         /* formats flux.c does not read, by their tensor names */
         {{"l.weight_scale_2", FX_DTYPE_F32, FX_SHAPE0, {1}, "l.weight", FX_DTYPE_U8, NULL}, FLUX_ERR_UNSUPPORTED,
-         "tensor 'l.weight_scale_2' belongs to the NVFP4"},
+         "belongs to 'l.weight' of dtype U8; flux.c reads scales of fp8 (F8_E4M3, F8_E5M2), int8 (I8) and NVFP4 (U8 "
+         "with F8_E4M3 '.weight_scale' and F32 '.weight_scale_2')"},
         {{"l.weight_scale", FX_DTYPE_F8_E4M3, FX_SHAPE(2, 1), {0}, "l.weight", FX_DTYPE_U8, NULL}, FLUX_ERR_UNSUPPORTED,
-         "the block scales of the NVFP4 format"},
+         "and NVFP4 (U8 with F8_E4M3 '.weight_scale' and F32 '.weight_scale_2') weights only"},
         {{"l.qzeros", FX_DTYPE_I32, FX_SHAPE0, {0}, "l.qweight", FX_DTYPE_I8, NULL}, FLUX_ERR_UNSUPPORTED,
          "belongs to the GPTQ / AWQ"},
         {{"l.smooth_factor", FX_DTYPE_BF16, FX_SHAPE(2), {0}, "l.weight", FX_DTYPE_BF16, NULL}, FLUX_ERR_UNSUPPORTED,

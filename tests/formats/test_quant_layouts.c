@@ -6,7 +6,7 @@
  *   - every layout's whole run (the CLI, text encoder + transformer + VAE,
  *     --precision f32) is within 1e-5 (relative to max) of its twin's run:
  *     text embeddings, first velocity, final latents;
- *   - the files of formats flux.c does not read (NVFP4, GPTQ, bitsandbytes
+ *   - the files of formats flux.c does not read (GPTQ, bitsandbytes
  *     NF4, SVDQuant) are refused at load: non-zero exit, the format named,
  *     nothing 'loaded'.
  */
@@ -67,7 +67,7 @@ TEST(quant_layouts_match_their_decoded_twins) {
     REQUIRE(dir);
     static const struct {
         const char *transformer, *text_encoder; /* layout names; NULL: the folder's BF16 text encoder */
-    } runs[] = {{"rowwise", "rowwise"}, {"block128", "block128"}, {"mxfp8", NULL}, {"int8", "int8"}};
+    } runs[] = {{"rowwise", "rowwise"}, {"block128", "block128"}, {"mxfp8", NULL}, {"block64", NULL}, {"int8", "int8"}, {"nvfp4", "nvfp4"}};
     for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
         char t[128], tt[128], te[128], tet[128], tag[64], twin[64], *out = NULL;
         snprintf(t, sizeof t, "transformer-%s.safetensors", runs[i].transformer);
@@ -107,8 +107,7 @@ TEST(quant_layouts_other_formats_refused_at_load) {
     REQUIRE(dir);
     static const struct {
         const char *file, *names;
-    } cases[] = {{"transformer-nvfp4.safetensors", "belongs to the NVFP4"},
-                 {"transformer-gptq.safetensors", "belongs to the GPTQ / AWQ"},
+    } cases[] = {{"transformer-gptq.safetensors", "belongs to the GPTQ / AWQ"},
                  {"transformer-bnb-nf4.safetensors", "bitsandbytes NF4"},
                  {"transformer-svdquant.safetensors", "SVDQuant / Nunchaku"}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
