@@ -13,10 +13,12 @@
 #include "tests/test.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "simd/quant/quant.h"
 #include "tests/golden_case.h"
 
 /* A python3 that has NumPy ("python3" first, then the system one), or NULL. */
@@ -118,5 +120,24 @@ TEST(quant_layouts_other_formats_refused_at_load) {
         CHECK_MSG(out && !strstr(out, "loaded") && !strstr(out, "seed"), "%s: refused only after loading:\n%s",
                   cases[i].file, out ? out : "");
         free(out);
+    }
+}
+
+/* The element decoders against their definitions, every code: E2M1 pairs
+ * (OCP MX 1.0 FP4: (-1)^s · 2^(e-1) · (1 + m/2), e = 0: (-1)^s · m/2; the
+ * even element in the high nibble, comfy-kitchen hi_first) and int8. */
+TEST(quant_layouts_element_decoders) {
+    for (int b = 0; b < 256; b++) {
+        const uint8_t byte = (uint8_t)b;
+        float y[2];
+        fx_dequantize_row(FX_DTYPE_F4_E2M1, &byte, 2, y);
+        for (int h = 0; h < 2; h++) {
+            const int c = h ? b & 15 : b >> 4, s = c >> 3, e = (c >> 1) & 3, m = c & 1;
+            const double mag = e ? ldexp(1.0 + m / 2.0, e - 1) : m / 2.0;
+            CHECK_MSG(y[h] == (float)(s ? -mag : mag), "byte 0x%02x element %d: %g", b, h, (double)y[h]);
+        }
+        float v;
+        fx_dequantize_row(FX_DTYPE_I8, &byte, 1, &v);
+        CHECK(v == (float)(b < 128 ? b : b - 256));
     }
 }
