@@ -72,8 +72,9 @@ static fx_wset *stored_as(fx_wset *s, const fx_tensor *t, const fx_tensor **src,
     return v ? s->base : s;
 }
 
-/* The scale tensor of fp8 weight w of s and its layout; FLUX_ERR_MODEL /
- * FLUX_ERR_UNSUPPORTED naming both for anything else. */
+/* The scale tensor of the fp8 / int8 / NVFP4 weight w of s and its
+ * layout; FLUX_ERR_MODEL / FLUX_ERR_UNSUPPORTED naming both for anything
+ * else. */
 static flux_status scale_layout(const fx_wset *s, const fx_tensor *w, const fx_tensor **out, enum scale_kind *kind,
                                 fx_err *err) {
     static const char *const suffix[3] = {".weight_scale", ".scale_weight", ".weight_scale_inv"};
@@ -88,7 +89,7 @@ static flux_status scale_layout(const fx_wset *s, const fx_tensor *w, const fx_t
         return fx_fail(err, FLUX_ERR_MODEL, "%s: fp8 tensor '%.200s' has %d scales (%s%s%s); one convention expected",
                        fx_wset_display(s), w->name, n, found[0] ? "weight_scale " : "",
                        found[1] ? "scale_weight " : "", found[2] ? "weight_scale_inv" : "");
-    char sh[96], want[96];
+    char sh[96], want[96], grid[96];
     const int64_t rows = w->shape.ndim == 2 ? w->shape.d[0] : 0, cols = w->shape.ndim == 2 ? w->shape.d[1] : 0;
     const fx_shape *g = &st->shape;
     const int inv = st == found[2];
@@ -114,7 +115,7 @@ static flux_status scale_layout(const fx_wset *s, const fx_tensor *w, const fx_t
                            "multiple of 32 and E8M0 scales [roundup(n, 128), roundup(k/32, 4)] (%s here)",
                            fx_wset_display(s), st->name, fx_shape_str(g, sh, sizeof sh), w->name,
                            fx_dtype_name(w->dtype), fx_shape_str(&w->shape, want, sizeof want),
-                           rows && cols % 32 == 0 ? fx_shape_str(&tiled, want, sizeof want) : "k is not");
+                           rows && cols % 32 == 0 ? fx_shape_str(&tiled, grid, sizeof grid) : "k is not");
         *kind = SC_MX;
         return FLUX_OK;
     }
@@ -137,7 +138,7 @@ static flux_status scale_layout(const fx_wset *s, const fx_tensor *w, const fx_t
                        "%s: block scale '%.200s' has shape %s; fp8 weight '%.200s' %s takes 128x128 block scales %s "
                        "(other block sizes are not read)",
                        fx_wset_display(s), st->name, fx_shape_str(g, sh, sizeof sh), w->name,
-                       fx_shape_str(&w->shape, want, sizeof want), fx_shape_str(&blocks, want + 48, sizeof want - 48));
+                       fx_shape_str(&w->shape, want, sizeof want), fx_shape_str(&blocks, grid, sizeof grid));
     else
         return fx_fail(err, FLUX_ERR_UNSUPPORTED,
                        "%s: scale '%.200s' has shape %s; fp8 weight '%.200s' %s takes one scale ([] or [1]), one per "
@@ -210,7 +211,7 @@ static flux_status check_values(const fx_wset *s, const fx_tensor *st, enum scal
     const int64_t n = fx_shape_numel(&st->shape);
     for (int64_t i = 0; i < n; i++)
         if (!isfinite(v[i]) || (kind == SC_TENSOR && v[i] == 0.0f))
-            return fx_fail(err, FLUX_ERR_MODEL, "%s: scale '%.200s' is %g%s; %s fp8 scales must be finite%s",
+            return fx_fail(err, FLUX_ERR_MODEL, "%s: scale '%.200s' is %g%s; %s scales must be finite%s",
                            fx_wset_display(s), st->name, (double)v[i], n > 1 ? " at one element" : "",
                            kind_names[kind], kind == SC_TENSOR ? " and nonzero" : "");
     return FLUX_OK;
@@ -339,22 +340,17 @@ static const struct {
     {".SCB", "bitsandbytes LLM.int8 (I8 weights with 'SCB' row scales)"},
 };
 
-/* A tensor of s that belongs to a quantized format flux.c does not read:
- * FLUX_ERR_UNSUPPORTED naming the format. */
-static flux_status refuse_foreign(const fx_wset *s, const fx_tensor *t, fx_err *err) {
-    if (s->base) s = s->base;
-    for (size_t i = 0; i < sizeof foreign / sizeof *foreign; i++)
-        if (ends_with(t->name, foreign[i].suffix))
-            return fx_fail(err, FLUX_ERR_UNSUPPORTED,
-                           "%s: tensor '%.200s' belongs to the %s format, which flux.c does not read; use the "
-                           "BF16, fp8 or GGUF file of this model",
-                           fx_wset_display(s), t->name, foreign[i].format);
-    return FLUX_OK;
-}
-
 flux_status fx_wset_refuse_foreign(const fx_wset *s, fx_err *err) {
     if (s->base) s = s->base;
-    for (size_t i = 0; i < s->n; i++) TRY(refuse_foreign(s, s->tensors[i], err));
+    /* the table's order first: a specific name ('.qzeros') names the format
+     * better than a shared one ('.qweight') */
+    for (size_t k = 0; k < sizeof foreign / sizeof *foreign; k++)
+        for (size_t i = 0; i < s->n; i++)
+            if (ends_with(s->tensors[i]->name, foreign[k].suffix))
+                return fx_fail(err, FLUX_ERR_UNSUPPORTED,
+                               "%s: tensor '%.200s' belongs to the %s format, which flux.c does not read; use the "
+                               "BF16, fp8 or GGUF file of this model",
+                               fx_wset_display(s), s->tensors[i]->name, foreign[k].format);
     return FLUX_OK;
 }
 

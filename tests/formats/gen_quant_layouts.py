@@ -283,6 +283,18 @@ def write_refused(src, out_dir):
                      (stem + ".proj_down", "BF16", (k, 16), u8(32 * k)),
                      (stem + ".proj_up", "BF16", (n, 16), u8(32 * n))],
     }
+    # broken scales of layouts flux.c reads: refused at load too
+    w = bf16_to_f32(raw, shape)
+    codes, _, _ = quantize(w, "rowwise", "e4m3", "F32")
+    s = np.full((n, 1), 0.01, dtype=np.float32)
+    s[5, 0] = np.nan
+    formats["rowwise-nan"] = [(name, "F8_E4M3", shape, codes.tobytes()), (stem + ".weight_scale", "F32", (n, 1), f32(s))]
+    formats["rowwise-shape"] = [(name, "F8_E4M3", shape, codes.tobytes()),
+                                (stem + ".weight_scale", "F32", (n + 1,), f32(np.ones(n + 1)))]
+    mcodes, mscales, _ = quantize(w, "mxfp8", "e4m3", None)
+    _, mshape, mraw = mscales[".weight_scale"]
+    mraw = bytes([255]) + mraw[1:]
+    formats["mxfp8-e255"] = [(name, "F8_E4M3", shape, mcodes.tobytes()), (stem + ".weight_scale", "F8_E8M0", mshape, mraw)]
     for fmt, tensors in formats.items():
         write_safetensors(os.path.join(out_dir, "transformer-%s.safetensors" % fmt), rest + tensors)
 

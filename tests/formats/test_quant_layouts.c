@@ -7,8 +7,9 @@
  *     --precision f32) is within 1e-5 (relative to max) of its twin's run:
  *     text embeddings, first velocity, final latents;
  *   - the files of formats flux.c does not read (GPTQ, bitsandbytes
- *     NF4, SVDQuant) are refused at load: non-zero exit, the format named,
- *     nothing 'loaded'.
+ *     NF4, SVDQuant), and files of the read layouts with a broken scale (a
+ *     NaN, a wrong shape, E8M0 255), are refused at load: non-zero exit,
+ *     the format or the scale named, nothing 'loaded'.
  */
 #include "tests/test.h"
 
@@ -111,7 +112,11 @@ TEST(quant_layouts_other_formats_refused_at_load) {
         const char *file, *names;
     } cases[] = {{"transformer-gptq.safetensors", "belongs to the GPTQ / AWQ"},
                  {"transformer-bnb-nf4.safetensors", "bitsandbytes NF4"},
-                 {"transformer-svdquant.safetensors", "SVDQuant / Nunchaku"}};
+                 {"transformer-svdquant.safetensors", "SVDQuant / Nunchaku"},
+                 /* layouts flux.c reads, with broken scales */
+                 {"transformer-rowwise-nan.safetensors", "is nan at one element; per-row scales must be finite"},
+                 {"transformer-rowwise-shape.safetensors", "has shape [65]; fp8 weight"},
+                 {"transformer-mxfp8-e255.safetensors", "is nan at one element; MXFP8 scales must be finite"}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char *out = NULL;
         int rc = run(dir, cases[i].file, NULL, "refused", &out);
