@@ -531,11 +531,13 @@ typedef struct fx_int8w {
 
 /* Whether a weight of dtype t gets its int8 form at load: only where the
  * form is not larger than the blocks (Q8_0: 1 byte per element against
- * 34/32); smaller types keep their blocks (fx_linear converts them per
- * call), so that --precision int8 never raises the memory a model needs. */
+ * 34/32; I8 checkpoints: their codes and per-channel scales as stored);
+ * smaller types keep their blocks (fx_linear converts them per call), so
+ * that --precision int8 never raises the memory a model needs. */
 int fx_int8w_wanted(fx_dtype t);
-/* The form of block-typed w (rows converted in parallel on kc's threads);
- * NULL if out of memory or w is not block-typed. */
+/* The form of block-typed w (rows converted in parallel on kc's threads),
+ * or of I8 w with one scale per output row or tensor (its codes copied);
+ * NULL if out of memory or w is neither. */
 fx_int8w *fx_int8w_new(const fx_kctx *kc, const fx_weight *w);
 void fx_int8w_free(fx_int8w *f);
 /* One row's codes, scale and code sum from n (a multiple of the block)

@@ -4,7 +4,9 @@
  *
  * A row is dequantized exactly (the table's dequantizer, bit-identical to
  * the reference), then s = max|x|/127 and code = x·(127/max|x|): the same
- * rule as the activations. Q8_0 rows requantized per row lose a little
+ * rule as the activations. I8 weights (int8 checkpoints, one scale per
+ * output channel or tensor) are already this form: their codes and scale
+ * are taken as they are, not requantized. Q8_0 rows requantized per row lose a little
  * against their per-32 scales (half a step of the row's scale, against
  * half a step of the block's); README "--precision int8" gives the
  * measured error.
@@ -23,12 +25,27 @@ void fx_weight_row_to_int8(const fx_kctx *kc, fx_dtype t, const void *src, int64
     fx_int8_codes(tmp, n, q, scale, sum);
 }
 
-int fx_int8w_wanted(fx_dtype t) { return t == FX_DTYPE_Q8_0; }
+int fx_int8w_wanted(fx_dtype t) { return t == FX_DTYPE_Q8_0 || t == FX_DTYPE_I8; }
+
+/* Row j of an I8 weight as it is: its codes (any of -128..127: every int8
+ * kernel's products are exact for them), its scale (per output channel or
+ * per tensor, fx_weight_values of a code 1), their sum. */
+static void i8_row(const fx_weight *w, int64_t j, int8_t *q, float *scale, int32_t *sum) {
+    const int8_t *src = (const int8_t *)w->data + j * w->ld;
+    int32_t s = 0;
+    for (int64_t c = 0; c < w->k; c++) s += q[c] = src[c];
+    float one = 1.0f;
+    fx_weight_values(w, j, 0, 1, &one);
+    *scale = one, *sum = s;
+}
 
 static int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
 fx_int8w *fx_int8w_new(const fx_kctx *kc, const fx_weight *w) {
-    if (!fx_dtype_is_block(w->dtype) || w->n <= 0 || w->k <= 0) return NULL;
+    const int i8 = w->dtype == FX_DTYPE_I8;
+    /* I8 takes the form when its scale is one per output row (or tensor) */
+    if ((!fx_dtype_is_block(w->dtype) && !i8) || w->n <= 0 || w->k <= 0) return NULL;
+    if (i8 && w->scales && (w->scales->rows != 1 || w->scales->cols < w->k)) return NULL;
     fx_int8w *f = calloc(1, sizeof *f);
     if (!f) return NULL;
     f->n = w->n, f->k = w->k, f->ldq = round_up(w->k, 64), f->rows = round_up(w->n, 32);
@@ -57,7 +74,8 @@ fx_int8w *fx_int8w_new(const fx_kctx *kc, const fx_weight *w) {
         if (!tmp) failed = 1;
 #pragma omp for schedule(static)
         for (int64_t j = 0; j < n; j++) /* rows past n, and bytes past k: zero pages */
-            if (tmp)
+            if (i8) i8_row(w, j, f->q + j * ldq, f->scale + j, f->sum + j);
+            else if (tmp)
                 fx_weight_row_to_int8(kc, w->dtype, (const char *)w->data + j * rb, k, tmp, f->q + j * ldq,
                                       f->scale + j, f->sum + j);
         free(tmp);

@@ -454,7 +454,8 @@ void fx_wset_quant_note(const fx_wset *s, const fx_logger *log) {
     if (count[SC_ROW] + count[SC_BLOCK] + count[SC_MX] + count[SC_NVFP4] + int8)
         fx_log(log, 1,
                "flux: %s: scaled weights, expanded in place by the GEMM: %zu per-row, %zu 128x128-block, %zu MXFP8, "
-               "%zu NVFP4, %zu per-tensor, %zu unscaled (%zu of them int8; int8 and NVFP4 run weight-only, not W8A8)",
+               "%zu NVFP4, %zu per-tensor, %zu unscaled (%zu of them int8: W8A8 as stored in the transformer with "
+               "--precision int8, else weight-only)",
                fx_wset_display(s), count[SC_ROW], count[SC_BLOCK], count[SC_MX], count[SC_NVFP4], count[SC_TENSOR],
                count[SC_NONE], int8);
 }

@@ -146,3 +146,67 @@ TEST(quant_layouts_element_decoders) {
         CHECK(v == (float)(b < 128 ? b : b - 256));
     }
 }
+
+/* int8 checkpoints in --precision int8: the transformer's I8 weights become
+ * the W8A8 form as stored — the file's codes (-128 included) and its scale
+ * per output row or tensor, a row slice keeping its place — not requantized. */
+TEST(quant_layouts_int8_form_is_the_file) {
+    enum { N = 3, K = 64 };
+    static int8_t codes[N * K];
+    for (int i = 0; i < N * K; i++) codes[i] = (int8_t)((i * 37) % 256 - 128);
+    static const float row_scale[N] = {0.5f, 0.25f, 3.0f};
+    const fx_weight_scales g = {row_scale, 1, K, 1};
+    const fx_kctx kc = {.threads = 1};
+    for (int per_tensor = 0; per_tensor < 2; per_tensor++) {
+        fx_weight w = {.data = codes, .dtype = FX_DTYPE_I8, .n = N, .k = K, .ld = K};
+        if (per_tensor) w.scale = 0.75f;
+        else w.scales = &g;
+        for (int r0 = 0; r0 < 2; r0++) {
+            const fx_weight v = fx_weight_rows(&w, r0, N - r0);
+            fx_int8w *f = fx_int8w_new(&kc, &v);
+            REQUIRE(f);
+            for (int j = 0; j < N - r0; j++) {
+                int32_t sum = 0;
+                for (int c = 0; c < K; c++) {
+                    CHECK(f->q[j * f->ldq + c] == codes[(r0 + j) * K + c]);
+                    sum += codes[(r0 + j) * K + c];
+                }
+                CHECK(f->sum[j] == sum);
+                CHECK_MSG(f->scale[j] == (per_tensor ? 0.75f : row_scale[r0 + j]), "row %d: %g", r0 + j,
+                          (double)f->scale[j]);
+            }
+            fx_int8w_free(f);
+        }
+    }
+}
+
+/* And the whole int8 run: within the W8A8 rule's distance of the f32 run
+ * of the same file (activations quantized per token), and not the
+ * weight-only (bf16) run — the form was used. */
+TEST(quant_layouts_int8_runs_w8a8) {
+    const char *python = numpy_python();
+    if (!python) SKIP("no python3 with NumPy");
+    const char *dir = layouts_dir(python);
+    REQUIRE(dir);
+    static const char *const precs[3] = {"f32", "int8", "bf16"};
+    for (int p = 0; p < 3; p++) {
+        char cmd[8 * PATH_MAX], *out = NULL;
+        snprintf(cmd, sizeof cmd,
+                 "'%s' -v -d '%s' --transformer '%s/transformer-int8.safetensors' -p 'a red fox in snow' -W 80 -H 64 "
+                 "-s 2 -S 11 --precision %s --dump '%s/w8a8-%s' -o '%s/w8a8-%s.png' 2>&1",
+                 fx_test_flux_bin(), fx_test_path("golden/model"), dir, precs[p], dir, precs[p], dir, precs[p]);
+        int rc = fx_test_run(cmd, &out);
+        CHECK_MSG(rc == 0, "%s", out ? out : "");
+        free(out);
+        REQUIRE(rc == 0);
+    }
+    char f32[PATH_MAX], i8[PATH_MAX], bf[PATH_MAX];
+    snprintf(f32, sizeof f32, "%s/w8a8-f32", dir);
+    snprintf(i8, sizeof i8, "%s/w8a8-int8", dir);
+    snprintf(bf, sizeof bf, "%s/w8a8-bf16", dir);
+    const double e = fx_gcase_compare(i8, "velocity_000.npy", f32, "velocity_000.npy");
+    const double b = fx_gcase_compare(i8, "velocity_000.npy", bf, "velocity_000.npy");
+    printf("    int8 file, --precision int8: velocity %.3g from the f32 run, %.3g from the bf16 run\n", e, b);
+    CHECK_MSG(e <= 3e-2, "W8A8 velocity %.3g from the f32 run (rule 3e-2)", e);
+    CHECK_MSG(b > 0, "the int8 run equals the weight-only run: no W8A8");
+}
