@@ -122,9 +122,10 @@ static flux_status scale_layout(const fx_wset *s, const fx_tensor *w, const fx_t
     if (st->dtype != FX_DTYPE_F32 && st->dtype != FX_DTYPE_BF16 && st->dtype != FX_DTYPE_F16)
         return fx_fail(err, FLUX_ERR_MODEL, "%s: scale '%.200s' has dtype %s, expected F32 (or BF16, F16; F8_E8M0 for MXFP8)",
                        fx_wset_display(s), st->name, fx_dtype_name(st->dtype));
-    const fx_shape blocks = FX_SHAPE(ceil_div(rows, 128), ceil_div(cols, 128));
-    if (!inv && fx_shape_numel(g) == 1 && g->ndim <= 1) *kind = SC_TENSOR;
-    else if (!inv && rows && ((g->ndim == 1 && g->d[0] == rows) || (g->ndim == 2 && g->d[0] == rows && g->d[1] == 1)))
+    /* '.weight_scale_inv' multiplies too, whatever its grid (per-channel
+     * [n, 1] writers use the name as well) */
+    if (fx_shape_numel(g) == 1 && g->ndim <= 1) *kind = SC_TENSOR;
+    else if (rows && ((g->ndim == 1 && g->d[0] == rows) || (g->ndim == 2 && g->d[0] == rows && g->d[1] == 1)))
         *kind = SC_ROW;
     else if (block_side(rows, cols, g) && w->dtype != FX_DTYPE_I8) *kind = SC_BLOCK;
     else if (w->dtype == FX_DTYPE_I8)
@@ -133,12 +134,6 @@ static flux_status scale_layout(const fx_wset *s, const fx_tensor *w, const fx_t
                        "per output row ([n] or [n, 1])",
                        fx_wset_display(s), st->name, fx_shape_str(g, sh, sizeof sh), w->name,
                        fx_shape_str(&w->shape, want, sizeof want));
-    else if (inv)
-        return fx_fail(err, FLUX_ERR_UNSUPPORTED,
-                       "%s: block scale '%.200s' has shape %s; fp8 weight '%.200s' %s takes 128x128 block scales %s "
-                       "(other block sizes are not read)",
-                       fx_wset_display(s), st->name, fx_shape_str(g, sh, sizeof sh), w->name,
-                       fx_shape_str(&w->shape, want, sizeof want), fx_shape_str(&blocks, grid, sizeof grid));
     else
         return fx_fail(err, FLUX_ERR_UNSUPPORTED,
                        "%s: scale '%.200s' has shape %s; fp8 weight '%.200s' %s takes one scale ([] or [1]), one per "
