@@ -6,7 +6,8 @@
  * other ggml types a GGUF file may hold. A row gives the type's name (as
  * safetensors and ggml spell it), its block (elements per block, 1 for
  * plain types) and bytes per block, its ggml type id (-1: none) and flags.
- * Adding a type is one row here plus, for a weight, its kernels
+ * I8 is a weight too: int8 codes with the scale(s) of their file (fp8's
+ * rules, src/formats/wset_quant.c). Adding a type is one row here plus, for a weight, its kernels
  * (simd/quant: the dequantizer, then the fast paths).
  *
  * Block sizes are the sizeof of ggml's block structs (ggml-common.h): e.g.
@@ -40,7 +41,7 @@
     /* plain types that are listed, never weights */            \
     X(BOOL, "BOOL", 1, 1, -1, FX_DT_SAFETENSORS)                \
     X(U8, "U8", 1, 1, -1, FX_DT_SAFETENSORS)                    \
-    X(I8, "I8", 1, 1, 24, FX_DT_SAFETENSORS)                    \
+    X(I8, "I8", 1, 1, 24, FX_DT_WEIGHT | FX_DT_SAFETENSORS) /* int8 codes, scale beside: fx_weight */ \
     X(I16, "I16", 1, 2, 25, FX_DT_SAFETENSORS)                  \
     X(U16, "U16", 1, 2, -1, FX_DT_SAFETENSORS)                  \
     X(I32, "I32", 1, 4, 26, FX_DT_SAFETENSORS)                  \
@@ -67,7 +68,11 @@
     X(MXFP4, "MXFP4", 32, 17, 39, 0)                            \
     X(NVFP4, "NVFP4", 64, 36, 40, 0)                            \
     X(Q1_0, "Q1_0", 128, 18, 41, 0)                             \
-    X(Q2_0, "Q2_0", 64, 18, 42, 0)
+    X(Q2_0, "Q2_0", 64, 18, 42, 0)                              \
+    /* E2M1 pairs packed in a byte, the even element in the high nibble: the \
+     * elements of NVFP4 safetensors files (stored as U8 [n, k/2]; their     \
+     * scales ride on the weight, src/formats/wset_quant.c) */            \
+    X(F4_E2M1, "F4_E2M1", 2, 1, -1, FX_DT_WEIGHT)
 
 #define FX_DTYPE_ENUM_(id, ...) FX_DTYPE_##id,
 typedef enum fx_dtype { FX_DTYPE_LIST(FX_DTYPE_ENUM_) FX_DTYPE_COUNT } fx_dtype;

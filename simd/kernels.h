@@ -56,8 +56,11 @@ int fx_dtype_parse(const char *name);
 int fx_dtype_is_block(fx_dtype t);
 /* 1 for the fp8 types (F8_E4M3, F8_E5M2). */
 int fx_dtype_is_fp8(fx_dtype t);
-/* 1 for the types the GEMM expands inside its packing step (block types
- * and fp8): everything but F32/F16/BF16. */
+/* 1 for the types whose codes take a scale carried on the weight
+ * (fx_weight.scale / scales): fp8, I8 and F4_E2M1 (NVFP4's elements). */
+int fx_dtype_is_scaled(fx_dtype t);
+/* 1 for the types the GEMM expands inside its packing step (block types,
+ * fp8 and I8): everything but F32/F16/BF16. */
 int fx_dtype_is_expanded(fx_dtype t);
 /* 1 for the types kernels read (F32, F16, BF16, block types with kernels). */
 int fx_dtype_is_weight(fx_dtype t);
@@ -104,14 +107,38 @@ struct fx_delta;
  * scale: fp8 weights' per-tensor scale s: element = f32(stored)·s, rounded
  * to f32 once (the dequantized weight of ComfyUI's scaled-fp8 files); 0
  * means unscaled (s = 1), so a zero-initialized weight is the plain one.
- * Other dtypes ignore it. */
+ * Other dtypes ignore it.
+ * scales: side scales of an fp8 weight (per output row, per 128×128 block,
+ * per 32 along k: src/formats/quant_layout.h reads them), replacing scale;
+ * NULL = none. row0: the first row of this view in the scales' grid (a row
+ * slice of a stored tensor keeps its place; fx_weight_rows adds to it). */
+typedef struct fx_weight_scales fx_weight_scales;
 typedef struct fx_weight {
     const void *data;
     fx_dtype dtype;
     int64_t n, k, ld;
     const struct fx_delta *delta;
     float scale;
+    const fx_weight_scales *scales;
+    int64_t row0;
 } fx_weight;
+
+/* A grid of f32 scales over a stored weight: element (r, c) (r counted
+ * from the stored tensor's first row) is f32(code) · s[(r / rows)·ld +
+ * c / cols], one f32 rounding. Per output row: rows 1, cols >= k, ld 1;
+ * 128×128 blocks: 128, 128, ceil(k/128); MX blocks: 1, 32, k/32. */
+struct fx_weight_scales {
+    const float *s;
+    int64_t rows, cols, ld;
+};
+
+/* x[0..n) = the values of row r (of this view), columns [c0, c0 + n), from
+ * their exact widening f32(code) in x: times the side scales or the
+ * per-tensor scale of fp8 weights; other weights are left as they are. */
+void fx_weight_values(const fx_weight *w, int64_t r, int64_t c0, int64_t n, float *x);
+/* Whether the expansion of w multiplies anything (side scales, or an fp8
+ * scale other than 0 and 1). */
+int fx_weight_has_scales(const fx_weight *w);
 
 /* Whether an fp8 scale changes values (0 and 1 do not), and x[0..n) ·=
  * scale when it does: the expansion of fp8 elements after their exact
@@ -516,20 +543,24 @@ typedef struct fx_int8w {
 
 /* Whether a weight of dtype t gets its int8 form at load in kc's mode:
  * with kc->int8 only where the form is not larger than what it replaces —
- * Q8_0 (1 byte per element against 34/32), and in FX_INT8_ALL the F32,
- * F16, BF16 and fp8 weights (1 byte against 4, 2 or 1 + a row scale);
- * smaller block types keep their blocks (fx_linear converts them per
- * call), so that --precision int8 never raises the memory a model needs. */
+ * Q8_0 (1 byte per element against 34/32), I8 checkpoints (their codes and
+ * per-channel scales as stored), and in FX_INT8_ALL the F32, F16, BF16 and
+ * fp8 weights (1 byte against 4, 2 or 1 + a row scale); smaller types (the
+ * other GGUF blocks, NVFP4) keep what they store (fx_linear converts the
+ * blocks per call), so that --precision int8 never raises the memory a
+ * model needs. */
 int fx_int8w_wanted(const fx_kctx *kc, fx_dtype t);
-/* The form of w, any weight dtype (rows converted in parallel on kc's
- * threads; fp8 rows times w->scale first); NULL if out of memory. */
+/* The form of w: I8 with one scale per output row or tensor (its codes as
+ * they are), or any other weight dtype (each row the rule's codes of its
+ * values, fx_weight_row_to_int8; rows converted in parallel on kc's
+ * threads); NULL if out of memory or an I8 w with block scales. */
 fx_int8w *fx_int8w_new(const fx_kctx *kc, const fx_weight *w);
 void fx_int8w_free(fx_int8w *f);
-/* One row's codes, scale and code sum from n elements (a multiple of the
- * block) of a weight row of dtype t whose values are times wscale (fp8's
- * scale; 0 or 1: none); tmp: room for n floats. */
-void fx_weight_row_to_int8(const fx_kctx *kc, fx_dtype t, const void *src, int64_t n, float wscale, float *tmp,
-                           int8_t *q, float *scale, int32_t *sum);
+/* Row r of w (of this view): the rule's codes, scale and code sum of its
+ * values (fx_weight_values: fp8 and side scales applied); tmp: room for
+ * w->k floats. */
+void fx_weight_row_to_int8(const fx_kctx *kc, const fx_weight *w, int64_t r, float *tmp, int8_t *q, float *scale,
+                           int32_t *sum);
 
 /* Single-element conversions (fx_bf16_bits_to_f32, fx_f32_to_bf16_bits,
  * fx_f16_bits_to_f32, fx_f32_to_f16_bits): exact, inline, usable anywhere;

@@ -60,6 +60,8 @@ if [ $want_test -eq 1 ]; then
     have aarch64-linux-gnu-gcc || missing+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
     have qemu-aarch64-static || missing+=(qemu-user-static)
     have python3 || missing+=(python3) # the independent fp8 file reader (tests/pipeline/fp8_listing.py)
+    # NumPy: the independent writers of the quantized layouts and single files (tests/formats/*.py)
+    pkg_installed python3-numpy || missing+=(python3-numpy)
     [ -f /usr/include/simde/x86/avx512.h ] || pkg_installed libsimde-dev || missing+=(libsimde-dev)
     have clang || missing+=(clang)
 fi

@@ -109,7 +109,7 @@ int fx_delta_row_norms(const fx_kctx *kc, const fx_weight *w, const fx_delta *d,
             }
             const int64_t wrow = d->row0 + j0 + i;
             fx_dequantize_row(w->dtype, (const char *)w->data + fx_dtype_row_bytes(w->dtype, wrow * w->ld), k, wr);
-            if (fx_dtype_is_fp8(w->dtype)) fx_weight_scale_row(w->scale, k, wr); /* the weight's values */
+            fx_weight_values(w, wrow, 0, k, wr); /* the weight's values */
             double sum = 0.0;
             for (int64_t j = 0; j < k; j++) {
                 const double v = (double)wr[j] + s * (double)dw[i * k + j];

@@ -38,7 +38,8 @@ static int64_t ceil_div(int64_t v, int64_t a) { return (v + a - 1) / a; }
 fx_gemm_expander fx_gemm_expander_for(const fx_kctx *kc, const fx_weight *w, fx_dtype target) {
     const fx_dtype t = w->dtype;
     fx_gemm_expander e = {fx_quant_dequant_fn(kc->k, t), NULL, NULL, fx_dtype_block(t), fx_dtype_block_bytes(t),
-                          fx_dtype_is_fp8(t) ? w->scale : 0.0f};
+                          fx_dtype_is_scaled(t) ? w->scale : 0.0f, NULL, NULL, 0};
+    if (w->scales) e.w = w, e.base = w->data, e.rb = fx_dtype_row_bytes(t, w->ld);
     if (target == FX_DTYPE_BF16)
         e.to_bf16 = fx_row_table(kc)->f32_to_bf16, e.dequant_bf16 = fx_quant_dequant_bf16_fn(kc->k, t);
     return e;
@@ -48,16 +49,19 @@ void fx_gemm_expand_rows(const fx_gemm_expander *e, int rows, int64_t cols, cons
                          void *dst, int64_t ldd, float *tmp) {
     for (int r = 0; r < rows; r++) {
         const uint8_t *p = (const uint8_t *)src + r * src_rb;
-        if (!e->to_bf16) {
-            e->dequant(p, cols / e->block, (float *)dst + r * ldd);
-            fx_weight_scale_row(e->scale, cols, (float *)dst + r * ldd);
-        } else if (e->dequant_bf16 && !fx_weight_scaled(e->scale)) {
+        float *f = e->to_bf16 ? tmp : (float *)dst + r * ldd;
+        if (e->to_bf16 && e->dequant_bf16 && !fx_weight_scaled(e->scale) && !e->w) {
             e->dequant_bf16(p, cols / e->block, (uint16_t *)dst + r * ldd);
-        } else {
-            e->dequant(p, cols / e->block, tmp);
-            fx_weight_scale_row(e->scale, cols, tmp);
-            e->to_bf16(cols, tmp, (uint16_t *)dst + r * ldd);
+            continue;
         }
+        e->dequant(p, cols / e->block, f);
+        if (e->w) { /* side scales: the row and column of p in the weight */
+            const int64_t off = (const char *)p - e->base;
+            fx_weight_values(e->w, off / e->rb, off % e->rb / (int64_t)e->block_bytes * e->block, cols, f);
+        } else {
+            fx_weight_scale_row(e->scale, cols, f);
+        }
+        if (e->to_bf16) e->to_bf16(cols, tmp, (uint16_t *)dst + r * ldd);
     }
 }
 

@@ -189,6 +189,12 @@ typedef struct fx_gemm_expander {
     int64_t block;
     size_t block_bytes;
     float scale; /* fp8: the weight's scale, applied to the f32 values before any rounding; 0 = none */
+    /* side scales (fx_weight.scales): a source row's place in the weight,
+     * (src - base) / rb, and its first column (from (src - base) % rb, in
+     * whole blocks) pick its scales; NULL = none */
+    const fx_weight *w;
+    const char *base;
+    int64_t rb;
 } fx_gemm_expander;
 /* The expander of w (a block type or fp8) into target (F32 or BF16). */
 fx_gemm_expander fx_gemm_expander_for(const fx_kctx *kc, const fx_weight *w, fx_dtype target);

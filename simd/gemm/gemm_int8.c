@@ -85,12 +85,10 @@ static void zero_row(int64_t ldq, int nr, int lane, int u8, uint8_t *panel, floa
  * of `cap` rows (ldq bytes apart; rows past `rows` zero, scale 0). */
 static void convert_rows(const fx_kctx *kc, const fx_weight *w, int64_t j0, int64_t rows, int64_t cap, int64_t ldq,
                          int8_t *q, float *scale, int32_t *sum, float *tmp) {
-    const int64_t rb = fx_dtype_row_bytes(w->dtype, w->ld);
     for (int64_t r = 0; r < cap; r++) {
         int8_t *row = q + r * ldq;
         if (r < rows) {
-            fx_weight_row_to_int8(kc, w->dtype, (const char *)w->data + (j0 + r) * rb, w->k, w->scale, tmp, row,
-                                  scale + r, sum + r);
+            fx_weight_row_to_int8(kc, w, j0 + r, tmp, row, scale + r, sum + r);
             memset(row + w->k, 0, (size_t)(ldq - w->k));
         } else {
             memset(row, 0, (size_t)ldq);
@@ -104,7 +102,7 @@ int fx_linear_int8(const fx_kctx *kc, const fx_gemm_int8 *p, int64_t m, const fl
     static const fx_epilogue store = {FX_EPI_STORE, NULL, NULL};
     const fx_epilogue *e = epi_ ? epi_ : &store;
     if (f && (f->n != w->n || f->k != w->k)) f = NULL;
-    if (!f && !fx_dtype_is_block(w->dtype)) return -1;
+    if (!f && (!fx_dtype_is_block(w->dtype) || w->scales)) return -1; /* NVFP4: weight-only */
     if (w->k > MAX_K) return -1;
     if (m <= 0 || w->n <= 0) return 0;
     if (!p) {

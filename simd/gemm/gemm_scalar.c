@@ -153,7 +153,7 @@ void fx_gemv_c(int64_t m, int64_t n0, int64_t n1, int64_t k, const float *x, int
                 float blk[256];
                 for (int64_t q0 = 0; q0 < k; q0 += bl, wr += bb) {
                     fx_dequantize_row(w->dtype, wr, bl, blk);
-                    fx_weight_scale_row(fx_dtype_is_fp8(w->dtype) ? w->scale : 0.0f, bl, blk); /* fp8 */
+                    fx_weight_values(w, j, q0, bl, blk); /* fp8: its scales */
                     for (int64_t q = 0; q < bl; q++) acc += xr[q0 + q] * blk[q];
                 }
             }

@@ -193,12 +193,31 @@ static void dq_f8_e5m2(const uint8_t *x, int64_t n, float *y) {
     for (int64_t i = 0; i < n; i++) y[i] = fx_f8_e5m2_to_f32(x[i]);
 }
 
+/* E2M1 (OCP MX 1.0 FP4: sign, 2 exponent bits with bias 1, 1 mantissa
+ * bit; no infinities or NaN) pairs, the even element in the high nibble
+ * (comfy-kitchen float_utils.py pack_uint4 / dequantize_nvfp4, hi_first
+ * = True, their default and ComfyUI's); the scales are the weight's. */
+static void dq_f4_e2m1(const uint8_t *x, int64_t nb, float *y) {
+    static const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    for (int64_t i = 0; i < nb; i++) {
+        const unsigned hi = x[i] >> 4, lo = x[i] & 15;
+        y[2 * i] = hi & 8 ? -mag[hi & 7] : mag[hi & 7];
+        y[2 * i + 1] = lo & 8 ? -mag[lo & 7] : mag[lo & 7];
+    }
+}
+
+/* int8 codes (their scales are the weight's, as fp8's). */
+static void dq_i8(const uint8_t *x, int64_t n, float *y) {
+    for (int64_t i = 0; i < n; i++) y[i] = (float)(int8_t)x[i];
+}
+
 const fx_dequant_fn fx_dequant_ref[FX_DTYPE_COUNT] = {
     [FX_DTYPE_Q8_0] = dq_q8_0, [FX_DTYPE_Q4_0] = dq_q4_0, [FX_DTYPE_Q4_1] = dq_q4_1,
     [FX_DTYPE_Q5_0] = dq_q5_0, [FX_DTYPE_Q5_1] = dq_q5_1, [FX_DTYPE_Q2_K] = dq_q2_k,
     [FX_DTYPE_Q3_K] = dq_q3_k, [FX_DTYPE_Q4_K] = dq_q4_k, [FX_DTYPE_Q5_K] = dq_q5_k,
     [FX_DTYPE_Q6_K] = dq_q6_k, [FX_DTYPE_IQ4_NL] = dq_iq4_nl, [FX_DTYPE_IQ4_XS] = dq_iq4_xs,
-    [FX_DTYPE_F8_E4M3] = dq_f8_e4m3, [FX_DTYPE_F8_E5M2] = dq_f8_e5m2,
+    [FX_DTYPE_F8_E4M3] = dq_f8_e4m3, [FX_DTYPE_F8_E5M2] = dq_f8_e5m2, [FX_DTYPE_I8] = dq_i8,
+    [FX_DTYPE_F4_E2M1] = dq_f4_e2m1,
 };
 
 const fx_quant_kernels fx_quant_scalar = {.name = "scalar"};

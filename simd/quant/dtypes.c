@@ -36,7 +36,9 @@ int fx_dtype_is_block(fx_dtype t) { return known(t) && info[t].block > 1; }
 
 int fx_dtype_is_fp8(fx_dtype t) { return t == FX_DTYPE_F8_E4M3 || t == FX_DTYPE_F8_E5M2; }
 
-int fx_dtype_is_expanded(fx_dtype t) { return fx_dtype_is_block(t) || fx_dtype_is_fp8(t); }
+int fx_dtype_is_scaled(fx_dtype t) { return fx_dtype_is_fp8(t) || t == FX_DTYPE_I8 || t == FX_DTYPE_F4_E2M1; }
+
+int fx_dtype_is_expanded(fx_dtype t) { return fx_dtype_is_block(t) || fx_dtype_is_scaled(t); }
 
 int fx_dtype_is_weight(fx_dtype t) { return known(t) && (info[t].flags & FX_DT_WEIGHT); }
 
@@ -74,6 +76,25 @@ fx_weight fx_weight_rows(const fx_weight *w, int64_t r0, int64_t n) {
     fx_weight s = *w;
     s.data = (const char *)w->data + fx_dtype_row_bytes(w->dtype, r0 * w->ld);
     s.n = n;
+    s.row0 = w->row0 + r0;
     s.delta = NULL; /* additive terms belong to the whole weight's outputs */
     return s;
+}
+
+int fx_weight_has_scales(const fx_weight *w) {
+    return w->scales || (fx_dtype_is_scaled(w->dtype) && fx_weight_scaled(w->scale));
+}
+
+void fx_weight_values(const fx_weight *w, int64_t r, int64_t c0, int64_t n, float *x) {
+    const fx_weight_scales *g = w->scales;
+    if (!g) {
+        if (fx_dtype_is_scaled(w->dtype)) fx_weight_scale_row(w->scale, n, x);
+        return;
+    }
+    const float *row = g->s + (w->row0 + r) / g->rows * g->ld;
+    for (int64_t i = 0; i < n;) { /* one scale per run of columns */
+        const int64_t c = c0 + i, end = (c / g->cols + 1) * g->cols - c0;
+        const float s = row[c / g->cols];
+        for (const int64_t stop = end < n ? end : n; i < stop; i++) x[i] *= s;
+    }
 }

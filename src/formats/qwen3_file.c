@@ -79,6 +79,10 @@ fx_wset *fx_qwen3_file_wrap(fx_wset *base, const fx_logger *log, fx_err *err) {
     snprintf(path, sizeof path, "%s", fx_wset_display(base));
     const size_t n = fx_wset_count(base);
     size_t llama = 0, hf = 0;
+    if (fx_wset_refuse_foreign(base, err)) { /* NVFP4, GPTQ, ...: named */
+        fx_wset_close(base);
+        return NULL;
+    }
     char mapped[FX_ST_MAX_NAME];
     for (size_t i = 0; i < n; i++) {
         const char *name = fx_wset_tensor_at(base, i)->name;

@@ -183,6 +183,10 @@ fx_wset *fx_single_file_wrap(fx_wset *base, const fx_logger *log, fx_single_file
 
     const size_t plen = strlen(FX_COMFYUI_PREFIX), n = fx_wset_count(base);
     size_t bfl = 0, diffusers = 0;
+    if (fx_wset_refuse_foreign(base, err)) { /* NVFP4, GPTQ, ...: named, not taken for unknown tensors */
+        fx_wset_close(base);
+        return NULL;
+    }
     for (size_t i = 0; i < n; i++)
         if (!strncmp(fx_wset_tensor_at(base, i)->name, FX_COMFYUI_PREFIX, plen)) info->prefixed = 1;
     for (size_t i = 0; i < n; i++) {

@@ -20,6 +20,7 @@ size_t fx_wset_file_count(const fx_wset *s) { return s->n_files; }
 const fx_tensor_file *fx_wset_file_at(const fx_wset *s, size_t i) { return i < s->n_files ? s->files[i] : NULL; }
 
 static void free_copies(fx_wset *s) {
+    fx_wset_free_grids(s);
     for (size_t i = 0; i < s->n_copies; i++) free(s->copies[i]);
     free(s->copies);
     s->copies = NULL;
@@ -86,6 +87,7 @@ fx_wset *fx_wset_open(const char *path, const char *display, int use_mmap, fx_er
         fx_wset_close(s);
         return NULL;
     }
+    fx_wset_adopt_nvfp4(s);
     return s;
 }
 
@@ -107,6 +109,7 @@ fx_wset *fx_wset_open_memory(void *buf, size_t len, const char *display, int own
         fx_wset_close(s);
         return NULL;
     }
+    fx_wset_adopt_nvfp4(s);
     return s;
 }
 
@@ -229,71 +232,9 @@ static flux_status weight_tensor(const fx_wset *s, const char *name, const fx_sh
     return FLUX_OK;
 }
 
-/* ---- fp8 weights: the per-tensor scale beside them ----
- * ComfyUI's conventions (README "fp8 checkpoints" gives the sources):
- * '<layer>.weight' F8_E4M3 / F8_E5M2 with '<layer>.weight_scale' (the
- * mixed-quant files) or '<layer>.scale_weight' (the older "scaled_fp8"
- * files), one f32 value, weight = f32(fp8)·scale; no scale tensor: scale 1
- * (plain fp8 casts). '.input_scale' / '.scale_input' only matter to fp8
- * activation matmuls; the dequantized product ignores them. */
-
-/* The set and name a tensor of s is stored under (views: their source). */
-static const fx_wset *stored_as(const fx_wset *s, const fx_tensor *t, const char **name) {
-    const view_tensor *v = as_view_tensor(s, t);
-    *name = v ? v->src[0]->name : t->name;
-    return v ? s->base : s;
-}
-
-/* The scale tensor of fp8 weight `name` in s (NULL: none); FLUX_ERR_MODEL
- * when both conventions are present. */
-static flux_status fp8_scale_tensor(const fx_wset *s, const char *name, const fx_tensor **out, fx_err *err) {
-    static const char *const suffix[2] = {".weight_scale", ".scale_weight"};
-    const size_t len = strlen(name);
-    *out = NULL;
-    if (len < 7 || strcmp(name + len - 7, ".weight")) return FLUX_OK;
-    char key[FX_ST_MAX_NAME + 16];
-    const fx_tensor *found[2];
-    for (int i = 0; i < 2; i++) {
-        snprintf(key, sizeof key, "%.*s%s", (int)(len - 7), name, suffix[i]);
-        found[i] = fx_wset_find(s, key);
-    }
-    if (found[0] && found[1])
-        return fx_fail(err, FLUX_ERR_MODEL, "%s: fp8 tensor '%.200s' has two scales, '%s' and '%s' (one convention expected)",
-                       fx_wset_display(s), name, found[0]->name, found[1]->name);
-    *out = found[0] ? found[0] : found[1];
-    return FLUX_OK;
-}
-
-/* The scale of fp8 tensor t of s: 1 without a scale tensor; a scale must
- * be one finite, nonzero F32/BF16/F16 value (shape [] or [1]). */
-static flux_status fp8_scale(const fx_wset *s, const fx_tensor *t, float *scale, fx_err *err) {
-    const char *name;
-    const fx_wset *base = stored_as(s, t, &name);
-    const fx_tensor *st;
-    *scale = 1.0f;
-    flux_status rc = fp8_scale_tensor(base, name, &st, err);
-    if (rc || !st) return rc;
-    char sh[96];
-    if (fx_shape_numel(&st->shape) != 1 || st->shape.ndim > 1)
-        return fx_fail(err, FLUX_ERR_UNSUPPORTED,
-                       "%s: scale '%.200s' has shape %s; fp8 weights take one per-tensor scale (shape [] or [1]), "
-                       "per-channel or block scales are not supported",
-                       fx_wset_display(base), st->name, fx_shape_str(&st->shape, sh, sizeof sh));
-    if (st->dtype != FX_DTYPE_F32 && st->dtype != FX_DTYPE_BF16 && st->dtype != FX_DTYPE_F16)
-        return fx_fail(err, FLUX_ERR_MODEL, "%s: scale '%.200s' has dtype %s, expected F32", fx_wset_display(base),
-                       st->name, fx_dtype_name(st->dtype));
-    if (!fx_tensor_data(st))
-        return fx_fail(err, FLUX_ERR_STATE, "%s: data of tensor '%.200s' is not loaded", st->file->display, st->name);
-    fx_tensor_convert_f32(fx_tensor_data(st), st->dtype, 1, scale);
-    if (!(*scale == *scale) || *scale == 0.0f || *scale - *scale != 0.0f)
-        return fx_fail(err, FLUX_ERR_MODEL, "%s: scale '%.200s' is %g; an fp8 scale must be finite and nonzero",
-                       fx_wset_display(base), st->name, (double)*scale);
-    return FLUX_OK;
-}
-
 int fx_wset_fp8_companion(const char *name) {
-    static const char *const suffix[] = {".weight_scale", ".scale_weight", ".input_scale", ".scale_input",
-                                         ".comfy_quant"};
+    static const char *const suffix[] = {".weight_scale", ".scale_weight", ".weight_scale_inv", ".weight_scale_2",
+                                         ".input_scale", ".scale_input", ".comfy_quant"};
     const size_t len = strlen(name);
     for (size_t i = 0; i < sizeof suffix / sizeof *suffix; i++) {
         const size_t sl = strlen(suffix[i]);
@@ -303,41 +244,13 @@ int fx_wset_fp8_companion(const char *name) {
     return len >= 10 && !strcmp(name + len - 10, "scaled_fp8") && (len == 10 || name[len - 11] == '.');
 }
 
-flux_status fx_wset_check_fp8(const fx_wset *s, fx_err *err) {
-    static const char *const suffix[] = {".weight_scale", ".scale_weight"};
-    if (s->base) s = s->base; /* views: the stored names */
-    for (size_t i = 0; i < s->n; i++) {
-        const fx_tensor *t = s->tensors[i];
-        const size_t len = strlen(t->name);
-        for (int j = 0; j < 2; j++) {
-            const size_t sl = strlen(suffix[j]);
-            if (len <= sl || strcmp(t->name + len - sl, suffix[j])) continue;
-            char wname[FX_ST_MAX_NAME + 16];
-            snprintf(wname, sizeof wname, "%.*s.weight", (int)(len - sl), t->name);
-            const fx_tensor *w = fx_wset_find(s, wname);
-            if (!w)
-                return fx_fail(err, FLUX_ERR_MODEL, "%s: scale '%.200s' has no weight '%.200s'", fx_wset_display(s),
-                               t->name, wname);
-            if (!fx_dtype_is_fp8(w->dtype))
-                return fx_fail(err, FLUX_ERR_UNSUPPORTED,
-                               "%s: scale '%.200s' belongs to '%.200s' of dtype %s; only fp8 (F8_E4M3, F8_E5M2) "
-                               "weights take a per-tensor scale",
-                               fx_wset_display(s), t->name, wname, fx_dtype_name(w->dtype));
-        }
-    }
-    return FLUX_OK;
-}
-
-/* n elements of tensor t of s from src into f32 (fp8: times its scale,
- * the weight's value). */
-static flux_status convert_f32(const fx_wset *s, const fx_tensor *t, const void *src, int64_t n, float *dst,
-                               fx_err *err) {
+/* n elements of tensor t of s (whole rows from row0) from src into f32:
+ * the weight's values (fp8: times its scales, wset_quant.c). */
+static flux_status convert_f32(const fx_wset *s, const fx_tensor *t, const void *src, int64_t row0, int64_t n,
+                               float *dst, fx_err *err) {
     fx_tensor_convert_f32(src, t->dtype, n, dst);
-    if (!fx_dtype_is_fp8(t->dtype)) return FLUX_OK;
-    float scale;
-    flux_status st = fp8_scale(s, t, &scale, err);
-    if (!st) fx_weight_scale_row(scale, n, dst);
-    return st;
+    const int64_t cols = t->shape.ndim == 2 ? t->shape.d[1] : n;
+    return fx_wset_scaled_rows(s, t, row0, cols ? n / cols : 0, dst, err);
 }
 
 flux_status fx_wset_matrix_view(fx_wset *s, const char *name, const fx_shape *expect, int64_t rows, int64_t cols,
@@ -364,10 +277,8 @@ flux_status fx_wset_matrix_view(fx_wset *s, const char *name, const fx_shape *ex
         s->copies[s->n_copies++] = copy;
         data = copy;
     }
-    float scale = 0.0f;
-    if (fx_dtype_is_fp8(t->dtype) && (st = fp8_scale(s, t, &scale, err))) return st;
-    *out = (fx_weight){.data = data, .dtype = t->dtype, .n = rows, .k = cols, .ld = cols, .scale = scale};
-    return FLUX_OK;
+    *out = (fx_weight){.data = data, .dtype = t->dtype, .n = rows, .k = cols, .ld = cols};
+    return fx_dtype_is_scaled(t->dtype) ? fx_wset_weight_scales(s, t, out, err) : FLUX_OK;
 }
 
 flux_status fx_wset_linear(fx_wset *s, const char *name, int64_t rows, int64_t cols, fx_weight *out,
@@ -434,7 +345,7 @@ static flux_status read_stacked(const fx_wset *base, const view_tensor *v, float
         int64_t row_elems = src->shape.d[0] ? fx_shape_numel(&src->shape) / src->shape.d[0] : 0;
         flux_status st = convert_f32(
             base, src, (const char *)fx_tensor_data(src) + fx_dtype_row_bytes(src->dtype, v->row0[i] * row_elems),
-            v->rows[i] * row_elems, dst, err);
+            v->row0[i], v->rows[i] * row_elems, dst, err);
         if (st) return st;
         dst += v->rows[i] * row_elems;
     }
@@ -450,7 +361,7 @@ flux_status fx_wset_read_f32(const fx_wset *s, const char *name, const fx_shape 
     }
     flux_status st = weight_tensor(s, name, expect, &t, err);
     if (st) return st;
-    return convert_f32(s, t, fx_tensor_data(t), fx_shape_numel(&t->shape), dst, err);
+    return convert_f32(s, t, fx_tensor_data(t), 0, fx_shape_numel(&t->shape), dst, err);
 }
 
 flux_status fx_wset_f32(const fx_wset *s, const char *name, const fx_shape *expect, float **out,
@@ -464,7 +375,7 @@ flux_status fx_wset_f32(const fx_wset *s, const char *name, const fx_shape *expe
     float *buf = malloc(n ? (size_t)n * sizeof *buf : sizeof *buf);
     if (!buf) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory reading tensor '%.200s'", name);
     st = stacked ? read_stacked(s->base, as_view_tensor(s, t), buf, err)
-                 : convert_f32(s, t, fx_tensor_data(t), n, buf, err);
+                 : convert_f32(s, t, fx_tensor_data(t), 0, n, buf, err);
     if (st) {
         free(buf);
         return st;

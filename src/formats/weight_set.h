@@ -16,6 +16,7 @@
 #ifndef FX_WEIGHT_SET_H
 #define FX_WEIGHT_SET_H
 
+#include "src/base/log.h"
 #include "tensor_file.h"
 
 /* ------------------------------------------------------------------------ */
@@ -69,15 +70,30 @@ const fx_tensor *fx_wset_find(const fx_wset *s, const char *name);
 /* Its position (fx_wset_tensor_at), or -1 when absent. */
 long fx_wset_index(const fx_wset *s, const char *name);
 
-/* fp8 scales (README "fp8 checkpoints"): every '<layer>.weight_scale' /
- * '<layer>.scale_weight' of s must belong to an fp8 '<layer>.weight' of s;
- * else FLUX_ERR_MODEL (no such weight) or FLUX_ERR_UNSUPPORTED (a scale on
- * a weight of another dtype), naming both. The fp8 getters below refuse a
- * weight whose scale is not one finite nonzero value. */
-flux_status fx_wset_check_fp8(const fx_wset *s, fx_err *err);
+/* Quantized layouts, checked at load (README "fp8 checkpoints";
+ * wset_quant.c): every fp8 weight's scale tensor ('.weight_scale',
+ * '.scale_weight' or '.weight_scale_inv') of a layout flux.c reads (per
+ * tensor, per output row, 128x128 blocks, MXFP8), its dtype and every value
+ * (finite; a per-tensor one nonzero); a scale without its weight
+ * (FLUX_ERR_MODEL) or beside an I8/U8/block weight (FLUX_ERR_UNSUPPORTED);
+ * tensors of formats flux.c does not read (NVFP4, SVDQuant / Nunchaku,
+ * GPTQ / AWQ, bitsandbytes) refused naming the format. A scale beside an
+ * F32/BF16/F16 weight is ignored (fx_wset_quant_note warns). Reads scale
+ * values from the file when only the header is loaded. */
+flux_status fx_wset_check_quant(const fx_wset *s, fx_err *err);
+/* Only the last part: tensors of formats flux.c does not read (by name).
+ * Single-file readers call it before mapping names. */
+flux_status fx_wset_refuse_foreign(const fx_wset *s, fx_err *err);
+/* The weights of s a Vulkan device does not read (int8, NVFP4, fp8 with
+ * side scales): FLUX_ERR_UNSUPPORTED naming the first; flux_load calls it
+ * for a device backend, so the refusal comes at load. */
+flux_status fx_wset_check_device(const fx_wset *s, fx_err *err);
+/* The one-line warning for ignored scales (level 0) and the -v line
+ * counting the fp8 layouts of s. */
+void fx_wset_quant_note(const fx_wset *s, const fx_logger *log);
 /* 1 for the tensors that travel with fp8 weights and are not weights
- * themselves: '.weight_scale', '.scale_weight', '.input_scale',
- * '.scale_input', '.comfy_quant' and the "scaled_fp8" marker. */
+ * themselves: '.weight_scale', '.scale_weight', '.weight_scale_inv',
+ * '.input_scale', '.scale_input', '.comfy_quant' and the "scaled_fp8" marker. */
 int fx_wset_fp8_companion(const char *name);
 
 /* Lookup with checks: missing → FLUX_ERR_MODEL "<set>: tensor 'n' not

@@ -24,6 +24,8 @@ struct fx_wset {
     struct view_tensor **views; /* [capacity], owned */
     size_t capacity;
     fx_tensor_file *stacked;       /* pseudo file (no data) of two-range tensors */
+    struct wset_grid **grids;      /* fp8 side scales as f32 grids (wset_quant.c) */
+    size_t n_grids;
 };
 
 /* A tensor of a view: t is what lookups return (first member, so a view's
@@ -45,6 +47,19 @@ static inline int is_stacked(const fx_wset *s, const fx_tensor *t) { return t &&
 
 /* Open the shards of the index at path into s (wset_shards.c). */
 flux_status fx_wset_open_sharded(fx_wset *s, const char *path, int use_mmap, fx_err *err);
+
+/* fp8 scales (wset_quant.c): out->scale / scales / row0 of the fp8 tensor t
+ * of s (a view's tensor: its source's), a side-scale grid made once and
+ * owned by the set that stores t; free them all (on drop and close). */
+flux_status fx_wset_weight_scales(fx_wset *s, const fx_tensor *t, fx_weight *out, fx_err *err);
+void fx_wset_free_grids(fx_wset *s);
+/* NVFP4 weights (U8 [n, k/2] with an F8_E4M3 '.weight_scale' and a
+ * '.weight_scale_2') read as F4_E2M1 [n, k]: called on every opened set. */
+void fx_wset_adopt_nvfp4(fx_wset *s);
+/* x [n rows of t from row0, whole rows] ·= their fp8 scales; other dtypes
+ * unchanged. */
+flux_status fx_wset_scaled_rows(const fx_wset *s, const fx_tensor *t, int64_t row0, int64_t n, float *x,
+                                fx_err *err);
 
 /* The [rows, cols] matrix view of a tensor of s (weight_set.c). */
 flux_status fx_wset_matrix_view(fx_wset *s, const char *name, const fx_shape *expect, int64_t rows, int64_t cols,

@@ -25,8 +25,7 @@ flux_status fx_wset_linear_rows(fx_wset *s, const char *name, int64_t rows, int6
             const fx_tensor *src = v->src[i];
             st = fx_wset_matrix_view(s->base, src->name, &src->shape, src->shape.d[0], cols, out, err);
             if (st) return st;
-            out->data = (const char *)out->data + fx_dtype_row_bytes(src->dtype, (v->row0[i] + row0 - start) * cols);
-            out->n = n;
+            *out = fx_weight_rows(out, v->row0[i] + row0 - start, n); /* keeps its place for side scales */
             return FLUX_OK;
         }
         return fx_fail(err, FLUX_ERR_MODEL, "%s: rows [%lld, %lld) of tensor '%.200s' span both of its stored ranges",
@@ -34,8 +33,7 @@ flux_status fx_wset_linear_rows(fx_wset *s, const char *name, int64_t rows, int6
     }
     flux_status st = fx_wset_linear(s, name, rows, cols, out, err);
     if (st) return st;
-    out->data = (const char *)out->data + fx_dtype_row_bytes(fx_wset_find(s, name)->dtype, row0 * cols);
-    out->n = n;
+    *out = fx_weight_rows(out, row0, n);
     return FLUX_OK;
 }
 

@@ -213,6 +213,7 @@ static flux_status load_folder(struct fx_model *m, const fx_logger *log, const f
         TRY(open_weights(m, "transformer", "diffusion_pytorch_model.safetensors", m->use_mmap, &m->transformer_w, err));
     }
     TRY(fx_check_dit_weights(m->transformer_w, &m->dit, err));
+    fx_wset_quant_note(m->transformer_w, log);
     if (m->quant >= 0 && !has_blocks(m->transformer_w)) {
         fx_wset *q = quantize_on_load(m, m->transformer_w, FX_COMPONENT_TRANSFORMER, log, err);
         if (!q) return err->code;
@@ -232,6 +233,7 @@ static flux_status load_folder(struct fx_model *m, const fx_logger *log, const f
         TRY(open_weights(m, "text_encoder", "model.safetensors", te_mmap, &m->text_encoder_w, err));
     }
     TRY(fx_check_qwen3_weights(m->text_encoder_w, &m->qwen3, err));
+    fx_wset_quant_note(m->text_encoder_w, log);
     if (!lo->lazy_text_encoder && m->quant >= 0 && !fx_model_text_encoder_weights(m, err)) return err->code;
     return FLUX_OK;
 }

@@ -24,6 +24,7 @@ typedef struct checker {
 } checker;
 
 static flux_status checker_init(checker *ck, const fx_wset *w, fx_err *err) {
+    TRY(fx_wset_check_quant(w, err)); /* first: a format flux.c does not read is named, not a shape */
     ck->w = w;
     ck->err = err;
     ck->seen = calloc(fx_wset_count(w) + 1, 1);
@@ -69,7 +70,6 @@ static void family_of(const char *name, char *buf, size_t size) {
 /* After the table (its status st): every tensor claimed, or known to be
  * unused. Releases the claims. */
 static flux_status checker_finish(checker *ck, flux_status st, known_unused_fn known, const void *config) {
-    if (!st) st = fx_wset_check_fp8(ck->w, ck->err);
     if (st) {
         free(ck->seen);
         return st;
@@ -288,8 +288,9 @@ static int qwen3_known_unused(const char *name, const void *config) {
 }
 
 /* fp8 is read by the linear layers of the transformer and the text
- * encoder (their scale applied in the GEMM's expansion); elsewhere (the
- * VAE's convolutions, the embedding table's row lookups) it is refused. */
+ * encoder (their scales applied in the GEMM's expansion) and by the text
+ * encoder's embedding lookups (row by row, scales applied); the VAE's
+ * convolutions refuse it. */
 static flux_status refuse_fp8(const fx_wset *w, const char *only, const char *what, fx_err *err) {
     for (size_t i = 0; i < fx_wset_count(w); i++) {
         const fx_tensor *t = fx_wset_tensor_at(w, i);
@@ -316,7 +317,6 @@ flux_status fx_check_vae_weights(const fx_wset *w, const fx_vae_config *c, fx_er
 }
 
 flux_status fx_check_qwen3_weights(const fx_wset *w, const fx_qwen3_config *c, fx_err *err) {
-    TRY(refuse_fp8(w, "model.embed_tokens.weight", "the embedding table", err));
     checker ck;
     TRY(checker_init(&ck, w, err));
     return checker_finish(&ck, qwen3_table(&ck, c), qwen3_known_unused, c);

@@ -488,7 +488,7 @@ static void quantize_chunk(const fx_weight *w, int64_t n, int64_t cols, fx_dtype
         float *f = ws->f + (size_t)id * (size_t)ws->floats;
         unsigned char *q = ws->q + (size_t)id * (size_t)ws->floats * 4;
         fx_dequantize(&one, w->dtype, rows, cols, (const char *)w->data + r0 * src_rb, src_rb, f);
-        if (fx_dtype_is_fp8(w->dtype)) fx_weight_scale_row(w->scale, rows * cols, f); /* the weight's values */
+        for (int64_t r = 0; r < rows; r++) fx_weight_values(w, r0 + r, 0, cols, f + r * cols); /* the weight's values */
         int64_t bad = first_non_finite(f, rows * cols);
         if (bad >= 0) {
 #pragma omp critical /* unnamed: a named one is an exported symbol of libflux.so */

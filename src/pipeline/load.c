@@ -71,7 +71,13 @@ flux_status flux_load(flux_ctx *ctx, const char *model_dir, const flux_load_opti
     char bad[256];
     if (fx_load_options_check(lo, bad, sizeof bad)) return fx_fail(err, FLUX_ERR_INVALID_ARG, "flux_load: %s", bad);
     fx_ctx_forget_model(ctx);
-    return fx_model_open(model_dir, lo, ctx->opt.use_mmap, &ctx->log, &ctx->kc, &ctx->model, err);
+    TRY(fx_model_open(model_dir, lo, ctx->opt.use_mmap, &ctx->log, &ctx->kc, &ctx->model, err));
+    flux_status st = FLUX_OK;
+    if (ctx->ops && !fx_ops_on_host(ctx->ops) && /* the layouts a device cannot read: refused now, not per job */
+        ((st = fx_wset_check_device(ctx->model->transformer_w, err)) ||
+         (st = fx_wset_check_device(ctx->model->text_encoder_w, err))))
+        fx_ctx_forget_model(ctx);
+    return st;
 }
 
 flux_status fx_ctx_fresh_model(flux_ctx *ctx) {

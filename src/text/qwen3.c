@@ -35,7 +35,7 @@ typedef struct qwen3_layer {
 struct fx_qwen3 {
     fx_qwen3_config c;
     fx_ops *ops;                 /* the backend the weights live on */
-    const fx_tensor *embed;      /* [vocab, h], read row by row */
+    fx_weight embed;             /* [vocab, h] in place, read row by row (fp8: with its scales) */
     qwen3_layer *layers;         /* [layers_run] */
     int layers_run;              /* 1 + index of the last layer whose output is extracted */
     int state_layer[FX_KLEIN_N_TEXT_STATES]; /* output of layer state_layer[s] → out block s */
@@ -120,11 +120,7 @@ void fx_qwen3_free(fx_qwen3 *q) {
 
 static flux_status load_all(fx_qwen3 *q, fx_wset *w, fx_err *err) {
     const fx_qwen3_config *c = &q->c;
-    fx_shape es = FX_SHAPE(c->vocab, c->hidden);
-    TRY(fx_wset_get(w, "model.embed_tokens.weight", &es, &q->embed, err));
-    if (!fx_dtype_is_weight(q->embed->dtype) || !fx_tensor_data(q->embed))
-        return fx_fail(err, FLUX_ERR_MODEL, "%s: model.embed_tokens.weight: dtype %s is not a weight dtype",
-                       fx_wset_display(w), fx_dtype_name(q->embed->dtype));
+    TRY(fx_wset_linear(w, "model.embed_tokens.weight", c->vocab, c->hidden, &q->embed, err));
     for (int n = 0; n < q->layers_run; n++) TRY(load_layer(q->ops, w, c, n, &q->layers[n], err));
     return FLUX_OK;
 }
@@ -215,13 +211,14 @@ static flux_status reserve(flux_ctx *ctx, fx_qwen3 *q, int64_t seq) {
  * (on the host: the table is the largest tensor and is read a row a token). */
 static flux_status embed(flux_ctx *ctx, const fx_qwen3 *q, const int32_t *ids, int64_t seq) {
     const int64_t h = q->c.hidden;
-    const size_t row_bytes = (size_t)fx_dtype_row_bytes(q->embed->dtype, h);
-    const char *table = fx_tensor_data(q->embed);
+    const size_t row_bytes = (size_t)fx_dtype_row_bytes(q->embed.dtype, h);
+    const char *table = q->embed.data;
     for (int64_t l = 0; l < seq; l++) {
         if (ids[l] < 0 || ids[l] >= q->c.vocab)
             return fx_fail(&ctx->err, FLUX_ERR_INVALID_ARG, "text encoder: token %lld has id %d, expected 0..%d",
                            (long long)l, ids[l], q->c.vocab - 1);
-        fx_tensor_convert_f32(table + (size_t)ids[l] * row_bytes, q->embed->dtype, h, q->host + l * h);
+        fx_tensor_convert_f32(table + (size_t)ids[l] * row_bytes, q->embed.dtype, h, q->host + l * h);
+        fx_weight_values(&q->embed, ids[l], 0, h, q->host + l * h); /* fp8: times its scales */
     }
     return fx_buf_write(q->ops, q->x, 0, q->host, seq * h, &ctx->err);
 }

@@ -222,6 +222,10 @@ static flux_status weight_new(fx_vk *vk, const fx_conv2d_geom *g, const fx_weigh
         return fx_fail(err, FLUX_ERR_UNSUPPORTED,
                        "Vulkan: weight %s is stored as %s (dtype %d); the device path reads F32, F16, BF16, fp8 and "
                        "the GGUF block types only (run with --backend cpu)", name, fx_dtype_name(dt), (int)dt);
+    if (w->scales) /* per-row / block / MXFP8 scales: README "fp8 checkpoints" */
+        return fx_fail(err, FLUX_ERR_UNSUPPORTED,
+                       "Vulkan: fp8 weight %s has side scales (per output row, 128x128 blocks or MXFP8); the device "
+                       "reads fp8 with one per-tensor scale only (run with --backend cpu)", name);
     if (g && (vk_w_blocks(dt) || fp8))
         return fx_fail(err, FLUX_ERR_UNSUPPORTED, "Vulkan: conv weight %s is stored as %s; device convolutions read "
                        "F32, F16 and BF16 weights only (run with --backend cpu)", name, fx_dtype_name(dt));

@@ -62,7 +62,7 @@ TEST(fp8_file_scale_conventions) {
         REQUIRE(s);
         fx_err err = {0};
         fx_weight w;
-        CHECK_MSG(fx_wset_check_fp8(s, &err) == FLUX_OK, "%s", err.msg);
+        CHECK_MSG(fx_wset_check_quant(s, &err) == FLUX_OK, "%s", err.msg);
         REQUIRE(fx_wset_linear(s, "l.weight", 2, 4, &w, &err) == FLUX_OK);
         CHECK(w.dtype == FX_DTYPE_F8_E4M3);
         CHECK_MSG(w.scale == cases[i].want, "scale %g, want %g", (double)w.scale, (double)cases[i].want);
@@ -75,45 +75,103 @@ TEST(fp8_file_scale_conventions) {
     }
 }
 
-/* Each mismatch fails naming the tensor and what is wrong. */
+/* Each mismatch fails at the check made at load (fx_wset_check_quant,
+ * before anything prints "loaded"), naming the tensor and what is wrong. */
 TEST(fp8_file_refusals) {
     static const struct {
         scale_case c;
-        int at_check; /* 1: fx_wset_check_fp8 refuses; 0: the getter */
         flux_status code;
         const char *msg;
     } cases[] = {
-        {{"m.weight_scale", FX_DTYPE_F32, FX_SHAPE0, {1}, "l.weight", FX_DTYPE_F8_E4M3, NULL}, 1, FLUX_ERR_MODEL,
+        {{"m.weight_scale", FX_DTYPE_F32, FX_SHAPE0, {1}, "l.weight", FX_DTYPE_F8_E4M3, NULL}, FLUX_ERR_MODEL,
          "scale 'm.weight_scale' has no weight 'm.weight'"},
-        {{"l.weight_scale", FX_DTYPE_F32, FX_SHAPE0, {1}, "l.weight", FX_DTYPE_BF16, NULL}, 1, FLUX_ERR_UNSUPPORTED,
-         "belongs to 'l.weight' of dtype BF16; only fp8"},
-        {{"l.weight_scale", FX_DTYPE_F32, FX_SHAPE(2), {1, 2}, "l.weight", FX_DTYPE_F8_E4M3, NULL}, 0, FLUX_ERR_UNSUPPORTED,
-         "scale 'l.weight_scale' has shape [2]; fp8 weights take one per-tensor scale"},
-        {{"l.weight_scale", FX_DTYPE_F32, FX_SHAPE(2, 1), {1, 2}, "l.weight", FX_DTYPE_F8_E4M3, NULL}, 0, FLUX_ERR_UNSUPPORTED,
-         "per-channel or block scales are not supported"},
-        {{"l.weight_scale", FX_DTYPE_F32, FX_SHAPE0, {0}, "l.weight", FX_DTYPE_F8_E4M3, NULL}, 0, FLUX_ERR_MODEL,
-         "scale 'l.weight_scale' is 0; an fp8 scale must be finite and nonzero"},
-        {{"l.weight_scale", FX_DTYPE_F32, FX_SHAPE0, {INFINITY}, "l.weight", FX_DTYPE_F8_E4M3, NULL}, 0, FLUX_ERR_MODEL,
+        {{"l.weight_scale", FX_DTYPE_F32, FX_SHAPE0, {1}, "l.weight", FX_DTYPE_U8, NULL}, FLUX_ERR_UNSUPPORTED,
+         "belongs to 'l.weight' of dtype U8; flux.c reads scales of fp8"},
+        {{"l.weight_scale", FX_DTYPE_F32, FX_SHAPE(3), {1, 2, 3}, "l.weight", FX_DTYPE_F8_E4M3, NULL},
+         FLUX_ERR_UNSUPPORTED, "scale 'l.weight_scale' has shape [3]; fp8 weight 'l.weight' [2, 4] takes one scale"},
+        {{"l.weight_scale", FX_DTYPE_F32, FX_SHAPE(2, 2), {1, 2, 3, 4}, "l.weight", FX_DTYPE_F8_E4M3, NULL},
+         FLUX_ERR_UNSUPPORTED, "one per output row ([n] or [n, 1]) or square block scales"},
+        {{"l.weight_scale_inv", FX_DTYPE_F32, FX_SHAPE(3, 1), {1, 2, 3}, "l.weight", FX_DTYPE_F8_E4M3, NULL},
+         FLUX_ERR_UNSUPPORTED, "scale 'l.weight_scale_inv' has shape [3, 1]; fp8 weight 'l.weight' [2, 4] takes one"},
+        {{"l.weight_scale", FX_DTYPE_F32, FX_SHAPE0, {0}, "l.weight", FX_DTYPE_F8_E4M3, NULL}, FLUX_ERR_MODEL,
+         "scale 'l.weight_scale' is 0; per-tensor scales must be finite and nonzero"},
+        {{"l.weight_scale", FX_DTYPE_F32, FX_SHAPE0, {INFINITY}, "l.weight", FX_DTYPE_F8_E4M3, NULL}, FLUX_ERR_MODEL,
          "must be finite and nonzero"},
-        {{"l.weight_scale", FX_DTYPE_I32, FX_SHAPE0, {1}, "l.weight", FX_DTYPE_F8_E4M3, NULL}, 0, FLUX_ERR_MODEL,
+        {{"l.weight_scale", FX_DTYPE_F32, FX_SHAPE(2, 1), {1, NAN}, "l.weight", FX_DTYPE_F8_E4M3, NULL},
+         FLUX_ERR_MODEL, "scale 'l.weight_scale' is nan at one element; per-row scales must be finite"},
+        {{"l.weight_scale", FX_DTYPE_I32, FX_SHAPE0, {1}, "l.weight", FX_DTYPE_F8_E4M3, NULL}, FLUX_ERR_MODEL,
          "has dtype I32, expected F32"},
-        {{"l.weight_scale", FX_DTYPE_F32, FX_SHAPE0, {1}, "l.weight", FX_DTYPE_F8_E4M3, "l.scale_weight"}, 0, FLUX_ERR_MODEL,
-         "fp8 tensor 'l.weight' has two scales"},
-        {{NULL, FX_DTYPE_F32, FX_SHAPE0, {1}, "l.weight", FX_DTYPE_F8_E8M0, NULL}, 0, FLUX_ERR_MODEL,
-         "has dtype F8_E8M0; weights must be F32, F16, BF16, Q8_0"},
+        {{"l.weight_scale", FX_DTYPE_F32, FX_SHAPE0, {1}, "l.weight", FX_DTYPE_F8_E4M3, "l.scale_weight"},
+         FLUX_ERR_MODEL, "fp8 tensor 'l.weight' has 2 scales"},
+        {{"l.weight_scale", FX_DTYPE_F8_E8M0, FX_SHAPE(1, 1), {0}, "l.weight", FX_DTYPE_F8_E4M3, NULL},
+         FLUX_ERR_UNSUPPORTED, "MXFP8 is F8_E4M3 [n, k] with k a multiple of 32"},
+        {{NULL, FX_DTYPE_F32, FX_SHAPE0, {1}, "l.weight", FX_DTYPE_F8_E8M0, NULL}, FLUX_ERR_UNSUPPORTED,
+         "tensor 'l.weight' is F8_E8M0 (MX block scales) but not the '.weight_scale' of an F8_E4M3 weight"},
+        /* formats flux.c does not read, by their tensor names */
+        {{"l.weight_scale_2", FX_DTYPE_F32, FX_SHAPE0, {1}, "l.weight", FX_DTYPE_U8, NULL}, FLUX_ERR_UNSUPPORTED,
+         "belongs to 'l.weight' of dtype U8; flux.c reads scales of fp8 (F8_E4M3, F8_E5M2), int8 (I8) and NVFP4 (U8 "
+         "with F8_E4M3 '.weight_scale' and F32 '.weight_scale_2')"},
+        {{"l.weight_scale", FX_DTYPE_F8_E4M3, FX_SHAPE(2, 1), {0}, "l.weight", FX_DTYPE_U8, NULL}, FLUX_ERR_UNSUPPORTED,
+         "and NVFP4 (U8 with F8_E4M3 '.weight_scale' and F32 '.weight_scale_2') weights only"},
+        {{"l.qzeros", FX_DTYPE_I32, FX_SHAPE0, {0}, "l.qweight", FX_DTYPE_I8, NULL}, FLUX_ERR_UNSUPPORTED,
+         "belongs to the GPTQ / AWQ"},
+        {{"l.smooth_factor", FX_DTYPE_BF16, FX_SHAPE(2), {0}, "l.weight", FX_DTYPE_BF16, NULL}, FLUX_ERR_UNSUPPORTED,
+         "belongs to the SVDQuant / Nunchaku"},
+        {{"l.weight.quant_state.bitsandbytes__nf4", FX_DTYPE_U8, FX_SHAPE(2), {0}, "l.weight", FX_DTYPE_U8, NULL},
+         FLUX_ERR_UNSUPPORTED, "belongs to the bitsandbytes NF4"},
+        {{"l.weight.absmax", FX_DTYPE_F32, FX_SHAPE(2), {1, 1}, "l.weight", FX_DTYPE_U8, NULL}, FLUX_ERR_UNSUPPORTED,
+         "belongs to the bitsandbytes NF4/FP4"},
+        {{"l.SCB", FX_DTYPE_F32, FX_SHAPE(2), {1, 1}, "l.weight", FX_DTYPE_I8, NULL}, FLUX_ERR_UNSUPPORTED,
+         "bitsandbytes LLM.int8"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         fx_wset *s = open_case("bad.safetensors", &cases[i].c);
         REQUIRE(s);
         fx_err err = {0};
-        fx_weight w;
-        flux_status st = fx_wset_check_fp8(s, &err);
-        if (!cases[i].at_check) {
-            CHECK_MSG(st == FLUX_OK, "case %zu: check: %s", i, err.msg);
-            st = fx_wset_linear(s, "l.weight", 2, 4, &w, &err);
-        }
+        flux_status st = fx_wset_check_quant(s, &err);
         CHECK_MSG(st == cases[i].code, "case %zu: status %d, want %d (%s)", i, (int)st, (int)cases[i].code, err.msg);
         CHECK_MSG(strstr(err.msg, cases[i].msg) != NULL, "case %zu: '%s' lacks '%s'", i, err.msg, cases[i].msg);
+        fx_wset_close(s);
+    }
+}
+
+/* The layouts read beside an fp8 weight [2, 4]: per output row ([2] and
+ * [2, 1], F32 / BF16), 128x128 blocks (one block here, 'weight_scale_inv'),
+ * a stray scale beside a BF16 weight (ignored: the weight as stored); each
+ * weight's values through the f32 reader and through the expansion rule
+ * (fx_weight_values) equal code·scale. */
+TEST(fp8_file_side_scales) {
+    static const struct {
+        scale_case c;
+        float row_scale[2];
+    } cases[] = {
+        {{"l.weight_scale", FX_DTYPE_F32, FX_SHAPE(2), {0.5f, 3.0f}, "l.weight", FX_DTYPE_F8_E4M3, NULL}, {0.5f, 3.0f}},
+        {{"l.weight_scale", FX_DTYPE_F32, FX_SHAPE(2, 1), {0.25f, 0.0f}, "l.weight", FX_DTYPE_F8_E4M3, NULL},
+         {0.25f, 0.0f}},
+        {{"l.weight_scale_inv", FX_DTYPE_F32, FX_SHAPE(1, 1), {0.125f}, "l.weight", FX_DTYPE_F8_E4M3, NULL},
+         {0.125f, 0.125f}},
+        {{"l.weight_scale", FX_DTYPE_F32, FX_SHAPE0, {7.0f}, "l.weight", FX_DTYPE_BF16, NULL}, {1.0f, 1.0f}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        fx_wset *s = open_case("side.safetensors", &cases[i].c);
+        REQUIRE(s);
+        fx_err err = {0};
+        CHECK_MSG(fx_wset_check_quant(s, &err) == FLUX_OK, "case %zu: %s", i, err.msg);
+        fx_weight w;
+        REQUIRE(fx_wset_linear(s, "l.weight", 2, 4, &w, &err) == FLUX_OK);
+        float v[8], e[8];
+        REQUIRE(fx_wset_read_f32(s, "l.weight", NULL, v, &err) == FLUX_OK);
+        fx_tensor_convert_f32(w.data, w.dtype, 8, e);
+        for (int r = 0; r < 2; r++) fx_weight_values(&w, r, 0, 4, e + 4 * r);
+        for (int j = 0; j < 8; j++) {
+            const float want = w_values[j] * cases[i].row_scale[j / 4];
+            CHECK_MSG(v[j] == want && e[j] == want, "case %zu element %d: %g / %g, want %g", i, j, (double)v[j],
+                      (double)e[j], (double)want);
+        }
+        fx_weight half = fx_weight_rows(&w, 1, 1); /* a row slice keeps its place in the scales */
+        fx_tensor_convert_f32(half.data, half.dtype, 4, e);
+        fx_weight_values(&half, 0, 0, 4, e);
+        for (int j = 0; j < 4; j++) CHECK(e[j] == w_values[4 + j] * cases[i].row_scale[1]);
         fx_wset_close(s);
     }
 }
@@ -128,16 +186,14 @@ TEST(fp8_file_companions) {
 }
 
 /* fp8 where no linear layer reads it is refused by name: the VAE's
- * tensors, the text encoder's embedding table (row lookups). */
+ * tensors. (The text encoder's embedding table is decoded row by row.) */
 TEST(fp8_file_refused_outside_linear_layers) {
     static const struct {
         const char *name;
         int vae;
         const char *msg;
     } cases[] = {{"decoder.conv_in.weight", 1, "tensor 'decoder.conv_in.weight' is F8_E4M3; fp8 is read for linear "
-                                               "layers only, not for the VAE"},
-                 {"model.embed_tokens.weight", 0, "is F8_E4M3; fp8 is read for linear layers only, not for the "
-                                                  "embedding table"}};
+                                               "layers only, not for the VAE"}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         scale_case c = {NULL, FX_DTYPE_F32, FX_SHAPE0, {1}, cases[i].name, FX_DTYPE_F8_E4M3, NULL};
         fx_wset *s = open_case("part.safetensors", &c);

@@ -25,6 +25,7 @@ static void check(int cond) {
 
 static void exercise(fx_wset *s) {
     fx_err err;
+    (void)fx_wset_check_quant(s, &err); /* the scale layouts: pass or a clean refusal */
     for (size_t i = 0; i < fx_wset_count(s); i++) {
         const fx_tensor *t = fx_wset_tensor_at(s, i);
         check(fx_wset_find(s, t->name) == t);
@@ -41,6 +42,14 @@ static void exercise(fx_wset *s) {
             if (fx_wset_linear(s, t->name, t->shape.d[0], t->shape.d[1], &w, &err) == FLUX_OK && t->nbytes) {
                 volatile uint8_t x = ((const uint8_t *)w.data)[t->nbytes - 1];
                 (void)x;
+                float row[64]; /* the last row's first values with their scales (side-scale grids) */
+                int64_t k = w.k < 64 ? w.k : 64;
+                k -= k % fx_dtype_block(w.dtype);
+                if (w.n > 0 && k > 0) {
+                    fx_tensor_convert_f32((const char *)w.data + fx_dtype_row_bytes(w.dtype, (w.n - 1) * w.ld), w.dtype,
+                                          k, row);
+                    fx_weight_values(&w, w.n - 1, 0, k, row);
+                }
             }
         }
     }

@@ -3,9 +3,10 @@
  * checkpoints (src/formats/single_file.c, compiled in, over the loader layer; make
  * fuzz). The input is a whole .safetensors file, handed over through a
  * memfd: opening must succeed or fail cleanly, and a mapped set must be
- * usable — every tensor read as f32 (two-range ones assembled), two-range
- * ones also viewed by rows, shape checks run — without touching memory
- * outside the file.
+ * usable — its quantized layouts checked (wset_quant.c), and when they
+ * pass every tensor read as f32 (two-range ones assembled, fp8 / int8 /
+ * NVFP4 with their scales), viewed by rows, shape checks run — without
+ * touching memory outside the file.
  */
 #include <stdarg.h>
 #include <stdint.h>
@@ -37,11 +38,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     check(info.mapped == fx_wset_count(w));
+    const int scales_ok = fx_wset_check_quant(w, &err) == FLUX_OK; /* else: refused cleanly, at load */
+    check(scales_ok || (err.code != FLUX_OK && err.msg[0]));
     for (size_t i = 0; i < fx_wset_count(w); i++) {
         const fx_tensor *t = fx_wset_tensor_at(w, i);
         check(fx_wset_find(w, t->name) == t);
         int64_t n = fx_shape_numel(&t->shape);
-        if (!fx_dtype_is_weight(t->dtype) || n > (1 << 20)) continue;
+        if (!scales_ok || !fx_dtype_is_weight(t->dtype) || n > (1 << 20)) continue;
         float *x = malloc((size_t)(n ? n : 1) * sizeof *x);
         if (!x) continue;
         check(fx_wset_read_f32(w, t->name, &t->shape, x, &err) == FLUX_OK);
@@ -52,7 +55,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (st == FLUX_OK) { /* first row: equals the f32 read */
                 float row[64];
                 int64_t k = cols < 64 ? cols : 64;
+                k -= k % fx_dtype_block(t->dtype);
                 fx_tensor_convert_f32(v.data, t->dtype, k, row);
+                fx_weight_values(&v, 0, 0, k, row); /* its scales */
                 check(!memcmp(row, x, (size_t)k * sizeof(float)) || x[0] != x[0]);
             }
         }

@@ -692,7 +692,7 @@ TEST(kernel_dtype_table_is_consistent) {
         CHECK_EQ_INT(fx_dtype_row_bytes(t, fx_dtype_block(t) + 1), fx_dtype_is_block(t) ? -1 : (int64_t)(fx_dtype_block_bytes(t) * (fx_dtype_block(t) + 1)));
         weights += fx_dtype_is_weight(t);
     }
-    CHECK_EQ_INT(weights, 17); /* F32, F16, BF16, 12 block types, 2 fp8 */
+    CHECK_EQ_INT(weights, 19); /* F32, F16, BF16, 12 block types, 2 fp8, I8, F4_E2M1 (NVFP4's elements) */
     CHECK_EQ_INT(fx_dtype_of_ggml(4), -1); /* retired Q4_2 */
     CHECK_EQ_INT(fx_dtype_of_ggml(99), -1);
     CHECK(fx_dtype_of_ggml(16) == FX_DTYPE_IQ2_XXS && fx_dtype_block_bytes(FX_DTYPE_IQ2_XXS) == 66);
