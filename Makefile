@@ -119,6 +119,8 @@ $(OBJ)/simd/quant/%.o: CFLAGS += -ffp-contract=off
 BUILD_INFO := $(CCNAME) $(shell $(CC) -dumpversion 2>/dev/null) $(ARCH) $(OPT) openmp=$(OPENMP) sanitize=$(SANITIZE) native=$(NATIVE) profile=$(PROFILE)$(if $(filter 1,$(VULKAN)), vulkan=1)
 $(OBJ)/src/pipeline/version.o: CPPFLAGS += -DFLUX_BUILD_INFO='"$(BUILD_INFO)"'
 $(OBJ)/tests/test_main.o: CPPFLAGS += -DFLUX_TEST_DIR='"$(abspath tests)"'
+# the installed tokenizer.json, read when no folder or --tokenizer gives one (make install)
+$(OBJ)/src/model/model.o: CPPFLAGS += -DFX_SHARE_DIR='"$(PREFIX)/share/flux"'
 
 # ---------------------------------------------------------------- sources
 # One folder per layer (README "Architecture"); kernels for one ISA end in

@@ -838,7 +838,7 @@ flux_status fx_tokenizer_encode_prompt(fx_tokenizer *t, const char *prompt, int 
 flux_status fx_ctx_tokenizer(flux_ctx *ctx, fx_tokenizer **out) {
     *out = NULL;
     if (!ctx->tokenizer) {
-        if (!ctx->model || !ctx->model->dir)
+        if (!ctx->model || (!ctx->model->dir && !ctx->model->tokenizer_path))
             return fx_fail(&ctx->err, FLUX_ERR_STATE, "tokenizer: no model loaded (call flux_load first)");
         flux_status st;
         if (ctx->model->tokenizer_path) {
