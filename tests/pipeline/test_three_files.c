@@ -1,0 +1,291 @@
+/*
+ * test_three_files.c — a model from three files and no folder (flux
+ * --transformer T --text-encoder TE --vae V, flux_load(ctx, NULL, lo)), as
+ * a ComfyUI user has them: configs derived from the shapes equal the golden
+ * folder's config files field by field, the run equals the folder run byte
+ * for byte (PNG), the tokenizer's sources, and the variant hints.
+ *
+ * Files: the golden transformer as a BFL single file (tools/make_single_file,
+ * written independently of the loader), the golden text encoder's
+ * safetensors, the golden VAE under BFL names (tools/gen_vae_files.py).
+ */
+#include "tests/test.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "src/model/ctx.h"
+#include "src/model/model.h"
+
+static char g_te[PATH_MAX], g_vae[PATH_MAX], g_tok[PATH_MAX], g_dir[PATH_MAX];
+
+/* The golden transformer as a BFL file named <name>.safetensors in the temp
+ * folder (static buffer), and the other two files' paths in g_te / g_vae. */
+static const char *three_files(const char *name) {
+    static char path[PATH_MAX];
+    snprintf(g_te, sizeof g_te, "%s", fx_test_path("golden/model/text_encoder/model.safetensors.index.json"));
+    snprintf(g_vae, sizeof g_vae, "%s", fx_test_path("golden/vae_files/flux2-vae-bfl.safetensors"));
+    snprintf(g_tok, sizeof g_tok, "%s", fx_test_path("golden/model/tokenizer/tokenizer.json"));
+    snprintf(g_dir, sizeof g_dir, "%s", fx_test_path("golden/model"));
+    snprintf(path, sizeof path, "%s/%s.safetensors", fx_test_tmpdir(), name);
+    char args[3 * PATH_MAX];
+    snprintf(args, sizeof args, "--layout bfl -d '%s' -o '%s'", g_dir, path);
+    return FX_TEST_RUN_TOOL("make_single_file", args) ? NULL : path;
+}
+
+static flux_ctx *new_ctx(void) {
+    flux_options o;
+    flux_options_init(&o);
+    o.threads = 1;
+    o.no_disk_cache = 1;
+    return flux_new(&o);
+}
+
+static flux_ctx *load_files(const char *transformer, const char *tokenizer, int distilled) {
+    flux_ctx *ctx = new_ctx();
+    flux_load_options lo;
+    flux_load_options_init(&lo);
+    lo.transformer_file = transformer;
+    lo.text_encoder_file = g_te;
+    lo.vae_file = g_vae;
+    lo.tokenizer_file = tokenizer;
+    lo.distilled = distilled;
+    if (!ctx || flux_load(ctx, NULL, &lo) != FLUX_OK) {
+        fx_test_fail(__FILE__, __LINE__, "three-file load: %s", ctx ? flux_error(ctx) : "no context");
+        flux_free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+#define SAME(field) CHECK_MSG(a->field == b->field, #field ": folder %g, derived %g", (double)a->field, (double)b->field)
+
+TEST(three_files_configs_equal_the_folder_configs) {
+    const char *t = three_files("klein-tiny");
+    REQUIRE(t);
+    flux_ctx *folder = new_ctx(), *files = load_files(t, g_tok, -1);
+    REQUIRE(folder && files);
+    REQUIRE_MSG(flux_load(folder, g_dir, NULL) == FLUX_OK, "%s", flux_error(folder));
+    {
+        const fx_dit_config *a = &folder->model->dit, *b = &files->model->dit;
+        SAME(in_channels);
+        SAME(out_channels);
+        SAME(double_blocks);
+        SAME(single_blocks);
+        SAME(heads);
+        SAME(head_dim);
+        SAME(hidden);
+        SAME(mlp_hidden);
+        SAME(mlp_ratio);
+        SAME(text_dim);
+        SAME(timestep_dim);
+        for (int i = 0; i < FX_DIT_ROPE_AXES; i++) {
+            SAME(axes_dims[i]);
+        }
+        SAME(rope_theta);
+        SAME(eps);
+        SAME(patch_size);
+    }
+    {
+        const fx_qwen3_config *a = &folder->model->qwen3, *b = &files->model->qwen3;
+        SAME(hidden);
+        SAME(intermediate);
+        SAME(layers);
+        SAME(layers_used);
+        SAME(heads);
+        SAME(kv_heads);
+        SAME(head_dim);
+        SAME(vocab);
+        SAME(rope_theta);
+        SAME(rms_eps);
+        SAME(tie_word_embeddings);
+        SAME(max_position_embeddings);
+    }
+    {
+        const fx_vae_config *a = &folder->model->vae, *b = &files->model->vae;
+        SAME(in_channels);
+        SAME(out_channels);
+        SAME(latent_channels);
+        SAME(levels);
+        SAME(layers_per_block);
+        for (int i = 0; i < a->levels; i++) {
+            SAME(block_out_channels[i]);
+            SAME(decoder_block_out_channels[i]);
+        }
+        SAME(norm_num_groups);
+        SAME(patch[0]);
+        SAME(patch[1]);
+        SAME(use_quant_conv);
+        SAME(use_post_quant_conv);
+        SAME(mid_block_add_attention);
+        SAME(batch_norm_eps);
+        SAME(norm_eps);
+    }
+    {
+        const fx_sched_config *a = &folder->model->sched, *b = &files->model->sched;
+        SAME(num_train_timesteps);
+        SAME(use_dynamic_shifting);
+        SAME(exponential_shift);
+        SAME(shift);
+        SAME(base_shift);
+        SAME(max_shift);
+        SAME(base_image_seq_len);
+        SAME(max_image_seq_len);
+    }
+    CHECK(files->model->dir == NULL);
+    CHECK_MSG(!strcmp(files->model->name, "klein-tiny"), "name %s", files->model->name);
+    flux_free(folder);
+    flux_free(files);
+}
+
+static int run(const char *args, char **out) {
+    char cmd[8 * PATH_MAX];
+    snprintf(cmd, sizeof cmd, "'%s' %s </dev/null", fx_test_flux_bin(), args);
+    return fx_test_run(cmd, out);
+}
+
+/* The folder run and the three-file run write the same PNG, byte for byte:
+ * the folder is named like the transformer file (the PNG names the model)
+ * and both say --distilled (the PNG says why). */
+TEST(three_files_png_equals_the_folder_run) {
+    const char *t = three_files("klein-tiny");
+    REQUIRE(t);
+    char folder[PATH_MAX + 32], a[PATH_MAX + 32], b[PATH_MAX + 32], args[6 * PATH_MAX];
+    snprintf(folder, sizeof folder, "%s/klein-tiny", fx_test_tmpdir());
+    REQUIRE(mkdir(folder, 0755) == 0); /* its entries linked (the folder's own name is the model's) */
+    static const char *const items[] = {"model_index.json", "scheduler", "text_encoder", "tokenizer", "transformer", "vae"};
+    for (size_t i = 0; i < sizeof items / sizeof *items; i++) {
+        char from[PATH_MAX + 32], to[2 * PATH_MAX];
+        snprintf(from, sizeof from, "%s/%s", g_dir, items[i]);
+        snprintf(to, sizeof to, "%s/%s", folder, items[i]);
+        REQUIRE(symlink(from, to) == 0);
+    }
+    snprintf(a, sizeof a, "%s/folder.png", fx_test_tmpdir());
+    snprintf(b, sizeof b, "%s/files.png", fx_test_tmpdir());
+    const char *common = "-p 'a red fox in the snow' -W 64 -H 64 -S 7 -s 2 -t 1 --no-cache --distilled";
+    char *out = NULL;
+    snprintf(args, sizeof args, "-d '%s' %s -o '%s'", folder, common, a);
+    CHECK_MSG(run(args, &out) == 0, "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "--transformer '%s' --text-encoder '%s' --vae '%s' --tokenizer '%s' %s -o '%s' -v", t,
+             g_te, g_vae, g_tok, common, b);
+    CHECK_MSG(run(args, &out) == 0, "%s", out);
+    CHECK_MSG(strstr(out, "no model folder: configs from the shapes"), "%s", out);
+    CHECK_MSG(strstr(out, "(--tokenizer)"), "%s", out);
+    free(out);
+    size_t na, nb;
+    char *pa = fx_test_read_file(a, &na), *pb = fx_test_read_file(b, &nb);
+    REQUIRE(pa && pb);
+    CHECK_MSG(na == nb && !memcmp(pa, pb, na), "PNG files differ (%zu and %zu bytes)", na, nb);
+    CHECK_MSG(memmem(pa, na, "distilled (forced (--distilled))", 32) != NULL, "no variant text in the PNG");
+    free(pa), free(pb);
+}
+
+TEST(three_files_refusals) {
+    const char *t = three_files("klein-tiny");
+    REQUIRE(t);
+    flux_ctx *ctx = new_ctx();
+    flux_load_options lo;
+    flux_load_options_init(&lo);
+    lo.transformer_file = t;
+    lo.text_encoder_file = g_te; /* no VAE */
+    CHECK(flux_load(ctx, NULL, &lo) == FLUX_ERR_INVALID_ARG);
+    CHECK_MSG(strstr(flux_error(ctx), "no model folder given"), "%s", flux_error(ctx));
+    /* the files in the wrong roles: each named */
+    lo.vae_file = t;
+    CHECK(flux_load(ctx, NULL, &lo) == FLUX_ERR_MODEL);
+    CHECK_MSG(strstr(flux_error(ctx), "not a FLUX.2 VAE"), "%s", flux_error(ctx));
+    lo.vae_file = g_vae;
+    lo.text_encoder_file = g_vae;
+    CHECK(flux_load(ctx, NULL, &lo) == FLUX_ERR_MODEL);
+    CHECK_MSG(strstr(flux_error(ctx), "not a Qwen3 text encoder"), "%s", flux_error(ctx));
+    flux_model_info info;
+    CHECK(flux_get_model_info(ctx, &info) == FLUX_ERR_STATE);
+    flux_free(ctx);
+
+    char args[4 * PATH_MAX], *out = NULL;
+    snprintf(args, sizeof args, "--transformer '%s' --text-encoder '%s' -p x -o /dev/null", t, g_te);
+    CHECK(run(args, &out) == 2);
+    CHECK_MSG(strstr(out, "--transformer, --text-encoder and --vae together"), "%s", out);
+    free(out);
+}
+
+/* Without --tokenizer and a GGUF vocabulary: the installed copy
+ * (FLUX_SHARE_DIR stands for make install's $PREFIX/share/flux), else an
+ * error naming the ways to give one. */
+TEST(three_files_tokenizer_installed_copy) {
+    const char *t = three_files("klein-tiny");
+    REQUIRE(t);
+    char share[PATH_MAX + 16], link[PATH_MAX + 64];
+    snprintf(share, sizeof share, "%s/share", fx_test_tmpdir());
+    REQUIRE(mkdir(share, 0755) == 0);
+    const char *old = getenv("FLUX_SHARE_DIR");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("FLUX_SHARE_DIR", share, 1);
+    flux_ctx *ctx = new_ctx();
+    flux_load_options lo;
+    flux_load_options_init(&lo);
+    lo.transformer_file = t;
+    lo.text_encoder_file = g_te;
+    lo.vae_file = g_vae;
+    CHECK(flux_load(ctx, NULL, &lo) == FLUX_ERR_IO);
+    CHECK_MSG(strstr(flux_error(ctx), "no tokenizer") && strstr(flux_error(ctx), "--tokenizer"), "%s", flux_error(ctx));
+    snprintf(link, sizeof link, "%s/tokenizer.json", share);
+    REQUIRE(symlink(g_tok, link) == 0);
+    REQUIRE_MSG(flux_load(ctx, NULL, &lo) == FLUX_OK, "%s", flux_error(ctx));
+    CHECK_MSG(strstr(ctx->model->tokenizer_source, "the installed copy"), "%s", ctx->model->tokenizer_source);
+    int32_t ids[64];
+    int n = 0;
+    CHECK(flux_tokenize(ctx, "a red fox", 1, ids, 64, &n) == FLUX_OK && n > 0);
+    flux_free(ctx);
+    if (saved) setenv("FLUX_SHARE_DIR", saved, 1);
+    else unsetenv("FLUX_SHARE_DIR");
+    free(saved);
+}
+
+/* Distilled or base, never silently: the file name when nothing else says
+ * (with a warning), --base / --distilled over everything, and a base-named
+ * file given to a distilled folder runs as base. */
+TEST(three_files_variant_hints) {
+    const char *base = three_files("flux-2-klein-base-tiny");
+    REQUIRE(base);
+    char base_path[PATH_MAX];
+    snprintf(base_path, sizeof base_path, "%s", base);
+    const char *plain = three_files("flux-2-klein-tiny");
+    REQUIRE(plain);
+
+    flux_ctx *ctx = load_files(base_path, g_tok, -1);
+    REQUIRE(ctx);
+    CHECK(ctx->model->distilled == 0);
+    CHECK_MSG(strstr(ctx->model->variant_why, "contains \"base\""), "%s", ctx->model->variant_why);
+    flux_free(ctx);
+    REQUIRE((ctx = load_files(plain, g_tok, -1)));
+    CHECK(ctx->model->distilled == 1);
+    CHECK_MSG(strstr(ctx->model->variant_why, "assumed"), "%s", ctx->model->variant_why);
+    flux_free(ctx);
+    REQUIRE((ctx = load_files(base_path, g_tok, 1)));
+    CHECK(ctx->model->distilled == 1);
+    flux_free(ctx);
+
+    /* a base file with the distilled golden folder */
+    ctx = new_ctx();
+    flux_load_options lo;
+    flux_load_options_init(&lo);
+    lo.transformer_file = base_path;
+    REQUIRE_MSG(flux_load(ctx, g_dir, &lo) == FLUX_OK, "%s", flux_error(ctx));
+    CHECK(ctx->model->distilled == 0);
+    CHECK_MSG(strstr(ctx->model->variant_why, "the folder says distilled"), "%s", ctx->model->variant_why);
+    flux_model_info info;
+    CHECK(flux_get_model_info(ctx, &info) == FLUX_OK && info.default_steps == 50);
+    flux_free(ctx);
+
+    /* the warning is printed (not only with -v) */
+    char args[4 * PATH_MAX], *out = NULL;
+    snprintf(args, sizeof args, "-d '%s' --transformer '%s' --tokenize -p x", g_dir, base_path);
+    CHECK(run(args, &out) == 0);
+    CHECK_MSG(strstr(out, "named as a base model but the folder's model_index.json says distilled"), "%s", out);
+    free(out);
+}
