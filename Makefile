@@ -189,8 +189,9 @@ $(OBJ)/%.o: %.c $(BUILD)/cflags
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(ISAFLAGS) -c $< -o $@
 
 # Everything recompiles when the compiler flags change (a build tree made
-# before -fvisibility=hidden would otherwise keep exporting internals).
-CFLAGS_STAMP := $(CC) $(CPPFLAGS) $(CFLAGS)
+# before -fvisibility=hidden would otherwise keep exporting internals), and
+# when PREFIX does (model.o holds the installed tokenizer's path).
+CFLAGS_STAMP := $(CC) $(CPPFLAGS) $(CFLAGS) PREFIX=$(PREFIX)
 $(BUILD)/cflags: FORCE
 	@mkdir -p $(dir $@)
 	@echo "$(CFLAGS_STAMP)" | cmp -s - $@ || echo "$(CFLAGS_STAMP)" > $@
@@ -349,9 +350,10 @@ deps:                                  ## install missing build dependencies (ap
 	$(Q)tools/install_deps.sh $(if $(filter 1,$(VULKAN)),--vulkan)
 
 # ---- install
-install: all                           ## install binary, libraries, header, flux.pc
+install: all fixtures                  ## install binary, libraries, header, flux.pc, the Qwen3 tokenizer.json
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
-	           $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	           $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/share/flux
+	install -m 644 tests/fixtures/qwen3-tokenizer.json $(DESTDIR)$(PREFIX)/share/flux/tokenizer.json
 	install -m 755 $(FLUX_BIN) $(DESTDIR)$(PREFIX)/bin/flux
 	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/libflux.a
 	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/libflux.so.$(VERSION)
@@ -367,7 +369,8 @@ uninstall:                             ## remove what install put in PREFIX
 	rm -f $(DESTDIR)$(PREFIX)/bin/flux $(DESTDIR)$(PREFIX)/lib/libflux.a \
 	      $(DESTDIR)$(PREFIX)/lib/libflux.so $(DESTDIR)$(PREFIX)/lib/libflux.so.$(SOMAJOR) \
 	      $(DESTDIR)$(PREFIX)/lib/libflux.so.$(VERSION) $(DESTDIR)$(PREFIX)/include/flux.h \
-	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/flux.pc
+	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/flux.pc $(DESTDIR)$(PREFIX)/share/flux/tokenizer.json
+	-rmdir $(DESTDIR)$(PREFIX)/share/flux 2>/dev/null
 
 clean:                                 ## remove every build product
 	rm -rf build flux flux-server libflux.a libflux.so bench/flux-bench

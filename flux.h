@@ -262,6 +262,9 @@ typedef struct flux_model_info {
     int latent_channels;       /* 128 packed channels */
     int default_steps;         /* 4 distilled, 50 base */
     float default_guidance;    /* 1.0 distilled, 4.0 base */
+    const char *variant_reason; /* why distilled or base: "model_index.json
+                                   is_distilled", "forced (--base)", a file's
+                                   metadata key or name (flux_load's rules) */
 } flux_model_info;
 
 /* Describe the loaded model. FLUX_ERR_STATE if nothing is loaded. */

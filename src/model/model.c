@@ -29,6 +29,7 @@
 #include "src/base/json.h"
 #include "src/formats/qwen3_file.h"
 #include "src/formats/single_file.h"
+#include "src/formats/gguf.h"
 #include "src/formats/vae_file.h"
 #include "config_derive.h"
 #include "variant.h"
@@ -65,7 +66,7 @@ void fx_model_free(struct fx_model *m) {
     fx_wset_close(m->text_encoder_w);
     fx_wset_close(m->text_encoder_q);
     free(m->tokenizer_path);
-    free(m->tokenizer_json);
+    free(m->tokenizer_gguf);
     fx_load_options_free(&m->lo);
     free(m->dir);
     free(m->name);
@@ -222,6 +223,14 @@ static int readable(const char *path) {
     return stat(path, &st) == 0;
 }
 
+/* The text encoder is a GGUF file on disk that carries its vocabulary. */
+static int te_gguf_has_vocab(const struct fx_model *m) {
+    const fx_tensor_file *f = fx_wset_file_count(m->text_encoder_w) ? fx_wset_file_at(m->text_encoder_w, 0) : NULL;
+    const fx_gguf *g = f ? fx_tensor_file_gguf(f) : NULL;
+    const fx_gguf_kv *kv = g ? fx_gguf_find(g, "tokenizer.ggml.tokens") : NULL;
+    return kv && kv->type == FX_GGUF_ARRAY && fx_tensor_file_path(f);
+}
+
 /* Where the tokenizer comes from: --tokenizer, the folder's, a GGUF text
  * encoder's tokenizer.ggml.* arrays, the installed copy ($FLUX_SHARE_DIR,
  * else make install's $PREFIX/share/flux). */
@@ -237,6 +246,11 @@ static flux_status find_tokenizer(struct fx_model *m, const flux_load_options *l
         TRY(path_of(m, "tokenizer/tokenizer.json", path, sizeof path, err));
         if (!readable(path)) return fx_fail(err, FLUX_ERR_IO, "cannot open %s: %s", path, strerror(errno));
         from = "the model folder";
+    } else if (te_gguf_has_vocab(m)) {
+        const char *te = fx_tensor_file_path(fx_wset_file_at(m->text_encoder_w, 0));
+        if (!(m->tokenizer_gguf = strdup(te))) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
+        snprintf(m->tokenizer_source, sizeof m->tokenizer_source, "%.400s (its tokenizer.ggml.* arrays)", te);
+        return FLUX_OK;
     } else {
         const char *env = getenv("FLUX_SHARE_DIR");
         snprintf(path, sizeof path, "%s/tokenizer.json", env && *env ? env : FX_SHARE_DIR);

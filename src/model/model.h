@@ -48,8 +48,8 @@ struct fx_model {
     char variant_why[200];       /* why distilled / base (variant.h), for -v and PNG metadata */
 
     char *tokenizer_path;        /* tokenizer.json to load (exists), or NULL with: */
-    char *tokenizer_json;        /* a tokenizer.json text built from a GGUF text
-                                    encoder's tokenizer.ggml.* arrays */
+    char *tokenizer_gguf;        /* a GGUF text encoder whose tokenizer.ggml.*
+                                    arrays give the tokenizer (no folder) */
     char tokenizer_source[512];  /* where the tokenizer comes from, for -v */
 
     fx_wset *transformer_w;      /* transformer/diffusion_pytorch_model.safetensors[.index.json] */

@@ -118,5 +118,6 @@ flux_status flux_get_model_info(const flux_ctx *ctx, flux_model_info *info) {
     info->latent_channels = m->dit.in_channels;
     info->default_steps = m->distilled ? 4 : 50;
     info->default_guidance = m->distilled ? 1.0f : 4.0f;
+    info->variant_reason = m->variant_why;
     return FLUX_OK;
 }

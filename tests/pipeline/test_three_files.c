@@ -7,7 +7,9 @@
  *
  * Files: the golden transformer as a BFL single file (tools/make_single_file,
  * written independently of the loader), the golden text encoder's
- * safetensors, the golden VAE under BFL names (tools/gen_vae_files.py).
+ * safetensors, or as a llama.cpp-style GGUF with its vocabulary
+ * (tests/pipeline/qwen3_gguf_writer.py: python3, json + struct), the golden
+ * VAE under BFL names (tools/gen_vae_files.py).
  */
 #include "tests/test.h"
 
@@ -19,6 +21,7 @@
 
 #include "src/model/ctx.h"
 #include "src/model/model.h"
+#include "src/text/tokenizer.h"
 
 static char g_te[PATH_MAX], g_vae[PATH_MAX], g_tok[PATH_MAX], g_dir[PATH_MAX];
 
@@ -147,6 +150,62 @@ static int run(const char *args, char **out) {
     return fx_test_run(cmd, out);
 }
 
+/* The golden text encoder as a GGUF with tokenizer.ggml.* arrays (pre =
+ * the tokenizer.ggml.pre value) at <tmp>/<name>; NULL after a failure. */
+static const char *te_gguf(const char *name, const char *pre) {
+    static char path[PATH_MAX];
+    char cmd[4 * PATH_MAX], *out = NULL;
+    snprintf(path, sizeof path, "%s/%s", fx_test_tmpdir(), name);
+    snprintf(cmd, sizeof cmd, "python3 '%s' '%s' '%s' --pre '%s'", fx_test_path("pipeline/qwen3_gguf_writer.py"),
+             g_dir, path, pre);
+    int rc = fx_test_run(cmd, &out);
+    if (rc) fx_test_fail(__FILE__, __LINE__, "qwen3_gguf_writer.py: exit %d: %s", rc, out ? out : "");
+    free(out);
+    return rc ? NULL : path;
+}
+
+static void encode_both(fx_tokenizer *a, fx_tokenizer *b, const char *text) {
+    fx_ids x = {0}, y = {0};
+    fx_err err = {0};
+    CHECK(fx_tokenizer_encode(a, text, strlen(text), &x, &err) == FLUX_OK);
+    CHECK(fx_tokenizer_encode(b, text, strlen(text), &y, &err) == FLUX_OK);
+    CHECK_MSG(x.n == y.n && !memcmp(x.ids, y.ids, x.n * sizeof *x.ids), "'%s': %zu and %zu ids differ", text, x.n,
+              y.n);
+    fx_ids_free(&x), fx_ids_free(&y);
+}
+
+/* A GGUF text encoder's own vocabulary gives the ids tokenizer.json gives. */
+TEST(three_files_gguf_vocabulary_equals_tokenizer_json) {
+    REQUIRE(three_files("unused"));
+    const char *g = te_gguf("te.gguf", "qwen2");
+    REQUIRE(g);
+    fx_tokenizer *a = NULL, *b = NULL;
+    fx_err err = {0};
+    REQUIRE_MSG(fx_tokenizer_load_gguf(g, &a, &err) == FLUX_OK, "%s", err.msg);
+    REQUIRE_MSG(fx_tokenizer_load(g_tok, &b, &err) == FLUX_OK, "%s", err.msg);
+    CHECK(fx_tokenizer_vocab_size(a) == fx_tokenizer_vocab_size(b));
+    CHECK(fx_tokenizer_merge_count(a) == fx_tokenizer_merge_count(b));
+    CHECK(fx_tokenizer_added_count(a) == fx_tokenizer_added_count(b));
+    static const char *const texts[] = {
+        "a red fox in the snow",
+        "Hello <|im_start|> w\xc3\xb6rld 12345 <think>\n\n</think> \"quoted\" back\\slash",
+        "  leading spaces, tabs\tand\r\nnewlines   ",
+        "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae\xe6\x96\x87 \xd0\xbf\xd1\x80\xd0\xb8\xd0\xb2\xd0\xb5\xd1\x82 \xf0\x9f\xa6\x8a emoji",
+        "don't I'LL we've 3.14159 $100 #tag @user https://example.com/a?b=c",
+        "<|endoftext|><|im_end|>",
+    };
+    for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) encode_both(a, b, texts[i]);
+    CHECK(fx_tokenizer_token_id(a, "<think>") == fx_tokenizer_token_id(b, "<think>"));
+    fx_tokenizer_free(a);
+    fx_tokenizer_free(b);
+
+    /* another pre-tokenizer is refused by name */
+    const char *bad = te_gguf("te-llama.gguf", "llama-bpe");
+    REQUIRE(bad);
+    CHECK(fx_tokenizer_load_gguf(bad, &a, &err) == FLUX_ERR_UNSUPPORTED);
+    CHECK_MSG(strstr(err.msg, "tokenizer.ggml.pre is 'llama-bpe'"), "%s", err.msg);
+}
+
 /* The folder run and the three-file run write the same PNG, byte for byte:
  * the folder is named like the transformer file (the PNG names the model)
  * and both say --distilled (the PNG says why). */
@@ -176,10 +235,21 @@ TEST(three_files_png_equals_the_folder_run) {
     CHECK_MSG(strstr(out, "no model folder: configs from the shapes"), "%s", out);
     CHECK_MSG(strstr(out, "(--tokenizer)"), "%s", out);
     free(out);
-    size_t na, nb;
-    char *pa = fx_test_read_file(a, &na), *pb = fx_test_read_file(b, &nb);
-    REQUIRE(pa && pb);
+    /* the text encoder as a GGUF carrying its vocabulary: no --tokenizer */
+    char c[PATH_MAX + 32];
+    snprintf(c, sizeof c, "%s/gguf.png", fx_test_tmpdir());
+    const char *g = te_gguf("te.gguf", "qwen2");
+    REQUIRE(g);
+    snprintf(args, sizeof args, "--transformer '%s' --text-encoder '%s' --vae '%s' %s -o '%s' -v", t, g, g_vae, common, c);
+    CHECK_MSG(run(args, &out) == 0, "%s", out);
+    CHECK_MSG(strstr(out, "(its tokenizer.ggml.* arrays)"), "%s", out);
+    free(out);
+    size_t na, nb, nc;
+    char *pa = fx_test_read_file(a, &na), *pb = fx_test_read_file(b, &nb), *pc = fx_test_read_file(c, &nc);
+    REQUIRE(pa && pb && pc);
     CHECK_MSG(na == nb && !memcmp(pa, pb, na), "PNG files differ (%zu and %zu bytes)", na, nb);
+    CHECK_MSG(na == nc && !memcmp(pa, pc, na), "PNG files differ (%zu and %zu bytes: GGUF text encoder)", na, nc);
+    free(pc);
     CHECK_MSG(memmem(pa, na, "distilled (forced (--distilled))", 32) != NULL, "no variant text in the PNG");
     free(pa), free(pb);
 }
@@ -279,7 +349,8 @@ TEST(three_files_variant_hints) {
     CHECK(ctx->model->distilled == 0);
     CHECK_MSG(strstr(ctx->model->variant_why, "the folder says distilled"), "%s", ctx->model->variant_why);
     flux_model_info info;
-    CHECK(flux_get_model_info(ctx, &info) == FLUX_OK && info.default_steps == 50);
+    CHECK(flux_get_model_info(ctx, &info) == FLUX_OK && info.default_steps == 50 && !info.distilled);
+    CHECK_MSG(info.variant_reason && strstr(info.variant_reason, "file name"), "%s", info.variant_reason);
     flux_free(ctx);
 
     /* the warning is printed (not only with -v) */
