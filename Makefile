@@ -307,7 +307,10 @@ FUZZ_SRC_gguf = $(FUZZ_SRC_DEFAULT) src/formats/qwen3_file.c src/formats/single_
 FUZZ_SRC_png  = $(FUZZ_PNG_SRC)
 FUZZ_LIBS_png = -lpng
 FUZZ_SRC_npy  = src/base/file_read.c src/base/npy.c src/base/atomic_file.c src/base/signal_policy.c src/base/error.c
-FUZZ_SRC_tokenizer = src/base/file_read.c src/text/tokenizer.c src/text/unicode.c src/text/unicode_tables.c src/base/json.c src/base/error.c
+FUZZ_SRC_tokenizer = src/base/file_read.c src/text/tokenizer.c src/text/tokenizer_gguf.c src/text/unicode.c \
+                     src/text/unicode_tables.c src/base/json.c src/base/error.c src/base/strbuf.c
+FUZZ_SRC_tokenizer_gguf = $(FUZZ_SRC_tokenizer)
+FUZZ_SRC_vae_file = $(FUZZ_SRC_DEFAULT) src/formats/vae_file.c src/model/config_derive.c
 FUZZ_SRC_lora = $(FUZZ_SRC_DEFAULT) src/formats/single_file.c src/formats/lora.c src/formats/lora_keys.c simd/gemm/delta.c \
                 simd/gemm/linear.c \
                 simd/common/scratch.c
