@@ -239,7 +239,7 @@ FLUX_API void flux_load_options_init(flux_load_options *lo);
  * and found).
  * Files that change afterwards: when a weight file is replaced, rewritten
  * or cut short on disk (say by `cp` over the folder), the next
- * flux_generate / flux_encode_text loads the folder again with the same
+ * flux_generate / flux_encode_text loads the model (folder or files) again with the same
  * options and LoRA adapters (same files and strengths, in order; an adapter
  * that no longer loads fails that call naming it, and is tried again at the
  * next) before it starts; a file cut short while a call reads it fails
