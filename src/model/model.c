@@ -7,6 +7,10 @@
  *   <dir>/vae/config.json + weights               AutoencoderKLFlux2
  *   <dir>/scheduler/scheduler_config.json         FlowMatchEulerDiscrete
  *   <dir>/tokenizer/tokenizer.json                path only (tokenizer.c)
+ * or, without a folder, the transformer, text encoder and VAE files of the
+ * load options with configs derived from their shapes (config_derive.h),
+ * the tokenizer from --tokenizer, the GGUF text encoder or the installed
+ * copy, and the variant from the files' hints (variant.h).
  */
 #include "model.h"
 

@@ -66,7 +66,8 @@ struct fx_model {
     /* Later stages add their own per-model state here (documented). */
 };
 
-/* Open and check the model folder `dir` (model.c's header comment) with the
+/* Open and check the model folder `dir` (model.c's header comment; NULL or
+ * "": the files of lo alone, all three required) with the
  * load options (variant, single-file transformer, lazy text encoder);
  * use_mmap as flux_options.use_mmap. *out is the new model, or NULL with
  * the first problem in err, naming the file. */

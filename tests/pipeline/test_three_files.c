@@ -395,3 +395,39 @@ TEST(three_files_loaded_again_after_a_file_changed) {
     flux_free(ctx);
     free(bytes);
 }
+
+/* Community GGUF files (ComfyUI-GGUF's transformer, stable-diffusion.cpp's
+ * with the model.diffusion_model. prefix, llama.cpp's Qwen3 without
+ * vocabulary: tests/formats/gguf_fixtures) run without a folder exactly as
+ * with the golden folder around them. */
+TEST(three_files_community_gguf_equal_the_folder_run) {
+    REQUIRE(three_files("unused"));
+    static const char *const transformers[] = {"formats/gguf_fixtures/flux2-comfy-Q8_0.gguf",
+                                               "formats/gguf_fixtures/flux2-sdcpp-q4_0.gguf"};
+    char te[PATH_MAX], tr[PATH_MAX];
+    snprintf(te, sizeof te, "%s", fx_test_path("formats/gguf_fixtures/qwen3-te-Q8_0.gguf"));
+    for (size_t i = 0; i < sizeof transformers / sizeof *transformers; i++) {
+        snprintf(tr, sizeof tr, "%s", fx_test_path(transformers[i]));
+        flux_load_options lo;
+        flux_load_options_init(&lo);
+        lo.transformer_file = tr;
+        lo.text_encoder_file = te;
+        flux_ctx *folder = new_ctx(), *files = new_ctx();
+        REQUIRE(folder && files);
+        REQUIRE_MSG(flux_load(folder, g_dir, &lo) == FLUX_OK, "%s", flux_error(folder));
+        lo.vae_file = g_vae;
+        lo.tokenizer_file = g_tok;
+        lo.distilled = 1;
+        REQUIRE_MSG(flux_load(files, NULL, &lo) == FLUX_OK, "%s", flux_error(files));
+        flux_params p;
+        flux_params_init(&p);
+        p.prompt = "a lighthouse at dusk";
+        p.width = 64, p.height = 48, p.steps = 2, p.seed = 11;
+        flux_image *a = NULL, *b = NULL;
+        CHECK_MSG(flux_generate(folder, &p, &a) == FLUX_OK, "%s", flux_error(folder));
+        CHECK_MSG(flux_generate(files, &p, &b) == FLUX_OK, "%s", flux_error(files));
+        CHECK_MSG(fx_test_same_pixels(a, b), "%s: the three-file run differs from the folder run", transformers[i]);
+        flux_image_free(a), flux_image_free(b);
+        flux_free(folder), flux_free(files);
+    }
+}
