@@ -251,7 +251,14 @@ static flux_status find_tokenizer(struct fx_model *m, const flux_load_options *l
         if (!readable(path)) return fx_fail(err, FLUX_ERR_IO, "cannot open %s: %s", path, strerror(errno));
         from = "the model folder";
     } else if (te_gguf_has_vocab(m)) {
-        const char *te = fx_tensor_file_path(fx_wset_file_at(m->text_encoder_w, 0));
+        const fx_tensor_file *f = fx_wset_file_at(m->text_encoder_w, 0);
+        const char *te = fx_tensor_file_path(f), *model = "", *pre = "";
+        fx_gguf_get_str(fx_tensor_file_gguf(f), "tokenizer.ggml.model", &model);
+        fx_gguf_get_str(fx_tensor_file_gguf(f), "tokenizer.ggml.pre", &pre);
+        if (strcmp(model, "gpt2") || strcmp(pre, "qwen2")) /* checked now: the arrays are read at the first prompt */
+            return fx_fail(err, FLUX_ERR_UNSUPPORTED,
+                           "%s: its vocabulary is tokenizer.ggml.model '%.40s', pre '%.40s'; flux.c reads the Qwen3 "
+                           "one ('gpt2', 'qwen2'): give --tokenizer FILE (tokenizer.json)", te, model, pre);
         if (!(m->tokenizer_gguf = strdup(te))) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
         snprintf(m->tokenizer_source, sizeof m->tokenizer_source, "%.400s (its tokenizer.ggml.* arrays)", te);
         return FLUX_OK;

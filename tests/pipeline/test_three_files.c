@@ -204,6 +204,23 @@ TEST(three_files_gguf_vocabulary_equals_tokenizer_json) {
     REQUIRE(bad);
     CHECK(fx_tokenizer_load_gguf(bad, &a, &err) == FLUX_ERR_UNSUPPORTED);
     CHECK_MSG(strstr(err.msg, "tokenizer.ggml.pre is 'llama-bpe'"), "%s", err.msg);
+    /* ... and at load, before anything runs */
+    char te[PATH_MAX];
+    snprintf(te, sizeof te, "%s", bad);
+    const char *t = three_files("klein-tiny");
+    REQUIRE(t);
+    flux_ctx *ctx = new_ctx();
+    flux_load_options lo;
+    flux_load_options_init(&lo);
+    lo.transformer_file = t;
+    lo.text_encoder_file = te;
+    lo.vae_file = g_vae;
+    CHECK(flux_load(ctx, NULL, &lo) == FLUX_ERR_UNSUPPORTED);
+    CHECK_MSG(strstr(flux_error(ctx), "pre 'llama-bpe'") && strstr(flux_error(ctx), "--tokenizer"), "%s",
+              flux_error(ctx));
+    lo.tokenizer_file = g_tok; /* a tokenizer.json instead: loads */
+    CHECK_MSG(flux_load(ctx, NULL, &lo) == FLUX_OK, "%s", flux_error(ctx));
+    flux_free(ctx);
 }
 
 /* The folder run and the three-file run write the same PNG, byte for byte:
