@@ -150,6 +150,20 @@ static int run(const char *args, char **out) {
     return fx_test_run(cmd, out);
 }
 
+/* A folder whose entries link to the golden model's (its own name is the
+ * model's: a symlinked folder would resolve to "model"); 0 on success. */
+static int linked_folder(const char *folder) {
+    static const char *const items[] = {"model_index.json", "scheduler", "text_encoder", "tokenizer", "transformer", "vae"};
+    if (mkdir(folder, 0755)) return -1;
+    for (size_t i = 0; i < sizeof items / sizeof *items; i++) {
+        char from[PATH_MAX + 32], to[2 * PATH_MAX];
+        snprintf(from, sizeof from, "%s/%s", g_dir, items[i]);
+        snprintf(to, sizeof to, "%s/%s", folder, items[i]);
+        if (symlink(from, to)) return -1;
+    }
+    return 0;
+}
+
 /* The golden text encoder as a GGUF with tokenizer.ggml.* arrays (pre =
  * the tokenizer.ggml.pre value) at <tmp>/<name>; NULL after a failure. */
 static const char *te_gguf(const char *name, const char *pre) {
@@ -231,14 +245,7 @@ TEST(three_files_png_equals_the_folder_run) {
     REQUIRE(t);
     char folder[PATH_MAX + 32], a[PATH_MAX + 32], b[PATH_MAX + 32], args[6 * PATH_MAX];
     snprintf(folder, sizeof folder, "%s/klein-tiny", fx_test_tmpdir());
-    REQUIRE(mkdir(folder, 0755) == 0); /* its entries linked (the folder's own name is the model's) */
-    static const char *const items[] = {"model_index.json", "scheduler", "text_encoder", "tokenizer", "transformer", "vae"};
-    for (size_t i = 0; i < sizeof items / sizeof *items; i++) {
-        char from[PATH_MAX + 32], to[2 * PATH_MAX];
-        snprintf(from, sizeof from, "%s/%s", g_dir, items[i]);
-        snprintf(to, sizeof to, "%s/%s", folder, items[i]);
-        REQUIRE(symlink(from, to) == 0);
-    }
+    REQUIRE(linked_folder(folder) == 0);
     snprintf(a, sizeof a, "%s/folder.png", fx_test_tmpdir());
     snprintf(b, sizeof b, "%s/files.png", fx_test_tmpdir());
     const char *common = "-p 'a red fox in the snow' -W 64 -H 64 -S 7 -s 2 -t 1 --no-cache --distilled";
@@ -368,6 +375,22 @@ TEST(three_files_variant_hints) {
     flux_model_info info;
     CHECK(flux_get_model_info(ctx, &info) == FLUX_OK && info.default_steps == 50 && !info.distilled);
     CHECK_MSG(info.variant_reason && strstr(info.variant_reason, "file name"), "%s", info.variant_reason);
+    flux_free(ctx);
+
+    /* a GGUF's general.name (flux quantize writes the folder's name) says base */
+    char based[PATH_MAX + 32], gguf[PATH_MAX + 32], qargs[4 * PATH_MAX];
+    snprintf(based, sizeof based, "%s/klein-base-tiny", fx_test_tmpdir());
+    snprintf(gguf, sizeof gguf, "%s/plain.gguf", fx_test_tmpdir());
+    REQUIRE(linked_folder(based) == 0);
+    snprintf(qargs, sizeof qargs, "quantize -d '%s' --type q8_0 --component transformer -o '%s' -q", based, gguf);
+    char *qout = NULL;
+    REQUIRE_MSG(run(qargs, &qout) == 0, "%s", qout);
+    free(qout);
+    ctx = new_ctx();
+    lo.transformer_file = gguf;
+    REQUIRE_MSG(flux_load(ctx, g_dir, &lo) == FLUX_OK, "%s", flux_error(ctx));
+    CHECK(ctx->model->distilled == 0);
+    CHECK_MSG(strstr(ctx->model->variant_why, "general.name = \"klein-base-tiny\""), "%s", ctx->model->variant_why);
     flux_free(ctx);
 
     /* the warning is printed (not only with -v) */
