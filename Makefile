@@ -119,6 +119,8 @@ $(OBJ)/simd/quant/%.o: CFLAGS += -ffp-contract=off
 BUILD_INFO := $(CCNAME) $(shell $(CC) -dumpversion 2>/dev/null) $(ARCH) $(OPT) openmp=$(OPENMP) sanitize=$(SANITIZE) native=$(NATIVE) profile=$(PROFILE)$(if $(filter 1,$(VULKAN)), vulkan=1)
 $(OBJ)/src/pipeline/version.o: CPPFLAGS += -DFLUX_BUILD_INFO='"$(BUILD_INFO)"'
 $(OBJ)/tests/test_main.o: CPPFLAGS += -DFLUX_TEST_DIR='"$(abspath tests)"'
+# the installed tokenizer.json, read when no folder or --tokenizer gives one (make install)
+$(OBJ)/src/model/model.o: CPPFLAGS += -DFX_SHARE_DIR='"$(PREFIX)/share/flux"'
 
 # ---------------------------------------------------------------- sources
 # One folder per layer (README "Architecture"); kernels for one ISA end in
@@ -187,8 +189,9 @@ $(OBJ)/%.o: %.c $(BUILD)/cflags
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(ISAFLAGS) -c $< -o $@
 
 # Everything recompiles when the compiler flags change (a build tree made
-# before -fvisibility=hidden would otherwise keep exporting internals).
-CFLAGS_STAMP := $(CC) $(CPPFLAGS) $(CFLAGS)
+# before -fvisibility=hidden would otherwise keep exporting internals), and
+# when PREFIX does (model.o holds the installed tokenizer's path).
+CFLAGS_STAMP := $(CC) $(CPPFLAGS) $(CFLAGS) PREFIX=$(PREFIX)
 $(BUILD)/cflags: FORCE
 	@mkdir -p $(dir $@)
 	@echo "$(CFLAGS_STAMP)" | cmp -s - $@ || echo "$(CFLAGS_STAMP)" > $@
@@ -305,7 +308,10 @@ FUZZ_SRC_gguf = $(FUZZ_SRC_DEFAULT) src/formats/qwen3_file.c src/formats/single_
 FUZZ_SRC_png  = $(FUZZ_PNG_SRC)
 FUZZ_LIBS_png = -lpng
 FUZZ_SRC_npy  = src/base/file_read.c src/base/npy.c src/base/atomic_file.c src/base/signal_policy.c src/base/error.c
-FUZZ_SRC_tokenizer = src/base/file_read.c src/text/tokenizer.c src/text/unicode.c src/text/unicode_tables.c src/base/json.c src/base/error.c
+FUZZ_SRC_tokenizer = src/base/file_read.c src/text/tokenizer.c src/text/tokenizer_gguf.c src/text/unicode.c \
+                     src/text/unicode_tables.c src/base/json.c src/base/error.c src/base/strbuf.c
+FUZZ_SRC_tokenizer_gguf = $(FUZZ_SRC_tokenizer)
+FUZZ_SRC_vae_file = $(FUZZ_SRC_DEFAULT) src/formats/vae_file.c src/model/config_derive.c
 FUZZ_SRC_lora = $(FUZZ_SRC_DEFAULT) src/formats/single_file.c src/formats/lora.c src/formats/lora_keys.c simd/gemm/delta.c \
                 simd/gemm/linear.c \
                 simd/common/scratch.c
@@ -350,9 +356,10 @@ deps:                                  ## install missing build dependencies (ap
 	$(Q)tools/install_deps.sh $(if $(filter 1,$(VULKAN)),--vulkan)
 
 # ---- install
-install: all                           ## install binary, libraries, header, flux.pc
+install: all fixtures                  ## install binary, libraries, header, flux.pc, the Qwen3 tokenizer.json
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
-	           $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	           $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/share/flux
+	install -m 644 tests/fixtures/qwen3-tokenizer.json $(DESTDIR)$(PREFIX)/share/flux/tokenizer.json
 	install -m 755 $(FLUX_BIN) $(DESTDIR)$(PREFIX)/bin/flux
 	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/libflux.a
 	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/libflux.so.$(VERSION)
@@ -368,7 +375,8 @@ uninstall:                             ## remove what install put in PREFIX
 	rm -f $(DESTDIR)$(PREFIX)/bin/flux $(DESTDIR)$(PREFIX)/lib/libflux.a \
 	      $(DESTDIR)$(PREFIX)/lib/libflux.so $(DESTDIR)$(PREFIX)/lib/libflux.so.$(SOMAJOR) \
 	      $(DESTDIR)$(PREFIX)/lib/libflux.so.$(VERSION) $(DESTDIR)$(PREFIX)/include/flux.h \
-	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/flux.pc
+	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/flux.pc $(DESTDIR)$(PREFIX)/share/flux/tokenizer.json
+	-rmdir $(DESTDIR)$(PREFIX)/share/flux 2>/dev/null
 
 clean:                                 ## remove every build product
 	rm -rf build flux flux-server libflux.a libflux.so bench/flux-bench

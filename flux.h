@@ -215,6 +215,16 @@ typedef struct flux_load_options {
                                      "q6_k"), in memory, as `flux quantize`
                                      would write them; components already
                                      quantized stay as they are; NULL = off */
+    const char *vae_file;         /* single-file VAE replacing vae/: diffusers or
+                                     BFL/LDM names (ComfyUI's flux2-vae.safetensors,
+                                     BFL's full_encoder_small_decoder); its
+                                     config comes from its tensor shapes;
+                                     NULL = the folder */
+    const char *tokenizer_file;   /* tokenizer.json replacing tokenizer/; NULL =
+                                     the folder's, or without a folder the text
+                                     encoder GGUF's tokenizer.ggml.* arrays, else
+                                     the installed copy (make install:
+                                     $PREFIX/share/flux/tokenizer.json) */
 } flux_load_options;
 
 FLUX_API void flux_load_options_init(flux_load_options *lo);
@@ -224,6 +234,14 @@ FLUX_API void flux_load_options_init(flux_load_options *lo);
  *   text_encoder/{config.json,*.safetensors[.index.json]}, vae/...,
  *   tokenizer/tokenizer.json, scheduler/scheduler_config.json.
  * Every dimension comes from the config files. lo may be NULL.
+ * No folder (model_dir NULL or ""): lo must name transformer_file,
+ * text_encoder_file and vae_file; every dimension then comes from the
+ * tensor shapes, the FLUX.2-klein constants (RoPE axes and theta, eps
+ * values, the Qwen3 layers read, the scheduler's shift) are those of the
+ * published configs, the tokenizer as for lo->tokenizer_file, and the
+ * variant (distilled or base) from lo->distilled, else the transformer
+ * file's metadata, else its file name (with a warning). With a folder and
+ * a transformer_file, the file's own hints win over model_index.json.
  * Errors: FLUX_ERR_IO (missing file), FLUX_ERR_FORMAT (bad JSON,
  * safetensors or GGUF), FLUX_ERR_MODEL (tensor missing or misshapen, a
  * tensor the configs do not use, or a GGUF architecture key that
@@ -231,7 +249,7 @@ FLUX_API void flux_load_options_init(flux_load_options *lo);
  * and found).
  * Files that change afterwards: when a weight file is replaced, rewritten
  * or cut short on disk (say by `cp` over the folder), the next
- * flux_generate / flux_encode_text loads the folder again with the same
+ * flux_generate / flux_encode_text loads the model (folder or files) again with the same
  * options and LoRA adapters (same files and strengths, in order; an adapter
  * that no longer loads fails that call naming it, and is tried again at the
  * next) before it starts; a file cut short while a call reads it fails
@@ -254,6 +272,9 @@ typedef struct flux_model_info {
     int latent_channels;       /* 128 packed channels */
     int default_steps;         /* 4 distilled, 50 base */
     float default_guidance;    /* 1.0 distilled, 4.0 base */
+    const char *variant_reason; /* why distilled or base: "model_index.json
+                                   is_distilled", "forced (--base)", a file's
+                                   metadata key or name (flux_load's rules) */
 } flux_model_info;
 
 /* Describe the loaded model. FLUX_ERR_STATE if nothing is loaded. */

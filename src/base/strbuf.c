@@ -48,3 +48,27 @@ void fx_sb_printf(fx_strbuf *b, const char *fmt, ...) {
     fx_sb_add(b, big, (size_t)n);
     free(big);
 }
+
+void fx_sb_json_str(fx_strbuf *b, const char *s, size_t n) {
+    fx_sb_str(b, "\"");
+    size_t run = 0; /* bytes copied as they are, added in one go */
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)s[i];
+        if (c != '"' && c != '\\' && c >= 0x20) {
+            run++;
+            continue;
+        }
+        fx_sb_add(b, s + i - run, run);
+        run = 0;
+        char esc[8];
+        if (c == '"' || c == '\\') {
+            esc[0] = '\\', esc[1] = (char)c;
+            fx_sb_add(b, esc, 2);
+        } else {
+            snprintf(esc, sizeof esc, "\\u%04x", c);
+            fx_sb_str(b, esc);
+        }
+    }
+    fx_sb_add(b, s + n - run, run);
+    fx_sb_str(b, "\"");
+}

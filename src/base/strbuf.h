@@ -19,5 +19,8 @@ typedef struct fx_strbuf {
 void fx_sb_add(fx_strbuf *b, const char *s, size_t n);
 void fx_sb_str(fx_strbuf *b, const char *s);
 void fx_sb_printf(fx_strbuf *b, const char *fmt, ...) FX_PRINTF(2, 3);
+/* s[0, n) as a JSON string literal: quotes, '"' and '\\' escaped, bytes
+ * below 0x20 (NUL included) as \u00XX; other bytes copied (UTF-8 stays). */
+void fx_sb_json_str(fx_strbuf *b, const char *s, size_t n);
 
 #endif

@@ -23,6 +23,7 @@ typedef enum opt_id {
     O_QUIET, O_VERBOSE, O_HELP, O_VERSION, O_CPU_INFO, O_NEGATIVE, O_LINEAR, O_POWER, O_POWER_ALPHA,
     O_BASE, O_DISTILLED, O_PRECISION, O_ISA, O_NO_MMAP, O_NOISE, O_EMBEDDINGS, O_DUMP, O_TOKENIZE,
     O_RAW, O_BATCH, O_CACHE_DIR, O_NO_CACHE, O_TRANSFORMER, O_SHOW, O_TEXT_ENCODER, O_QUANT, O_LORA, O_BACKEND,
+    O_VAE, O_TOKENIZER,
     O_DEVICE, O_LIST_DEVICES, O_DEVICE_MEMORY, O_INIT_IMG, O_STRENGTH, O_MASK, O_MASK_INVERT, O_MASK_BLUR
 } opt_id;
 
@@ -51,12 +52,14 @@ static const opt_def options[] = {
     {0, "device-memory", 1, O_DEVICE_MEMORY},
     {0, "init-img", 1, O_INIT_IMG},   {0, "strength", 1, O_STRENGTH},   {0, "mask", 1, O_MASK},
     {0, "mask-invert", 0, O_MASK_INVERT}, {0, "mask-blur", 1, O_MASK_BLUR},
+    {0, "vae", 1, O_VAE},             {0, "tokenizer", 1, O_TOKENIZER},
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
 
 void cli_print_help(FILE *f) {
     fputs("usage: flux -d DIR -p PROMPT -o OUT.png [options]\n"
+          "       flux --transformer T --text-encoder TE --vae V -p PROMPT -o OUT.png [options]   (no folder)\n"
           "       flux -d DIR [options]             interactive mode (prompts from stdin)\n"
           "       flux -d DIR --tokenize [--raw] [-p TEXT]\n"
           "       flux quantize -d DIR --type TYPE --component transformer|text-encoder -o OUT.gguf\n"
@@ -79,11 +82,19 @@ void cli_print_help(FILE *f) {
           "      --text-encoder FILE  single-file Qwen3 text encoder replacing text_encoder/: a llama.cpp GGUF\n"
           "                         (token_embd, blk.N.attn_q, ...; also IQ4_NL/IQ4_XS) or Hugging Face names.\n"
           "                         A folder of configs, tokenizer/ and vae/ plus the two GGUF files runs\n"
+          "      --vae FILE         single-file VAE replacing vae/: diffusers names, or BFL/LDM names as in\n"
+          "                         ComfyUI's vae/flux2-vae.safetensors and BFL's full_encoder_small_decoder\n"
+          "                         (a narrower decoder); its widths come from its tensor shapes\n"
+          "      --tokenizer FILE   tokenizer.json replacing tokenizer/\n"
+          "                         Without -d, --transformer, --text-encoder and --vae are enough: configs\n"
+          "                         from the tensor shapes, the tokenizer from --tokenizer, else the GGUF text\n"
+          "                         encoder's own vocabulary, else the installed copy (make install)\n"
           "      --quant TYPE       quantize the F32/F16/BF16 weights on load, in memory (as flux quantize\n"
           "                         would write them): q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1, q4_0,\n"
           "                         q3_k, q2_k; components already in GGUF block types stay as they are\n"
           "      --base             treat the model as the undistilled base model (CFG, 50 steps)\n"
-          "      --distilled        treat the model as distilled (4 steps, no CFG); default: model_index.json\n"
+          "      --distilled        treat the model as distilled (4 steps, no CFG); default: model_index.json,\n"
+          "                         a transformer file's metadata, else its name (with a warning; -v says why)\n"
           "      --lora FILE[:SCALE] LoRA / LyCORIS adapter for the transformer, a .safetensors file as\n"
           "                         downloaded (diffusers/PEFT, BFL, kohya, ComfyUI, LoKr, LoHa, diff, DoRA),\n"
           "                         applied at run time with strength SCALE (default 1, -100..100); repeat\n"
@@ -480,6 +491,8 @@ static int apply(parse_ctx *pc, cli_args *a, const opt_def *o, const char *spell
     case O_TRANSFORMER: a->transformer_file = val; break;
     case O_SHOW: a->show = 1; break;
     case O_TEXT_ENCODER: a->text_encoder_file = val; break;
+    case O_VAE: a->vae_file = val; break;
+    case O_TOKENIZER: a->tokenizer_file = val; break;
     case O_QUANT: {
         static const char *const types[] = {"q8_0", "q6_k", "q5_k", "q5_1", "q5_0", "q4_k", "q4_1", "q4_0", "q3_k", "q2_k"};
         int known = 0;
@@ -648,8 +661,12 @@ static int validate(parse_ctx *pc, cli_args *a) {
         return usage_error(pc, "--device-memory: only used with --backend auto or vulkan");
     if (a->help || a->version || a->cpu_info || a->list_devices) return CLI_EXIT_OK; /* need nothing else */
 
-    if (!a->model_dir) return usage_error(pc, "missing -d DIR (the model folder; see flux --help)");
-    if ((rc = check_dir(pc, "-d", a->model_dir))) return rc;
+    if (!a->model_dir && !(a->transformer_file && a->text_encoder_file && a->vae_file))
+        return usage_error(pc, "missing -d DIR (the model folder), or --transformer, --text-encoder and --vae "
+                               "together; see flux --help");
+    if (a->model_dir && (rc = check_dir(pc, "-d", a->model_dir))) return rc;
+    if (a->vae_file && (rc = check_readable_file(pc, "--vae", a->vae_file))) return rc;
+    if (a->tokenizer_file && (rc = check_readable_file(pc, "--tokenizer", a->tokenizer_file))) return rc;
     if (a->tokenize) {
         if (a->output) return usage_error(pc, "--tokenize prints token ids: -o is not used with it");
         return CLI_EXIT_OK;

@@ -50,6 +50,8 @@ typedef struct cli_args {
     const char *model_dir;        /* -d */
     const char *transformer_file; /* --transformer */
     const char *text_encoder_file; /* --text-encoder */
+    const char *vae_file;         /* --vae */
+    const char *tokenizer_file;   /* --tokenizer */
     const char *quant;            /* --quant */
     char lora_file[CLI_MAX_LORAS][4096]; /* --lora FILE[:SCALE], in order */
     float lora_scale[CLI_MAX_LORAS];

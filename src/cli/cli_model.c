@@ -26,6 +26,8 @@ flux_status cli_load_model(flux_ctx *ctx, const cli_args *a) {
     flux_load_options_init(&lo);
     lo.transformer_file = a->transformer_file;
     lo.text_encoder_file = a->text_encoder_file;
+    lo.vae_file = a->vae_file;
+    lo.tokenizer_file = a->tokenizer_file;
     lo.quant = a->quant;
     lo.distilled = a->distilled;
     return flux_load(ctx, a->model_dir, &lo);

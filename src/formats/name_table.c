@@ -42,3 +42,16 @@ long fx_name_table_find(const fx_name_table *t, const fx_tensor *const *items, c
         if (!strcmp(items[v - 1]->name, name)) return (long)(v - 1);
     }
 }
+
+const char *fx_name_after_index(const char *name, const char *prefix, int *index) {
+    size_t len = strlen(prefix);
+    if (strncmp(name, prefix, len)) return NULL;
+    const char *p = name + len;
+    if (*p < '0' || *p > '9' || (*p == '0' && p[1] >= '0' && p[1] <= '9')) return NULL;
+    long v = 0;
+    for (; *p >= '0' && *p <= '9'; p++)
+        if ((v = v * 10 + (*p - '0')) > 100000) return NULL;
+    if (*p != '.') return NULL;
+    *index = (int)v;
+    return p + 1;
+}

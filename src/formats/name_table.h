@@ -28,4 +28,8 @@ long fx_name_table_insert(fx_name_table *t, const fx_tensor *const *items, size_
 /* The index of the item named `name`, or -1. */
 long fx_name_table_find(const fx_name_table *t, const fx_tensor *const *items, const char *name);
 
+/* A tensor name "<prefix><n>.<rest>" with a plain decimal n (no leading
+ * zero, at most 100000): rest, with n in *index; else NULL. */
+const char *fx_name_after_index(const char *name, const char *prefix, int *index);
+
 #endif

@@ -4,6 +4,8 @@
  */
 #include "qwen3_file.h"
 
+#include "name_table.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,25 +36,11 @@ static const struct {
 #define N_LAYER_NAMES (sizeof layer_names / sizeof *layer_names)
 #define N_GLOBAL_NAMES (sizeof global_names / sizeof *global_names)
 
-/* "<prefix><n>.<rest>" with a plain decimal n: rest, else NULL. */
-static const char *after_index(const char *name, const char *prefix, int *n) {
-    size_t len = strlen(prefix);
-    if (strncmp(name, prefix, len)) return NULL;
-    const char *p = name + len;
-    if (*p < '0' || *p > '9' || (*p == '0' && p[1] >= '0' && p[1] <= '9')) return NULL;
-    long v = 0;
-    for (; *p >= '0' && *p <= '9'; p++)
-        if ((v = v * 10 + (*p - '0')) > 100000) return NULL;
-    if (*p != '.') return NULL;
-    *n = (int)v;
-    return p + 1;
-}
-
 int fx_qwen3_hf_name(const char *name, char *out, size_t size) {
     for (size_t i = 0; i < N_GLOBAL_NAMES; i++)
         if (!strcmp(name, global_names[i].llama)) return snprintf(out, size, "%s", global_names[i].hf) < (int)size;
     int n;
-    const char *rest = after_index(name, "blk.", &n);
+    const char *rest = fx_name_after_index(name, "blk.", &n);
     for (size_t i = 0; rest && i < N_LAYER_NAMES; i++)
         if (!strcmp(rest, layer_names[i].llama))
             return snprintf(out, size, "model.layers.%d.%s", n, layer_names[i].hf) < (int)size;
@@ -63,7 +51,7 @@ int fx_qwen3_llama_name(const char *name, char *out, size_t size) {
     for (size_t i = 0; i < N_GLOBAL_NAMES; i++)
         if (!strcmp(name, global_names[i].hf)) return snprintf(out, size, "%s", global_names[i].llama) < (int)size;
     int n;
-    const char *rest = after_index(name, "model.layers.", &n);
+    const char *rest = fx_name_after_index(name, "model.layers.", &n);
     for (size_t i = 0; rest && i < N_LAYER_NAMES; i++)
         if (!strcmp(rest, layer_names[i].hf)) return snprintf(out, size, "blk.%d.%s", n, layer_names[i].llama) < (int)size;
     return 0;

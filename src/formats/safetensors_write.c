@@ -10,24 +10,6 @@
 
 #include "src/base/atomic_file.h"
 
-/* A JSON string literal. */
-static void put_json(fx_strbuf *b, const char *s) {
-    fx_sb_str(b, "\"");
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        char esc[8];
-        if (*p == '"' || *p == '\\') {
-            esc[0] = '\\', esc[1] = (char)*p;
-            fx_sb_add(b, esc, 2);
-        } else if (*p < 0x20) {
-            snprintf(esc, sizeof esc, "\\u%04x", *p);
-            fx_sb_str(b, esc);
-        } else {
-            fx_sb_add(b, (const char *)p, 1);
-        }
-    }
-    fx_sb_str(b, "\"");
-}
-
 flux_status fx_safetensors_header(fx_strbuf *h, const fx_safetensors_entry *e, size_t n, const char *const *meta, size_t n_meta,
                          const char *what, fx_err *err) {
     char num[96];
@@ -36,9 +18,9 @@ flux_status fx_safetensors_header(fx_strbuf *h, const fx_safetensors_entry *e, s
         fx_sb_str(h, "\"__metadata__\":{");
         for (size_t i = 0; i < n_meta; i++) {
             if (i) fx_sb_str(h, ",");
-            put_json(h, meta[2 * i]);
+            fx_sb_json_str(h, meta[2 * i], strlen(meta[2 * i]));
             fx_sb_str(h, ":");
-            put_json(h, meta[2 * i + 1]);
+            fx_sb_json_str(h, meta[2 * i + 1], strlen(meta[2 * i + 1]));
         }
         fx_sb_str(h, "}");
     }
@@ -46,9 +28,9 @@ flux_status fx_safetensors_header(fx_strbuf *h, const fx_safetensors_entry *e, s
         if (!fx_dtype_size(e[i].dtype) || e[i].shape.ndim < 0 || e[i].shape.ndim > FX_ST_MAX_DIMS)
             return fx_fail(err, FLUX_ERR_INVALID_ARG, "%s: tensor '%.200s': bad dtype or shape", what, e[i].name);
         if (i || n_meta) fx_sb_str(h, ",");
-        put_json(h, e[i].name);
+        fx_sb_json_str(h, e[i].name, strlen(e[i].name));
         fx_sb_str(h, ":{\"dtype\":");
-        put_json(h, fx_dtype_name(e[i].dtype));
+        fx_sb_json_str(h, fx_dtype_name(e[i].dtype), strlen(fx_dtype_name(e[i].dtype)));
         fx_sb_str(h, ",\"shape\":[");
         for (int d = 0; d < e[i].shape.ndim; d++) {
             snprintf(num, sizeof num, d ? ",%lld" : "%lld", (long long)e[i].shape.d[d]);

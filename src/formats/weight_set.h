@@ -192,6 +192,11 @@ fx_wset *fx_wset_view_new(fx_wset *base, const char *display, size_t capacity, f
  * a duplicate name; FLUX_ERR_INVALID_ARG when the capacity is used up. */
 flux_status fx_wset_view_add(fx_wset *view, const char *name, const fx_wset_range *ranges, int n, fx_err *err);
 
+/* A view tensor [r, c, 1, …, 1] (a 1×1 convolution) shown as the matrix
+ * [r, c] (the same bytes); FLUX_ERR_MODEL naming the tensor for any other
+ * shape. */
+flux_status fx_wset_view_as_matrix(fx_wset *view, const char *name, fx_err *err);
+
 /* The base of a view (NULL for other sets). */
 const fx_wset *fx_wset_view_base(const fx_wset *s);
 

@@ -122,4 +122,20 @@ flux_status fx_wset_view_add(fx_wset *view, const char *name, const fx_wset_rang
     return FLUX_OK;
 }
 
+flux_status fx_wset_view_as_matrix(fx_wset *view, const char *name, fx_err *err) {
+    const fx_tensor *t = view->base ? fx_wset_find(view, name) : NULL;
+    if (!t) return fx_fail(err, FLUX_ERR_INVALID_ARG, "%s: no view tensor '%.200s'", fx_wset_display(view), name);
+    view_tensor *v = (view_tensor *)as_view_tensor(view, t);
+    int nd = v->t.shape.ndim;
+    while (nd > 2 && v->t.shape.d[nd - 1] == 1) nd--;
+    if (nd != 2) {
+        char shape[160];
+        fx_shape_str(&v->t.shape, shape, sizeof shape);
+        return fx_fail(err, FLUX_ERR_MODEL, "%s: tensor '%.200s' %s is not a matrix or a 1×1 convolution",
+                       fx_wset_display(view), v->src[0]->name, shape);
+    }
+    v->t.shape.ndim = nd; /* same bytes: [r, c, 1, 1] → [r, c] */
+    return FLUX_OK;
+}
+
 const fx_wset *fx_wset_view_base(const fx_wset *s) { return s->base; }

@@ -7,6 +7,10 @@
  *   <dir>/vae/config.json + weights               AutoencoderKLFlux2
  *   <dir>/scheduler/scheduler_config.json         FlowMatchEulerDiscrete
  *   <dir>/tokenizer/tokenizer.json                path only (tokenizer.c)
+ * or, without a folder, the transformer, text encoder and VAE files of the
+ * load options with configs derived from their shapes (config_derive.h),
+ * the tokenizer from --tokenizer, the GGUF text encoder or the installed
+ * copy, and the variant from the files' hints (variant.h).
  */
 #include "model.h"
 
@@ -21,18 +25,29 @@
 
 #include "src/base/clock.h"
 
+#ifndef FX_SHARE_DIR /* set by the Makefile from PREFIX */
+#define FX_SHARE_DIR "/usr/local/share/flux"
+#endif
+
 #include "quantize.h"
 #include "src/base/json.h"
 #include "src/formats/qwen3_file.h"
 #include "src/formats/single_file.h"
+#include "src/formats/gguf.h"
+#include "src/formats/vae_file.h"
+#include "config_derive.h"
+#include "variant.h"
 
 int fx_load_options_copy(flux_load_options *dst, const flux_load_options *src) {
     *dst = *src;
     dst->transformer_file = src->transformer_file ? strdup(src->transformer_file) : NULL;
     dst->text_encoder_file = src->text_encoder_file ? strdup(src->text_encoder_file) : NULL;
     dst->quant = src->quant ? strdup(src->quant) : NULL;
+    dst->vae_file = src->vae_file ? strdup(src->vae_file) : NULL;
+    dst->tokenizer_file = src->tokenizer_file ? strdup(src->tokenizer_file) : NULL;
     if ((src->transformer_file && !dst->transformer_file) || (src->text_encoder_file && !dst->text_encoder_file) ||
-        (src->quant && !dst->quant)) {
+        (src->quant && !dst->quant) || (src->vae_file && !dst->vae_file) ||
+        (src->tokenizer_file && !dst->tokenizer_file)) {
         fx_load_options_free(dst);
         return -1;
     }
@@ -43,7 +58,9 @@ void fx_load_options_free(flux_load_options *lo) {
     free((char *)lo->transformer_file);
     free((char *)lo->text_encoder_file);
     free((char *)lo->quant);
-    lo->transformer_file = lo->text_encoder_file = lo->quant = NULL;
+    free((char *)lo->vae_file);
+    free((char *)lo->tokenizer_file);
+    lo->transformer_file = lo->text_encoder_file = lo->quant = lo->vae_file = lo->tokenizer_file = NULL;
 }
 
 void fx_model_free(struct fx_model *m) {
@@ -53,6 +70,7 @@ void fx_model_free(struct fx_model *m) {
     fx_wset_close(m->text_encoder_w);
     fx_wset_close(m->text_encoder_q);
     free(m->tokenizer_path);
+    free(m->tokenizer_gguf);
     fx_load_options_free(&m->lo);
     free(m->dir);
     free(m->name);
@@ -187,24 +205,81 @@ static flux_status open_weights(const struct fx_model *m, const char *component,
     return *out ? FLUX_OK : err->code;
 }
 
-static flux_status load_folder(struct fx_model *m, const fx_logger *log, const flux_load_options *lo, fx_err *err) {
+/* The folder's configs (every one but the VAE's when a VAE file is given:
+ * its config comes from its shapes). */
+static flux_status read_folder_configs(struct fx_model *m, const fx_logger *log, const flux_load_options *lo,
+                                       fx_err *err) {
     TRY(read_config(m, "model_index.json", parse_pipeline, &m->pipeline, err));
-    m->distilled = lo->distilled >= 0 ? lo->distilled != 0 : m->pipeline.distilled;
     if (m->pipeline.class_name[0] && strncmp(m->pipeline.class_name, "Flux2Klein", 10))
         fx_log(log, 1, "flux: model_index.json names pipeline %s; loading it as FLUX.2-klein",
                m->pipeline.class_name);
-
     TRY(read_config(m, "transformer/config.json", parse_dit, &m->dit, err));
     TRY(read_config(m, "text_encoder/config.json", parse_qwen3, &m->qwen3, err));
-    TRY(read_config(m, "vae/config.json", parse_vae, &m->vae, err));
+    if (!lo->vae_file) TRY(read_config(m, "vae/config.json", parse_vae, &m->vae, err));
     TRY(read_config(m, "scheduler/scheduler_config.json", parse_sched, &m->sched, err));
-    TRY(fx_configs_check(&m->dit, &m->qwen3, &m->vae, err));
+    if (!lo->vae_file) TRY(fx_configs_check(&m->dit, &m->qwen3, &m->vae, err));
+    return FLUX_OK;
+}
 
-    char path[PATH_MAX];
-    TRY(path_of(m, "tokenizer/tokenizer.json", path, sizeof path, err));
+/* The file exists (what it holds is checked when the tokenizer is read). */
+static int readable(const char *path) {
     struct stat st;
-    if (stat(path, &st) != 0) return fx_fail(err, FLUX_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    return stat(path, &st) == 0;
+}
+
+/* The text encoder is a GGUF file on disk that carries its vocabulary. */
+static int te_gguf_has_vocab(const struct fx_model *m) {
+    const fx_tensor_file *f = fx_wset_file_count(m->text_encoder_w) ? fx_wset_file_at(m->text_encoder_w, 0) : NULL;
+    const fx_gguf *g = f ? fx_tensor_file_gguf(f) : NULL;
+    const fx_gguf_kv *kv = g ? fx_gguf_find(g, "tokenizer.ggml.tokens") : NULL;
+    return kv && kv->type == FX_GGUF_ARRAY && fx_tensor_file_path(f);
+}
+
+/* Where the tokenizer comes from: --tokenizer, the folder's, a GGUF text
+ * encoder's tokenizer.ggml.* arrays, the installed copy ($FLUX_SHARE_DIR,
+ * else make install's $PREFIX/share/flux). */
+static flux_status find_tokenizer(struct fx_model *m, const flux_load_options *lo, fx_err *err) {
+    char path[PATH_MAX];
+    const char *from = NULL;
+    if (lo->tokenizer_file) {
+        if (!readable(lo->tokenizer_file))
+            return fx_fail(err, FLUX_ERR_IO, "cannot open tokenizer %s: %s", lo->tokenizer_file, strerror(errno));
+        snprintf(path, sizeof path, "%s", lo->tokenizer_file);
+        from = "--tokenizer";
+    } else if (m->dir) {
+        TRY(path_of(m, "tokenizer/tokenizer.json", path, sizeof path, err));
+        if (!readable(path)) return fx_fail(err, FLUX_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+        from = "the model folder";
+    } else if (te_gguf_has_vocab(m)) {
+        const fx_tensor_file *f = fx_wset_file_at(m->text_encoder_w, 0);
+        const char *te = fx_tensor_file_path(f), *model = "", *pre = "";
+        fx_gguf_get_str(fx_tensor_file_gguf(f), "tokenizer.ggml.model", &model);
+        fx_gguf_get_str(fx_tensor_file_gguf(f), "tokenizer.ggml.pre", &pre);
+        if (strcmp(model, "gpt2") || strcmp(pre, "qwen2")) /* checked now: the arrays are read at the first prompt */
+            return fx_fail(err, FLUX_ERR_UNSUPPORTED,
+                           "%s: its vocabulary is tokenizer.ggml.model '%.40s', pre '%.40s'; flux.c reads the Qwen3 "
+                           "one ('gpt2', 'qwen2'): give --tokenizer FILE (tokenizer.json)", te, model, pre);
+        if (!(m->tokenizer_gguf = strdup(te))) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
+        snprintf(m->tokenizer_source, sizeof m->tokenizer_source, "%.400s (its tokenizer.ggml.* arrays)", te);
+        return FLUX_OK;
+    } else {
+        const char *env = getenv("FLUX_SHARE_DIR");
+        snprintf(path, sizeof path, "%s/tokenizer.json", env && *env ? env : FX_SHARE_DIR);
+        if (!readable(path))
+            return fx_fail(err, FLUX_ERR_IO,
+                           "no tokenizer: without a model folder give --tokenizer FILE (tokenizer.json), a GGUF text "
+                           "encoder with tokenizer.ggml.* arrays, or install one (make install puts it in %s; "
+                           "FLUX_SHARE_DIR overrides); %s was not found", FX_SHARE_DIR, path);
+        from = "the installed copy";
+    }
     if (!(m->tokenizer_path = strdup(path))) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
+    snprintf(m->tokenizer_source, sizeof m->tokenizer_source, "%.400s (%s)", path, from);
+    return FLUX_OK;
+}
+
+static flux_status load_components(struct fx_model *m, const fx_logger *log, const flux_load_options *lo, fx_err *err) {
+    if (m->dir) TRY(read_folder_configs(m, log, lo, err));
+    else fx_sched_config_klein(&m->sched);
 
     if (lo->transformer_file) { /* BFL / ComfyUI / diffusers names, mapped (single_file.h) */
         m->transformer_w = fx_single_file_open(lo->transformer_file, m->use_mmap, log, NULL, err);
@@ -212,6 +287,29 @@ static flux_status load_folder(struct fx_model *m, const fx_logger *log, const f
     } else {
         TRY(open_weights(m, "transformer", "diffusion_pytorch_model.safetensors", m->use_mmap, &m->transformer_w, err));
     }
+    if (!m->dir) TRY(fx_dit_config_derive(m->transformer_w, &m->dit, err));
+    fx_variant_decide(lo->distilled, m->dir ? m->pipeline.distilled : -1, m->transformer_w, lo->transformer_file,
+                      log, &m->distilled, m->variant_why, sizeof m->variant_why);
+
+    if (lo->vae_file) { /* diffusers or BFL names; widths from the shapes (vae_file.h) */
+        m->vae_w = fx_vae_file_open(lo->vae_file, m->use_mmap, log, err);
+        if (!m->vae_w) return err->code;
+        TRY(fx_vae_config_derive(m->vae_w, &m->vae, err));
+    } else {
+        TRY(open_weights(m, "vae", "diffusion_pytorch_model.safetensors", m->use_mmap, &m->vae_w, err));
+    }
+    /* text encoder: headers now (validated), data on first use unless eager */
+    const int te_mmap = lo->lazy_text_encoder ? -1 : m->use_mmap;
+    if (lo->text_encoder_file) { /* llama.cpp or Hugging Face names, one file (qwen3_file.h) */
+        m->text_encoder_w = fx_qwen3_file_open(lo->text_encoder_file, te_mmap, log, err);
+        if (!m->text_encoder_w) return err->code;
+    } else {
+        TRY(open_weights(m, "text_encoder", "model.safetensors", te_mmap, &m->text_encoder_w, err));
+    }
+    if (!m->dir) TRY(fx_qwen3_config_derive(m->text_encoder_w, &m->qwen3, err));
+    if (!m->dir || lo->vae_file) TRY(fx_configs_check(&m->dit, &m->qwen3, &m->vae, err));
+    TRY(find_tokenizer(m, lo, err));
+
     TRY(fx_check_dit_weights(m->transformer_w, &m->dit, err));
     fx_wset_quant_note(m->transformer_w, log);
     if (m->quant >= 0 && !has_blocks(m->transformer_w)) {
@@ -221,35 +319,44 @@ static flux_status load_folder(struct fx_model *m, const fx_logger *log, const f
         m->transformer_w = q;
         TRY(fx_check_dit_weights(m->transformer_w, &m->dit, err));
     }
-    TRY(open_weights(m, "vae", "diffusion_pytorch_model.safetensors", m->use_mmap, &m->vae_w, err));
     TRY(fx_check_vae_weights(m->vae_w, &m->vae, err));
-    /* text encoder: headers now (validated), data on first use unless eager */
-    const int te_mmap = lo->lazy_text_encoder ? -1 : m->use_mmap;
-    if (lo->text_encoder_file) { /* llama.cpp or Hugging Face names, one file (qwen3_file.h) */
-        m->text_encoder_w = fx_qwen3_file_open(lo->text_encoder_file, te_mmap, log, err);
-        if (!m->text_encoder_w) return err->code;
-        TRY(fx_check_qwen3_gguf(m->text_encoder_w, &m->qwen3, err));
-    } else {
-        TRY(open_weights(m, "text_encoder", "model.safetensors", te_mmap, &m->text_encoder_w, err));
-    }
+    if (lo->text_encoder_file) TRY(fx_check_qwen3_gguf(m->text_encoder_w, &m->qwen3, err));
     TRY(fx_check_qwen3_weights(m->text_encoder_w, &m->qwen3, err));
     fx_wset_quant_note(m->text_encoder_w, log);
     if (!lo->lazy_text_encoder && m->quant >= 0 && !fx_model_text_encoder_weights(m, err)) return err->code;
     return FLUX_OK;
 }
 
+/* The model's name without a folder: the transformer file's, without
+ * directory and extension. */
+static char *file_model_name(const char *path) {
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    size_t n = strlen(b);
+    const char *dot = strrchr(b, '.');
+    if (dot && dot != b) n = (size_t)(dot - b);
+    char *name = malloc(n + 1);
+    if (name) memcpy(name, b, n), name[n] = '\0';
+    return name;
+}
+
 flux_status fx_model_open(const char *model_dir, const flux_load_options *lo, int use_mmap, const fx_logger *log,
                           const fx_kctx *kc, struct fx_model **out, fx_err *err) {
     *out = NULL;
+    const int folder = model_dir && *model_dir;
     struct stat st;
-    if (stat(model_dir, &st) != 0)
+    if (!folder && (!lo->transformer_file || !lo->text_encoder_file || !lo->vae_file))
+        return fx_fail(err, FLUX_ERR_INVALID_ARG,
+                       "no model folder given, and not all three files: without a folder give the transformer, the "
+                       "text encoder and the VAE files (--transformer, --text-encoder, --vae)");
+    if (folder && stat(model_dir, &st) != 0)
         return fx_fail(err, FLUX_ERR_IO, "model folder %s: %s", model_dir, strerror(errno));
-    if (!S_ISDIR(st.st_mode)) return fx_fail(err, FLUX_ERR_IO, "model folder %s is not a folder", model_dir);
+    if (folder && !S_ISDIR(st.st_mode)) return fx_fail(err, FLUX_ERR_IO, "model folder %s is not a folder", model_dir);
 
     struct fx_model *m = calloc(1, sizeof *m);
     if (!m) return fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
-    m->dir = strdup(model_dir);
-    m->name = folder_name(model_dir);
+    m->dir = folder ? strdup(model_dir) : NULL;
+    m->name = folder ? folder_name(model_dir) : file_model_name(lo->transformer_file);
     m->use_mmap = use_mmap != 0;
     m->kc = *kc;
     m->quant = -1;
@@ -266,14 +373,14 @@ flux_status fx_model_open(const char *model_dir, const flux_load_options *lo, in
                            lo->quant);
         }
     }
-    if (!m->dir || !m->name) {
+    if ((folder && !m->dir) || !m->name) {
         fx_model_free(m);
         return fx_fail(err, FLUX_ERR_NOMEM, "out of memory");
     }
-    size_t len = strlen(m->dir);
+    size_t len = folder ? strlen(m->dir) : 0;
     while (len > 1 && m->dir[len - 1] == '/') m->dir[--len] = '\0';
 
-    flux_status status = load_folder(m, log, lo, err);
+    flux_status status = load_components(m, log, lo, err);
     if (status) {
         fx_model_free(m);
         return status;
@@ -282,6 +389,16 @@ flux_status fx_model_open(const char *model_dir, const flux_load_options *lo, in
            m->name, m->distilled ? "distilled" : "base", m->dit.double_blocks, m->dit.single_blocks, m->dit.hidden,
            m->qwen3.layers_used, m->qwen3.layers, m->qwen3.hidden, fx_wset_count(m->transformer_w),
            fx_wset_count(m->text_encoder_w), fx_wset_count(m->vae_w));
+    fx_log(log, 1, "flux: %s: %s (%s); tokenizer %s", m->name, m->distilled ? "distilled" : "base", m->variant_why,
+           m->tokenizer_source);
+    if (!m->dir)
+        fx_log(log, 1, "flux: no model folder: configs from the shapes: transformer %d heads × %d, MLP %d, text %d; "
+               "text encoder %d layers, %d heads (%d kv) × %d, MLP %d, vocab %d; VAE %d latent channels, encoder "
+               "widths %d..%d, decoder widths %d..%d", m->dit.heads, m->dit.head_dim, m->dit.mlp_hidden,
+               m->dit.text_dim, m->qwen3.layers, m->qwen3.heads, m->qwen3.kv_heads, m->qwen3.head_dim,
+               m->qwen3.intermediate, m->qwen3.vocab, m->vae.latent_channels, m->vae.block_out_channels[0],
+               m->vae.block_out_channels[m->vae.levels - 1], m->vae.decoder_block_out_channels[0],
+               m->vae.decoder_block_out_channels[m->vae.levels - 1]);
     *out = m;
     return FLUX_OK;
 }

@@ -28,8 +28,10 @@
 #include "src/formats/weight_set.h"
 
 struct fx_model {
-    char *dir;   /* the folder given to flux_load */
-    char *name;  /* its last path component, e.g. "FLUX.2-klein-4B" */
+    char *dir;   /* the folder given to flux_load; NULL when loaded from files
+                    alone (configs derived from the shapes: config_derive.h) */
+    char *name;  /* its last path component, e.g. "FLUX.2-klein-4B" (without a
+                    folder: the transformer file's name without extension) */
 
     int distilled;            /* effective variant: model_index.json "is_distilled"
                                  unless forced by flux_load_options.distilled */
@@ -43,7 +45,12 @@ struct fx_model {
     fx_vae_config vae;           /* vae/config.json */
     fx_sched_config sched;       /* scheduler/scheduler_config.json */
 
-    char *tokenizer_path;        /* <dir>/tokenizer/tokenizer.json (exists) */
+    char variant_why[200];       /* why distilled / base (variant.h), for -v and PNG metadata */
+
+    char *tokenizer_path;        /* tokenizer.json to load (exists), or NULL with: */
+    char *tokenizer_gguf;        /* a GGUF text encoder whose tokenizer.ggml.*
+                                    arrays give the tokenizer (no folder) */
+    char tokenizer_source[512];  /* where the tokenizer comes from, for -v */
 
     fx_wset *transformer_w;      /* transformer/diffusion_pytorch_model.safetensors[.index.json] */
     fx_wset *vae_w;              /* vae/diffusion_pytorch_model.safetensors */
@@ -59,7 +66,8 @@ struct fx_model {
     /* Later stages add their own per-model state here (documented). */
 };
 
-/* Open and check the model folder `dir` (model.c's header comment) with the
+/* Open and check the model folder `dir` (model.c's header comment; NULL or
+ * "": the files of lo alone, all three required) with the
  * load options (variant, single-file transformer, lazy text encoder);
  * use_mmap as flux_options.use_mmap. *out is the new model, or NULL with
  * the first problem in err, naming the file. */

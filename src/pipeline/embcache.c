@@ -525,9 +525,22 @@ static int model_identity(const struct fx_model *m, uint8_t id[FX_SHA256_BYTES],
     fx_sha256_init(&h);
     fx_sha256_update(&h, domain, sizeof domain);
     char path[4096];
-    snprintf(path, sizeof path, "%s/text_encoder/config.json", m->dir);
-    if (hash_file(&h, path) != 0) return snprintf(which, size, "%s", path), -1;
-    if (hash_file(&h, m->tokenizer_path) != 0) return snprintf(which, size, "%s", m->tokenizer_path), -1;
+    if (m->dir) {
+        snprintf(path, sizeof path, "%s/text_encoder/config.json", m->dir);
+        if (hash_file(&h, path) != 0) return snprintf(which, size, "%s", path), -1;
+    } else { /* no folder: the config derived from the shapes */
+        const fx_qwen3_config *c = &m->qwen3;
+        const int64_t v[] = {c->hidden, c->intermediate, c->layers, c->layers_used, c->heads, c->kv_heads,
+                             c->head_dim, c->vocab, (int64_t)(c->rope_theta * 1e3), (int64_t)(c->rms_eps * 1e12)};
+        for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+            uint8_t le[8];
+            put_u64(le, (uint64_t)v[i]);
+            fx_sha256_update(&h, le, sizeof le);
+        }
+    }
+    /* a tokenizer built from the GGUF text encoder is identified with its weights below */
+    if (m->tokenizer_path && hash_file(&h, m->tokenizer_path) != 0)
+        return snprintf(which, size, "%s", m->tokenizer_path), -1;
     const fx_wset *w = m->text_encoder_w;
     if (m->quant >= 0) { /* quantized on load: the type decides the weights too */
         const char *q = fx_dtype_name((fx_dtype)m->quant);

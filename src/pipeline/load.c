@@ -62,7 +62,6 @@ flux_status flux_load(flux_ctx *ctx, const char *model_dir, const flux_load_opti
         ctx->err = ctx->options_err.msg[0] ? ctx->options_err : ctx->backend_err;
         return ctx->err.code;
     }
-    if (!model_dir || !*model_dir) return fx_fail(err, FLUX_ERR_INVALID_ARG, "flux_load: no model folder given");
     flux_load_options defaults;
     if (!lo) {
         flux_load_options_init(&defaults);
@@ -70,6 +69,10 @@ flux_status flux_load(flux_ctx *ctx, const char *model_dir, const flux_load_opti
     }
     char bad[256];
     if (fx_load_options_check(lo, bad, sizeof bad)) return fx_fail(err, FLUX_ERR_INVALID_ARG, "flux_load: %s", bad);
+    if ((!model_dir || !*model_dir) && (!lo->transformer_file || !lo->text_encoder_file || !lo->vae_file))
+        return fx_fail(err, FLUX_ERR_INVALID_ARG,
+                       "flux_load: no model folder given (without one, the load options must name the transformer, "
+                       "text encoder and VAE files)");
     fx_ctx_forget_model(ctx);
     TRY(fx_model_open(model_dir, lo, ctx->opt.use_mmap, &ctx->log, &ctx->kc, &ctx->model, err));
     flux_status st = FLUX_OK;
@@ -89,7 +92,7 @@ flux_status fx_ctx_fresh_model(flux_ctx *ctx) {
         fx_log(&ctx->log, 1, "flux: %s; loading the model again", why.msg);
         /* the folder, options and adapters outlive the model, until loaded again */
         drop_reload(ctx);
-        ctx->reload.dir = strdup(m->dir);
+        ctx->reload.dir = strdup(m->dir ? m->dir : ""); /* "": loaded from files alone */
         const int lo_ok = !fx_load_options_copy(&ctx->reload.lo, &m->lo);
         ctx->reload.use_mmap = m->use_mmap;
         const int adapters_ok = fx_adapters_remember(ctx) == FLUX_OK;
@@ -124,5 +127,6 @@ flux_status flux_get_model_info(const flux_ctx *ctx, flux_model_info *info) {
     info->latent_channels = m->dit.in_channels;
     info->default_steps = m->distilled ? 4 : 50;
     info->default_guidance = m->distilled ? 1.0f : 4.0f;
+    info->variant_reason = m->variant_why;
     return FLUX_OK;
 }

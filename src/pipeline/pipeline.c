@@ -226,14 +226,14 @@ static flux_status resolve(gen *g, int n_images) {
     if (m->distilled && g->guidance > 1.0f)
         return fx_fail(err, FLUX_ERR_INVALID_ARG,
                        "guidance %g asks for classifier-free guidance, which only the base model has: %s is "
-                       "distilled (model_index.json is_distilled); leave the guidance at 1, or force the base "
+                       "distilled (%s); leave the guidance at 1, or force the base "
                        "path (--base, flux_load_options.distilled = 0)",
-                       (double)g->guidance, m->name);
+                       (double)g->guidance, m->name, m->variant_why);
     if (m->distilled && has_negative)
         return fx_fail(err, FLUX_ERR_INVALID_ARG,
                        "a negative prompt needs classifier-free guidance, which only the base model has: %s is "
-                       "distilled (model_index.json is_distilled)",
-                       m->name);
+                       "distilled (%s)",
+                       m->name, m->variant_why);
     if (!g->cfg && has_negative)
         return fx_fail(err, FLUX_ERR_INVALID_ARG,
                        "a negative prompt is only used with classifier-free guidance (guidance > 1); guidance is %g",
@@ -564,6 +564,12 @@ static flux_status decode(gen *g, int index, const float *tokens, float *chw, fl
         st = fx_image_set_generation_text(img, loras ? tagged : g->p->prompt, neg, g->steps, g->seed + (uint64_t)index,
                                           g->width, g->height, g->cfg ? g->guidance : 1.0f, g->sched, ctx->model->name,
                                           NULL);
+    if (!st) { /* distilled or base, and why (src/model/variant.h) */
+        char variant[sizeof ctx->model->variant_why + 16];
+        snprintf(variant, sizeof variant, "%s (%s)", ctx->model->distilled ? "distilled" : "base",
+                 ctx->model->variant_why);
+        st = flux_image_set_text(img, "variant", variant);
+    }
     if (!st && loras) st = flux_image_set_text(img, "prompt", g->p->prompt ? g->p->prompt : "");
     if (!st && loras) st = flux_image_set_text(img, "loras", loras);
     free(tagged);

@@ -59,7 +59,7 @@ static void print_help(FILE *f) {
           "  -h, --help             this text\n"
           "\n"
           "Model and performance (as for flux, see flux --help): -d DIR, --transformer FILE,\n"
-          "--text-encoder FILE, --quant TYPE, --base, --distilled, --lora FILE[:SCALE] (always applied),\n"
+          "--text-encoder FILE, --vae FILE, --tokenizer FILE (the three files without -d), --quant TYPE, --base, --distilled, --lora FILE[:SCALE] (always applied),\n"
           "-t N, --precision P, --isa NAME, --backend B, --device N, --device-memory MB, --no-mmap,\n"
           "--cache-dir DIR, --no-cache, -q (no log lines), -v (a line per request; -vv the library's too)\n",
           f);

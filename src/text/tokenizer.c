@@ -20,7 +20,7 @@
 
 /* The split regex the hand-written pre-tokenizer implements, as stored in
  * tokenizer.json (pre_tokenizer.pretokenizers[0].pattern.Regex). */
-static const char QWEN2_SPLIT_REGEX[] =
+const char fx_qwen2_split_regex[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
@@ -243,7 +243,7 @@ static flux_status check_pipeline(const fx_json *root, const char *src, fx_err *
     if (!str_is(fx_json_get(split, "type"), "Split") || !fx_json_is_string(re))
         return fx_fail(err, FLUX_ERR_UNSUPPORTED, "%s: pre_tokenizer.pretokenizers[0] must be a Split with a Regex pattern",
                        src);
-    if (strcmp(fx_json_str(re), QWEN2_SPLIT_REGEX))
+    if (strcmp(fx_json_str(re), fx_qwen2_split_regex))
         return fx_fail(err, FLUX_ERR_UNSUPPORTED,
                        "%s: pre_tokenizer.pretokenizers[0].pattern.Regex is not the Qwen2 split regex "
                        "(flux.c implements only that one); found \"%.200s\"",
@@ -838,10 +838,12 @@ flux_status fx_tokenizer_encode_prompt(fx_tokenizer *t, const char *prompt, int 
 flux_status fx_ctx_tokenizer(flux_ctx *ctx, fx_tokenizer **out) {
     *out = NULL;
     if (!ctx->tokenizer) {
-        if (!ctx->model || !ctx->model->dir)
+        if (!ctx->model || (!ctx->model->dir && !ctx->model->tokenizer_path && !ctx->model->tokenizer_gguf))
             return fx_fail(&ctx->err, FLUX_ERR_STATE, "tokenizer: no model loaded (call flux_load first)");
         flux_status st;
-        if (ctx->model->tokenizer_path) {
+        if (ctx->model->tokenizer_gguf) { /* a GGUF text encoder's own vocabulary (tokenizer_gguf.c) */
+            st = fx_tokenizer_load_gguf(ctx->model->tokenizer_gguf, &ctx->tokenizer, &ctx->err);
+        } else if (ctx->model->tokenizer_path) {
             st = fx_tokenizer_load(ctx->model->tokenizer_path, &ctx->tokenizer, &ctx->err);
         } else {
             size_t n = strlen(ctx->model->dir) + sizeof "/tokenizer/tokenizer.json";

@@ -54,6 +54,22 @@ flux_status fx_tokenizer_load_json(const char *text, size_t len, const char *dis
                                    fx_tokenizer **out, fx_err *err);
 void fx_tokenizer_free(fx_tokenizer *tok);
 
+/* The tokenizer of a GGUF file's tokenizer.ggml.* arrays (llama.cpp
+ * convert_hf_to_gguf.py, get_vocab_base / gguf-py SpecialVocab):
+ * tokenizer.ggml.model "gpt2", tokenizer.ggml.pre "qwen2", tokens[id] with
+ * token_type[id] NORMAL (1, the BPE vocab), CONTROL (3, a special added
+ * token) or USER_DEFINED (4, an added token), UNUSED (5, a "[PADn]" hole:
+ * skipped), and the merges as "a b" strings in rank order. They are turned
+ * into the tokenizer.json they came from (the Qwen2 pipeline of the
+ * checks above) and loaded by fx_tokenizer_load_json, so every check
+ * applies. Errors name the file and key: FLUX_ERR_UNSUPPORTED for another
+ * tokenizer (model, pre, a BYTE or UNKNOWN token), FLUX_ERR_FORMAT for
+ * missing or malformed arrays, FLUX_ERR_IO. */
+flux_status fx_tokenizer_load_gguf(const char *path, fx_tokenizer **out, fx_err *err);
+
+/* The split regex of the Qwen2 pre-tokenizer, as tokenizer.json stores it. */
+extern const char fx_qwen2_split_regex[];
+
 /* Sizes, for diagnostics and tests. */
 size_t fx_tokenizer_vocab_size(const fx_tokenizer *tok);   /* model.vocab entries */
 size_t fx_tokenizer_merge_count(const fx_tokenizer *tok);

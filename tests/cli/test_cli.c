@@ -334,7 +334,7 @@ TEST(cli_readme_options_are_real) {
     const char *server_from = strstr(readme, "\n## flux-server");
     const char *server_to = server_from ? strstr(server_from + 1, "\n## ") : NULL;
     if (server_from && !server_to) server_to = server_from + strlen(server_from);
-    static const char *other_programs[] = {"--libs", "--preset", "--test", "--server"};
+    static const char *other_programs[] = {"--libs", "--preset", "--test", "--server", "--minimal"}; /* --minimal: download_model.sh */
     int checked = 0;
     for (const char *p = readme; (p = strstr(p, "--")) != NULL; p += 2) {
         const int in_server = server_from && p > server_from && p < server_to;
