@@ -31,6 +31,8 @@
 
 void srv_limits_init(srv_limits *l) {
     l->max_body = (size_t)32 << 20;
+    l->max_text_body = (size_t)1 << 20;
+    l->max_json_values = 4096;
     l->max_json_depth = 8;
     l->max_images = 4;
     l->max_pixels = 16LL << 20;
@@ -176,7 +178,9 @@ static int parse_images(const fx_json *body, const char *key, const srv_limits *
         return refuse(err, 400, "%s: %zu images; at most %d per request", key, n + (size_t)r->n_images, lim->max_images);
     for (size_t i = 0; i < n; i++) {
         const fx_json *s = fx_json_is_array(v) ? fx_json_at(v, i) : v;
-        if (!fx_json_is_string(s)) return refuse(err, 400, "%s[%zu]: expected a base64 string", key, i);
+        if (fx_json_is_object(s)) s = fx_json_get(s, "image_url"); /* OpenAI's JSON edits: [{"image_url": DATA_URL}] */
+        if (!fx_json_is_string(s))
+            return refuse(err, 400, "%s[%zu]: expected a base64 string (or {\"image_url\": a data URL})", key, i);
         const char *why;
         size_t len;
         uint8_t *data = srv_base64_decode(fx_json_str(s), fx_json_str_len(s), &len, &why);
@@ -239,6 +243,10 @@ static int parse_fields(srv_api api, const fx_json *body, const srv_limits *lim,
             return refuse(err, 400, "response_format: '%.32s' is not served (only b64_json: no image URLs are kept)", s);
         if ((rc = get_int(body, "n", 1, lim->max_batch, &n, err)) < 0) return -rc;
         r->batch = rc ? (int)n : 1;
+        const fx_json *st = fx_json_get(body, "stream");
+        if (!fx_json_is_null(st) && !(fx_json_is_bool(st) && !fx_json_bool(st)))
+            return refuse(err, 400, "stream: partial images are not streamed here (POST /v1/jobs with \"stream\": "
+                                    "true gives progress events and the result)");
     } else {
         if ((rc = get_int(body, "width", 0, INT32_MAX, &n, err)) < 0) return -rc;
         if (rc) {
@@ -266,6 +274,9 @@ static int parse_fields(srv_api api, const fx_json *body, const srv_limits *lim,
             r->batch = (int)(bs * it);
         }
     }
+    if ((rc = get_str(body, "output_format", &s, err)) < 0) return -rc;
+    if (rc && strcasecmp(s, "png"))
+        return refuse(err, 400, "output_format: '%.32s' is not served (png only)", s);
     if ((rc = get_int(body, "steps", 1, lim->max_steps, &n, err)) < 0) return -rc;
     if (rc) r->steps = (int)n;
     if ((rc = parse_seed(body, r, err))) return rc;
@@ -279,9 +290,145 @@ static int parse_fields(srv_api api, const fx_json *body, const srv_limits *lim,
     if ((rc = parse_loras(body, r, err))) return rc;
     const char *ikey = api == SRV_API_A1111_IMG ? "init_images" : api == SRV_API_NATIVE ? "images" : "image";
     if ((rc = parse_images(body, ikey, lim, r, err))) return rc;
+    if (api == SRV_API_OPENAI && (rc = parse_images(body, "images", lim, r, err))) return rc;
     if (api == SRV_API_A1111_IMG && r->n_images == 0)
         return refuse(err, 400, "init_images: missing (img2img needs at least one base64 image)");
     return check_images(lim, r, err);
+}
+
+/* ---------------------------------------------------------------- bounding a body before it is parsed */
+
+/* A DOM of a body costs far more than its bytes (a 32 MB body of "0," is
+ * 16 M values): before the parser builds one, a scan that allocates nothing
+ * counts the values (member names included) and the nesting, and members
+ * the server never reads that hold arrays or objects (A1111 clients send
+ * "override_settings", "alwayson_scripts", ...) are left out unbuilt (the
+ * syntax inside them is then not checked beyond its brackets and quotes). */
+
+static int is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+typedef struct json_scan {
+    size_t values;   /* tokens seen: containers, strings (names too), scalars */
+    int depth_over;  /* a value nested deeper than the limit */
+} json_scan;
+
+/* Past the string starting at t[i] == '"': the index after its closing quote, or n. */
+static size_t skip_string(const char *t, size_t n, size_t i) {
+    for (i++; i < n; i++) {
+        if (t[i] == '\\') i++;
+        else if (t[i] == '"') return i + 1;
+    }
+    return n;
+}
+
+/* Past one value starting at t[i] (whitespace skipped first): counts its
+ * tokens and nesting (depth = containers open around it). Returns the index
+ * after it; a malformed value ends the scan early (the parser then says
+ * what is wrong). */
+static size_t scan_value(const char *t, size_t n, size_t i, int depth, int max_depth, json_scan *sc) {
+    int open = 0;
+    while (i < n && is_space(t[i])) i++;
+    do {
+        while (i < n && (is_space(t[i]) || t[i] == ',' || t[i] == ':')) i++;
+        if (i >= n) return n;
+        const char c = t[i];
+        if (c == ']' || c == '}') {
+            open--;
+            i++;
+            continue;
+        }
+        sc->values++;
+        if (depth + open > max_depth) sc->depth_over = 1;
+        if (c == '[' || c == '{') {
+            open++;
+            i++;
+        } else if (c == '"') {
+            i = skip_string(t, n, i);
+        } else {
+            const size_t start = i;
+            while (i < n && !is_space(t[i]) && t[i] != ',' && t[i] != ']' && t[i] != '}' && t[i] != ':') i++;
+            if (i == start) return n; /* a stray character */
+        }
+    } while (open > 0);
+    return i;
+}
+
+/* Members holding an array or object that the server reads; other such
+ * members are left out. */
+static int container_read(const char *name, size_t n) {
+    static const char *const kept[] = {"loras", "images", "init_images", "image", "mask"};
+    for (size_t k = 0; k < sizeof kept / sizeof *kept; k++)
+        if (strlen(kept[k]) == n && !memcmp(kept[k], name, n)) return 1;
+    return 0;
+}
+
+/* The body to parse: body itself, or *pruned (malloc'd) without the unread
+ * container members. 0, or the refusal's status. */
+static int bound_body(const char *body, size_t len, const srv_limits *lim, char **pruned, size_t *pruned_len,
+                      srv_err *err) {
+    *pruned = NULL;
+    json_scan sc = {0};
+    size_t i = 0;
+    while (i < len && is_space(body[i])) i++;
+    if (i < len && body[i] == '{') {
+        fx_strbuf out = {0};
+        int dropped = 0;
+        sc.values = 1;
+        fx_sb_str(&out, "{");
+        size_t kept = 0;
+        for (i++;;) {
+            while (i < len && (is_space(body[i]) || body[i] == ',')) i++;
+            if (i >= len || body[i] != '"') break; /* the end, or malformed: the parser tells */
+            const size_t name = i, name_end = skip_string(body, len, i);
+            size_t v = name_end;
+            while (v < len && is_space(body[v])) v++;
+            if (v >= len || body[v] != ':') break;
+            v++;
+            while (v < len && is_space(body[v])) v++;
+            json_scan member = {0};
+            const size_t end = scan_value(body, len, v, 1, lim->max_json_depth, &member);
+            sc.depth_over |= member.depth_over;
+            const int container = v < len && (body[v] == '[' || body[v] == '{');
+            if (container && name_end >= name + 2 && !container_read(body + name + 1, name_end - name - 2)) {
+                dropped = 1;
+            } else {
+                sc.values += 1 + member.values;
+                if (kept++) fx_sb_str(&out, ",");
+                fx_sb_add(&out, body + name, end - name);
+            }
+            i = end;
+        }
+        fx_sb_str(&out, "}");
+        size_t tail = i < len && body[i] == '}' ? i + 1 : len + 1;
+        while (tail < len && is_space(body[tail])) tail++;
+        if (tail != len) dropped = 0; /* not one well-formed object: the parser reports where */
+        if (dropped && sc.values <= lim->max_json_values && !sc.depth_over) {
+            if (out.failed) return refuse(err, 500, "out of memory");
+            *pruned = out.s;
+            *pruned_len = out.len;
+        } else {
+            free(out.s);
+        }
+        if (!dropped) { /* nothing left out: count the whole body the same way */
+            free(*pruned);
+            *pruned = NULL;
+            sc = (json_scan){0};
+            scan_value(body, len, 0, 0, lim->max_json_depth, &sc);
+        }
+    } else {
+        scan_value(body, len, 0, 0, lim->max_json_depth, &sc);
+    }
+    if (sc.depth_over) {
+        free(*pruned);
+        *pruned = NULL;
+        return refuse(err, 400, "JSON nested deeper than %d levels", lim->max_json_depth);
+    }
+    if (sc.values > lim->max_json_values) {
+        free(*pruned);
+        *pruned = NULL;
+        return refuse(err, 400, "JSON body: more than %zu values in the fields this server reads", lim->max_json_values);
+    }
+    return 0;
 }
 
 int srv_parse_json(srv_api api, const char *body, size_t len, const srv_limits *lim, srv_gen_request *r,
@@ -290,8 +437,13 @@ int srv_parse_json(srv_api api, const char *body, size_t len, const srv_limits *
     err->status = 0;
     err->msg[0] = '\0';
     if (len > lim->max_body) return refuse(err, 413, "request body of %zu bytes; at most %zu", len, lim->max_body);
+    char *pruned = NULL;
+    size_t pruned_len = 0;
+    int bounded = bound_body(body, len, lim, &pruned, &pruned_len, err);
+    if (bounded) return bounded;
     fx_err jerr = {0};
-    fx_json_doc *doc = fx_json_parse(body, len, &jerr);
+    fx_json_doc *doc = fx_json_parse(pruned ? pruned : body, pruned ? pruned_len : len, &jerr);
+    free(pruned);
     if (!doc) return refuse(err, jerr.code == FLUX_ERR_NOMEM ? 500 : 400, "malformed JSON: %s", jerr.msg);
     const fx_json *root = fx_json_root(doc);
     int rc;

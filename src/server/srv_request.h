@@ -21,7 +21,9 @@
 
 /* What a request may ask for (server options; the defaults in parentheses). */
 typedef struct srv_limits {
-    size_t max_body;         /* request body bytes (--max-body-mb, 32 MiB) */
+    size_t max_body;         /* request body bytes where images are taken (--max-body-mb, 32 MiB) */
+    size_t max_text_body;    /* request body bytes of the other endpoints (1 MiB) */
+    size_t max_json_values;  /* values (and member names) a JSON body may hold (4096) */
     int max_json_depth;      /* nesting of a JSON body (8) */
     int max_images;          /* reference images per request (4, at most FLUX_MAX_REFS) */
     long long max_pixels;    /* pixels of one reference image (16 Mpx) */

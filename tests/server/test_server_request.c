@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/base/strbuf.h"
+#include "src/server/srv_access.h"
 #include "src/server/srv_base64.h"
 #include "src/server/srv_json_out.h"
 #include "src/server/srv_request.h"
@@ -208,4 +210,90 @@ TEST(server_json_string_out) {
     REQUIRE(!b.failed);
     CHECK_MSG(!strcmp(b.s, "\"a\\\"b\\\\c\\n\\u0001 é \xEF\xBF\xBD end\"null"), "%s", b.s);
     free(b.s);
+}
+
+/* issue 32 D3: a body's values are counted before a document is built;
+ * containers under fields the server never reads are left out unbuilt. */
+TEST(server_request_json_bounded) {
+    srv_limits lim;
+    srv_limits_init(&lim);
+    lim.max_json_values = 64;
+    srv_gen_request r;
+    srv_err err;
+    /* 200 values under an unread field: skipped, the request stands */
+    fx_strbuf b = {0};
+    fx_sb_str(&b, "{\"prompt\":\"a cat\",\"override_settings\":{\"x\":[");
+    for (int i = 0; i < 200; i++) fx_sb_str(&b, i ? ",0" : "0");
+    fx_sb_str(&b, "]},\"steps\":3}");
+    REQUIRE(!b.failed);
+    CHECK_EQ_INT(srv_parse_json(SRV_API_NATIVE, b.s, b.len, &lim, &r, &err), 0);
+    CHECK(r.prompt && !strcmp(r.prompt, "a cat") && r.steps == 3);
+    srv_request_free(&r);
+    free(b.s);
+    /* ... under a field it reads: refused before parsing */
+    b = (fx_strbuf){0};
+    fx_sb_str(&b, "{\"prompt\":\"a cat\",\"images\":[");
+    for (int i = 0; i < 200; i++) fx_sb_str(&b, i ? ",0" : "0");
+    fx_sb_str(&b, "]}");
+    CHECK_EQ_INT(srv_parse_json(SRV_API_NATIVE, b.s, b.len, &lim, &r, &err), 400);
+    CHECK(strstr(err.msg, "more than 64 values") != NULL);
+    srv_request_free(&r);
+    free(b.s);
+    /* a top-level array is counted too */
+    b = (fx_strbuf){0};
+    fx_sb_str(&b, "[");
+    for (int i = 0; i < 200; i++) fx_sb_str(&b, i ? ",\"s\"" : "\"s\"");
+    fx_sb_str(&b, "]");
+    CHECK_EQ_INT(srv_parse_json(SRV_API_NATIVE, b.s, b.len, &lim, &r, &err), 400);
+    srv_request_free(&r);
+    free(b.s);
+    /* nesting under an unread field still counts (depth 8) */
+    REFUSED(SRV_API_NATIVE, "{\"prompt\":\"x\",\"extra\":[[[[[[[[[[1]]]]]]]]]]}", 400, "nested deeper");
+    /* strings with brackets, escapes and member names that look like keys are not containers */
+    CHECK_EQ_INT(parse(SRV_API_NATIVE, "{\"prompt\":\"[{\\\"images\\\":[\",\"a\":{\"b\":\"]}\"},\"seed\":5}", &r, &err), 0);
+    CHECK(r.prompt && !strcmp(r.prompt, "[{\"images\":[") && r.seed_given && r.seed == 5);
+    srv_request_free(&r);
+    /* malformed input keeps the parser's own message */
+    REFUSED(SRV_API_NATIVE, "{\"prompt\":\"x\",\"a\":[1,2", 400, "malformed JSON");
+    /* OpenAI: stream and output_format are not silently ignored (D7); the JSON edit form's images */
+    REFUSED(SRV_API_OPENAI, "{\"prompt\":\"x\",\"stream\":true}", 400, "stream");
+    REFUSED(SRV_API_OPENAI, "{\"prompt\":\"x\",\"output_format\":\"jpeg\"}", 400, "output_format");
+    CHECK_EQ_INT(parse(SRV_API_OPENAI, "{\"prompt\":\"x\",\"stream\":false,\"output_format\":\"png\"}", &r, &err), 0);
+    srv_request_free(&r);
+    CHECK_EQ_INT(parse(SRV_API_OPENAI, "{\"prompt\":\"x\",\"images\":[{\"image_url\":\"data:image/png;base64,aGVsbG8=\"}]}",
+                       &r, &err), 0);
+    CHECK(r.n_images == 1 && r.image_len[0] == 5 && !memcmp(r.image[0], "hello", 5));
+    srv_request_free(&r);
+}
+
+/* issue 32 D4: Host, Origin, Content-Type and the key (Bearer or Basic). */
+TEST(server_access_checks) {
+    CHECK(srv_host_ok("localhost:8080", NULL) && srv_host_ok("127.0.0.1", NULL) && srv_host_ok("[::1]:80", NULL));
+    CHECK(srv_host_ok("127.1.2.3:9", NULL) && srv_host_ok("LOCALHOST", NULL) && srv_host_ok(NULL, NULL));
+    CHECK(!srv_host_ok("attacker.example:8080", NULL) && !srv_host_ok("127.0.0.1.evil.example", NULL));
+    CHECK(!srv_host_ok("localhost.evil.example", NULL) && !srv_host_ok("127.0.0.256", NULL));
+    CHECK(!srv_host_ok("localhost:80x", NULL) && !srv_host_ok("", NULL));
+    CHECK(srv_host_ok("flux.example:443", "a.example, flux.example") && !srv_host_ok("b.example", "a.example"));
+    const char *allowed = "x";
+    CHECK_EQ_INT(srv_origin_check(NULL, "127.0.0.1:8080", NULL, &allowed), 0);
+    CHECK(allowed == NULL);
+    CHECK_EQ_INT(srv_origin_check("http://127.0.0.1:8080", "127.0.0.1:8080", NULL, &allowed), 0);
+    CHECK_EQ_INT(srv_origin_check("https://flux.example", "flux.example", NULL, &allowed), 0);
+    CHECK_EQ_INT(srv_origin_check("http://attacker.example", "127.0.0.1:8080", NULL, &allowed), -1);
+    CHECK_EQ_INT(srv_origin_check("null", "127.0.0.1:8080", "*", &allowed), -1);
+    CHECK_EQ_INT(srv_origin_check("https://app.example", "127.0.0.1:8080", "https://app.example", &allowed), 1);
+    CHECK(allowed && !strcmp(allowed, "https://app.example"));
+    CHECK_EQ_INT(srv_origin_check("https://app.example.evil", "h", "https://app.example", &allowed), -1);
+    CHECK_EQ_INT(srv_origin_check("https://any.example", "h", "*", &allowed), 1);
+    CHECK(srv_media_type_is("application/json", "application/json"));
+    CHECK(srv_media_type_is("Application/JSON; charset=utf-8", "application/json"));
+    CHECK(!srv_media_type_is("application/jsonp", "application/json") && !srv_media_type_is(NULL, "application/json"));
+    CHECK(!srv_media_type_is("text/plain", "application/json"));
+    CHECK(srv_key_ok(NULL, NULL) && srv_key_ok("Bearer s3cret", "s3cret") && !srv_key_ok("Bearer s3cre", "s3cret"));
+    CHECK(!srv_key_ok(NULL, "s3cret") && !srv_key_ok("Bearer s3cretX", "s3cret"));
+    CHECK(srv_key_ok("Basic d2VidWk6czNjcmV0", "s3cret"));  /* webui:s3cret */
+    CHECK(srv_key_ok("Basic OnMzY3JldA==", "s3cret"));      /* :s3cret */
+    CHECK(!srv_key_ok("Basic d2VidWk6bm9wZQ==", "s3cret")); /* webui:nope */
+    CHECK(!srv_key_ok("Basic czNjcmV0", "s3cret"));         /* s3cret (no colon) */
+    CHECK(!srv_key_ok("Basic ***", "s3cret"));
 }
