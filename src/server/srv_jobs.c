@@ -13,7 +13,7 @@
 
 #include "src/base/clock.h"
 #include "src/cli/cli_args.h"
-#include "src/pipeline/ref_image.h"
+#include "src/cli/cli_internal.h" /* fx_ref_geometry: the size a reference is processed to */
 
 const char *srv_job_state_name(srv_job_state s) {
     static const char *const names[] = {"queued", "running", "done", "failed", "cancelled"};
