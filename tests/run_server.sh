@@ -9,7 +9,8 @@
 # Host; broken LoRAs), the web page in headless Chromium (1280 and 390 px
 # wide; SERVER_SHOTS=DIR keeps its screenshots), two servers behind nginx
 # configured by the README's own example, and a bounded load test
-# (LOAD_REQUESTS from LOAD_CLIENTS clients, default 64 from 8).
+# (LOAD_REQUESTS from LOAD_CLIENTS clients, default 200 from 16, with hostile
+# clients from 127.0.0.2 meanwhile).
 #
 # Builds `make server` first (the variant of the calling make: make
 # SANITIZE=1 test runs the sanitized server). Without libmicrohttpd or curl:
@@ -19,7 +20,7 @@ set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 MODEL=$ROOT/tests/golden/model
-N_CHECKS=141 # the checks below, reported as skipped when the suite cannot run
+N_CHECKS=145 # the checks below, reported as skipped when the suite cannot run
 
 skip_all() {
     echo "server: $1: $N_CHECKS checks not run"
@@ -136,6 +137,10 @@ check "/sdapi/v1/sd-models" [ "$(http_code GET /sdapi/v1/sd-models)" = 200 -a "$
 check "/sdapi/v1/options GET" [ "$(http_code GET /sdapi/v1/options)" = 200 -a "$(json_get "$TMP/body" "d['sd_model_checkpoint']")" = model ]
 check "/sdapi/v1/options POST of another model: 400" [ "$(http_code POST /sdapi/v1/options -d '{"sd_model_checkpoint":"other"}')" = 400 ]
 check "/sdapi/v1/loras without --lora-dir: []" [ "$(http_code GET /sdapi/v1/loras)" = 200 -a "$(cat "$TMP/body")" = "[]" ]
+check "A1111 lists: schedulers, upscalers, sd-vae, sd-modules, latent-upscale-modes" sh -c "
+    for l in schedulers upscalers sd-vae sd-modules latent-upscale-modes; do
+        curl -sf http://127.0.0.1:$PORT/sdapi/v1/\$l | python3 -c 'import json,sys; assert isinstance(json.load(sys.stdin), list)' || exit 1
+    done"
 
 echo "== OpenAI images API (curl) (${SECONDS} s)"
 code=$(http_code POST /v1/images/generations -H 'Content-Type: application/json' \
@@ -151,6 +156,12 @@ code=$(http_code POST /v1/images/edits -F image=@"$TMP/cli.png" -F prompt='make 
 check "edits (multipart) 200" [ "$code" = 200 ]
 b64_to "$TMP/body" "d['data'][0]['b64_json']" "$TMP/edit.png"
 check "edits: the CLI's -i PNG bytes" cmp -s "$TMP/edit.png" "$TMP/cli-edit.png"
+python3 -c 'import base64, json, sys; print(json.dumps({"prompt": "make it blue", "size": "64x64", "steps": 2, "seed": 7,
+    "images": [{"image_url": "data:image/png;base64," + base64.b64encode(open(sys.argv[1], "rb").read()).decode()}]}))' \
+    "$TMP/cli.png" >"$TMP/edit.json"
+check "edits, JSON form images: [{image_url}]: 200" [ "$(http_code POST /v1/images/edits --data-binary @"$TMP/edit.json")" = 200 ]
+b64_to "$TMP/body" "d['data'][0]['b64_json']" "$TMP/edit-json.png"
+check "edits (JSON): the CLI's -i PNG bytes" cmp -s "$TMP/edit-json.png" "$TMP/cli-edit.png"
 check "edits without an image: 400" [ "$(http_code POST /v1/images/edits -F prompt=x -F size=64x64)" = 400 ]
 check "response_format url: 400" [ "$(http_code POST /v1/images/generations -d '{"prompt":"x","response_format":"url"}')" = 400 ]
 
@@ -431,6 +442,9 @@ if [ -x "$TOOLS/gen_lora" ] && "$TOOLS/gen_lora" -d "$MODEL" -o "$TMP/loras/styl
     http_code POST /v1/images/generations -d '{"prompt":"a red apple","size":"64x64","steps":2,"seed":40}' >/dev/null
     b64_to "$TMP/body" "d['data'][0]['b64_json']" "$TMP/nolora.png"
     check "the next request without loras = no adapter" cmp -s "$TMP/nolora.png" "$TMP/cli.png"
+    http_code POST /sdapi/v1/txt2img -d '{"prompt":"a red apple <lora:style:0.8>","seed":40,"steps":2,"width":64,"height":64,"cfg_scale":7}' >/dev/null
+    b64_to "$TMP/body" "d['images'][0]" "$TMP/lora-tag.png"
+    check "A1111 prompt tag <lora:style:0.8> = the CLI's --lora bytes for the prompt without it" cmp -s "$TMP/lora-tag.png" "$TMP/cli-lora.png"
     # broken adapters after a good one (D1: the second failing load freed the first's strings again: a
     # double free took the server down): junk bytes, and a LoRA of another model (other shapes)
     head -c 5000 /dev/urandom >"$TMP/loras/junk.safetensors"
@@ -559,14 +573,16 @@ else
         "nginx page image" "nginx spill" "nginx 429" "nginx Retry-After"
 fi
 
-echo "== load: ${LOAD_REQUESTS:=64} requests from ${LOAD_CLIENTS:=8} clients (${SECONDS} s)"
+echo "== load: ${LOAD_REQUESTS:=200} requests from ${LOAD_CLIENTS:=16} clients, hostile ones meanwhile (${SECONDS} s)"
 for seed in 11 12 13 14; do
     "$FLUX" -q -d "$MODEL" -p 'load test' -W 64 -H 64 -s 1 -S $seed -o "$TMP/seed-$seed.png"
 done
 # under ASan a small quarantine, so freed memory held back does not read as growth
-ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=4" start_server load --max-queue 4
-runs "load: every answer 200 and its seed's CLI bytes, N images counted, RSS flat" "$TMP/load.out" \
-    python3 tests/server_load.py "http://127.0.0.1:$PORT" "$PID" "$LOAD_REQUESTS" "$LOAD_CLIENTS" "$TMP"
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=4" start_server load --max-queue 4 --lora-dir "$TMP/loras" \
+    --header-timeout 2
+runs "load: every answer 200 and its seed's CLI bytes, N images counted, RSS flat; hostile requests refused" \
+    "$TMP/load.out" python3 tests/server_load.py "http://127.0.0.1:$PORT" "$PID" "$LOAD_REQUESTS" "$LOAD_CLIENTS" "$TMP" \
+    --hostile junk other
 grep "^load:" "$TMP/load.out"
 kill -TERM "$PID"; wait "$PID"
 check "load: the server exits 0 after it" [ $? = 0 ]

@@ -4,7 +4,8 @@
  *   OpenAI       POST /v1/images/generations, POST /v1/images/edits, GET /v1/models
  *   A1111        POST /sdapi/v1/txt2img, /sdapi/v1/img2img, /sdapi/v1/interrupt;
  *                GET /sdapi/v1/progress, /sdapi/v1/sd-models, /sdapi/v1/loras,
- *                /sdapi/v1/samplers; GET/POST /sdapi/v1/options
+ *                /sdapi/v1/samplers, schedulers, upscalers, sd-vae, sd-modules,
+ *                latent-upscale-modes; GET/POST /sdapi/v1/options
  *   native       POST /v1/jobs; GET /v1/jobs/ID, /v1/jobs/ID/result,
  *                /v1/jobs/ID/images/N (PNG), /v1/jobs/ID/events (SSE);
  *                DELETE /v1/jobs/ID
@@ -570,6 +571,23 @@ enum MHD_Result srv_api_route(srv_conn *rc) {
         return srv_reply(rc, 200, "application/json", &b);
     }
     if (is(rc, "GET", "/sdapi/v1/options") || is(rc, "POST", "/sdapi/v1/options")) return a1111_options(rc);
+    /* the lists A1111 clients fill their menus from: what this server has (one scheduler, no upscalers) */
+    static const struct {
+        const char *path, *json;
+    } lists[] = {
+        {"/sdapi/v1/schedulers", "[{\"name\":\"simple\",\"label\":\"Simple (FLUX.2 shifted)\",\"aliases\":null,"
+                                 "\"default_rho\":-1,\"need_inner_model\":false}]\n"},
+        {"/sdapi/v1/upscalers", "[{\"name\":\"None\",\"model_name\":null,\"model_path\":null,\"model_url\":null,"
+                                "\"scale\":1}]\n"},
+        {"/sdapi/v1/sd-vae", "[]\n"},
+        {"/sdapi/v1/sd-modules", "[]\n"},
+        {"/sdapi/v1/latent-upscale-modes", "[]\n"},
+    };
+    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++)
+        if (is(rc, "GET", lists[i].path)) {
+            fx_sb_str(&b, lists[i].json);
+            return srv_reply(rc, 200, "application/json", &b);
+        }
     if (is(rc, "POST", "/v1/jobs")) return jobs_submit(rc);
     if (!strncmp(rc->url, "/v1/jobs/", 9)) return jobs_one(rc);
     if (is(rc, "GET", "/") || is(rc, "GET", "/index.html"))
@@ -586,7 +604,10 @@ enum MHD_Result srv_api_route(srv_conn *rc) {
                    {"/sdapi/v1/txt2img", "POST"}, {"/sdapi/v1/img2img", "POST"}, {"/sdapi/v1/progress", "GET, HEAD"},
                    {"/sdapi/v1/interrupt", "POST"}, {"/sdapi/v1/sd-models", "GET, HEAD"},
                    {"/sdapi/v1/loras", "GET, HEAD"}, {"/sdapi/v1/samplers", "GET, HEAD"},
-                   {"/sdapi/v1/options", "GET, HEAD, POST"}, {"/v1/jobs", "POST"}, {"/", "GET, HEAD"},
+                   {"/sdapi/v1/options", "GET, HEAD, POST"}, {"/sdapi/v1/schedulers", "GET, HEAD"},
+                   {"/sdapi/v1/upscalers", "GET, HEAD"}, {"/sdapi/v1/sd-vae", "GET, HEAD"},
+                   {"/sdapi/v1/sd-modules", "GET, HEAD"}, {"/sdapi/v1/latent-upscale-modes", "GET, HEAD"},
+                   {"/v1/jobs", "POST"}, {"/", "GET, HEAD"},
                    {"/index.html", "GET, HEAD"}, {"/health", "GET, HEAD"}, {"/ready", "GET, HEAD"},
                    {"/metrics", "GET, HEAD"}};
     for (size_t i = 0; i < sizeof methods / sizeof *methods; i++)

@@ -11,7 +11,8 @@
  *   guidance     guidance             cfg_scale                 guidance
  *   images       n                    batch_size × n_iter       batch
  *   references   image (string/array) init_images (img2img)     images
- *   adapters     loras: [{"name": "NAME", "scale": 0.8}, ...] (all APIs)
+ *   adapters     loras: [{"name": "NAME", "scale": 0.8}, ...] (all APIs); A1111 also
+ *                <lora:NAME:WEIGHT> tags in its prompt
  *
  * Unknown fields are ignored (A1111 clients send dozens); a known field of
  * the wrong type or out of range is an error naming it.
@@ -166,6 +167,46 @@ static int parse_loras(const fx_json *body, srv_gen_request *r, srv_err *err) {
     return 0;
 }
 
+/* A1111's prompt tags <lora:NAME> and <lora:NAME:WEIGHT>: taken out of the
+ * prompt (which is then trimmed) and added to the adapters after "loras". */
+static int prompt_lora_tags(srv_gen_request *r, srv_err *err) {
+    char *p = r->prompt;
+    for (char *tag; (tag = strstr(p, "<lora:"));) {
+        char *end = strchr(tag, '>');
+        if (!end) break;
+        char name[SRV_LORA_NAME_MAX];
+        const char *body = tag + 6, *colon = memchr(body, ':', (size_t)(end - body));
+        const size_t n = (size_t)((colon ? colon : end) - body);
+        double scale = 1.0;
+        if (colon) {
+            char num[32], *stop;
+            const size_t m = (size_t)(end - colon - 1);
+            if (m == 0 || m >= sizeof num) return refuse(err, 400, "prompt: '<lora:%.*s>': bad weight", (int)(end - body), body);
+            memcpy(num, colon + 1, m);
+            num[m] = '\0';
+            scale = strtod(num, &stop);
+            if (*stop || !(scale >= -100 && scale <= 100))
+                return refuse(err, 400, "prompt: '<lora:%.*s>': the weight is not a number in -100..100", (int)(end - body),
+                              body);
+        }
+        if (n == 0 || n >= sizeof name) return refuse(err, 400, "prompt: '<lora:...>' without a usable name");
+        memcpy(name, body, n);
+        name[n] = '\0';
+        if (!srv_lora_name_ok(name))
+            return refuse(err, 400, "prompt: '<lora:%.64s>': not a LoRA name of --lora-dir", name);
+        if (r->n_loras >= SRV_MAX_LORAS) return refuse(err, 400, "prompt: more than %d adapters", SRV_MAX_LORAS);
+        snprintf(r->lora_name[r->n_loras], SRV_LORA_NAME_MAX, "%s", name);
+        r->lora_scale[r->n_loras++] = (float)scale;
+        memmove(tag, end + 1, strlen(end + 1) + 1);
+        p = tag;
+    }
+    size_t len = strlen(r->prompt), lead = strspn(r->prompt, " \t\n");
+    while (len > lead && strchr(" \t\n", r->prompt[len - 1])) len--;
+    memmove(r->prompt, r->prompt + lead, len - lead);
+    r->prompt[len - lead] = '\0';
+    return 0;
+}
+
 /* Reference images: a base64 string or an array of them under `key`. */
 static int parse_images(const fx_json *body, const char *key, const srv_limits *lim, srv_gen_request *r,
                         srv_err *err) {
@@ -288,6 +329,7 @@ static int parse_fields(srv_api api, const fx_json *body, const srv_limits *lim,
     if (rc) r->guidance = (float)x;
     r->a1111 = api == SRV_API_A1111 || api == SRV_API_A1111_IMG;
     if ((rc = parse_loras(body, r, err))) return rc;
+    if (r->a1111 && (rc = prompt_lora_tags(r, err))) return rc;
     const char *ikey = api == SRV_API_A1111_IMG ? "init_images" : api == SRV_API_NATIVE ? "images" : "image";
     if ((rc = parse_images(body, ikey, lim, r, err))) return rc;
     if (api == SRV_API_OPENAI && (rc = parse_images(body, "images", lim, r, err))) return rc;

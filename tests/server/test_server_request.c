@@ -297,3 +297,31 @@ TEST(server_access_checks) {
     CHECK(!srv_key_ok("Basic czNjcmV0", "s3cret"));         /* s3cret (no colon) */
     CHECK(!srv_key_ok("Basic ***", "s3cret"));
 }
+
+/* A1111 prompts carry adapters as <lora:NAME:WEIGHT> tags: taken out of the prompt into the adapters. */
+TEST(server_request_a1111_lora_tags) {
+    srv_gen_request r;
+    srv_err err;
+    REQUIRE(parse(SRV_API_A1111, "{\"prompt\":\" a red apple <lora:style:0.8>, <lora:b> \",\"loras\":[{\"name\":\"c\"}]}",
+                  &r, &err) == 0);
+    CHECK(!strcmp(r.prompt, "a red apple ,"));
+    CHECK_EQ_INT(r.n_loras, 3);
+    CHECK(!strcmp(r.lora_name[0], "c") && !strcmp(r.lora_name[1], "style") && !strcmp(r.lora_name[2], "b"));
+    CHECK(r.lora_scale[1] == 0.8f && r.lora_scale[2] == 1.0f);
+    srv_request_free(&r);
+    REQUIRE(parse(SRV_API_A1111, "{\"prompt\":\"<lora:style:-1.5>a cat <lora unclosed\"}", &r, &err) == 0);
+    CHECK(!strcmp(r.prompt, "a cat <lora unclosed") && r.n_loras == 1 && r.lora_scale[0] == -1.5f);
+    srv_request_free(&r);
+    /* other APIs keep the text as it is */
+    REQUIRE(parse(SRV_API_NATIVE, "{\"prompt\":\"a <lora:style:1> cat\"}", &r, &err) == 0);
+    CHECK(!strcmp(r.prompt, "a <lora:style:1> cat") && r.n_loras == 0);
+    srv_request_free(&r);
+    REFUSED(SRV_API_A1111, "{\"prompt\":\"<lora:../etc/passwd:1>\"}", 400, "not a LoRA name");
+    REFUSED(SRV_API_A1111, "{\"prompt\":\"<lora:style:lots>\"}", 400, "weight");
+    REFUSED(SRV_API_A1111, "{\"prompt\":\"<lora:style:500>\"}", 400, "weight");
+    REFUSED(SRV_API_A1111, "{\"prompt\":\"<lora::1>\"}", 400, "name");
+    REFUSED(SRV_API_A1111_IMG,
+            "{\"prompt\":\"<lora:a> <lora:b> <lora:c> <lora:d> <lora:e> <lora:f> <lora:g> <lora:h> <lora:i>\","
+            "\"init_images\":[\"aGVsbG8=\"]}",
+            400, "more than 8");
+}
