@@ -209,8 +209,9 @@ $(FLUX_BIN): $(CLI_OBJ) $(LIB_A)
 	$(Q)$(CC) $(LDFLAGS) $(CLI_OBJ) $(LIB_A) -o $@ $(LDLIBS)
 
 # ---- flux-server: HTTP through libmicrohttpd (Debian libmicrohttpd-dev)
+# + JPEG and WebP for its clients' images (Debian libjpeg-dev, libwebp-dev; server only)
 MHD_CFLAGS := $(shell pkg-config --cflags libmicrohttpd 2>/dev/null)
-MHD_LIBS   := $(or $(shell pkg-config --libs libmicrohttpd 2>/dev/null),-lmicrohttpd)
+MHD_LIBS   := $(or $(shell pkg-config --libs libmicrohttpd 2>/dev/null),-lmicrohttpd) -ljpeg -lwebp
 $(OBJ)/src/server/%.o: CPPFLAGS += $(MHD_CFLAGS)
 server: $(SERVER_BIN)                  ## flux-server, the HTTP server (libmicrohttpd)
 

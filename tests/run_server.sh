@@ -20,7 +20,7 @@ set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 MODEL=$ROOT/tests/golden/model
-N_CHECKS=145 # the checks below, reported as skipped when the suite cannot run
+N_CHECKS=156 # the checks below, reported as skipped when the suite cannot run
 
 skip_all() {
     echo "server: $1: $N_CHECKS checks not run"
@@ -81,6 +81,17 @@ not_run() { # reason, names...: checks that could not run (skipped; failed under
     for n in "$@"; do
         if [ "${CI:-}" = "true" ]; then bad "$n" "$why"; else skip "$n" "$why"; fi
     done
+}
+
+# page_once WHAT NAME URL MODE WANT: the page (page.mjs, written by the page section) makes one image
+# in MODE (quick, lora); it must be the bytes of the file WANT
+page_once() {
+    if [ -d "$NODE_DIR/node_modules/playwright-core" ] && [ -n "${CHROMIUM:-}" ]; then
+        runs "$1: ran" "$TMP/$2.out" node "$NODE_DIR/page.mjs" "$3" "$CHROMIUM" "$TMP/$2" "$4"
+        check "$1: the image = $(basename "$5")'s bytes" cmp -s "$TMP/$2.png" "$5"
+    else
+        not_run "chromium or npm playwright-core missing" "$1: ran" "$1: image"
+    fi
 }
 
 # start_server NAME ARGS...: runs flux-server on a free port; sets PORT and PID
@@ -250,8 +261,43 @@ check "HEAD /health: 200" [ "$(curl -s -I -o /dev/null -w '%{http_code}' "http:/
 check "DELETE /health: 405 with Allow" [ "$(curl -s -D "$TMP/headers" -o /dev/null -w '%{http_code}' -X DELETE "http://127.0.0.1:$PORT/health")" = 405 ] && grep -qi '^Allow: GET, HEAD' "$TMP/headers" && ok "Allow header" || bad "Allow header"
 check "GET /v1/images/generations: 405" [ "$(http_code GET /v1/images/generations)" = 405 ]
 check "OpenAI stream: true: 400, not silently ignored" [ "$(http_code POST /v1/images/generations -d '{"prompt":"x","size":"64x64","stream":true}')" = 400 ]
-check "output_format webp: 400, not silently ignored" [ "$(http_code POST /v1/images/generations -d '{"prompt":"x","size":"64x64","output_format":"webp"}')" = 400 ]
+check "output_format gif: 400, not silently ignored" [ "$(http_code POST /v1/images/generations -d '{"prompt":"x","size":"64x64","output_format":"gif"}')" = 400 ]
 check "output_format png: 200" [ "$(http_code POST /v1/images/generations -d '{"prompt":"a red apple","size":"64x64","steps":2,"seed":40,"output_format":"png"}')" = 200 ]
+
+echo "== JPEG and WebP, out and in (${SECONDS} s)"
+if command -v djpeg >/dev/null && command -v dwebp >/dev/null; then
+    for f in webp jpeg; do
+        http_code POST /v1/images/generations -d '{"prompt":"a red apple","size":"64x64","steps":2,"seed":40,"output_format":"'$f'"}' >/dev/null
+        b64_to "$TMP/body" "d['data'][0]['b64_json']" "$TMP/out.$f"
+    done
+    dwebp -quiet "$TMP/out.webp" -ppm -o "$TMP/out-webp.ppm"
+    djpeg -outfile "$TMP/out-jpeg.ppm" "$TMP/out.jpeg"
+    check "output_format webp (lossless at output_compression 100): dwebp gives the CLI PNG's pixels" \
+        python3 tests/server_images.py same "$TMP/cli.png" "$TMP/out-webp.ppm"
+    check "output_format jpeg (quality 100, 4:4:4): djpeg's pixels within 35 dB of the CLI PNG's" \
+        python3 tests/server_images.py psnr "$TMP/cli.png" "$TMP/out-jpeg.ppm" 35
+    http_code POST /v1/images/generations -d '{"prompt":"a red apple","size":"64x64","steps":2,"seed":40,"output_format":"jpeg","output_compression":50}' >/dev/null
+    b64_to "$TMP/body" "d['data'][0]['b64_json']" "$TMP/out50.jpeg"
+    check "output_compression 50: a smaller JPEG ($(stat -c %s "$TMP/out50.jpeg") < $(stat -c %s "$TMP/out.jpeg") bytes)" \
+        [ "$(stat -c %s "$TMP/out50.jpeg")" -lt "$(stat -c %s "$TMP/out.jpeg")" ]
+    http_code POST /v1/jobs -d '{"prompt":"a red apple","width":64,"height":64,"steps":2,"seed":40,"output_format":"webp"}' >/dev/null
+    W=$(json_get "$TMP/body" "d['id']")
+    curl -s -N -o /dev/null -m 60 "http://127.0.0.1:$PORT/v1/jobs/$W/events"
+    check "/v1/jobs/ID/images/0 of a webp job: image/webp" sh -c "curl -s -D - -o /dev/null 'http://127.0.0.1:$PORT/v1/jobs/$W/images/0' | grep -qi '^Content-Type: image/webp'"
+    # inputs: the JPEG gives the CLI's result for djpeg's pixels; the lossless WebP the CLI's for the PNG
+    "$FLUX" -q -d "$MODEL" -p 'make it blue' -W 64 -H 64 -s 2 -S 7 -i "$TMP/out-jpeg.ppm" -o "$TMP/cli-edit-jpeg.png"
+    http_code POST /v1/images/edits -F image=@"$TMP/out.jpeg" -F prompt='make it blue' -F size=64x64 -F steps=2 -F seed=7 >/dev/null
+    b64_to "$TMP/body" "d['data'][0]['b64_json']" "$TMP/edit-jpeg.png"
+    check "a JPEG reference = the CLI's -i bytes for djpeg's PPM of it" cmp -s "$TMP/edit-jpeg.png" "$TMP/cli-edit-jpeg.png"
+    http_code POST /sdapi/v1/img2img -d "{\"prompt\":\"make it blue\",\"seed\":7,\"steps\":2,\"width\":64,\"height\":64,\"init_images\":[\"data:image/webp;base64,$(base64 -w0 "$TMP/out.webp")\"]}" >/dev/null
+    b64_to "$TMP/body" "d['images'][0]" "$TMP/edit-webp.png"
+    check "a lossless WebP reference (img2img) = the CLI's -i bytes for the PNG" cmp -s "$TMP/edit-webp.png" "$TMP/cli-edit.png"
+    head -c 600 "$TMP/out.jpeg" >"$TMP/cut.jpeg"
+    check "a cut JPEG: 400 naming the reason" [ "$(http_code POST /v1/images/edits -F image=@"$TMP/cut.jpeg" -F prompt=x -F size=64x64)" = 400 ] && grep -q "JPEG" "$TMP/body" && ok "JPEG error message" || bad "JPEG error message"
+else
+    not_run "djpeg / dwebp missing (tools/install_deps.sh --server)" "webp out" "jpeg out" "jpeg quality" "webp job" \
+        "jpeg in" "webp in" "cut jpeg" "cut jpeg message"
+fi
 check "a body of 1 MiB+ without images (txt2img): 413" [ "$(head -c $((1100 << 10)) /dev/zero | curl -s -o /dev/null -w '%{http_code}' "${JSON[@]}" --data-binary @- "http://127.0.0.1:$PORT/sdapi/v1/txt2img")" = 413 ]
 
 echo "== a full queue, a client that goes away (${SECONDS} s)"
@@ -351,12 +397,12 @@ if [ -n "$CHROMIUM" ] && command -v node >/dev/null &&
 // Screenshots: OUT-1280.png, OUT-390.png.
 import { chromium } from "playwright-core";
 import fs from "fs";
-const [base, exe, out] = process.argv.slice(2);
+const [base, exe, out, mode = "full"] = process.argv.slice(2); // mode: full, quick (one image), lora (one, with style 0.8)
 const browser = await chromium.launch({ executablePath: exe, args: ["--no-sandbox", "--disable-gpu"] });
 const requests = [];
 try {
   const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
-  page.on("request", (r) => { if (new URL(r.url()).pathname.startsWith("/v1/jobs")) requests.push(r.method() + " " + r.url()); });
+  page.on("request", (r) => { if (new URL(r.url()).pathname.startsWith("/v1/jobs")) requests.push(r.postData()); });
   await page.goto(base + "/");
   await page.fill("#prompt", "a red apple");
   await page.selectOption("#width", "64");
@@ -364,6 +410,11 @@ try {
   await page.fill("#steps", "2");
   await page.fill("#seed", "40");
   await page.fill("#key", "k3y");
+  if (mode === "lora") {
+    await page.waitForSelector("#lora option[value=style]", { state: "attached" });
+    await page.selectOption("#lora", "style");
+    await page.fill("#lora-scale", "0.8");
+  }
   await page.click("#go");
   await page.waitForSelector("#image", { timeout: 120000 });
   await page.waitForFunction(() => document.querySelector("#status").textContent.startsWith("done"));
@@ -379,10 +430,21 @@ try {
   const keyStore = await page.evaluate(() => (localStorage.getItem("flux-key") === null ? "none" : "local") +
                                              "/" + sessionStorage.getItem("flux-key"));
   console.log("status=" + status + " progress=" + progress + " history=" + history + " requests=" + requests.length +
-              " key=" + keyStore);
-  if (process.argv[5] !== "quick") { // the rest: error, cancel, phone
+              " key=" + keyStore + " body=" + requests[0]);
+  const extras = await page.evaluate(() => ({
+    download: document.querySelector("#download").hidden ? "hidden" : document.querySelector("#download").download,
+    params: /Seed: 40\b/.test(document.querySelector("#params").textContent),
+    stepsMax: document.querySelector("#steps").max,
+    baseOnly: document.querySelector(".base-only").hidden,
+    lora: document.querySelector("#lora-row").hidden,
+    model: document.querySelector("#model").textContent,
+  }));
+  console.log("extras: download=" + extras.download + " params=" + extras.params + " steps-max=" + extras.stepsMax +
+              " base-only-hidden=" + extras.baseOnly + " lora-hidden=" + extras.lora + " model=" + extras.model);
+  if (mode === "full") { // the rest: error, cancel, phone
   await page.screenshot({ path: out + "-1280.png", fullPage: true });
   // an error: red, not grey
+  await page.$eval("#steps", (e) => e.removeAttribute("max")); // as a page whose limits are out of date
   await page.fill("#steps", "101"); // beyond the server's --max-steps (100)
   await page.click("#go");
   await page.waitForFunction(() => document.querySelector("#status").className === "error");
@@ -421,13 +483,15 @@ EOF
     check "page: status and progress at the end, one history entry, one request (D18)" grep -q "status=done: seed 40 progress=1 history=1 requests=1 " "$TMP/page.out"
     check "page: the image = the CLI's bytes" cmp -s "$TMP/page.png" "$TMP/cli.png"
     check "page: the key in sessionStorage, not localStorage (D10)" grep -q " key=none/k3y" "$TMP/page.out"
+    check "page: download link, the image's parameters, limits and model from /v1/server" \
+        grep -q "extras: download=flux-40.png params=true steps-max=100 base-only-hidden=true lora-hidden=true model=model (distilled)" "$TMP/page.out"
     check "page: an error shows red (D10)" grep -q "error-color=rgb(176,0,32)" "$TMP/page.out"
     check "page: cancel empties the bar and the image (D10)" grep -q "cancel: bar=0 image=0" "$TMP/page.out"
     check "page: 390 px wide, the result pane is the screen's width (D10)" grep -Eq "phone: result-pane=3[5-9][0-9] page-width=390" "$TMP/page.out"
     [ -n "${SERVER_SHOTS:-}" ] && cp "$TMP"/page-1280.png "$TMP"/page-390.png "$SERVER_SHOTS"/ 2>/dev/null
 else
-    not_run "chromium or npm playwright-core missing" "page run" "page status" "page image" "page key" "page error" \
-        "page cancel" "page phone"
+    not_run "chromium or npm playwright-core missing" "page run" "page status" "page image" "page key" "page extras" \
+        "page error" "page cancel" "page phone"
 fi
 
 echo "== LoRA by name from --lora-dir (${SECONDS} s)"
@@ -445,6 +509,7 @@ if [ -x "$TOOLS/gen_lora" ] && "$TOOLS/gen_lora" -d "$MODEL" -o "$TMP/loras/styl
     http_code POST /sdapi/v1/txt2img -d '{"prompt":"a red apple <lora:style:0.8>","seed":40,"steps":2,"width":64,"height":64,"cfg_scale":7}' >/dev/null
     b64_to "$TMP/body" "d['images'][0]" "$TMP/lora-tag.png"
     check "A1111 prompt tag <lora:style:0.8> = the CLI's --lora bytes for the prompt without it" cmp -s "$TMP/lora-tag.png" "$TMP/cli-lora.png"
+    page_once "the page's LoRA picker (style at 0.8)" lora-page "http://127.0.0.1:$PORT" lora "$TMP/cli-lora.png"
     # broken adapters after a good one (D1: the second failing load freed the first's strings again: a
     # double free took the server down): junk bytes, and a LoRA of another model (other shapes)
     head -c 5000 /dev/urandom >"$TMP/loras/junk.safetensors"
@@ -532,13 +597,7 @@ NGINX_CONF
             cmp -s "$TMP/body" "$TMP/cli.png" && native=$((native + 1))
     done
     check "through nginx: the native API, 10 jobs, all follow-ups answered ($native/10)" [ $native = 10 ]
-    if [ -d "$NODE_DIR/node_modules/playwright-core" ] && [ -n "$CHROMIUM" ]; then
-        runs "through nginx: the page (one request per image)" "$TMP/lb-page.out" \
-            node "$NODE_DIR/page.mjs" "http://127.0.0.1:$LBPORT" "$CHROMIUM" "$TMP/lb-page" quick
-        check "through nginx: the page's image = the CLI's bytes" cmp -s "$TMP/lb-page.png" "$TMP/cli.png"
-    else
-        not_run "chromium or npm playwright-core missing" "nginx page run" "nginx page image"
-    fi
+    page_once "through nginx: the page (one request per image)" lb-page "http://127.0.0.1:$LBPORT" quick "$TMP/cli.png"
     # fill server 1 (one running, one queued): nginx sends the synchronous requests to server 2
     PORT=$P1
     http_code POST /v1/jobs -d "$LONG" >/dev/null; A1=$(json_get "$TMP/body" "d['id']")

@@ -142,6 +142,8 @@ if hostile_loras is not None:
     for t in evil:
         t.start()
     time.sleep(2)  # the hostile load is on before the normal one starts
+    with concurrent.futures.ThreadPoolExecutor(clients) as pool:  # and the allocator has seen both
+        list(pool.map(one, range(2 * clients)))
 rss0, img0 = rss_kb(), images_total()
 t0 = time.monotonic()
 with concurrent.futures.ThreadPoolExecutor(clients) as pool:

@@ -63,8 +63,8 @@ int srv_host_ok(const char *host, const char *allow) {
     if (!host) return 1;
     const size_t n = host_len(host);
     if (!port_ok(host + n)) return 0;
-    if ((n == 9 && !strncasecmp(host, "localhost", 9)) || (n == 5 && !strncmp(host, "[::1]", 5)) || loopback_v4(host, n))
-        return 1;
+    const int local = (n == 9 && !strncasecmp(host, "localhost", 9)) || (n == 5 && !strncmp(host, "[::1]", 5));
+    if (local || loopback_v4(host, n)) return 1;
     return n && in_list(host, n, allow) && !(n == 1 && host[0] == '*');
 }
 

@@ -6,7 +6,8 @@
  *                GET /sdapi/v1/progress, /sdapi/v1/sd-models, /sdapi/v1/loras,
  *                /sdapi/v1/samplers, schedulers, upscalers, sd-vae, sd-modules,
  *                latent-upscale-modes; GET/POST /sdapi/v1/options
- *   native       POST /v1/jobs; GET /v1/jobs/ID, /v1/jobs/ID/result,
+ *   native       GET /v1/server (model, defaults, limits);
+ *                POST /v1/jobs; GET /v1/jobs/ID, /v1/jobs/ID/result,
  *                /v1/jobs/ID/images/N (PNG), /v1/jobs/ID/events (SSE);
  *                DELETE /v1/jobs/ID
  *   operations   GET /health, /ready, /metrics
@@ -158,7 +159,7 @@ static enum MHD_Result openai_images(srv_conn *rc, int edits) {
         srv_json_str(&b, job->req.prompt);
         fx_sb_printf(&b, ",\"seed\":%" PRIu64 "}", job->seed + (uint64_t)i);
     }
-    fx_sb_str(&b, "]}\n");
+    fx_sb_printf(&b, "],\"output_format\":\"%s\"}\n", srv_image_mime(job->req.output_format) + 6);
     ret = srv_reply(rc, 200, "application/json", &b);
     srv_job_unref(&rc->s->q, job);
     return ret;
@@ -309,8 +310,9 @@ static enum MHD_Result a1111_options(srv_conn *rc) {
 static void result_json(fx_strbuf *b, const srv_job *job) {
     fx_sb_printf(b, "{\"id\":\"%s\",\"status\":\"done\",\"images\":[", job->id);
     for (int i = 0; i < job->n_png; i++) {
-        fx_sb_printf(b, "%s{\"seed\":%" PRIu64 ",\"width\":%d,\"height\":%d,\"infotext\":", i ? "," : "",
-                     job->seed + (uint64_t)i, job->out_width, job->out_height);
+        fx_sb_printf(b, "%s{\"seed\":%" PRIu64 ",\"width\":%d,\"height\":%d,\"output_format\":\"%s\",\"infotext\":",
+                     i ? "," : "", job->seed + (uint64_t)i, job->out_width, job->out_height,
+                     srv_image_mime(job->req.output_format) + 6);
         srv_json_str(b, job->infotext[i]);
         fx_sb_str(b, ",\"b64_json\":\"");
         srv_base64_encode(b, job->png[i], job->png_len[i]);
@@ -465,7 +467,7 @@ static enum MHD_Result jobs_one(srv_conn *rc) {
         else if (k >= job->n_png) ret = srv_reply_error(rc, 404, "job %s has %d image(s)", id, job->n_png);
         else {
             srv_job_fetched(&rc->s->q, job);
-            ret = srv_reply_bytes(rc, 200, "image/png", job->png[k], job->png_len[k]);
+            ret = srv_reply_bytes(rc, 200, srv_image_mime(job->req.output_format), job->png[k], job->png_len[k]);
         }
     } else if (!*tail || !strcmp(tail, "/result") || !strcmp(tail, "/events") || !strncmp(tail, "/images/", 8)) {
         rc->allow = *tail ? "GET, HEAD" : "GET, HEAD, DELETE";
@@ -549,6 +551,24 @@ static enum MHD_Result metrics(srv_conn *rc) {
     return srv_reply(rc, 200, "text/plain; version=0.0.4", &b);
 }
 
+/* What a client (the page) needs to build its form: the model, its
+ * defaults, and the limits of this server. */
+static enum MHD_Result server_info(srv_conn *rc) {
+    const srv_server *s = rc->s;
+    const srv_limits *l = &s->lim;
+    fx_strbuf b = {0};
+    fx_sb_str(&b, "{\"model\":");
+    srv_json_str(&b, s->model_name);
+    fx_sb_printf(&b,
+                 ",\"distilled\":%s,\"default_steps\":%d,\"default_guidance\":%g,\"lora_dir\":%s,"
+                 "\"limits\":{\"max_steps\":%d,\"max_batch\":%d,\"max_images\":%d,\"min_size\":%d,\"max_size\":%d,"
+                 "\"max_body_bytes\":%zu,\"max_text_body_bytes\":%zu}}\n",
+                 s->q.info.distilled ? "true" : "false", s->q.info.default_steps, (double)s->q.info.default_guidance,
+                 s->lora_dir ? "true" : "false", l->max_steps, l->max_batch, l->max_images, l->min_size, l->max_size,
+                 l->max_body, l->max_text_body < l->max_body ? l->max_text_body : l->max_body);
+    return srv_reply(rc, 200, "application/json", &b);
+}
+
 /* ---------------------------------------------------------------- routing */
 
 enum MHD_Result srv_api_route(srv_conn *rc) {
@@ -556,6 +576,7 @@ enum MHD_Result srv_api_route(srv_conn *rc) {
     if (is(rc, "POST", "/v1/images/generations")) return openai_images(rc, 0);
     if (is(rc, "POST", "/v1/images/edits")) return openai_images(rc, 1);
     if (is(rc, "GET", "/v1/models")) return openai_models(rc);
+    if (is(rc, "GET", "/v1/server")) return server_info(rc);
     if (is(rc, "POST", "/sdapi/v1/txt2img")) return a1111_generate(rc, 0);
     if (is(rc, "POST", "/sdapi/v1/img2img")) return a1111_generate(rc, 1);
     if (is(rc, "GET", "/sdapi/v1/progress")) return a1111_progress(rc);
@@ -601,6 +622,7 @@ enum MHD_Result srv_api_route(srv_conn *rc) {
     static const struct {
         const char *path, *allow;
     } methods[] = {{"/v1/images/generations", "POST"}, {"/v1/images/edits", "POST"}, {"/v1/models", "GET, HEAD"},
+                   {"/v1/server", "GET, HEAD"},
                    {"/sdapi/v1/txt2img", "POST"}, {"/sdapi/v1/img2img", "POST"}, {"/sdapi/v1/progress", "GET, HEAD"},
                    {"/sdapi/v1/interrupt", "POST"}, {"/sdapi/v1/sd-models", "GET, HEAD"},
                    {"/sdapi/v1/loras", "GET, HEAD"}, {"/sdapi/v1/samplers", "GET, HEAD"},

@@ -166,7 +166,8 @@ void srv_conn_no_timeout(srv_conn *rc) { MHD_set_connection_option(rc->c, MHD_CO
 
 /* The body bytes an endpoint takes: images only where they are read. */
 static size_t body_limit(const srv_server *s, const char *url) {
-    const int images = !strcmp(url, "/v1/images/edits") || !strcmp(url, "/sdapi/v1/img2img") || !strcmp(url, "/v1/jobs");
+    const int images =
+        !strcmp(url, "/v1/images/edits") || !strcmp(url, "/sdapi/v1/img2img") || !strcmp(url, "/v1/jobs");
     return images || s->lim.max_text_body > s->lim.max_body ? s->lim.max_body : s->lim.max_text_body;
 }
 

@@ -22,16 +22,22 @@ const char *srv_job_state_name(srv_job_state s) {
 
 int srv_job_finished(const srv_job *job) { return job->state >= SRV_JOB_DONE; }
 
+/* An encoded result: PNGs come from the library, JPEG and WebP from srv_codecs.c. */
+static void free_encoded(const srv_job *job, uint8_t *bytes) {
+    if (job->req.output_format == SRV_FMT_JPEG || job->req.output_format == SRV_FMT_WEBP) free(bytes);
+    else flux_buffer_free(bytes);
+}
+
 static void job_free(srv_job *job) {
-    srv_request_free(&job->req);
     for (int i = 0; i < job->n_refs; i++) flux_image_free(job->refs[i]);
     for (int i = 0; i < job->n_png; i++) {
-        flux_buffer_free(job->png[i]);
+        free_encoded(job, job->png[i]);
         free(job->infotext ? job->infotext[i] : NULL);
     }
     free(job->infotext);
     free(job->png);
     free(job->png_len);
+    srv_request_free(&job->req); /* last: it says how the results were encoded */
     free(job);
 }
 
@@ -93,13 +99,21 @@ srv_job *srv_job_new(srv_queue *q, srv_gen_request *req, const srv_limits *lim, 
         char name[32];
         snprintf(name, sizeof name, "image %d", i);
         flux_image *img = NULL;
-        if (flux_image_decode(NULL, job->req.image[i], job->req.image_len[i], name, &img) != FLUX_OK) {
-            long long w, h; /* without a context the decoder keeps no message */
-            err->status = 400;
+        const srv_image_format fmt = srv_image_format_of(job->req.image[i], job->req.image_len[i]);
+        if (fmt == SRV_FMT_JPEG || fmt == SRV_FMT_WEBP) { /* the server's own codecs (photos, browsers) */
+            char why[256];
+            const int bad = srv_decode_image(job->req.image[i], job->req.image_len[i], lim->max_pixels, &img, why,
+                                             sizeof why);
+            if (bad) {
+                err->status = 400;
+                snprintf(err->msg, sizeof err->msg, "%s: %s", name, why);
+                break;
+            }
+        } else if (flux_image_decode(NULL, job->req.image[i], job->req.image_len[i], name, &img) != FLUX_OK) {
+            err->status = 400; /* without a context the decoder keeps no message */
             snprintf(err->msg, sizeof err->msg, "%s: %s", name,
-                     srv_image_dims(job->req.image[i], job->req.image_len[i], &w, &h)
-                         ? "a PNG this server cannot decode (broken, or beyond the decoder's limits)"
-                         : "not a PNG or binary PPM (P6/P5) image");
+                     fmt == SRV_FMT_PNG ? "a PNG this server cannot decode (broken, or beyond the decoder's limits)"
+                                        : "not a PNG, JPEG, WebP or binary PPM (P6/P5) image");
             break;
         }
         job->refs[job->n_refs++] = img;
@@ -162,9 +176,10 @@ static void forget_old_locked(srv_queue *q) {
     }
     while (bytes > q->keep.max_bytes) {
         int oldest = -1;
-        for (int i = 0; i < SRV_TABLE_SIZE; i++)
-            if (q->table[i] && srv_job_finished(q->table[i]) && (oldest < 0 || q->table[i]->t_end < q->table[oldest]->t_end))
-                oldest = i;
+        for (int i = 0; i < SRV_TABLE_SIZE; i++) {
+            const srv_job *j = q->table[i];
+            if (j && srv_job_finished(j) && (oldest < 0 || j->t_end < q->table[oldest]->t_end)) oldest = i;
+        }
         if (oldest < 0) break;
         bytes -= result_bytes(q->table[oldest]);
         unref_locked(q->table[oldest]);
@@ -459,8 +474,15 @@ static void run_job(srv_queue *q, srv_job *job) {
         /* as the CLI calls it, so the same request gives the same bytes */
         s = n > 1 ? flux_generate_batch(q->ctx, &p, out) : flux_generate(q->ctx, &p, &out[0]);
     }
+    char why[256] = "";
     for (int i = 0; s == FLUX_OK && i < n; i++) {
-        s = flux_image_encode_png(q->ctx, out[i], &png[i], &png_len[i]);
+        if (job->req.output_format == SRV_FMT_JPEG || job->req.output_format == SRV_FMT_WEBP) {
+            if (srv_encode_image(out[i], job->req.output_format, job->req.output_quality, &png[i], &png_len[i], why,
+                                 sizeof why) != 0)
+                s = FLUX_ERR_NOMEM;
+        } else {
+            s = flux_image_encode_png(q->ctx, out[i], &png[i], &png_len[i]);
+        }
         const char *params = flux_image_get_text(out[i], "parameters");
         if (s == FLUX_OK && !(infotext[i] = strdup(params ? params : ""))) s = FLUX_ERR_NOMEM;
     }
@@ -494,7 +516,8 @@ static void run_job(srv_queue *q, srv_job *job) {
         const int bad_input = s == FLUX_ERR_INVALID_ARG || s == FLUX_ERR_UNSUPPORTED || s == FLUX_ERR_MODEL ||
                               s == FLUX_ERR_FORMAT;
         job->http_status = bad_input ? 400 : 500;
-        snprintf(job->error, sizeof job->error, "%s", s == FLUX_ERR_NOMEM && !out ? "out of memory" : flux_error(q->ctx));
+        snprintf(job->error, sizeof job->error, "%s",
+                 why[0] ? why : s == FLUX_ERR_NOMEM && !out ? "out of memory" : flux_error(q->ctx));
         hide_lora_dir(q, job->error);
         finish_locked(q, job, SRV_JOB_FAILED);
     }
@@ -503,7 +526,7 @@ static void run_job(srv_queue *q, srv_job *job) {
         fprintf(stderr, "flux-server: %s %s in %.2f s%s%s\n", job->id, srv_job_state_name(job->state),
                 t_end - job->t_start, job->error[0] ? ": " : "", job->error);
     for (int i = 0; out && i < n; i++) flux_image_free(out[i]);
-    for (int i = 0; png && i < n; i++) flux_buffer_free(png[i]);
+    for (int i = 0; png && i < n; i++) free_encoded(job, png[i]);
     for (int i = 0; infotext && i < n; i++) free(infotext[i]);
     free(infotext);
     free(out);

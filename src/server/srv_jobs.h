@@ -46,7 +46,8 @@ typedef struct srv_job {
     int image, images;           /* decoded images done / total */
     double t_submit, t_start, t_denoise, t_denoise_end, t_end; /* fx_now_s() */
     unsigned version;            /* bumped on every change (SSE) */
-    int n_png;                   /* results: PNG files as `flux` writes them */
+    int n_png;                   /* results: PNG files as `flux` writes them, or JPEG / WebP
+                                    (req.output_format) */
     uint8_t **png;
     size_t *png_len;
     char **infotext;             /* [n_png] the A1111 "parameters" text of each */

@@ -8,6 +8,9 @@
  * (model, port), 2 bad command line.
  */
 #include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/stat.h>
@@ -284,6 +287,12 @@ int main(int argc, char **argv) {
     sa.max_results_bytes = (size_t)256 << 20;
     srv_limits_init(&sa.lim);
     passive_openmp(argv);
+#ifdef __GLIBC__
+    /* request bodies and their documents (up to --max-body-mb) come and go on many threads: from 256 KiB on
+     * they are mapped and unmapped, so their memory goes back at once (glibc's moving threshold kept it in the
+     * threads' arenas) */
+    mallopt(M_MMAP_THRESHOLD, 256 << 10);
+#endif
     char **rest = calloc((size_t)argc + 1, sizeof *rest);
     if (!rest) return CLI_EXIT_FAIL;
     int n_rest = 0, rc = parse_server_args(argc, argv, &sa, rest, &n_rest);

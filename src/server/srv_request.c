@@ -181,13 +181,14 @@ static int prompt_lora_tags(srv_gen_request *r, srv_err *err) {
         if (colon) {
             char num[32], *stop;
             const size_t m = (size_t)(end - colon - 1);
-            if (m == 0 || m >= sizeof num) return refuse(err, 400, "prompt: '<lora:%.*s>': bad weight", (int)(end - body), body);
+            if (m == 0 || m >= sizeof num)
+                return refuse(err, 400, "prompt: '<lora:%.*s>': bad weight", (int)(end - body), body);
             memcpy(num, colon + 1, m);
             num[m] = '\0';
             scale = strtod(num, &stop);
             if (*stop || !(scale >= -100 && scale <= 100))
-                return refuse(err, 400, "prompt: '<lora:%.*s>': the weight is not a number in -100..100", (int)(end - body),
-                              body);
+                return refuse(err, 400, "prompt: '<lora:%.*s>': the weight is not a number in -100..100",
+                              (int)(end - body), body);
         }
         if (n == 0 || n >= sizeof name) return refuse(err, 400, "prompt: '<lora:...>' without a usable name");
         memcpy(name, body, n);
@@ -315,9 +316,14 @@ static int parse_fields(srv_api api, const fx_json *body, const srv_limits *lim,
             r->batch = (int)(bs * it);
         }
     }
+    r->output_format = SRV_FMT_PNG;
+    r->output_quality = 100;
     if ((rc = get_str(body, "output_format", &s, err)) < 0) return -rc;
-    if (rc && strcasecmp(s, "png"))
-        return refuse(err, 400, "output_format: '%.32s' is not served (png only)", s);
+    if (rc && !strcasecmp(s, "jpeg")) r->output_format = SRV_FMT_JPEG;
+    else if (rc && !strcasecmp(s, "webp")) r->output_format = SRV_FMT_WEBP;
+    else if (rc && strcasecmp(s, "png")) return refuse(err, 400, "output_format: '%.32s': png, jpeg or webp", s);
+    if ((rc = get_int(body, "output_compression", 0, 100, &n, err)) < 0) return -rc;
+    if (rc) r->output_quality = n < 1 ? 1 : (int)n;
     if ((rc = get_int(body, "steps", 1, lim->max_steps, &n, err)) < 0) return -rc;
     if (rc) r->steps = (int)n;
     if ((rc = parse_seed(body, r, err))) return rc;
@@ -468,7 +474,8 @@ static int bound_body(const char *body, size_t len, const srv_limits *lim, char 
     if (sc.values > lim->max_json_values) {
         free(*pruned);
         *pruned = NULL;
-        return refuse(err, 400, "JSON body: more than %zu values in the fields this server reads", lim->max_json_values);
+        return refuse(err, 400, "JSON body: more than %zu values in the fields this server reads",
+                      lim->max_json_values);
     }
     return 0;
 }
@@ -658,11 +665,68 @@ static long long be32(const uint8_t *p) {
     return (long long)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
 }
 
+static long long le(const uint8_t *p, int bytes) {
+    long long v = 0;
+    for (int i = bytes - 1; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+/* The frame size of a JPEG: its first SOFn marker segment. */
+static int jpeg_dims(const uint8_t *d, size_t n, long long *w, long long *h) {
+    size_t i = 2;
+    while (i + 4 <= n) {
+        if (d[i] != 0xFF) return 0;
+        const uint8_t m = d[i + 1];
+        if (m == 0xFF) { /* fill byte */
+            i++;
+            continue;
+        }
+        if (m == 0x01 || (m >= 0xD0 && m <= 0xD8)) { /* markers without a segment */
+            i += 2;
+            continue;
+        }
+        const size_t len = (size_t)d[i + 2] << 8 | d[i + 3];
+        if (len < 2) return 0;
+        if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) {
+            if (i + 9 > n) return 0;
+            *h = (long long)d[i + 5] << 8 | d[i + 6];
+            *w = (long long)d[i + 7] << 8 | d[i + 8];
+            return 1;
+        }
+        i += 2 + len;
+    }
+    return 0;
+}
+
+/* The canvas of a WebP: VP8 (lossy), VP8L (lossless) or VP8X (extended) first chunk. */
+static int webp_dims(const uint8_t *d, size_t n, long long *w, long long *h) {
+    if (n < 30) return 0;
+    if (!memcmp(d + 12, "VP8 ", 4) && d[23] == 0x9d && d[24] == 0x01 && d[25] == 0x2a) {
+        *w = le(d + 26, 2) & 0x3fff;
+        *h = le(d + 28, 2) & 0x3fff;
+        return 1;
+    }
+    if (!memcmp(d + 12, "VP8L", 4) && d[20] == 0x2f) {
+        const long long bits = le(d + 21, 4);
+        *w = (bits & 0x3fff) + 1;
+        *h = (bits >> 14 & 0x3fff) + 1;
+        return 1;
+    }
+    if (!memcmp(d + 12, "VP8X", 4)) {
+        *w = le(d + 24, 3) + 1;
+        *h = le(d + 27, 3) + 1;
+        return 1;
+    }
+    return 0;
+}
+
 int srv_image_dims(const uint8_t *data, size_t n, long long *width, long long *height) {
     if (n >= 24 && !memcmp(data, "\x89PNG\r\n\x1a\n", 8) && !memcmp(data + 12, "IHDR", 4)) {
         *width = be32(data + 16);
         *height = be32(data + 20);
         return 1;
     }
+    if (n >= 4 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) return jpeg_dims(data, n, width, height);
+    if (n >= 16 && !memcmp(data, "RIFF", 4) && !memcmp(data + 8, "WEBP", 4)) return webp_dims(data, n, width, height);
     return 0; /* PPM: no compression, the body limit bounds its pixels */
 }

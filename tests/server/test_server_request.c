@@ -257,7 +257,16 @@ TEST(server_request_json_bounded) {
     REFUSED(SRV_API_NATIVE, "{\"prompt\":\"x\",\"a\":[1,2", 400, "malformed JSON");
     /* OpenAI: stream and output_format are not silently ignored (D7); the JSON edit form's images */
     REFUSED(SRV_API_OPENAI, "{\"prompt\":\"x\",\"stream\":true}", 400, "stream");
-    REFUSED(SRV_API_OPENAI, "{\"prompt\":\"x\",\"output_format\":\"jpeg\"}", 400, "output_format");
+    REFUSED(SRV_API_OPENAI, "{\"prompt\":\"x\",\"output_format\":\"gif\"}", 400, "output_format");
+    REFUSED(SRV_API_OPENAI, "{\"prompt\":\"x\",\"output_format\":\"jpeg\",\"output_compression\":101}", 400,
+            "output_compression");
+    CHECK_EQ_INT(parse(SRV_API_OPENAI, "{\"prompt\":\"x\",\"output_format\":\"JPEG\",\"output_compression\":50}", &r, &err),
+                 0);
+    CHECK(r.output_format == SRV_FMT_JPEG && r.output_quality == 50);
+    srv_request_free(&r);
+    CHECK_EQ_INT(parse(SRV_API_NATIVE, "{\"prompt\":\"x\",\"output_format\":\"webp\"}", &r, &err), 0);
+    CHECK(r.output_format == SRV_FMT_WEBP && r.output_quality == 100);
+    srv_request_free(&r);
     CHECK_EQ_INT(parse(SRV_API_OPENAI, "{\"prompt\":\"x\",\"stream\":false,\"output_format\":\"png\"}", &r, &err), 0);
     srv_request_free(&r);
     CHECK_EQ_INT(parse(SRV_API_OPENAI, "{\"prompt\":\"x\",\"images\":[{\"image_url\":\"data:image/png;base64,aGVsbG8=\"}]}",
@@ -324,4 +333,29 @@ TEST(server_request_a1111_lora_tags) {
             "{\"prompt\":\"<lora:a> <lora:b> <lora:c> <lora:d> <lora:e> <lora:f> <lora:g> <lora:h> <lora:i>\","
             "\"init_images\":[\"aGVsbG8=\"]}",
             400, "more than 8");
+}
+
+/* Pixel sizes from image headers, before any decoding (the 16 Mpx limit): PNG, JPEG, WebP. */
+TEST(server_image_dims) {
+    long long w = 0, h = 0;
+    /* JPEG: SOI, an APP0 segment, SOF0 with height 300, width 500 */
+    static const uint8_t jpeg[] = {0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x04, 0x00, 0x00, 0xFF, 0xC0, 0x00, 0x11,
+                                   0x08, 0x01, 0x2C, 0x01, 0xF4, 0x03, 0x01, 0x22, 0x00};
+    CHECK(srv_image_dims(jpeg, sizeof jpeg, &w, &h) && w == 500 && h == 300);
+    CHECK(!srv_image_dims(jpeg, 12, &w, &h)); /* cut before the SOF */
+    /* WebP lossless: VP8L, signature 0x2f, 14 bits width-1 = 639, 14 bits height-1 = 479 */
+    uint8_t webp[32] = {'R', 'I', 'F', 'F', 24, 0, 0, 0, 'W', 'E', 'B', 'P', 'V', 'P', '8', 'L', 10, 0, 0, 0, 0x2f};
+    const uint32_t bits = 639u | 479u << 14;
+    for (int i = 0; i < 4; i++) webp[21 + i] = (uint8_t)(bits >> (8 * i));
+    CHECK(srv_image_dims(webp, sizeof webp, &w, &h) && w == 640 && h == 480);
+    /* WebP extended: VP8X canvas 24-bit width-1, height-1 */
+    uint8_t webpx[32] = {'R', 'I', 'F', 'F', 24, 0, 0, 0, 'W', 'E', 'B', 'P', 'V', 'P', '8', 'X', 10, 0, 0, 0};
+    webpx[24] = 0x9F, webpx[25] = 0x86, webpx[26] = 0x01; /* 99999 */
+    webpx[27] = 0x0F, webpx[28] = 0x27;                  /* 9999 */
+    CHECK(srv_image_dims(webpx, sizeof webpx, &w, &h) && w == 100000 && h == 10000);
+    /* PNG IHDR */
+    static const uint8_t png[24] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13, 'I', 'H', 'D', 'R',
+                                    0, 0, 0x10, 0, 0, 0, 0x08, 0};
+    CHECK(srv_image_dims(png, sizeof png, &w, &h) && w == 4096 && h == 2048);
+    CHECK(!srv_image_dims((const uint8_t *)"P6\n2 2\n255\n", 11, &w, &h));
 }
