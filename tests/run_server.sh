@@ -20,7 +20,7 @@ set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 MODEL=$ROOT/tests/golden/model
-N_CHECKS=156 # the checks below, reported as skipped when the suite cannot run
+N_CHECKS=161 # the checks below, reported as skipped when the suite cannot run
 
 skip_all() {
     echo "server: $1: $N_CHECKS checks not run"
@@ -84,7 +84,7 @@ not_run() { # reason, names...: checks that could not run (skipped; failed under
 }
 
 # page_once WHAT NAME URL MODE WANT: the page (page.mjs, written by the page section) makes one image
-# in MODE (quick, lora); it must be the bytes of the file WANT
+# in MODE (quick, lora, base); it must be the bytes of the file WANT
 page_once() {
     if [ -d "$NODE_DIR/node_modules/playwright-core" ] && [ -n "${CHROMIUM:-}" ]; then
         runs "$1: ran" "$TMP/$2.out" node "$NODE_DIR/page.mjs" "$3" "$CHROMIUM" "$TMP/$2" "$4"
@@ -397,7 +397,8 @@ if [ -n "$CHROMIUM" ] && command -v node >/dev/null &&
 // Screenshots: OUT-1280.png, OUT-390.png.
 import { chromium } from "playwright-core";
 import fs from "fs";
-const [base, exe, out, mode = "full"] = process.argv.slice(2); // mode: full, quick (one image), lora (one, with style 0.8)
+// mode: full, quick (one image), lora (one, with style 0.8), base (one, negative "blurry", guidance 2.5)
+const [base, exe, out, mode = "full"] = process.argv.slice(2);
 const browser = await chromium.launch({ executablePath: exe, args: ["--no-sandbox", "--disable-gpu"] });
 const requests = [];
 try {
@@ -410,6 +411,11 @@ try {
   await page.fill("#steps", "2");
   await page.fill("#seed", "40");
   await page.fill("#key", "k3y");
+  if (mode === "base") {
+    await page.waitForSelector("#negative", { state: "visible" });
+    await page.fill("#negative", "blurry");
+    await page.fill("#guidance", "2.5");
+  }
   if (mode === "lora") {
     await page.waitForSelector("#lora option[value=style]", { state: "attached" });
     await page.selectOption("#lora", "style");
@@ -648,7 +654,7 @@ check "load: the server exits 0 after it" [ $? = 0 ]
 PORT=$MAIN_PORT PID=$MAIN_PID
 
 echo "== hostile clients: idle and slow sockets, big bodies, a chunked flood (D2, D3, D12) (${SECONDS} s)"
-start_server guard --header-timeout 3
+start_server guard --header-timeout 3 --access-log
 runs "72 idle + 80 dripping sockets: /health answered within 2 s throughout, all of them closed (D2)" \
     "$TMP/lockout.out" python3 tests/server_attacks.py lockout "$PORT" 3
 grep "^lockout:" "$TMP/lockout.out"
@@ -660,11 +666,22 @@ runs "4 x 32 MB JSON arrays: unread field skipped, read field capped, peak RSS +
 grep "^bigjson:" "$TMP/bigjson.out"
 check "/metrics: open connections and dropped ones" sh -c "curl -s 'http://127.0.0.1:$PORT/metrics' | grep -q '^flux_http_connections_dropped_total [1-9]'"
 check "the server lives on" [ "$(http_code GET /health)" = 200 ]
+check "--access-log: time, client, method, path, status, bytes, seconds" \
+    grep -Eq '^flux-server: 20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z 127\.0\.0\.1 GET /health 200 16 [0-9]+\.[0-9]{3}$' "$TMP/guard.log"
 check "OpenMP waits passively (D19): OMP_WAIT_POLICY=passive in its environment" \
     sh -c "tr '\\0' '\\n' </proc/$PID/environ | grep -qx OMP_WAIT_POLICY=passive"
 kill -TERM "$PID"; wait "$PID"
 OMP_WAIT_POLICY=active start_server omp
 check "... a policy the user set is kept" sh -c "tr '\\0' '\\n' </proc/$PID/environ | grep -qx OMP_WAIT_POLICY=active"
+kill -TERM "$PID"; wait "$PID"
+
+echo "== the page on a base model: negative prompt and guidance (${SECONDS} s)"
+"$FLUX" -q -d "$ROOT/tests/golden/model-base" -p 'a red apple' --negative blurry -g 2.5 -W 64 -H 64 -s 2 -S 40 \
+    -o "$TMP/cli-base.png"
+MODEL_SAVED=$MODEL MODEL=$ROOT/tests/golden/model-base
+start_server base
+MODEL=$MODEL_SAVED
+page_once "the page on a base model (negative blurry, guidance 2.5)" base-page "http://127.0.0.1:$PORT" base "$TMP/cli-base.png"
 kill -TERM "$PID"; wait "$PID"
 
 echo "== limits of the output size and of kept results (D5, D6) (${SECONDS} s)"
@@ -678,7 +695,15 @@ check "a finished job is there at once" [ "$(http_code GET "/v1/jobs/$T1/result"
 sleep 3
 check "--result-ttl 2: forgotten 3 s later (D6)" [ "$(http_code GET "/v1/jobs/$T1")" = 404 ]
 kill -TERM "$PID"; wait "$PID"
-start_server cap --max-results-mb 1
+start_server cap --max-results-mb 1 --cors-origin https://app.example
+check "--cors-origin: its preflight answered 204 with the CORS headers" sh -c "curl -s -D - -o /dev/null -X OPTIONS \
+    -H 'Origin: https://app.example' -H 'Access-Control-Request-Method: POST' 'http://127.0.0.1:$PORT/v1/jobs' |
+    grep -q '^HTTP/1.1 204' && curl -s -D - -o /dev/null -X OPTIONS -H 'Origin: https://app.example' \
+    'http://127.0.0.1:$PORT/v1/jobs' | grep -qi '^Access-Control-Allow-Headers: Authorization, Content-Type'"
+check "--cors-origin: its requests carry Access-Control-Allow-Origin; another origin still 403" sh -c "curl -s -D - \
+    -o /dev/null -H 'Origin: https://app.example' 'http://127.0.0.1:$PORT/v1/models' |
+    grep -qi '^Access-Control-Allow-Origin: https://app.example' &&
+    [ \$(curl -s -o /dev/null -w '%{http_code}' -H 'Origin: https://evil.example' 'http://127.0.0.1:$PORT/v1/models') = 403 ]"
 for k in 1 2; do
     http_code POST /v1/jobs -d '{"prompt":"x","width":512,"height":512,"steps":1,"seed":'$k'}' >/dev/null
     eval "B$k=$(json_get "$TMP/body" "d['id']")"
