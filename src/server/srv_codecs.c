@@ -37,8 +37,13 @@ static void jpeg_fail(j_common_ptr c) {
     longjmp(g->back, 1);
 }
 
-/* warnings (recoverable corrupt data) are not printed: only a fatal error refuses the image */
-static void jpeg_quiet(j_common_ptr c, int level) { (void)c, (void)level; }
+/* A warning is corrupt data libjpeg would paper over (a cut file comes out
+ * grey at the bottom): kept, not printed, and the image refused. */
+static void jpeg_warning(j_common_ptr c, int level) {
+    jpeg_guard *g = (jpeg_guard *)c->err;
+    if (level >= 0) return; /* trace messages */
+    if (!g->mgr.num_warnings++) g->mgr.format_message(c, g->msg);
+}
 
 static int decode_jpeg(const uint8_t *data, size_t n, long long max_pixels, flux_image **out, char *why,
                        size_t why_size) {
@@ -47,7 +52,7 @@ static int decode_jpeg(const uint8_t *data, size_t n, long long max_pixels, flux
     flux_image *volatile img = NULL;
     c.err = jpeg_std_error(&g.mgr);
     g.mgr.error_exit = jpeg_fail;
-    g.mgr.emit_message = jpeg_quiet;
+    g.mgr.emit_message = jpeg_warning;
     if (setjmp(g.back)) {
         snprintf(why, why_size, "JPEG: %s", g.msg);
         jpeg_destroy_decompress(&c);
@@ -81,6 +86,11 @@ static int decode_jpeg(const uint8_t *data, size_t n, long long max_pixels, flux
     }
     jpeg_finish_decompress(&c);
     jpeg_destroy_decompress(&c);
+    if (g.mgr.num_warnings) {
+        snprintf(why, why_size, "JPEG: corrupt data: %s", g.msg);
+        flux_image_free(img);
+        return -1;
+    }
     *out = img;
     return 0;
 }
