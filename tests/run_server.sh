@@ -20,7 +20,7 @@ set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 MODEL=$ROOT/tests/golden/model
-N_CHECKS=161 # the checks below, reported as skipped when the suite cannot run
+N_CHECKS=163 # the checks below, reported as skipped when the suite cannot run
 
 skip_all() {
     echo "server: $1: $N_CHECKS checks not run"
@@ -260,6 +260,7 @@ echo "== HTTP details: HEAD, 405 with Allow, stream, output_format, progress (D7
 check "HEAD /health: 200" [ "$(curl -s -I -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/health")" = 200 ]
 check "DELETE /health: 405 with Allow" [ "$(curl -s -D "$TMP/headers" -o /dev/null -w '%{http_code}' -X DELETE "http://127.0.0.1:$PORT/health")" = 405 ] && grep -qi '^Allow: GET, HEAD' "$TMP/headers" && ok "Allow header" || bad "Allow header"
 check "GET /v1/images/generations: 405" [ "$(http_code GET /v1/images/generations)" = 405 ]
+check "/favicon.ico: 204, no key needed; /index.html is the page" [ "$(http_code GET /favicon.ico)" = 204 -a "$(http_code GET /index.html)" = 200 ]
 check "OpenAI stream: true: 400, not silently ignored" [ "$(http_code POST /v1/images/generations -d '{"prompt":"x","size":"64x64","stream":true}')" = 400 ]
 check "output_format gif: 400, not silently ignored" [ "$(http_code POST /v1/images/generations -d '{"prompt":"x","size":"64x64","output_format":"gif"}')" = 400 ]
 check "output_format png: 200" [ "$(http_code POST /v1/images/generations -d '{"prompt":"a red apple","size":"64x64","steps":2,"seed":40,"output_format":"png"}')" = 200 ]
@@ -667,6 +668,8 @@ runs "4 x 32 MB JSON arrays: unread field skipped, read field capped, peak RSS +
 grep "^bigjson:" "$TMP/bigjson.out"
 check "/metrics: open connections and dropped ones" sh -c "curl -s 'http://127.0.0.1:$PORT/metrics' | grep -q '^flux_http_connections_dropped_total [1-9]'"
 check "the server lives on" [ "$(http_code GET /health)" = 200 ]
+curl -s -o /dev/null "http://127.0.0.1:$PORT/a%0Ab%20c"
+check "--access-log: a path with a newline stays on its line" grep -q ' GET /a?b?c 404 ' "$TMP/guard.log"
 check "--access-log: time, client, method, path, status, bytes, seconds" \
     grep -Eq '^flux-server: 20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z 127\.0\.0\.1 GET /health 200 16 [0-9]+\.[0-9]{3}$' "$TMP/guard.log"
 check "OpenMP waits passively (D19): OMP_WAIT_POLICY=passive in its environment" \

@@ -613,6 +613,7 @@ enum MHD_Result srv_api_route(srv_conn *rc) {
     if (!strncmp(rc->url, "/v1/jobs/", 9)) return jobs_one(rc);
     if (is(rc, "GET", "/") || is(rc, "GET", "/index.html"))
         return srv_reply_bytes(rc, 200, "text/html; charset=utf-8", srv_page_html, strlen(srv_page_html));
+    if (is(rc, "GET", "/favicon.ico")) return srv_reply_bytes(rc, 204, "image/x-icon", "", 0); /* none: no 404 noise */
     if (is(rc, "GET", "/health")) {
         fx_sb_str(&b, "{\"status\":\"ok\"}\n");
         return srv_reply(rc, 200, "application/json", &b);
@@ -630,7 +631,7 @@ enum MHD_Result srv_api_route(srv_conn *rc) {
                    {"/sdapi/v1/upscalers", "GET, HEAD"}, {"/sdapi/v1/sd-vae", "GET, HEAD"},
                    {"/sdapi/v1/sd-modules", "GET, HEAD"}, {"/sdapi/v1/latent-upscale-modes", "GET, HEAD"},
                    {"/v1/jobs", "POST"}, {"/", "GET, HEAD"},
-                   {"/index.html", "GET, HEAD"}, {"/health", "GET, HEAD"}, {"/ready", "GET, HEAD"},
+                   {"/index.html", "GET, HEAD"}, {"/favicon.ico", "GET, HEAD"}, {"/health", "GET, HEAD"}, {"/ready", "GET, HEAD"},
                    {"/metrics", "GET, HEAD"}};
     for (size_t i = 0; i < sizeof methods / sizeof *methods; i++)
         if (!strcmp(rc->url, methods[i].path)) {

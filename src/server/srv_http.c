@@ -53,8 +53,13 @@ static enum MHD_Result queue(srv_conn *rc, unsigned status, struct MHD_Response 
         strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
         if (bytes >= 0) snprintf(size, sizeof size, "%lld", bytes);
         else snprintf(size, sizeof size, "-");
-        fprintf(stderr, "flux-server: %s %s %s %s %u %s %.3f\n", when, srv_peer_ip(rc->peer), rc->verb, rc->url, status,
-                size, fx_now_s() - rc->t_start);
+        char path[256]; /* the decoded path as one line: control characters and spaces shown as '?' */
+        size_t k = 0;
+        for (const char *u = rc->url; *u && k + 1 < sizeof path; u++)
+            path[k++] = (unsigned char)*u <= ' ' || *u == 0x7f ? '?' : *u;
+        path[k] = '\0';
+        fprintf(stderr, "flux-server: %s %s %s %s %u %s %.3f\n", when, srv_peer_ip(rc->peer), rc->verb, path, status, size,
+                fx_now_s() - rc->t_start);
     }
     return ok;
 }

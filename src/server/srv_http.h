@@ -1,9 +1,12 @@
 /*
  * srv_http.h — flux-server's HTTP side on libmicrohttpd: the daemon (one
- * thread per connection, so a handler may wait for its job), request
- * bodies with their size limit, the API key, JSON responses and errors.
- * The endpoints themselves are in srv_api.c, reached through the server's
- * route callback.
+ * thread per connection, so a handler may wait for its job) with its
+ * connection guard (srv_guard.h), the checks made on a request's head
+ * before its body is read (Host, Origin and CORS, the API key,
+ * Content-Type, the endpoint's body limit: srv_access.h), request bodies,
+ * and every response through one path (common headers, counters, access
+ * log). The endpoints themselves are in srv_api.c, reached through the
+ * server's route callback.
  */
 #ifndef FX_SRV_HTTP_H
 #define FX_SRV_HTTP_H
