@@ -20,7 +20,7 @@ set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 MODEL=$ROOT/tests/golden/model
-N_CHECKS=163 # the checks below, reported as skipped when the suite cannot run
+N_CHECKS=165 # the checks below, reported as skipped when the suite cannot run
 
 skip_all() {
     echo "server: $1: $N_CHECKS checks not run"
@@ -675,8 +675,20 @@ check "--access-log: time, client, method, path, status, bytes, seconds" \
 check "OpenMP waits passively (D19): OMP_WAIT_POLICY=passive in its environment" \
     sh -c "tr '\\0' '\\n' </proc/$PID/environ | grep -qx OMP_WAIT_POLICY=passive"
 kill -TERM "$PID"; wait "$PID"
+start_server perip --max-conn-per-ip 2 --max-connections 16
+http_code POST /v1/jobs -d "$LONG" >/dev/null; PJ=$(json_get "$TMP/body" "d['id']")
+curl -s -N -o /dev/null -m 8 "http://127.0.0.1:$PORT/v1/jobs/$PJ/events" & E1=$!
+curl -s -N -o /dev/null -m 8 "http://127.0.0.1:$PORT/v1/jobs/$PJ/events" & E2=$!
+sleep 1
+third=$(curl -s -o /dev/null -w '%{http_code}' -m 5 "http://127.0.0.1:$PORT/health")
+check "--max-conn-per-ip 2: a third request while two streams are served gets 429 (got $third)" [ "$third" = 429 ]
+kill "$E1" "$E2" 2>/dev/null; wait "$E1" "$E2" 2>/dev/null
+for _ in $(seq 1 50); do [ "$(http_code GET /health)" = 200 ] && break; sleep 0.1; done
+check "... and served again once they closed" [ "$(http_code GET /health)" = 200 ]
+http_code DELETE "/v1/jobs/$PJ" >/dev/null
+kill -TERM "$PID"; wait "$PID"
 OMP_WAIT_POLICY=active start_server omp
-check "... a policy the user set is kept" sh -c "tr '\\0' '\\n' </proc/$PID/environ | grep -qx OMP_WAIT_POLICY=active"
+check "OpenMP: a wait policy the user set is kept (OMP_WAIT_POLICY=active)" sh -c "tr '\\0' '\\n' </proc/$PID/environ | grep -qx OMP_WAIT_POLICY=active"
 kill -TERM "$PID"; wait "$PID"
 
 echo "== the page on a base model: negative prompt and guidance (${SECONDS} s)"

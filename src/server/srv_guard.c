@@ -124,9 +124,10 @@ srv_peer *srv_guard_open(srv_guard *g, int fd, const struct sockaddr *addr) {
     g->count++;
     int same = 0;
     for (const srv_peer *q = g->head; q; q = q->next) same += !q->shut && !strcmp(q->ip, p->ip);
-    if (same > g->max_per_ip) { /* this address holds its share: its oldest idle connection gives way */
+    if (same > g->max_per_ip) { /* this address holds its share: its oldest idle connection gives way (when
+                                   all of them are busy, the new one's request gets 429: srv_guard_busy) */
         srv_peer *old = evictable_locked(g, p->ip, p);
-        shut_locked(g, old ? old : p);
+        if (old) shut_locked(g, old);
     }
     const int reserve = g->max_conns / 8 > 1 ? g->max_conns / 8 : 1;
     int live = 0;

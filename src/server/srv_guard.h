@@ -15,8 +15,8 @@
  * connection beyond either evicts the oldest waiting connection (of that
  * address, or of anyone) instead of being refused, so slow or idle sockets
  * give way to new clients (the reserve: max_conns / 8 connections are kept
- * free this way). Busy connections are never evicted; a client with more
- * than max_per_ip busy requests gets 429.
+ * free this way). Busy connections are never evicted; a request of a client
+ * with max_per_ip busy ones already gets 429.
  *
  * The guard knows sockets and addresses only (no HTTP): srv_http.c calls
  * it from libmicrohttpd's connection and request callbacks.
