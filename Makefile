@@ -141,7 +141,7 @@ CLI_SRC   := $(wildcard src/cli/*.c)
 # flux-server (src/server): its request parsers need no HTTP library and are
 # linked into the test binary too; the rest needs libmicrohttpd (make server).
 SERVER_SRC := $(wildcard src/server/*.c)
-SERVER_PARSE_SRC := src/server/srv_request.c src/server/srv_base64.c src/server/srv_json_out.c
+SERVER_PARSE_SRC := src/server/srv_request.c src/server/srv_base64.c src/server/srv_json_out.c src/server/srv_access.c
 LIB_SRC   := $(filter-out $(CLI_SRC) $(SERVER_SRC) src/vulkan/% src/ops/ops_vulkan.c,$(wildcard src/*/*.c)) $(SIMD_SRC)
 TEST_SRC  := $(wildcard tests/*.c) $(filter-out tests/fuzz/% tests/vulkan/%,$(wildcard tests/*/*.c)) $(SERVER_PARSE_SRC)
 BENCH_SRC := $(filter-out bench/bench_vulkan.c,$(wildcard bench/*.c))
@@ -212,8 +212,9 @@ $(FLUX_BIN): $(CLI_OBJ) $(LIB_A)
 	$(Q)$(CC) $(LDFLAGS) $(CLI_OBJ) $(LIB_A) -o $@ $(LDLIBS)
 
 # ---- flux-server: HTTP through libmicrohttpd (Debian libmicrohttpd-dev)
+# + JPEG and WebP for its clients' images (Debian libjpeg-dev, libwebp-dev; server only)
 MHD_CFLAGS := $(shell pkg-config --cflags libmicrohttpd 2>/dev/null)
-MHD_LIBS   := $(or $(shell pkg-config --libs libmicrohttpd 2>/dev/null),-lmicrohttpd)
+MHD_LIBS   := $(or $(shell pkg-config --libs libmicrohttpd 2>/dev/null),-lmicrohttpd) -ljpeg -lwebp
 $(OBJ)/src/server/%.o: CPPFLAGS += $(MHD_CFLAGS)
 server: $(SERVER_BIN)                  ## flux-server, the HTTP server (libmicrohttpd)
 
@@ -317,7 +318,8 @@ FUZZ_SRC_lora = $(FUZZ_SRC_DEFAULT) src/formats/single_file.c src/formats/lora.c
                 simd/common/scratch.c
 FUZZ_SRC_adapters = $(FUZZ_SRC_lora) src/pipeline/adapters.c src/formats/safetensors_write.c src/base/atomic_file.c \
                     src/base/strbuf.c
-FUZZ_SRC_server_request = src/server/srv_request.c src/server/srv_base64.c src/server/srv_json_out.c src/base/json.c \
+FUZZ_SRC_server_request = src/server/srv_request.c src/server/srv_base64.c src/server/srv_json_out.c src/server/srv_access.c \
+                           src/base/json.c \
                            src/base/file_read.c src/base/error.c src/base/strbuf.c
 FUZZ_BINS    := $(patsubst tests/fuzz/%.c,$(FUZZ_DIR)/%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_CFLAGS  := -std=c11 -g -O1 -D_GNU_SOURCE -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -I. $(WARN) \

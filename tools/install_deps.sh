@@ -12,8 +12,8 @@
 #   tools/install_deps.sh --vulkan + the Vulkan build and test deps (headers and
 #                                  loader, glslc, Mesa lavapipe, validation
 #                                  layers) for `make VULKAN=1` (combinable)
-#   tools/install_deps.sh --server + libmicrohttpd (make server) and what
-#                                  its tests drive: curl, python3, nginx
+#   tools/install_deps.sh --server + libmicrohttpd, libjpeg, libwebp (make server) and what
+#                                  its tests drive: curl, python3, nginx, djpeg, dwebp
 #                                  (two servers behind it), chromium (the web
 #                                  page, with npm playwright-core) (combinable)
 #   --optional                     what cannot be installed is reported, not
@@ -77,6 +77,10 @@ if [ $want_test -eq 1 ] && have clang && ! fuzzer_ok; then
 fi
 if [ $want_server -eq 1 ]; then
     [ -f /usr/include/microhttpd.h ] || pkg_installed libmicrohttpd-dev || missing+=(libmicrohttpd-dev)
+    [ -f /usr/include/jpeglib.h ] || missing+=(libjpeg-dev)
+    [ -f /usr/include/webp/encode.h ] || pkg_installed libwebp-dev || missing+=(libwebp-dev)
+    have djpeg || missing+=(libjpeg-turbo-progs) # the tests' independent JPEG and WebP decoders
+    have dwebp || missing+=(webp)
     have curl || missing+=(curl)
     have python3 || missing+=(python3)
     have nginx || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)

@@ -4,8 +4,10 @@
  *   OpenAI       POST /v1/images/generations, POST /v1/images/edits, GET /v1/models
  *   A1111        POST /sdapi/v1/txt2img, /sdapi/v1/img2img, /sdapi/v1/interrupt;
  *                GET /sdapi/v1/progress, /sdapi/v1/sd-models, /sdapi/v1/loras,
- *                /sdapi/v1/samplers; GET/POST /sdapi/v1/options
- *   native       POST /v1/jobs; GET /v1/jobs/ID, /v1/jobs/ID/result,
+ *                /sdapi/v1/samplers, schedulers, upscalers, sd-vae, sd-modules,
+ *                latent-upscale-modes; GET/POST /sdapi/v1/options
+ *   native       GET /v1/server (model, defaults, limits);
+ *                POST /v1/jobs; GET /v1/jobs/ID, /v1/jobs/ID/result,
  *                /v1/jobs/ID/images/N (PNG), /v1/jobs/ID/events (SSE);
  *                DELETE /v1/jobs/ID
  *   operations   GET /health, /ready, /metrics
@@ -23,7 +25,9 @@
 
 #include "src/base/clock.h"
 #include "src/base/json.h"
+#include "srv_access.h"
 #include "srv_base64.h"
+#include "srv_clock.h"
 #include "srv_api.h"
 #include "srv_json_out.h"
 #include "srv_page.h"
@@ -62,9 +66,7 @@ static srv_job *submit(srv_conn *rc, srv_api api, int multipart, int async, int 
     srv_gen_request req;
     srv_err err;
     int st;
-    if (multipart)
-        st = srv_parse_multipart(MHD_lookup_connection_value(rc->c, MHD_HEADER_KIND, "Content-Type"), rc->body,
-                                 rc->len, &s->lim, &req, &err);
+    if (multipart) st = srv_parse_multipart(srv_header(rc, "Content-Type"), rc->body, rc->len, &s->lim, &req, &err);
     else st = srv_parse_json(api, rc->body ? rc->body : "", rc->len, &s->lim, &req, &err);
     if (!st && need_image && req.n_images == 0) {
         st = err.status = 400;
@@ -75,7 +77,7 @@ static srv_job *submit(srv_conn *rc, srv_api api, int multipart, int async, int 
         *ret = srv_reply_error(rc, (unsigned)st, "%s", err.msg);
         return NULL;
     }
-    srv_job *job = srv_job_new(&s->q, &req, async, &err);
+    srv_job *job = srv_job_new(&s->q, &req, &s->lim, async, &err);
     srv_request_free(&req);
     if (!job) {
         *ret = srv_reply_error(rc, (unsigned)err.status, "%s", err.msg);
@@ -98,13 +100,7 @@ static int wait_job(srv_conn *rc, srv_job *job) {
     srv_conn_no_timeout(rc);
     pthread_mutex_lock(&q->mu);
     while (!srv_job_finished(job)) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 200 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        const struct timespec ts = srv_deadline_in_ms(200);
         pthread_cond_timedwait(&q->changed, &q->mu, &ts);
         if (srv_job_finished(job)) break;
         pthread_mutex_unlock(&q->mu);
@@ -150,8 +146,7 @@ static srv_job *run_sync(srv_conn *rc, srv_api api, int multipart, int need_imag
 /* ---------------------------------------------------------------- OpenAI */
 
 static enum MHD_Result openai_images(srv_conn *rc, int edits) {
-    const char *ct = MHD_lookup_connection_value(rc->c, MHD_HEADER_KIND, "Content-Type");
-    const int multipart = ct && !strncasecmp(ct, "multipart/form-data", 19);
+    const int multipart = srv_media_type_is(srv_header(rc, "Content-Type"), "multipart/form-data");
     enum MHD_Result ret = MHD_NO;
     srv_job *job = run_sync(rc, SRV_API_OPENAI, multipart, edits, &ret);
     if (!job) return ret;
@@ -164,7 +159,7 @@ static enum MHD_Result openai_images(srv_conn *rc, int edits) {
         srv_json_str(&b, job->req.prompt);
         fx_sb_printf(&b, ",\"seed\":%" PRIu64 "}", job->seed + (uint64_t)i);
     }
-    fx_sb_str(&b, "]}\n");
+    fx_sb_printf(&b, "],\"output_format\":\"%s\"}\n", srv_image_mime(job->req.output_format) + 6);
     ret = srv_reply(rc, 200, "application/json", &b);
     srv_job_unref(&rc->s->q, job);
     return ret;
@@ -235,7 +230,8 @@ static enum MHD_Result a1111_progress(srv_conn *rc) {
                  "{\"progress\":%.4f,\"eta_relative\":%.2f,\"state\":{\"skipped\":false,\"interrupted\":%s,"
                  "\"job\":\"%s\",\"job_count\":%d,\"job_timestamp\":\"0\",\"job_no\":0,\"sampling_step\":%d,"
                  "\"sampling_steps\":%d},\"current_image\":null,\"textinfo\":null}\n",
-                 progress, eta > 0 ? eta : 0, job && job->cancel ? "true" : "false", job ? job->id : "",
+                 /* "job" names no job id: an id lets anyone cancel the job (DELETE /v1/jobs/ID) */
+                 progress, eta > 0 ? eta : 0, job && job->cancel ? "true" : "false", job ? "flux" : "",
                  q->length + (job ? 1 : 0), job ? job->step : 0, job ? job->steps : 0);
     pthread_mutex_unlock(&q->mu);
     return srv_reply(rc, 200, "application/json", &b);
@@ -310,12 +306,28 @@ static enum MHD_Result a1111_options(srv_conn *rc) {
 
 /* ---------------------------------------------------------------- native jobs */
 
+/* {"id", "status": "done", "images": [{"seed", "width", "height", "infotext", "b64_json"}]} of a done job */
+static void result_json(fx_strbuf *b, const srv_job *job) {
+    fx_sb_printf(b, "{\"id\":\"%s\",\"status\":\"done\",\"images\":[", job->id);
+    for (int i = 0; i < job->n_png; i++) {
+        fx_sb_printf(b, "%s{\"seed\":%" PRIu64 ",\"width\":%d,\"height\":%d,\"output_format\":\"%s\",\"infotext\":",
+                     i ? "," : "", job->seed + (uint64_t)i, job->out_width, job->out_height,
+                     srv_image_mime(job->req.output_format) + 6);
+        srv_json_str(b, job->infotext[i]);
+        fx_sb_str(b, ",\"b64_json\":\"");
+        srv_base64_encode(b, job->png[i], job->png_len[i]);
+        fx_sb_str(b, "\"}");
+    }
+    fx_sb_str(b, "]}");
+}
+
 typedef struct sse {
     srv_server *s;
     srv_job *job;
     unsigned seen;
     int sent_first, done;
-    int cancel_on_close;
+    int cancel_on_close;         /* "stream": true on POST /v1/jobs: the stream is the job's only client */
+    int with_result;             /* ... and it carries the result (event: result) before done */
     fx_strbuf pending;
     size_t off;
 } sse;
@@ -330,9 +342,8 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
         pthread_mutex_lock(&q->mu);
         int timed_out = 0;
         if (e->sent_first) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_sec += 15; /* a comment line keeps proxies from closing an idle stream */
+            const struct timespec ts = srv_deadline_in_ms(15000); /* then a comment line keeps proxies from
+                                                                     closing an idle stream */
             while (e->job->version == e->seen && !srv_job_finished(e->job) && !timed_out)
                 timed_out = pthread_cond_timedwait(&q->changed, &q->mu, &ts) != 0;
         }
@@ -342,6 +353,12 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
         } else {
             e->seen = e->job->version;
             const int fin = srv_job_finished(e->job);
+            if (fin && e->with_result && e->job->state == SRV_JOB_DONE) {
+                fx_sb_str(&e->pending, "event: result\ndata: ");
+                result_json(&e->pending, e->job);
+                fx_sb_str(&e->pending, "\n\n");
+                e->job->fetched = 1;
+            }
             fx_sb_printf(&e->pending, "event: %s\ndata: ", fin ? "done" : "progress");
             status_json_locked(&e->pending, q, e->job);
             fx_sb_str(&e->pending, "\n\n");
@@ -359,6 +376,11 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
 
 static void sse_free(void *cls) {
     sse *e = cls;
+    if (!e->done) { /* the reader left before the end */
+        pthread_mutex_lock(&e->s->q.mu);
+        e->s->q.m.disconnects++;
+        pthread_mutex_unlock(&e->s->q.mu);
+    }
     if (e->cancel_on_close && !e->done) srv_job_cancel(&e->s->q, e->job); /* the client went away */
     srv_job_unref(&e->s->q, e->job);
     free(e->pending.s);
@@ -374,6 +396,7 @@ static enum MHD_Result reply_events(srv_conn *rc, srv_job *job, int cancel_on_cl
     e->s = rc->s;
     e->job = job;
     e->cancel_on_close = cancel_on_close;
+    e->with_result = cancel_on_close;
     return srv_reply_stream(rc, sse_read, e, sse_free);
 }
 
@@ -387,20 +410,9 @@ static enum MHD_Result jobs_submit(srv_conn *rc) {
     status_json_locked(&b, &rc->s->q, job);
     pthread_mutex_unlock(&rc->s->q.mu);
     fx_sb_str(&b, "\n");
-    char location[64];
-    snprintf(location, sizeof location, "/v1/jobs/%s", job->id);
+    snprintf(rc->location, sizeof rc->location, "/v1/jobs/%s", job->id);
     srv_job_unref(&rc->s->q, job);
-    if (b.failed) return srv_reply(rc, 500, "application/json", &b);
-    struct MHD_Response *r = MHD_create_response_from_buffer(b.len, b.s, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(b.s);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    MHD_add_response_header(r, "Location", location);
-    ret = MHD_queue_response(rc->c, 202, r);
-    MHD_destroy_response(r);
-    return ret;
+    return srv_reply(rc, 202, "application/json", &b);
 }
 
 static enum MHD_Result job_result(srv_conn *rc, srv_job *job) {
@@ -411,16 +423,9 @@ static enum MHD_Result job_result(srv_conn *rc, srv_job *job) {
     if (!fin) return srv_reply_error(rc, 409, "job %s is not finished (GET /v1/jobs/%s for its status)", job->id, job->id);
     if (job->state != SRV_JOB_DONE) return reply_failure(rc, job);
     fx_strbuf b = {0};
-    fx_sb_printf(&b, "{\"id\":\"%s\",\"status\":\"done\",\"images\":[", job->id);
-    for (int i = 0; i < job->n_png; i++) {
-        fx_sb_printf(&b, "%s{\"seed\":%" PRIu64 ",\"width\":%d,\"height\":%d,\"infotext\":", i ? "," : "",
-                     job->seed + (uint64_t)i, job->out_width, job->out_height);
-        srv_json_str(&b, job->infotext[i]);
-        fx_sb_str(&b, ",\"b64_json\":\"");
-        srv_base64_encode(&b, job->png[i], job->png_len[i]);
-        fx_sb_str(&b, "\"}");
-    }
-    fx_sb_str(&b, "]}\n");
+    result_json(&b, job);
+    fx_sb_str(&b, "\n");
+    srv_job_fetched(q, job);
     return srv_reply(rc, 200, "application/json", &b);
 }
 
@@ -434,8 +439,9 @@ static enum MHD_Result jobs_one(srv_conn *rc) {
     id[idlen] = '\0';
     const char *tail = rest + idlen;
     srv_job *job = srv_queue_find(&rc->s->q, id);
-    if (!job) return srv_reply_error(rc, 404, "no job %s (finished jobs are forgotten after %d newer ones)", id,
-                                     SRV_TABLE_SIZE);
+    if (!job)
+        return srv_reply_error(rc, 404, "no job %s (finished jobs are kept --result-ttl seconds, their images within "
+                                        "--max-results-mb, at most %d jobs)", id, SRV_TABLE_SIZE);
     enum MHD_Result ret;
     const int get = !strcmp(rc->method, "GET");
     if (!*tail && (get || !strcmp(rc->method, "DELETE"))) {
@@ -459,9 +465,15 @@ static enum MHD_Result jobs_one(srv_conn *rc) {
         if (*end || end == tail + 8 || k < 0) ret = srv_reply_error(rc, 404, "no such image");
         else if (state != SRV_JOB_DONE) ret = srv_reply_error(rc, 409, "job %s is %s", id, srv_job_state_name(state));
         else if (k >= job->n_png) ret = srv_reply_error(rc, 404, "job %s has %d image(s)", id, job->n_png);
-        else ret = srv_reply_bytes(rc, 200, "image/png", job->png[k], job->png_len[k]);
+        else {
+            srv_job_fetched(&rc->s->q, job);
+            ret = srv_reply_bytes(rc, 200, srv_image_mime(job->req.output_format), job->png[k], job->png_len[k]);
+        }
+    } else if (!*tail || !strcmp(tail, "/result") || !strcmp(tail, "/events") || !strncmp(tail, "/images/", 8)) {
+        rc->allow = *tail ? "GET, HEAD" : "GET, HEAD, DELETE";
+        ret = srv_reply_error(rc, 405, "%s %s: the method is not allowed (Allow: %s)", rc->method, rc->url, rc->allow);
     } else {
-        ret = srv_reply_error(rc, get ? 404 : 405, "%s %s: not an endpoint", rc->method, rc->url);
+        ret = srv_reply_error(rc, 404, "%s %s: not an endpoint", rc->method, rc->url);
     }
     srv_job_unref(&rc->s->q, job);
     return ret;
@@ -518,15 +530,43 @@ static enum MHD_Result metrics(srv_conn *rc) {
                  "# HELP flux_http_requests_total HTTP requests received.\n# TYPE flux_http_requests_total counter\n"
                  "flux_http_requests_total %llu\n"
                  "# HELP flux_client_disconnects_total Requests whose client went away before the answer.\n"
-                 "# TYPE flux_client_disconnects_total counter\nflux_client_disconnects_total %llu\n"
-                 "# HELP flux_http_errors_total Error responses by status.\n# TYPE flux_http_errors_total counter\n",
+                 "# TYPE flux_client_disconnects_total counter\nflux_client_disconnects_total %llu\n",
                  m.jobs_done, m.jobs_failed, m.jobs_cancelled, m.rejected_full, m.images, m.steps, m.step_seconds,
                  m.steps ? m.step_seconds / (double)m.steps : 0.0, m.job_seconds, m.http_requests, m.disconnects);
+    int open = 0;
+    unsigned long long dropped = 0;
+    srv_guard_counts(&s->guard, &open, &dropped);
+    fx_sb_printf(&b,
+                 "# HELP flux_http_connections Open client connections.\n# TYPE flux_http_connections gauge\n"
+                 "flux_http_connections %d\n"
+                 "# HELP flux_http_connections_dropped_total Connections closed for a missed request-head deadline "
+                 "or evicted for new clients.\n# TYPE flux_http_connections_dropped_total counter\n"
+                 "flux_http_connections_dropped_total %llu\n"
+                 "# HELP flux_http_errors_total Error responses by status.\n# TYPE flux_http_errors_total counter\n",
+                 open, dropped);
     pthread_mutex_lock(&q->mu);
     for (int st = 400; st < 600; st++)
         if (s->status_count[st]) fx_sb_printf(&b, "flux_http_errors_total{status=\"%d\"} %llu\n", st, s->status_count[st]);
     pthread_mutex_unlock(&q->mu);
     return srv_reply(rc, 200, "text/plain; version=0.0.4", &b);
+}
+
+/* What a client (the page) needs to build its form: the model, its
+ * defaults, and the limits of this server. */
+static enum MHD_Result server_info(srv_conn *rc) {
+    const srv_server *s = rc->s;
+    const srv_limits *l = &s->lim;
+    fx_strbuf b = {0};
+    fx_sb_str(&b, "{\"model\":");
+    srv_json_str(&b, s->model_name);
+    fx_sb_printf(&b,
+                 ",\"distilled\":%s,\"default_steps\":%d,\"default_guidance\":%g,\"lora_dir\":%s,"
+                 "\"limits\":{\"max_steps\":%d,\"max_batch\":%d,\"max_images\":%d,\"min_size\":%d,\"max_size\":%d,"
+                 "\"max_body_bytes\":%zu,\"max_text_body_bytes\":%zu}}\n",
+                 s->q.info.distilled ? "true" : "false", s->q.info.default_steps, (double)s->q.info.default_guidance,
+                 s->lora_dir ? "true" : "false", l->max_steps, l->max_batch, l->max_images, l->min_size, l->max_size,
+                 l->max_body, l->max_text_body < l->max_body ? l->max_text_body : l->max_body);
+    return srv_reply(rc, 200, "application/json", &b);
 }
 
 /* ---------------------------------------------------------------- routing */
@@ -536,6 +576,7 @@ enum MHD_Result srv_api_route(srv_conn *rc) {
     if (is(rc, "POST", "/v1/images/generations")) return openai_images(rc, 0);
     if (is(rc, "POST", "/v1/images/edits")) return openai_images(rc, 1);
     if (is(rc, "GET", "/v1/models")) return openai_models(rc);
+    if (is(rc, "GET", "/v1/server")) return server_info(rc);
     if (is(rc, "POST", "/sdapi/v1/txt2img")) return a1111_generate(rc, 0);
     if (is(rc, "POST", "/sdapi/v1/img2img")) return a1111_generate(rc, 1);
     if (is(rc, "GET", "/sdapi/v1/progress")) return a1111_progress(rc);
@@ -551,15 +592,52 @@ enum MHD_Result srv_api_route(srv_conn *rc) {
         return srv_reply(rc, 200, "application/json", &b);
     }
     if (is(rc, "GET", "/sdapi/v1/options") || is(rc, "POST", "/sdapi/v1/options")) return a1111_options(rc);
+    /* the lists A1111 clients fill their menus from: what this server has (one scheduler, no upscalers) */
+    static const struct {
+        const char *path, *json;
+    } lists[] = {
+        {"/sdapi/v1/schedulers", "[{\"name\":\"simple\",\"label\":\"Simple (FLUX.2 shifted)\",\"aliases\":null,"
+                                 "\"default_rho\":-1,\"need_inner_model\":false}]\n"},
+        {"/sdapi/v1/upscalers", "[{\"name\":\"None\",\"model_name\":null,\"model_path\":null,\"model_url\":null,"
+                                "\"scale\":1}]\n"},
+        {"/sdapi/v1/sd-vae", "[]\n"},
+        {"/sdapi/v1/sd-modules", "[]\n"},
+        {"/sdapi/v1/latent-upscale-modes", "[]\n"},
+    };
+    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++)
+        if (is(rc, "GET", lists[i].path)) {
+            fx_sb_str(&b, lists[i].json);
+            return srv_reply(rc, 200, "application/json", &b);
+        }
     if (is(rc, "POST", "/v1/jobs")) return jobs_submit(rc);
     if (!strncmp(rc->url, "/v1/jobs/", 9)) return jobs_one(rc);
     if (is(rc, "GET", "/") || is(rc, "GET", "/index.html"))
         return srv_reply_bytes(rc, 200, "text/html; charset=utf-8", srv_page_html, strlen(srv_page_html));
+    if (is(rc, "GET", "/favicon.ico")) return srv_reply_bytes(rc, 204, "image/x-icon", "", 0); /* none: no 404 noise */
     if (is(rc, "GET", "/health")) {
         fx_sb_str(&b, "{\"status\":\"ok\"}\n");
         return srv_reply(rc, 200, "application/json", &b);
     }
     if (is(rc, "GET", "/ready")) return ready(rc);
     if (is(rc, "GET", "/metrics")) return metrics(rc);
+    static const struct {
+        const char *path, *allow;
+    } methods[] = {{"/v1/images/generations", "POST"}, {"/v1/images/edits", "POST"}, {"/v1/models", "GET, HEAD"},
+                   {"/v1/server", "GET, HEAD"},
+                   {"/sdapi/v1/txt2img", "POST"}, {"/sdapi/v1/img2img", "POST"}, {"/sdapi/v1/progress", "GET, HEAD"},
+                   {"/sdapi/v1/interrupt", "POST"}, {"/sdapi/v1/sd-models", "GET, HEAD"},
+                   {"/sdapi/v1/loras", "GET, HEAD"}, {"/sdapi/v1/samplers", "GET, HEAD"},
+                   {"/sdapi/v1/options", "GET, HEAD, POST"}, {"/sdapi/v1/schedulers", "GET, HEAD"},
+                   {"/sdapi/v1/upscalers", "GET, HEAD"}, {"/sdapi/v1/sd-vae", "GET, HEAD"},
+                   {"/sdapi/v1/sd-modules", "GET, HEAD"}, {"/sdapi/v1/latent-upscale-modes", "GET, HEAD"},
+                   {"/v1/jobs", "POST"}, {"/", "GET, HEAD"},
+                   {"/index.html", "GET, HEAD"}, {"/favicon.ico", "GET, HEAD"}, {"/health", "GET, HEAD"}, {"/ready", "GET, HEAD"},
+                   {"/metrics", "GET, HEAD"}};
+    for (size_t i = 0; i < sizeof methods / sizeof *methods; i++)
+        if (!strcmp(rc->url, methods[i].path)) {
+            rc->allow = methods[i].allow;
+            return srv_reply_error(rc, 405, "%s %s: the method is not allowed (Allow: %s)", rc->method, rc->url,
+                                   rc->allow);
+        }
     return srv_reply_error(rc, 404, "%s %s: not an endpoint of flux-server", rc->method, rc->url);
 }

@@ -11,7 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
+#include "src/base/clock.h"
+#include "srv_access.h"
 #include "srv_json_out.h"
 
 /* ---------------------------------------------------------------- replies */
@@ -22,21 +25,49 @@ static void count_status(srv_server *s, unsigned status) {
     pthread_mutex_unlock(&s->q.mu);
 }
 
-static enum MHD_Result queue(srv_conn *rc, unsigned status, struct MHD_Response *r) {
+const char *srv_header(srv_conn *rc, const char *name) {
+    return MHD_lookup_connection_value(rc->c, MHD_HEADER_KIND, name);
+}
+
+/* Every response goes out here: the common headers, the counters, the log. */
+static enum MHD_Result queue(srv_conn *rc, unsigned status, struct MHD_Response *r, long long bytes) {
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Cache-Control", "no-store");
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    if (rc->cors_origin) {
+        MHD_add_response_header(r, "Access-Control-Allow-Origin", rc->cors_origin);
+        MHD_add_response_header(r, "Access-Control-Expose-Headers", "Location, Retry-After");
+    }
+    if (rc->s->cors_origins) MHD_add_response_header(r, "Vary", "Origin");
+    if (rc->allow) MHD_add_response_header(r, "Allow", rc->allow);
+    if (rc->location[0]) MHD_add_response_header(r, "Location", rc->location);
     const enum MHD_Result ok = MHD_queue_response(rc->c, status, r);
     MHD_destroy_response(r);
+    rc->replied = 1;
     count_status(rc->s, status);
-    if (rc->s->verbose >= 2) fprintf(stderr, "flux-server: %s %s -> %u\n", rc->method, rc->url, status);
+    if (rc->s->access_log || rc->s->verbose >= 2) {
+        /* time, client, method, path, status, bytes, seconds since the request head */
+        char when[32], size[24];
+        const time_t now = time(NULL);
+        struct tm tm;
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
+        if (bytes >= 0) snprintf(size, sizeof size, "%lld", bytes);
+        else snprintf(size, sizeof size, "-");
+        char path[256]; /* the decoded path as one line: control characters and spaces shown as '?' */
+        size_t k = 0;
+        for (const char *u = rc->url; *u && k + 1 < sizeof path; u++)
+            path[k++] = (unsigned char)*u <= ' ' || *u == 0x7f ? '?' : *u;
+        path[k] = '\0';
+        fprintf(stderr, "flux-server: %s %s %s %s %u %s %.3f\n", when, srv_peer_ip(rc->peer), rc->verb, path, status, size,
+                fx_now_s() - rc->t_start);
+    }
     return ok;
 }
 
 enum MHD_Result srv_reply_bytes(srv_conn *rc, unsigned status, const char *type, const void *data, size_t len) {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_MUST_COPY);
     if (r) MHD_add_response_header(r, "Content-Type", type);
-    return queue(rc, status, r);
+    return queue(rc, status, r, (long long)len);
 }
 
 enum MHD_Result srv_reply(srv_conn *rc, unsigned status, const char *type, fx_strbuf *body) {
@@ -49,14 +80,16 @@ enum MHD_Result srv_reply(srv_conn *rc, unsigned status, const char *type, fx_st
         MHD_create_response_from_buffer(body->len, body->s ? body->s : (char *)"", body->s ? MHD_RESPMEM_MUST_FREE
                                                                                           : MHD_RESPMEM_PERSISTENT);
     if (!r) free(body->s);
+    const long long len = (long long)body->len;
     memset(body, 0, sizeof *body);
     if (r) MHD_add_response_header(r, "Content-Type", type);
-    return queue(rc, status, r);
+    return queue(rc, status, r, len);
 }
 
 static const char *error_type(unsigned status) {
     switch (status) {
     case 401: return "authentication_error";
+    case 403: return "permission_error";
     case 404: return "not_found_error";
     case 429: return "rate_limit_error";
     case 503: return "unavailable_error";
@@ -88,7 +121,7 @@ enum MHD_Result srv_reply_error(srv_conn *rc, unsigned status, const char *fmt, 
             MHD_add_response_header(r, "Content-Type", "application/json");
             MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
         }
-        return queue(rc, status, r);
+        return queue(rc, status, r, (long long)b.len);
     }
     return srv_reply(rc, status, "application/json", &b);
 }
@@ -105,7 +138,7 @@ enum MHD_Result srv_reply_busy(srv_conn *rc, unsigned status, int retry_after, c
         MHD_add_response_header(r, "Content-Type", "application/json");
         MHD_add_response_header(r, "Retry-After", ra);
     }
-    return queue(rc, status, r);
+    return queue(rc, status, r, (long long)b.len);
 }
 
 enum MHD_Result srv_reply_stream(srv_conn *rc, MHD_ContentReaderCallback read, void *cls,
@@ -118,7 +151,7 @@ enum MHD_Result srv_reply_stream(srv_conn *rc, MHD_ContentReaderCallback read, v
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "X-Accel-Buffering", "no"); /* nginx: pass events on at once */
     srv_conn_no_timeout(rc);
-    return queue(rc, 200, r);
+    return queue(rc, 200, r, -1);
 }
 
 /* ---------------------------------------------------------------- connections */
@@ -136,50 +169,109 @@ int srv_client_gone(srv_conn *rc) {
 
 void srv_conn_no_timeout(srv_conn *rc) { MHD_set_connection_option(rc->c, MHD_CONNECTION_OPTION_TIMEOUT, 0u); }
 
-/* Bearer token in constant time (no early exit on the first difference). */
-static int key_ok(const srv_server *s, struct MHD_Connection *c) {
-    if (!s->api_key) return 1;
-    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    if (!h || strncasecmp(h, "Bearer ", 7)) return 0;
-    h += 7;
-    const size_t n = strlen(s->api_key), m = strlen(h);
-    unsigned diff = (unsigned)(n ^ m);
-    for (size_t i = 0; i < n; i++) diff |= (unsigned char)s->api_key[i] ^ (unsigned char)(i < m ? h[i] : 0);
-    return diff == 0;
+/* The body bytes an endpoint takes: images only where they are read. */
+static size_t body_limit(const srv_server *s, const char *url) {
+    const int images =
+        !strcmp(url, "/v1/images/edits") || !strcmp(url, "/sdapi/v1/img2img") || !strcmp(url, "/v1/jobs");
+    return images || s->lim.max_text_body > s->lim.max_body ? s->lim.max_body : s->lim.max_text_body;
+}
+
+/* Paths anyone may read (no API key): the probes and the page. */
+static int open_path(const char *url) {
+    return !strcmp(url, "/health") || !strcmp(url, "/ready") || !strcmp(url, "/") || !strcmp(url, "/index.html") ||
+           !strcmp(url, "/favicon.ico");
+}
+
+/* The request head is in: who may ask, and what body it may send. A reply
+ * queued here ends the request (MHD closes the connection unread). */
+static enum MHD_Result check_head(srv_conn *rc) {
+    srv_server *s = rc->s;
+    const char *host = srv_header(rc, "Host"), *origin = srv_header(rc, "Origin");
+    if (s->check_host && !srv_host_ok(host, s->allow_hosts))
+        return srv_reply_error(rc, 403, "Host: '%.100s' is not this machine (a loopback server answers localhost, "
+                                        "127.0.0.1 and [::1]; --allow-host NAME adds names)", host);
+    const int o = srv_origin_check(origin, host, s->cors_origins, &rc->cors_origin);
+    if (o < 0)
+        return srv_reply_error(rc, 403, "Origin: '%.100s' is another site (--cors-origin ORIGIN lets its pages call)",
+                               origin);
+    if (!strcmp(rc->verb, "OPTIONS")) { /* a CORS preflight (no credentials are sent with it) */
+        struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+        if (r && rc->cors_origin) {
+            MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, DELETE");
+            MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+            MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+        }
+        rc->allow = "GET, HEAD, POST, DELETE, OPTIONS";
+        return queue(rc, 204, r, 0);
+    }
+    if (!open_path(rc->url) && !srv_key_ok(srv_header(rc, "Authorization"), s->api_key))
+        return srv_reply_error(rc, 401, "missing or wrong API key (Authorization: Bearer KEY)");
+    const char *cl = srv_header(rc, "Content-Length"), *te = srv_header(rc, "Transfer-Encoding");
+    const unsigned long long announced = cl ? strtoull(cl, NULL, 10) : 0;
+    if (announced || te) { /* a body: JSON, or a form where a form is read */
+        const char *ct = srv_header(rc, "Content-Type");
+        const int form = !strcmp(rc->url, "/v1/images/edits") && srv_media_type_is(ct, "multipart/form-data");
+        if (!form && !srv_media_type_is(ct, "application/json"))
+            return srv_reply_error(rc, 415, "Content-Type: '%.64s'; this endpoint takes application/json%s",
+                                   ct ? ct : "(none)",
+                                   !strcmp(rc->url, "/v1/images/edits") ? " or multipart/form-data" : "");
+    }
+    rc->limit = body_limit(s, rc->url);
+    if (announced > rc->limit) {
+        rc->too_large = 1;
+        return srv_reply_error(rc, 413, "request body of %llu bytes; %s takes at most %zu", announced, rc->url,
+                               rc->limit);
+    }
+    if (announced) { /* the whole body in one allocation of its size */
+        rc->body = malloc((size_t)announced + 1);
+        if (!rc->body) return srv_reply_error(rc, 500, "out of memory for a body of %llu bytes", announced);
+        rc->cap = (size_t)announced + 1;
+    }
+    return MHD_YES;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_size, void **con_cls) {
     srv_server *s = cls;
     srv_conn *rc = *con_cls;
+    (void)version;
     if (!rc) { /* first call: headers only */
         rc = calloc(1, sizeof *rc);
         if (!rc) return MHD_NO;
         rc->s = s;
         rc->c = c;
         rc->url = url;
-        rc->method = method;
+        rc->verb = method;
+        rc->method = strcmp(method, "HEAD") ? method : "GET"; /* libmicrohttpd leaves HEAD's body out */
+        rc->t_start = fx_now_s();
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        rc->peer = ci ? ci->socket_context : NULL;
+        srv_guard_head(&s->guard, rc->peer);
         *con_cls = rc;
         pthread_mutex_lock(&s->q.mu);
         s->in_flight++;
         s->q.m.http_requests++;
         pthread_mutex_unlock(&s->q.mu);
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-        if (cl && strtoull(cl, NULL, 10) > s->lim.max_body) rc->too_large = 1;
-        if (rc->too_large) /* answered before the body is read; MHD closes the connection */
-            return srv_reply_error(rc, 413, "request body of %s bytes; at most %zu", cl, s->lim.max_body);
-        return MHD_YES;
+        return check_head(rc);
+    }
+    if (rc->replied) { /* refused at the head: the rest of the body is not read */
+        *upload_size = 0;
+        return MHD_NO;
     }
     if (*upload_size) { /* a piece of the body */
         const size_t n = *upload_size;
         *upload_size = 0;
-        if (rc->too_large || rc->len + n > s->lim.max_body) {
+        srv_guard_body(&s->guard, rc->peer, n);
+        if (rc->too_large || rc->len + n > rc->limit) { /* a chunked body passing the limit: answer now */
             rc->too_large = 1;
+            if (srv_reply_error(rc, 413, "request body larger than %zu bytes (%s)", rc->limit, rc->url) != MHD_YES)
+                return MHD_NO; /* not answerable mid-body: close the connection */
             return MHD_YES;
         }
         if (rc->len + n + 1 > rc->cap) {
             size_t cap = rc->cap ? rc->cap : 4096;
             while (cap < rc->len + n + 1) cap *= 2;
+            if (cap > rc->limit + 1) cap = rc->limit + 1;
             char *p = realloc(rc->body, cap);
             if (!p) return MHD_NO;
             rc->body = p;
@@ -190,25 +282,39 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         rc->body[rc->len] = '\0';
         return MHD_YES;
     }
-    if (rc->too_large) return srv_reply_error(rc, 413, "request body larger than %zu bytes", s->lim.max_body);
-    const int open = !strcmp(url, "/health") || !strcmp(url, "/ready") || !strcmp(url, "/") ||
-                     !strcmp(url, "/favicon.ico");
-    if (!open && !key_ok(s, c)) return srv_reply_error(rc, 401, "missing or wrong API key (Authorization: Bearer KEY)");
+    if (rc->too_large) return srv_reply_error(rc, 413, "request body larger than %zu bytes", rc->limit);
+    if (srv_guard_busy(&s->guard, rc->peer) > s->guard.max_per_ip)
+        return srv_reply_busy(rc, 429, 5, "too many open requests from your address (--max-conn-per-ip)");
     return s->route(rc);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
     srv_server *s = cls;
     srv_conn *rc = *con_cls;
+    (void)c;
+    (void)toe;
     if (!rc) return;
+    srv_guard_idle(&s->guard, rc->peer);
     pthread_mutex_lock(&s->q.mu);
     s->in_flight--;
-    if (toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT) s->q.m.disconnects++; /* an event stream's reader left */
     pthread_cond_broadcast(&s->q.changed);
     pthread_mutex_unlock(&s->q.mu);
     free(rc->body);
     free(rc);
     *con_cls = NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+    srv_server *s = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *addr = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        *socket_context = fd ? srv_guard_open(&s->guard, fd->connect_fd, addr ? addr->client_addr : NULL) : NULL;
+    } else {
+        srv_guard_close(&s->guard, *socket_context);
+        *socket_context = NULL;
+    }
 }
 
 static void on_log(void *cls, const char *fmt, va_list ap) {
@@ -226,18 +332,25 @@ int srv_http_start(srv_server *s, const char *host, int port, int *bound_port, c
         snprintf(why, why_size, "--host %s: %s", host, gai_strerror(gai));
         return -1;
     }
+    if (srv_guard_start(&s->guard, s->max_conns, s->max_conns_per_ip, s->header_timeout_s) != 0) {
+        freeaddrinfo(ai);
+        snprintf(why, why_size, "cannot start the connection guard: %s", strerror(errno));
+        return -1;
+    }
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_ITC;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     s->daemon = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, s,                      //
                                  MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL,                               //
                                  MHD_OPTION_SOCK_ADDR, ai->ai_addr,                                      //
                                  MHD_OPTION_CONNECTION_TIMEOUT, s->timeout_s,                            //
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)(s->q.max_length + 64),          //
+                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->guard.max_conns,              //
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,                           //
+                                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,                         //
                                  MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,                                 //
                                  MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->daemon) {
+        srv_guard_stop(&s->guard);
         snprintf(why, why_size, "cannot listen on %s port %d: %s", host, port,
                  errno ? strerror(errno) : "libmicrohttpd refused to start");
         return -1;
@@ -250,4 +363,5 @@ int srv_http_start(srv_server *s, const char *host, int port, int *bound_port, c
 void srv_http_stop(srv_server *s) {
     if (s->daemon) MHD_stop_daemon(s->daemon);
     s->daemon = NULL;
+    srv_guard_stop(&s->guard);
 }

@@ -1,9 +1,12 @@
 /*
  * srv_http.h — flux-server's HTTP side on libmicrohttpd: the daemon (one
- * thread per connection, so a handler may wait for its job), request
- * bodies with their size limit, the API key, JSON responses and errors.
- * The endpoints themselves are in srv_api.c, reached through the server's
- * route callback.
+ * thread per connection, so a handler may wait for its job) with its
+ * connection guard (srv_guard.h), the checks made on a request's head
+ * before its body is read (Host, Origin and CORS, the API key,
+ * Content-Type, the endpoint's body limit: srv_access.h), request bodies,
+ * and every response through one path (common headers, counters, access
+ * log). The endpoints themselves are in srv_api.c, reached through the
+ * server's route callback.
  */
 #ifndef FX_SRV_HTTP_H
 #define FX_SRV_HTTP_H
@@ -12,6 +15,7 @@
 #include <stddef.h>
 
 #include "src/base/strbuf.h"
+#include "srv_guard.h"
 #include "srv_jobs.h"
 #include "srv_request.h"
 
@@ -25,6 +29,14 @@ typedef struct srv_server {
     const char *model_name;
     unsigned timeout_s;          /* a client idle this long while sending is dropped */
     int verbose;                 /* 0 quiet, 1 one line per job, 2 per request */
+    int access_log;              /* --access-log: one line per request on stderr */
+    int check_host;              /* a loopback server: Host must name this machine (DNS rebinding) */
+    const char *allow_hosts;     /* --allow-host: more Host names, comma separated (NULL: none) */
+    const char *cors_origins;    /* --cors-origin: origins other sites' pages may call from ("*": any) */
+    int max_conns;               /* --max-connections: open connections in all */
+    int max_conns_per_ip;        /* --max-conn-per-ip */
+    double header_timeout_s;     /* --header-timeout: a request head must arrive within it */
+    srv_guard guard;             /* connections per client and in total, request-head deadline */
     volatile int in_flight;      /* requests being handled or answered (under q.mu) */
     unsigned long long status_count[600]; /* responses by status (under q.mu) */
     struct MHD_Daemon *daemon;
@@ -36,10 +48,17 @@ typedef struct srv_server {
 struct srv_conn {
     srv_server *s;
     struct MHD_Connection *c;
-    const char *method, *url;
+    srv_peer *peer;              /* its connection in the guard */
+    const char *method, *url;    /* method: HEAD is answered as GET (without the body) */
+    const char *verb;            /* the method as sent (for the access log) */
     char *body;
-    size_t len, cap;
+    size_t len, cap, limit;      /* limit: the body bytes this endpoint takes */
     int too_large;
+    int replied;                 /* a response is queued */
+    double t_start;              /* fx_now_s() at the request head */
+    const char *cors_origin;     /* an allowed cross-site Origin: echoed in the CORS headers */
+    const char *allow;           /* a 405's Allow header */
+    char location[64];           /* a 202's Location header */
 };
 
 /* Start listening on host:port (port 0: any free port, reported in
@@ -60,6 +79,9 @@ enum MHD_Result srv_reply_busy(srv_conn *rc, unsigned status, int retry_after, c
 /* A streamed response (Server-Sent Events). */
 enum MHD_Result srv_reply_stream(srv_conn *rc, MHD_ContentReaderCallback read, void *cls,
                                  MHD_ContentReaderFreeCallback free_cb);
+
+/* The value of a request header (NULL when absent). */
+const char *srv_header(srv_conn *rc, const char *name);
 
 /* 1 when the client closed its side of the connection. */
 int srv_client_gone(srv_conn *rc);

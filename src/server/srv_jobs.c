@@ -13,6 +13,7 @@
 
 #include "src/base/clock.h"
 #include "src/cli/cli_args.h"
+#include "src/cli/cli_internal.h" /* fx_ref_geometry: the size a reference is processed to */
 
 const char *srv_job_state_name(srv_job_state s) {
     static const char *const names[] = {"queued", "running", "done", "failed", "cancelled"};
@@ -21,16 +22,22 @@ const char *srv_job_state_name(srv_job_state s) {
 
 int srv_job_finished(const srv_job *job) { return job->state >= SRV_JOB_DONE; }
 
+/* An encoded result: PNGs come from the library, JPEG and WebP from srv_codecs.c. */
+static void free_encoded(const srv_job *job, uint8_t *bytes) {
+    if (job->req.output_format == SRV_FMT_JPEG || job->req.output_format == SRV_FMT_WEBP) free(bytes);
+    else flux_buffer_free(bytes);
+}
+
 static void job_free(srv_job *job) {
-    srv_request_free(&job->req);
     for (int i = 0; i < job->n_refs; i++) flux_image_free(job->refs[i]);
     for (int i = 0; i < job->n_png; i++) {
-        flux_buffer_free(job->png[i]);
+        free_encoded(job, job->png[i]);
         free(job->infotext ? job->infotext[i] : NULL);
     }
     free(job->infotext);
     free(job->png);
     free(job->png_len);
+    srv_request_free(&job->req); /* last: it says how the results were encoded */
     free(job);
 }
 
@@ -57,7 +64,7 @@ static void random_id(char *out, size_t size) {
     snprintf(out, size, "job-%016llx", (unsigned long long)v);
 }
 
-srv_job *srv_job_new(srv_queue *q, srv_gen_request *req, int async, srv_err *err) {
+srv_job *srv_job_new(srv_queue *q, srv_gen_request *req, const srv_limits *lim, int async, srv_err *err) {
     srv_job *job = calloc(1, sizeof *job);
     if (!job) {
         err->status = 500;
@@ -92,19 +99,42 @@ srv_job *srv_job_new(srv_queue *q, srv_gen_request *req, int async, srv_err *err
         char name[32];
         snprintf(name, sizeof name, "image %d", i);
         flux_image *img = NULL;
-        if (flux_image_decode(NULL, job->req.image[i], job->req.image_len[i], name, &img) != FLUX_OK) {
-            long long w, h; /* without a context the decoder keeps no message */
-            err->status = 400;
+        const srv_image_format fmt = srv_image_format_of(job->req.image[i], job->req.image_len[i]);
+        if (fmt == SRV_FMT_JPEG || fmt == SRV_FMT_WEBP) { /* the server's own codecs (photos, browsers) */
+            char why[256];
+            const int bad = srv_decode_image(job->req.image[i], job->req.image_len[i], lim->max_pixels, &img, why,
+                                             sizeof why);
+            if (bad) {
+                err->status = 400;
+                snprintf(err->msg, sizeof err->msg, "%s: %s", name, why);
+                break;
+            }
+        } else if (flux_image_decode(NULL, job->req.image[i], job->req.image_len[i], name, &img) != FLUX_OK) {
+            err->status = 400; /* without a context the decoder keeps no message */
             snprintf(err->msg, sizeof err->msg, "%s: %s", name,
-                     srv_image_dims(job->req.image[i], job->req.image_len[i], &w, &h)
-                         ? "a PNG this server cannot decode (broken, or beyond the decoder's limits)"
-                         : "not a PNG or binary PPM (P6/P5) image");
+                     fmt == SRV_FMT_PNG ? "a PNG this server cannot decode (broken, or beyond the decoder's limits)"
+                                        : "not a PNG, JPEG, WebP or binary PPM (P6/P5) image");
             break;
         }
         job->refs[job->n_refs++] = img;
         free(job->req.image[i]); /* decoded: the file's bytes are not needed any more */
         job->req.image[i] = NULL;
         job->req.image_len[i] = 0;
+    }
+    if (!err->status && job->n_refs && (!job->req.width || !job->req.height)) {
+        /* no size given: the output takes the first reference's processed size (the library's rule), which
+         * --max-size bounds as it bounds a size given */
+        fx_ref_geom g;
+        fx_err gerr = {0};
+        const flux_image *r0 = job->refs[0];
+        if (fx_ref_geometry(r0->width, r0->height, 16, "image 0", &g, &gerr) == FLUX_OK &&
+            ((!job->req.width && g.width > lim->max_size) || (!job->req.height && g.height > lim->max_size))) {
+            err->status = 400;
+            snprintf(err->msg, sizeof err->msg,
+                     "image 0: %dx%d gives a %dx%d output, beyond --max-size %d; give the size (width and height, "
+                     "or size) of at most %d per side",
+                     r0->width, r0->height, g.width, g.height, lim->max_size, lim->max_size);
+        }
     }
     if (!err->status && q->info.distilled && job->req.a1111) {
         /* A1111 clients always send cfg_scale (7) and often a negative prompt;
@@ -123,6 +153,40 @@ srv_job *srv_job_new(srv_queue *q, srv_gen_request *req, int async, srv_err *err
 
 /* ---------------------------------------------------------------- queue */
 
+static size_t result_bytes(const srv_job *job) {
+    size_t n = 0;
+    for (int i = 0; i < job->n_png; i++) n += job->png_len[i];
+    return n;
+}
+
+/* Forget finished jobs past the retention: older than the TTL, then the
+ * oldest ones while their images pass the byte cap. */
+static void forget_old_locked(srv_queue *q) {
+    const double now = fx_now_s();
+    size_t bytes = 0;
+    for (int i = 0; i < SRV_TABLE_SIZE; i++) {
+        srv_job *j = q->table[i];
+        if (!j || !srv_job_finished(j)) continue;
+        if (now - j->t_end > q->keep.ttl_s) {
+            unref_locked(j);
+            q->table[i] = NULL;
+        } else {
+            bytes += result_bytes(j);
+        }
+    }
+    while (bytes > q->keep.max_bytes) {
+        int oldest = -1;
+        for (int i = 0; i < SRV_TABLE_SIZE; i++) {
+            const srv_job *j = q->table[i];
+            if (j && srv_job_finished(j) && (oldest < 0 || j->t_end < q->table[oldest]->t_end)) oldest = i;
+        }
+        if (oldest < 0) break;
+        bytes -= result_bytes(q->table[oldest]);
+        unref_locked(q->table[oldest]);
+        q->table[oldest] = NULL;
+    }
+}
+
 /* 1 when the job table has a free slot or a finished job to evict. */
 static int table_slot_free_locked(const srv_queue *q) {
     for (int i = 0; i < SRV_TABLE_SIZE; i++)
@@ -130,16 +194,48 @@ static int table_slot_free_locked(const srv_queue *q) {
     return 0;
 }
 
+/* Seconds a queued job will compute: its steps × pixels × images at the
+ * pace measured so far (10 s per job before any was timed). */
+static double job_cost_locked(const srv_queue *q, const srv_job *job) {
+    const int steps = job->req.steps ? job->req.steps : q->info.default_steps;
+    int w = job->req.width, h = job->req.height;
+    if ((!w || !h) && job->n_refs) { /* the first reference's processed size (srv_job_new) */
+        fx_ref_geom g;
+        fx_err e = {0};
+        if (fx_ref_geometry(job->refs[0]->width, job->refs[0]->height, 16, "image 0", &g, &e) == FLUX_OK) {
+            if (!w) w = g.width;
+            if (!h) h = g.height;
+        }
+    }
+    if (!w) w = 256;
+    if (!h) h = 256;
+    const double work = (double)steps * w * h * (job->req.batch > 1 ? job->req.batch : 1);
+    if (q->m.step_pixels > 0) return work * q->m.step_seconds / q->m.step_pixels;
+    return 10.0;
+}
+
+/* Seconds until the running job and the queued ones ahead of `stop` (NULL:
+ * all) are done. */
+static double wait_seconds_locked(const srv_queue *q, const srv_job *stop) {
+    double s = 0;
+    if (q->running) {
+        const double eta = srv_job_eta_locked(q, q->running);
+        s += eta > 0 ? eta : 0;
+    }
+    for (const srv_job *j = q->head; j && j != stop; j = j->next) s += job_cost_locked(q, j);
+    return s;
+}
+
 int srv_queue_submit(srv_queue *q, srv_job *job, int *retry_after) {
     pthread_mutex_lock(&q->mu);
+    forget_old_locked(q);
     int rc = 0;
     if (q->draining || q->stop) {
         rc = 503;
     } else if (q->length >= q->max_length || (job->async && !table_slot_free_locked(q))) {
         q->m.rejected_full++;
-        /* seconds per job so far (or 10 s before the first) times the jobs ahead */
-        const double per = q->m.jobs_done ? q->m.job_seconds / (double)q->m.jobs_done : 10.0;
-        const double s = per * (q->length + (q->running ? 1 : 0));
+        /* when the first queued job will have started: the running job's rest (its own pace) */
+        const double s = q->running ? wait_seconds_locked(q, q->head) : 0;
         *retry_after = s < 1 ? 1 : s > 3600 ? 3600 : (int)(s + 0.999);
         rc = 429;
     } else {
@@ -195,7 +291,7 @@ void srv_job_cancel(srv_queue *q, srv_job *job) {
             *pp = job->next;
             if (q->tail == job) q->tail = prev;
             q->length--;
-            job->http_status = 499;
+            job->http_status = 409;
             snprintf(job->error, sizeof job->error, "cancelled");
             finish_locked(q, job, SRV_JOB_CANCELLED);
             unref_locked(job); /* the queue's reference (the caller still holds one) */
@@ -217,11 +313,31 @@ int srv_queue_interrupt(srv_queue *q) {
 srv_job *srv_queue_find(srv_queue *q, const char *id) {
     srv_job *found = NULL;
     pthread_mutex_lock(&q->mu);
+    forget_old_locked(q);
     for (int i = 0; i < SRV_TABLE_SIZE && !found; i++)
         if (q->table[i] && !strcmp(q->table[i]->id, id)) found = q->table[i];
     if (found) found->refs_count++;
     pthread_mutex_unlock(&q->mu);
     return found;
+}
+
+void srv_job_fetched(srv_queue *q, srv_job *job) {
+    pthread_mutex_lock(&q->mu);
+    job->fetched = 1;
+    pthread_mutex_unlock(&q->mu);
+}
+
+int srv_queue_unread_results(srv_queue *q, double grace) {
+    int n = 0;
+    pthread_mutex_lock(&q->mu);
+    const double now = fx_now_s();
+    for (int i = 0; i < SRV_TABLE_SIZE; i++) {
+        const srv_job *j = q->table[i];
+        n += j && j->state == SRV_JOB_DONE && !j->fetched && q->draining && j->t_end >= q->drain_start &&
+             now - j->t_end < grace;
+    }
+    pthread_mutex_unlock(&q->mu);
+    return n;
 }
 
 int srv_job_position_locked(const srv_queue *q, const srv_job *job) {
@@ -231,36 +347,36 @@ int srv_job_position_locked(const srv_queue *q, const srv_job *job) {
     return -1;
 }
 
-/* Seconds per denoising step so far (0 when none was timed). */
-static double seconds_per_step(const srv_queue *q) { return q->m.steps ? q->m.step_seconds / (double)q->m.steps : 0; }
 
 double srv_job_progress_locked(const srv_job *job) {
     switch (job->state) {
     case SRV_JOB_QUEUED: return 0;
-    case SRV_JOB_RUNNING:
-        if (job->stage == FLUX_STAGE_VAE_DECODE && job->images)
-            return 0.9 + 0.1 * (double)job->image / (double)job->images;
-        if (job->steps) return 0.05 + 0.85 * (double)job->step / (double)job->steps;
-        return 0.02;
+    case SRV_JOB_RUNNING: return job->progress;
     default: return 1;
     }
 }
 
+/* The share of the work done at this stage: denoising 5..90 %, decoding the
+ * images 90..100 %, the PNGs at the end 100 %. */
+static double stage_progress(const srv_job *job) {
+    if (job->stage == FLUX_STAGE_DONE) return 1;
+    if (job->stage == FLUX_STAGE_VAE_DECODE && job->images) return 0.9 + 0.1 * (double)job->image / (double)job->images;
+    if (job->steps) return 0.05 + 0.85 * (double)job->step / (double)job->steps;
+    return 0.02;
+}
+
 double srv_job_eta_locked(const srv_queue *q, const srv_job *job) {
     if (srv_job_finished(job)) return 0;
-    const double per_job = q->m.jobs_done ? q->m.job_seconds / (double)q->m.jobs_done : -1;
+    const int measured = q->m.step_pixels > 0;
     if (job->state == SRV_JOB_RUNNING) {
         if (job->steps && job->step > 0) { /* this job's own pace */
             const double per_step = (fx_now_s() - job->t_denoise) / job->step;
             return per_step * (job->steps - job->step) * 1.1;
         }
-        const double sps = seconds_per_step(q);
-        if (sps > 0 && job->steps) return sps * job->steps * 1.1;
-        return per_job;
+        return measured ? job_cost_locked(q, job) * 1.1 : -1;
     }
-    const int pos = srv_job_position_locked(q, job);
-    if (per_job < 0 || pos < 0) return -1;
-    return per_job * (pos + 1 + (q->running ? 1 : 0));
+    if (!measured || srv_job_position_locked(q, job) < 0) return -1;
+    return wait_seconds_locked(q, job) + job_cost_locked(q, job);
 }
 
 /* ---------------------------------------------------------------- worker */
@@ -286,6 +402,8 @@ static int on_progress(void *user, flux_stage stage, int step, int total, int su
         job->images = total;
     }
     job->stage = stage;
+    const double progress = stage_progress(job);
+    if (progress > job->progress) job->progress = progress; /* never backwards */
     if (changed) {
         job->version++;
         pthread_cond_broadcast(&rc->q->changed);
@@ -318,6 +436,16 @@ static flux_status apply_loras(srv_queue *q, const srv_job *job) {
     return FLUX_OK;
 }
 
+/* Clients name adapters, never paths: "DIR/NAME.safetensors: ..." → "NAME.safetensors: ...". */
+static void hide_lora_dir(const srv_queue *q, char *msg) {
+    const size_t n = q->lora_dir ? strlen(q->lora_dir) : 0;
+    if (!n) return;
+    for (char *p = strstr(msg, q->lora_dir); p; p = strstr(p, q->lora_dir)) {
+        const size_t cut = n + (p[n] == '/');
+        memmove(p, p + cut, strlen(p + cut) + 1);
+    }
+}
+
 /* Run one job; results and the outcome go into the job under the mutex. */
 static void run_job(srv_queue *q, srv_job *job) {
     run_ctx rctx = {q, job};
@@ -346,8 +474,15 @@ static void run_job(srv_queue *q, srv_job *job) {
         /* as the CLI calls it, so the same request gives the same bytes */
         s = n > 1 ? flux_generate_batch(q->ctx, &p, out) : flux_generate(q->ctx, &p, &out[0]);
     }
+    char why[256] = "";
     for (int i = 0; s == FLUX_OK && i < n; i++) {
-        s = flux_image_encode_png(q->ctx, out[i], &png[i], &png_len[i]);
+        if (job->req.output_format == SRV_FMT_JPEG || job->req.output_format == SRV_FMT_WEBP) {
+            if (srv_encode_image(out[i], job->req.output_format, job->req.output_quality, &png[i], &png_len[i], why,
+                                 sizeof why) != 0)
+                s = FLUX_ERR_NOMEM;
+        } else {
+            s = flux_image_encode_png(q->ctx, out[i], &png[i], &png_len[i]);
+        }
         const char *params = flux_image_get_text(out[i], "parameters");
         if (s == FLUX_OK && !(infotext[i] = strdup(params ? params : ""))) s = FLUX_ERR_NOMEM;
     }
@@ -368,18 +503,22 @@ static void run_job(srv_queue *q, srv_job *job) {
         if (job->steps && job->t_denoise_end > job->t_denoise && job->t_denoise > 0) {
             q->m.steps += (unsigned long long)job->steps;
             q->m.step_seconds += job->t_denoise_end - job->t_denoise;
+            q->m.step_pixels += (double)job->steps * job->out_width * job->out_height * n;
         }
         q->m.job_seconds += t_end - job->t_start;
         finish_locked(q, job, SRV_JOB_DONE);
+        forget_old_locked(q); /* its images may push older ones past the byte cap */
     } else if (s == FLUX_ERR_CANCELLED) {
-        job->http_status = 499;
+        job->http_status = 409; /* a client still connected reads it: a standard status */
         snprintf(job->error, sizeof job->error, "cancelled");
         finish_locked(q, job, SRV_JOB_CANCELLED);
     } else {
         const int bad_input = s == FLUX_ERR_INVALID_ARG || s == FLUX_ERR_UNSUPPORTED || s == FLUX_ERR_MODEL ||
                               s == FLUX_ERR_FORMAT;
         job->http_status = bad_input ? 400 : 500;
-        snprintf(job->error, sizeof job->error, "%s", s == FLUX_ERR_NOMEM && !out ? "out of memory" : flux_error(q->ctx));
+        snprintf(job->error, sizeof job->error, "%s",
+                 why[0] ? why : s == FLUX_ERR_NOMEM && !out ? "out of memory" : flux_error(q->ctx));
+        hide_lora_dir(q, job->error);
         finish_locked(q, job, SRV_JOB_FAILED);
     }
     pthread_mutex_unlock(&q->mu);
@@ -387,7 +526,7 @@ static void run_job(srv_queue *q, srv_job *job) {
         fprintf(stderr, "flux-server: %s %s in %.2f s%s%s\n", job->id, srv_job_state_name(job->state),
                 t_end - job->t_start, job->error[0] ? ": " : "", job->error);
     for (int i = 0; out && i < n; i++) flux_image_free(out[i]);
-    for (int i = 0; png && i < n; i++) flux_buffer_free(png[i]);
+    for (int i = 0; png && i < n; i++) free_encoded(job, png[i]);
     for (int i = 0; infotext && i < n; i++) free(infotext[i]);
     free(infotext);
     free(out);

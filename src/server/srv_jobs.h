@@ -46,12 +46,15 @@ typedef struct srv_job {
     int image, images;           /* decoded images done / total */
     double t_submit, t_start, t_denoise, t_denoise_end, t_end; /* fx_now_s() */
     unsigned version;            /* bumped on every change (SSE) */
-    int n_png;                   /* results: PNG files as `flux` writes them */
+    int n_png;                   /* results: PNG files as `flux` writes them, or JPEG / WebP
+                                    (req.output_format) */
     uint8_t **png;
     size_t *png_len;
     char **infotext;             /* [n_png] the A1111 "parameters" text of each */
     int out_width, out_height;
-    int http_status;             /* of a failure: 400 bad input, 500 engine error, 499 cancelled */
+    double progress;             /* 0..1, never decreasing while it runs */
+    int fetched;                 /* its result or an image was read (a drain waits for unread ones) */
+    int http_status;             /* of a failure: 400 bad input, 500 engine error, 409 cancelled */
     char error[512];
     struct srv_job *next;        /* FIFO link */
 } srv_job;
@@ -61,10 +64,17 @@ typedef struct srv_metrics {
     unsigned long long jobs_done, jobs_failed, jobs_cancelled, rejected_full, images;
     unsigned long long steps;
     double step_seconds, job_seconds;
+    double step_pixels;          /* Σ steps × pixels × images of the timed jobs (for the cost of waiting jobs) */
     unsigned long long http_requests, http_errors_4xx, http_errors_5xx, disconnects;
 } srv_metrics;
 
 #define SRV_TABLE_SIZE 256 /* asynchronous jobs remembered (oldest finished evicted first) */
+
+/* How long finished asynchronous jobs (their images) are kept. */
+typedef struct srv_retention {
+    double ttl_s;                /* --result-ttl: seconds after the end (default 3600) */
+    size_t max_bytes;            /* --max-results-mb: their images in all (default 256 MiB) */
+} srv_retention;
 
 typedef struct srv_queue {
     pthread_mutex_t mu;
@@ -75,6 +85,8 @@ typedef struct srv_queue {
     srv_job *running;
     srv_job *table[SRV_TABLE_SIZE];
     int draining;                /* SIGTERM: no new jobs, finish the queued ones */
+    double drain_start;          /* fx_now_s() of the signal */
+    srv_retention keep;
     int stop;                    /* the worker exits when the queue is empty */
     srv_metrics m;
     /* the engine, owned by the worker while it runs */
@@ -93,9 +105,10 @@ void srv_queue_drain_and_stop(srv_queue *q);
 void srv_queue_destroy(srv_queue *q);
 
 /* A new job from a parsed request (takes its contents; the request is left
- * empty). Reference images are decoded here and named LoRAs are checked
- * against --lora-dir: refusals as srv_err (400). */
-srv_job *srv_job_new(srv_queue *q, srv_gen_request *req, int async, srv_err *err);
+ * empty). Reference images are decoded here, named LoRAs are checked
+ * against --lora-dir, and an output size taken from the first reference
+ * is held to lim->max_size: refusals as srv_err (400). */
+srv_job *srv_job_new(srv_queue *q, srv_gen_request *req, const srv_limits *lim, int async, srv_err *err);
 
 /* Queue a job. 0; 429 when the queue is full (*retry_after seconds is a
  * guess from the seconds per job so far); 503 when draining. */
@@ -106,8 +119,14 @@ void srv_job_cancel(srv_queue *q, srv_job *job);
 /* Cancel whatever runs now (A1111 /interrupt). 1 when something ran. */
 int srv_queue_interrupt(srv_queue *q);
 
-/* An asynchronous job by id, with a reference (NULL when unknown). */
+/* An asynchronous job by id, with a reference (NULL when unknown or
+ * forgotten: finished longer than the retention ago). */
 srv_job *srv_queue_find(srv_queue *q, const char *id);
+/* Mark a job's result as read. */
+void srv_job_fetched(srv_queue *q, srv_job *job);
+/* Asynchronous jobs finished since the drain began whose results nobody
+ * read yet (and that ended less than `grace` seconds ago). */
+int srv_queue_unread_results(srv_queue *q, double grace);
 void srv_job_unref(srv_queue *q, srv_job *job);
 /* Take a reference (caller holds q->mu or already owns one). */
 void srv_job_ref_locked(srv_job *job);

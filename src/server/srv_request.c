@@ -11,7 +11,8 @@
  *   guidance     guidance             cfg_scale                 guidance
  *   images       n                    batch_size × n_iter       batch
  *   references   image (string/array) init_images (img2img)     images
- *   adapters     loras: [{"name": "NAME", "scale": 0.8}, ...] (all APIs)
+ *   adapters     loras: [{"name": "NAME", "scale": 0.8}, ...] (all APIs); A1111 also
+ *                <lora:NAME:WEIGHT> tags in its prompt
  *
  * Unknown fields are ignored (A1111 clients send dozens); a known field of
  * the wrong type or out of range is an error naming it.
@@ -31,6 +32,8 @@
 
 void srv_limits_init(srv_limits *l) {
     l->max_body = (size_t)32 << 20;
+    l->max_text_body = (size_t)1 << 20;
+    l->max_json_values = 4096;
     l->max_json_depth = 8;
     l->max_images = 4;
     l->max_pixels = 16LL << 20;
@@ -164,6 +167,47 @@ static int parse_loras(const fx_json *body, srv_gen_request *r, srv_err *err) {
     return 0;
 }
 
+/* A1111's prompt tags <lora:NAME> and <lora:NAME:WEIGHT>: taken out of the
+ * prompt (which is then trimmed) and added to the adapters after "loras". */
+static int prompt_lora_tags(srv_gen_request *r, srv_err *err) {
+    char *p = r->prompt;
+    for (char *tag; (tag = strstr(p, "<lora:"));) {
+        char *end = strchr(tag, '>');
+        if (!end) break;
+        char name[SRV_LORA_NAME_MAX];
+        const char *body = tag + 6, *colon = memchr(body, ':', (size_t)(end - body));
+        const size_t n = (size_t)((colon ? colon : end) - body);
+        double scale = 1.0;
+        if (colon) {
+            char num[32], *stop;
+            const size_t m = (size_t)(end - colon - 1);
+            if (m == 0 || m >= sizeof num)
+                return refuse(err, 400, "prompt: '<lora:%.*s>': bad weight", (int)(end - body), body);
+            memcpy(num, colon + 1, m);
+            num[m] = '\0';
+            scale = strtod(num, &stop);
+            if (*stop || !(scale >= -100 && scale <= 100))
+                return refuse(err, 400, "prompt: '<lora:%.*s>': the weight is not a number in -100..100",
+                              (int)(end - body), body);
+        }
+        if (n == 0 || n >= sizeof name) return refuse(err, 400, "prompt: '<lora:...>' without a usable name");
+        memcpy(name, body, n);
+        name[n] = '\0';
+        if (!srv_lora_name_ok(name))
+            return refuse(err, 400, "prompt: '<lora:%.64s>': not a LoRA name of --lora-dir", name);
+        if (r->n_loras >= SRV_MAX_LORAS) return refuse(err, 400, "prompt: more than %d adapters", SRV_MAX_LORAS);
+        snprintf(r->lora_name[r->n_loras], SRV_LORA_NAME_MAX, "%s", name);
+        r->lora_scale[r->n_loras++] = (float)scale;
+        memmove(tag, end + 1, strlen(end + 1) + 1);
+        p = tag;
+    }
+    size_t len = strlen(r->prompt), lead = strspn(r->prompt, " \t\n");
+    while (len > lead && strchr(" \t\n", r->prompt[len - 1])) len--;
+    memmove(r->prompt, r->prompt + lead, len - lead);
+    r->prompt[len - lead] = '\0';
+    return 0;
+}
+
 /* Reference images: a base64 string or an array of them under `key`. */
 static int parse_images(const fx_json *body, const char *key, const srv_limits *lim, srv_gen_request *r,
                         srv_err *err) {
@@ -176,7 +220,9 @@ static int parse_images(const fx_json *body, const char *key, const srv_limits *
         return refuse(err, 400, "%s: %zu images; at most %d per request", key, n + (size_t)r->n_images, lim->max_images);
     for (size_t i = 0; i < n; i++) {
         const fx_json *s = fx_json_is_array(v) ? fx_json_at(v, i) : v;
-        if (!fx_json_is_string(s)) return refuse(err, 400, "%s[%zu]: expected a base64 string", key, i);
+        if (fx_json_is_object(s)) s = fx_json_get(s, "image_url"); /* OpenAI's JSON edits: [{"image_url": DATA_URL}] */
+        if (!fx_json_is_string(s))
+            return refuse(err, 400, "%s[%zu]: expected a base64 string (or {\"image_url\": a data URL})", key, i);
         const char *why;
         size_t len;
         uint8_t *data = srv_base64_decode(fx_json_str(s), fx_json_str_len(s), &len, &why);
@@ -239,6 +285,10 @@ static int parse_fields(srv_api api, const fx_json *body, const srv_limits *lim,
             return refuse(err, 400, "response_format: '%.32s' is not served (only b64_json: no image URLs are kept)", s);
         if ((rc = get_int(body, "n", 1, lim->max_batch, &n, err)) < 0) return -rc;
         r->batch = rc ? (int)n : 1;
+        const fx_json *st = fx_json_get(body, "stream");
+        if (!fx_json_is_null(st) && !(fx_json_is_bool(st) && !fx_json_bool(st)))
+            return refuse(err, 400, "stream: partial images are not streamed here (POST /v1/jobs with \"stream\": "
+                                    "true gives progress events and the result)");
     } else {
         if ((rc = get_int(body, "width", 0, INT32_MAX, &n, err)) < 0) return -rc;
         if (rc) {
@@ -266,6 +316,14 @@ static int parse_fields(srv_api api, const fx_json *body, const srv_limits *lim,
             r->batch = (int)(bs * it);
         }
     }
+    r->output_format = SRV_FMT_PNG;
+    r->output_quality = 100;
+    if ((rc = get_str(body, "output_format", &s, err)) < 0) return -rc;
+    if (rc && !strcasecmp(s, "jpeg")) r->output_format = SRV_FMT_JPEG;
+    else if (rc && !strcasecmp(s, "webp")) r->output_format = SRV_FMT_WEBP;
+    else if (rc && strcasecmp(s, "png")) return refuse(err, 400, "output_format: '%.32s': png, jpeg or webp", s);
+    if ((rc = get_int(body, "output_compression", 0, 100, &n, err)) < 0) return -rc;
+    if (rc) r->output_quality = n < 1 ? 1 : (int)n;
     if ((rc = get_int(body, "steps", 1, lim->max_steps, &n, err)) < 0) return -rc;
     if (rc) r->steps = (int)n;
     if ((rc = parse_seed(body, r, err))) return rc;
@@ -277,11 +335,149 @@ static int parse_fields(srv_api api, const fx_json *body, const srv_limits *lim,
     if (rc) r->guidance = (float)x;
     r->a1111 = api == SRV_API_A1111 || api == SRV_API_A1111_IMG;
     if ((rc = parse_loras(body, r, err))) return rc;
+    if (r->a1111 && (rc = prompt_lora_tags(r, err))) return rc;
     const char *ikey = api == SRV_API_A1111_IMG ? "init_images" : api == SRV_API_NATIVE ? "images" : "image";
     if ((rc = parse_images(body, ikey, lim, r, err))) return rc;
+    if (api == SRV_API_OPENAI && (rc = parse_images(body, "images", lim, r, err))) return rc;
     if (api == SRV_API_A1111_IMG && r->n_images == 0)
         return refuse(err, 400, "init_images: missing (img2img needs at least one base64 image)");
     return check_images(lim, r, err);
+}
+
+/* ---------------------------------------------------------------- bounding a body before it is parsed */
+
+/* A DOM of a body costs far more than its bytes (a 32 MB body of "0," is
+ * 16 M values): before the parser builds one, a scan that allocates nothing
+ * counts the values (member names included) and the nesting, and members
+ * the server never reads that hold arrays or objects (A1111 clients send
+ * "override_settings", "alwayson_scripts", ...) are left out unbuilt (the
+ * syntax inside them is then not checked beyond its brackets and quotes). */
+
+static int is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+typedef struct json_scan {
+    size_t values;   /* tokens seen: containers, strings (names too), scalars */
+    int depth_over;  /* a value nested deeper than the limit */
+} json_scan;
+
+/* Past the string starting at t[i] == '"': the index after its closing quote, or n. */
+static size_t skip_string(const char *t, size_t n, size_t i) {
+    for (i++; i < n; i++) {
+        if (t[i] == '\\') i++;
+        else if (t[i] == '"') return i + 1;
+    }
+    return n;
+}
+
+/* Past one value starting at t[i] (whitespace skipped first): counts its
+ * tokens and nesting (depth = containers open around it). Returns the index
+ * after it; a malformed value ends the scan early (the parser then says
+ * what is wrong). */
+static size_t scan_value(const char *t, size_t n, size_t i, int depth, int max_depth, json_scan *sc) {
+    int open = 0;
+    while (i < n && is_space(t[i])) i++;
+    do {
+        while (i < n && (is_space(t[i]) || t[i] == ',' || t[i] == ':')) i++;
+        if (i >= n) return n;
+        const char c = t[i];
+        if (c == ']' || c == '}') {
+            open--;
+            i++;
+            continue;
+        }
+        sc->values++;
+        if (depth + open > max_depth) sc->depth_over = 1;
+        if (c == '[' || c == '{') {
+            open++;
+            i++;
+        } else if (c == '"') {
+            i = skip_string(t, n, i);
+        } else {
+            const size_t start = i;
+            while (i < n && !is_space(t[i]) && t[i] != ',' && t[i] != ']' && t[i] != '}' && t[i] != ':') i++;
+            if (i == start) return n; /* a stray character */
+        }
+    } while (open > 0);
+    return i;
+}
+
+/* Members holding an array or object that the server reads; other such
+ * members are left out. */
+static int container_read(const char *name, size_t n) {
+    static const char *const kept[] = {"loras", "images", "init_images", "image", "mask"};
+    for (size_t k = 0; k < sizeof kept / sizeof *kept; k++)
+        if (strlen(kept[k]) == n && !memcmp(kept[k], name, n)) return 1;
+    return 0;
+}
+
+/* The body to parse: body itself, or *pruned (malloc'd) without the unread
+ * container members. 0, or the refusal's status. */
+static int bound_body(const char *body, size_t len, const srv_limits *lim, char **pruned, size_t *pruned_len,
+                      srv_err *err) {
+    *pruned = NULL;
+    json_scan sc = {0};
+    size_t i = 0;
+    while (i < len && is_space(body[i])) i++;
+    if (i < len && body[i] == '{') {
+        fx_strbuf out = {0};
+        int dropped = 0;
+        sc.values = 1;
+        fx_sb_str(&out, "{");
+        size_t kept = 0;
+        for (i++;;) {
+            while (i < len && (is_space(body[i]) || body[i] == ',')) i++;
+            if (i >= len || body[i] != '"') break; /* the end, or malformed: the parser tells */
+            const size_t name = i, name_end = skip_string(body, len, i);
+            size_t v = name_end;
+            while (v < len && is_space(body[v])) v++;
+            if (v >= len || body[v] != ':') break;
+            v++;
+            while (v < len && is_space(body[v])) v++;
+            json_scan member = {0};
+            const size_t end = scan_value(body, len, v, 1, lim->max_json_depth, &member);
+            sc.depth_over |= member.depth_over;
+            const int container = v < len && (body[v] == '[' || body[v] == '{');
+            if (container && name_end >= name + 2 && !container_read(body + name + 1, name_end - name - 2)) {
+                dropped = 1;
+            } else {
+                sc.values += 1 + member.values;
+                if (kept++) fx_sb_str(&out, ",");
+                fx_sb_add(&out, body + name, end - name);
+            }
+            i = end;
+        }
+        fx_sb_str(&out, "}");
+        size_t tail = i < len && body[i] == '}' ? i + 1 : len + 1;
+        while (tail < len && is_space(body[tail])) tail++;
+        if (tail != len) dropped = 0; /* not one well-formed object: the parser reports where */
+        if (dropped && sc.values <= lim->max_json_values && !sc.depth_over) {
+            if (out.failed) return refuse(err, 500, "out of memory");
+            *pruned = out.s;
+            *pruned_len = out.len;
+        } else {
+            free(out.s);
+        }
+        if (!dropped) { /* nothing left out: count the whole body the same way */
+            free(*pruned);
+            *pruned = NULL;
+            sc = (json_scan){0};
+            scan_value(body, len, 0, 0, lim->max_json_depth, &sc);
+        }
+    } else {
+        scan_value(body, len, 0, 0, lim->max_json_depth, &sc);
+    }
+    if (sc.depth_over) {
+        free(*pruned);
+        *pruned = NULL;
+        return refuse(err, 400, "JSON nested deeper than %d levels", lim->max_json_depth);
+    }
+    if (sc.values > lim->max_json_values) {
+        free(*pruned);
+        *pruned = NULL;
+        return refuse(err, 400, "JSON body: more than %zu values in the fields this server reads",
+                      lim->max_json_values);
+    }
+    return 0;
 }
 
 int srv_parse_json(srv_api api, const char *body, size_t len, const srv_limits *lim, srv_gen_request *r,
@@ -290,8 +486,13 @@ int srv_parse_json(srv_api api, const char *body, size_t len, const srv_limits *
     err->status = 0;
     err->msg[0] = '\0';
     if (len > lim->max_body) return refuse(err, 413, "request body of %zu bytes; at most %zu", len, lim->max_body);
+    char *pruned = NULL;
+    size_t pruned_len = 0;
+    int bounded = bound_body(body, len, lim, &pruned, &pruned_len, err);
+    if (bounded) return bounded;
     fx_err jerr = {0};
-    fx_json_doc *doc = fx_json_parse(body, len, &jerr);
+    fx_json_doc *doc = fx_json_parse(pruned ? pruned : body, pruned ? pruned_len : len, &jerr);
+    free(pruned);
     if (!doc) return refuse(err, jerr.code == FLUX_ERR_NOMEM ? 500 : 400, "malformed JSON: %s", jerr.msg);
     const fx_json *root = fx_json_root(doc);
     int rc;
@@ -464,11 +665,68 @@ static long long be32(const uint8_t *p) {
     return (long long)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
 }
 
+static long long le(const uint8_t *p, int bytes) {
+    long long v = 0;
+    for (int i = bytes - 1; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+/* The frame size of a JPEG: its first SOFn marker segment. */
+static int jpeg_dims(const uint8_t *d, size_t n, long long *w, long long *h) {
+    size_t i = 2;
+    while (i + 4 <= n) {
+        if (d[i] != 0xFF) return 0;
+        const uint8_t m = d[i + 1];
+        if (m == 0xFF) { /* fill byte */
+            i++;
+            continue;
+        }
+        if (m == 0x01 || (m >= 0xD0 && m <= 0xD8)) { /* markers without a segment */
+            i += 2;
+            continue;
+        }
+        const size_t len = (size_t)d[i + 2] << 8 | d[i + 3];
+        if (len < 2) return 0;
+        if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) {
+            if (i + 9 > n) return 0;
+            *h = (long long)d[i + 5] << 8 | d[i + 6];
+            *w = (long long)d[i + 7] << 8 | d[i + 8];
+            return 1;
+        }
+        i += 2 + len;
+    }
+    return 0;
+}
+
+/* The canvas of a WebP: VP8 (lossy), VP8L (lossless) or VP8X (extended) first chunk. */
+static int webp_dims(const uint8_t *d, size_t n, long long *w, long long *h) {
+    if (n < 30) return 0;
+    if (!memcmp(d + 12, "VP8 ", 4) && d[23] == 0x9d && d[24] == 0x01 && d[25] == 0x2a) {
+        *w = le(d + 26, 2) & 0x3fff;
+        *h = le(d + 28, 2) & 0x3fff;
+        return 1;
+    }
+    if (!memcmp(d + 12, "VP8L", 4) && d[20] == 0x2f) {
+        const long long bits = le(d + 21, 4);
+        *w = (bits & 0x3fff) + 1;
+        *h = (bits >> 14 & 0x3fff) + 1;
+        return 1;
+    }
+    if (!memcmp(d + 12, "VP8X", 4)) {
+        *w = le(d + 24, 3) + 1;
+        *h = le(d + 27, 3) + 1;
+        return 1;
+    }
+    return 0;
+}
+
 int srv_image_dims(const uint8_t *data, size_t n, long long *width, long long *height) {
     if (n >= 24 && !memcmp(data, "\x89PNG\r\n\x1a\n", 8) && !memcmp(data + 12, "IHDR", 4)) {
         *width = be32(data + 16);
         *height = be32(data + 20);
         return 1;
     }
+    if (n >= 4 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) return jpeg_dims(data, n, width, height);
+    if (n >= 16 && !memcmp(data, "RIFF", 4) && !memcmp(data + 8, "WEBP", 4)) return webp_dims(data, n, width, height);
     return 0; /* PPM: no compression, the body limit bounds its pixels */
 }

@@ -15,13 +15,16 @@
 #include <stdint.h>
 
 #include "flux.h"
+#include "srv_codecs.h"
 
 #define SRV_MAX_LORAS 8
 #define SRV_LORA_NAME_MAX 128
 
 /* What a request may ask for (server options; the defaults in parentheses). */
 typedef struct srv_limits {
-    size_t max_body;         /* request body bytes (--max-body-mb, 32 MiB) */
+    size_t max_body;         /* request body bytes where images are taken (--max-body-mb, 32 MiB) */
+    size_t max_text_body;    /* request body bytes of the other endpoints (1 MiB) */
+    size_t max_json_values;  /* values (and member names) a JSON body may hold (4096) */
     int max_json_depth;      /* nesting of a JSON body (8) */
     int max_images;          /* reference images per request (4, at most FLUX_MAX_REFS) */
     long long max_pixels;    /* pixels of one reference image (16 Mpx) */
@@ -60,6 +63,8 @@ typedef struct srv_gen_request {
     uint8_t *image[FLUX_MAX_REFS];
     size_t image_len[FLUX_MAX_REFS];
     int stream;                 /* "stream": true (native API: progress as SSE) */
+    srv_image_format output_format; /* "output_format": png (SRV_FMT_PNG, the default), jpeg, webp */
+    int output_quality;         /* "output_compression" 0..100 (default 100; WebP 100 = lossless) */
 } srv_gen_request;
 
 /* HTTP status and one-line message of a refused request. */
@@ -87,8 +92,9 @@ int srv_parse_multipart(const char *content_type, const char *body, size_t len, 
  * digits, '-', '_', '.', ' ', not starting with '.' (no paths). */
 int srv_lora_name_ok(const char *name);
 
-/* The pixel size of a PNG (from its IHDR) or PPM header without decoding;
- * 0 when it cannot tell (the decoder then reports the error). */
+/* The pixel size of a PNG (IHDR), JPEG (SOF) or WebP (VP8, VP8L, VP8X)
+ * image from its header, without decoding; 0 when it cannot tell (the
+ * decoder then reports the error). */
 int srv_image_dims(const uint8_t *data, size_t n, long long *width, long long *height);
 
 #endif

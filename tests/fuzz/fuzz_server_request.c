@@ -1,7 +1,8 @@
 /*
  * fuzz_server_request.c — libFuzzer target for flux-server's request
  * parsers: the JSON bodies of each API, the multipart form of
- * /v1/images/edits, base64 and the JSON string writer.
+ * /v1/images/edits, base64, the JSON string writer, and the header checks
+ * of srv_access.c (Host, Origin, Content-Type, Authorization).
  *
  * The first byte picks the parser (and the multipart boundary); the rest is
  * the body. Nothing may crash or leak, a refusal must carry a 4xx/5xx status
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/server/srv_access.h"
 #include "src/server/srv_base64.h"
 #include "src/server/srv_json_out.h"
 #include "src/server/srv_request.h"
@@ -77,6 +79,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         srv_json_str(&b, text);
         check(b.failed || (b.len >= 2 && b.s[0] == '"' && b.s[b.len - 1] == '"'));
         free(b.s);
+        /* the body as header values: answers are 0/1 (-1 for a refused Origin), an allowed Origin is echoed */
+        const char *allowed = NULL;
+        check(srv_host_ok(text, sel & 1 ? "a.example,*" : NULL) <= 1);
+        const int o = srv_origin_check(text, "127.0.0.1:8080", sel & 2 ? "*" : "https://a.example", &allowed);
+        check(o >= -1 && o <= 1 && (o == 1) == (allowed == text));
+        check(srv_media_type_is(text, "application/json") <= 1);
+        check(srv_key_ok(text, "s3cret") <= 1 && srv_key_ok(text, NULL) == 1);
         free(text);
     }
     return 0;

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/base/strbuf.h"
+#include "src/server/srv_access.h"
 #include "src/server/srv_base64.h"
 #include "src/server/srv_json_out.h"
 #include "src/server/srv_request.h"
@@ -208,4 +210,152 @@ TEST(server_json_string_out) {
     REQUIRE(!b.failed);
     CHECK_MSG(!strcmp(b.s, "\"a\\\"b\\\\c\\n\\u0001 é \xEF\xBF\xBD end\"null"), "%s", b.s);
     free(b.s);
+}
+
+/* issue 32 D3: a body's values are counted before a document is built;
+ * containers under fields the server never reads are left out unbuilt. */
+TEST(server_request_json_bounded) {
+    srv_limits lim;
+    srv_limits_init(&lim);
+    lim.max_json_values = 64;
+    srv_gen_request r;
+    srv_err err;
+    /* 200 values under an unread field: skipped, the request stands */
+    fx_strbuf b = {0};
+    fx_sb_str(&b, "{\"prompt\":\"a cat\",\"override_settings\":{\"x\":[");
+    for (int i = 0; i < 200; i++) fx_sb_str(&b, i ? ",0" : "0");
+    fx_sb_str(&b, "]},\"steps\":3}");
+    REQUIRE(!b.failed);
+    CHECK_EQ_INT(srv_parse_json(SRV_API_NATIVE, b.s, b.len, &lim, &r, &err), 0);
+    CHECK(r.prompt && !strcmp(r.prompt, "a cat") && r.steps == 3);
+    srv_request_free(&r);
+    free(b.s);
+    /* ... under a field it reads: refused before parsing */
+    b = (fx_strbuf){0};
+    fx_sb_str(&b, "{\"prompt\":\"a cat\",\"images\":[");
+    for (int i = 0; i < 200; i++) fx_sb_str(&b, i ? ",0" : "0");
+    fx_sb_str(&b, "]}");
+    CHECK_EQ_INT(srv_parse_json(SRV_API_NATIVE, b.s, b.len, &lim, &r, &err), 400);
+    CHECK(strstr(err.msg, "more than 64 values") != NULL);
+    srv_request_free(&r);
+    free(b.s);
+    /* a top-level array is counted too */
+    b = (fx_strbuf){0};
+    fx_sb_str(&b, "[");
+    for (int i = 0; i < 200; i++) fx_sb_str(&b, i ? ",\"s\"" : "\"s\"");
+    fx_sb_str(&b, "]");
+    CHECK_EQ_INT(srv_parse_json(SRV_API_NATIVE, b.s, b.len, &lim, &r, &err), 400);
+    srv_request_free(&r);
+    free(b.s);
+    /* nesting under an unread field still counts (depth 8) */
+    REFUSED(SRV_API_NATIVE, "{\"prompt\":\"x\",\"extra\":[[[[[[[[[[1]]]]]]]]]]}", 400, "nested deeper");
+    /* strings with brackets, escapes and member names that look like keys are not containers */
+    CHECK_EQ_INT(parse(SRV_API_NATIVE, "{\"prompt\":\"[{\\\"images\\\":[\",\"a\":{\"b\":\"]}\"},\"seed\":5}", &r, &err), 0);
+    CHECK(r.prompt && !strcmp(r.prompt, "[{\"images\":[") && r.seed_given && r.seed == 5);
+    srv_request_free(&r);
+    /* malformed input keeps the parser's own message */
+    REFUSED(SRV_API_NATIVE, "{\"prompt\":\"x\",\"a\":[1,2", 400, "malformed JSON");
+    /* OpenAI: stream and output_format are not silently ignored (D7); the JSON edit form's images */
+    REFUSED(SRV_API_OPENAI, "{\"prompt\":\"x\",\"stream\":true}", 400, "stream");
+    REFUSED(SRV_API_OPENAI, "{\"prompt\":\"x\",\"output_format\":\"gif\"}", 400, "output_format");
+    REFUSED(SRV_API_OPENAI, "{\"prompt\":\"x\",\"output_format\":\"jpeg\",\"output_compression\":101}", 400,
+            "output_compression");
+    CHECK_EQ_INT(parse(SRV_API_OPENAI, "{\"prompt\":\"x\",\"output_format\":\"JPEG\",\"output_compression\":50}", &r, &err),
+                 0);
+    CHECK(r.output_format == SRV_FMT_JPEG && r.output_quality == 50);
+    srv_request_free(&r);
+    CHECK_EQ_INT(parse(SRV_API_NATIVE, "{\"prompt\":\"x\",\"output_format\":\"webp\"}", &r, &err), 0);
+    CHECK(r.output_format == SRV_FMT_WEBP && r.output_quality == 100);
+    srv_request_free(&r);
+    CHECK_EQ_INT(parse(SRV_API_OPENAI, "{\"prompt\":\"x\",\"stream\":false,\"output_format\":\"png\"}", &r, &err), 0);
+    srv_request_free(&r);
+    CHECK_EQ_INT(parse(SRV_API_OPENAI, "{\"prompt\":\"x\",\"images\":[{\"image_url\":\"data:image/png;base64,aGVsbG8=\"}]}",
+                       &r, &err), 0);
+    CHECK(r.n_images == 1 && r.image_len[0] == 5 && !memcmp(r.image[0], "hello", 5));
+    srv_request_free(&r);
+}
+
+/* issue 32 D4: Host, Origin, Content-Type and the key (Bearer or Basic). */
+TEST(server_access_checks) {
+    CHECK(srv_host_ok("localhost:8080", NULL) && srv_host_ok("127.0.0.1", NULL) && srv_host_ok("[::1]:80", NULL));
+    CHECK(srv_host_ok("127.1.2.3:9", NULL) && srv_host_ok("LOCALHOST", NULL) && srv_host_ok(NULL, NULL));
+    CHECK(!srv_host_ok("attacker.example:8080", NULL) && !srv_host_ok("127.0.0.1.evil.example", NULL));
+    CHECK(!srv_host_ok("localhost.evil.example", NULL) && !srv_host_ok("127.0.0.256", NULL));
+    CHECK(!srv_host_ok("localhost:80x", NULL) && !srv_host_ok("", NULL));
+    CHECK(srv_host_ok("flux.example:443", "a.example, flux.example") && !srv_host_ok("b.example", "a.example"));
+    const char *allowed = "x";
+    CHECK_EQ_INT(srv_origin_check(NULL, "127.0.0.1:8080", NULL, &allowed), 0);
+    CHECK(allowed == NULL);
+    CHECK_EQ_INT(srv_origin_check("http://127.0.0.1:8080", "127.0.0.1:8080", NULL, &allowed), 0);
+    CHECK_EQ_INT(srv_origin_check("https://flux.example", "flux.example", NULL, &allowed), 0);
+    CHECK_EQ_INT(srv_origin_check("http://attacker.example", "127.0.0.1:8080", NULL, &allowed), -1);
+    CHECK_EQ_INT(srv_origin_check("null", "127.0.0.1:8080", "*", &allowed), -1);
+    CHECK_EQ_INT(srv_origin_check("https://app.example", "127.0.0.1:8080", "https://app.example", &allowed), 1);
+    CHECK(allowed && !strcmp(allowed, "https://app.example"));
+    CHECK_EQ_INT(srv_origin_check("https://app.example.evil", "h", "https://app.example", &allowed), -1);
+    CHECK_EQ_INT(srv_origin_check("https://any.example", "h", "*", &allowed), 1);
+    CHECK(srv_media_type_is("application/json", "application/json"));
+    CHECK(srv_media_type_is("Application/JSON; charset=utf-8", "application/json"));
+    CHECK(!srv_media_type_is("application/jsonp", "application/json") && !srv_media_type_is(NULL, "application/json"));
+    CHECK(!srv_media_type_is("text/plain", "application/json"));
+    CHECK(srv_key_ok(NULL, NULL) && srv_key_ok("Bearer s3cret", "s3cret") && !srv_key_ok("Bearer s3cre", "s3cret"));
+    CHECK(!srv_key_ok(NULL, "s3cret") && !srv_key_ok("Bearer s3cretX", "s3cret"));
+    CHECK(srv_key_ok("Basic d2VidWk6czNjcmV0", "s3cret"));  /* webui:s3cret */
+    CHECK(srv_key_ok("Basic OnMzY3JldA==", "s3cret"));      /* :s3cret */
+    CHECK(!srv_key_ok("Basic d2VidWk6bm9wZQ==", "s3cret")); /* webui:nope */
+    CHECK(!srv_key_ok("Basic czNjcmV0", "s3cret"));         /* s3cret (no colon) */
+    CHECK(!srv_key_ok("Basic ***", "s3cret"));
+}
+
+/* A1111 prompts carry adapters as <lora:NAME:WEIGHT> tags: taken out of the prompt into the adapters. */
+TEST(server_request_a1111_lora_tags) {
+    srv_gen_request r;
+    srv_err err;
+    REQUIRE(parse(SRV_API_A1111, "{\"prompt\":\" a red apple <lora:style:0.8>, <lora:b> \",\"loras\":[{\"name\":\"c\"}]}",
+                  &r, &err) == 0);
+    CHECK(!strcmp(r.prompt, "a red apple ,"));
+    CHECK_EQ_INT(r.n_loras, 3);
+    CHECK(!strcmp(r.lora_name[0], "c") && !strcmp(r.lora_name[1], "style") && !strcmp(r.lora_name[2], "b"));
+    CHECK(r.lora_scale[1] == 0.8f && r.lora_scale[2] == 1.0f);
+    srv_request_free(&r);
+    REQUIRE(parse(SRV_API_A1111, "{\"prompt\":\"<lora:style:-1.5>a cat <lora unclosed\"}", &r, &err) == 0);
+    CHECK(!strcmp(r.prompt, "a cat <lora unclosed") && r.n_loras == 1 && r.lora_scale[0] == -1.5f);
+    srv_request_free(&r);
+    /* other APIs keep the text as it is */
+    REQUIRE(parse(SRV_API_NATIVE, "{\"prompt\":\"a <lora:style:1> cat\"}", &r, &err) == 0);
+    CHECK(!strcmp(r.prompt, "a <lora:style:1> cat") && r.n_loras == 0);
+    srv_request_free(&r);
+    REFUSED(SRV_API_A1111, "{\"prompt\":\"<lora:../etc/passwd:1>\"}", 400, "not a LoRA name");
+    REFUSED(SRV_API_A1111, "{\"prompt\":\"<lora:style:lots>\"}", 400, "weight");
+    REFUSED(SRV_API_A1111, "{\"prompt\":\"<lora:style:500>\"}", 400, "weight");
+    REFUSED(SRV_API_A1111, "{\"prompt\":\"<lora::1>\"}", 400, "name");
+    REFUSED(SRV_API_A1111_IMG,
+            "{\"prompt\":\"<lora:a> <lora:b> <lora:c> <lora:d> <lora:e> <lora:f> <lora:g> <lora:h> <lora:i>\","
+            "\"init_images\":[\"aGVsbG8=\"]}",
+            400, "more than 8");
+}
+
+/* Pixel sizes from image headers, before any decoding (the 16 Mpx limit): PNG, JPEG, WebP. */
+TEST(server_image_dims) {
+    long long w = 0, h = 0;
+    /* JPEG: SOI, an APP0 segment, SOF0 with height 300, width 500 */
+    static const uint8_t jpeg[] = {0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x04, 0x00, 0x00, 0xFF, 0xC0, 0x00, 0x11,
+                                   0x08, 0x01, 0x2C, 0x01, 0xF4, 0x03, 0x01, 0x22, 0x00};
+    CHECK(srv_image_dims(jpeg, sizeof jpeg, &w, &h) && w == 500 && h == 300);
+    CHECK(!srv_image_dims(jpeg, 12, &w, &h)); /* cut before the SOF */
+    /* WebP lossless: VP8L, signature 0x2f, 14 bits width-1 = 639, 14 bits height-1 = 479 */
+    uint8_t webp[32] = {'R', 'I', 'F', 'F', 24, 0, 0, 0, 'W', 'E', 'B', 'P', 'V', 'P', '8', 'L', 10, 0, 0, 0, 0x2f};
+    const uint32_t bits = 639u | 479u << 14;
+    for (int i = 0; i < 4; i++) webp[21 + i] = (uint8_t)(bits >> (8 * i));
+    CHECK(srv_image_dims(webp, sizeof webp, &w, &h) && w == 640 && h == 480);
+    /* WebP extended: VP8X canvas 24-bit width-1, height-1 */
+    uint8_t webpx[32] = {'R', 'I', 'F', 'F', 24, 0, 0, 0, 'W', 'E', 'B', 'P', 'V', 'P', '8', 'X', 10, 0, 0, 0};
+    webpx[24] = 0x9F, webpx[25] = 0x86, webpx[26] = 0x01; /* 99999 */
+    webpx[27] = 0x0F, webpx[28] = 0x27;                  /* 9999 */
+    CHECK(srv_image_dims(webpx, sizeof webpx, &w, &h) && w == 100000 && h == 10000);
+    /* PNG IHDR */
+    static const uint8_t png[24] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13, 'I', 'H', 'D', 'R',
+                                    0, 0, 0x10, 0, 0, 0, 0x08, 0};
+    CHECK(srv_image_dims(png, sizeof png, &w, &h) && w == 4096 && h == 2048);
+    CHECK(!srv_image_dims((const uint8_t *)"P6\n2 2\n255\n", 11, &w, &h));
 }
