@@ -313,7 +313,7 @@ FUZZ_SRC_tokenizer = src/base/file_read.c src/text/tokenizer.c src/text/tokenize
                      src/text/unicode_tables.c src/base/json.c src/base/error.c src/base/strbuf.c
 FUZZ_SRC_tokenizer_gguf = $(FUZZ_SRC_tokenizer)
 FUZZ_SRC_vae_file = $(FUZZ_SRC_DEFAULT) src/formats/vae_file.c src/model/config_derive.c
-FUZZ_SRC_lora = $(FUZZ_SRC_DEFAULT) src/formats/single_file.c src/formats/lora.c src/formats/lora_keys.c simd/gemm/delta.c \
+FUZZ_SRC_lora = $(FUZZ_SRC_DEFAULT) src/formats/single_file.c src/adapters/lora.c src/adapters/lora_keys.c simd/gemm/delta.c \
                 simd/gemm/linear.c \
                 simd/common/scratch.c
 FUZZ_SRC_adapters = $(FUZZ_SRC_lora) src/pipeline/adapters.c src/formats/safetensors_write.c src/base/atomic_file.c \

@@ -9,7 +9,7 @@
  *            [--modules all|blocks] [--max-modules N] [--dora out|in|none]
  *            [--merge DIR [--strength S]]
  *
- * Formats (shared/docs gguf-lora.md B.3, B.5):
+ * Formats (the trainers' key conventions, README "LoRA adapters"):
  *   diffusers   transformer.<diffusers module>.lora_A/lora_B.weight; alpha in
  *               the header "lora_adapter_metadata" (transformer.r,
  *               transformer.lora_alpha, and an alpha_pattern entry giving the

@@ -19,7 +19,7 @@
  * or change of strength. A DoRA row carries no other term (refused).
  */
 #include "dit_internal.h"
-#include "src/formats/lora.h"
+#include "src/adapters/lora.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -56,7 +56,7 @@ const fx_dit_config *fx_dit_cfg(const fx_dit *d);
 /* The model of the context, built on first use. */
 flux_status fx_dit_get(flux_ctx *ctx, fx_dit **out);
 
-/* Adapters (LoRA / LyCORIS files, src/formats/lora.h) on the transformer:
+/* Adapters (LoRA / LyCORIS files, src/adapters/lora.h) on the transformer:
  * replaces whatever was attached by the modules of loras[0..n) with the
  * strengths given, as runtime terms of the linear views they cover
  * (fx_delta, kernels.h; the weights are never modified). Each piece of a

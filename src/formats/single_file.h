@@ -80,7 +80,7 @@ int fx_bfl_map_name(const char *name, const char *src, int64_t rows, fx_bfl_targ
  * the diffusers tensor `diffusers` ("transformer_blocks.0.attn.to_k.weight"
  * → "double_blocks.0.img_attn.qkv.weight"), into bfl. Returns 1, or 0 when
  * it has no BFL counterpart (or bfl is too small). LoRA files name their
- * modules either way (src/formats/lora.c). */
+ * modules either way (src/adapters/lora.c). */
 int fx_bfl_name_of(const char *diffusers, char *bfl, size_t size);
 
 #endif

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "src/dit/transformer.h"
-#include "src/formats/lora.h"
+#include "src/adapters/lora.h"
 #include "src/model/model.h"
 
 typedef struct adapter {

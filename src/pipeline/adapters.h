@@ -1,6 +1,6 @@
 /*
  * adapters.h — the LoRA adapters of a context (flux_lora_* in flux.h):
- * the parsed files (src/formats/lora.h), their strengths, and the terms
+ * the parsed files (src/adapters/lora.h), their strengths, and the terms
  * attached to the transformer (fx_dit_set_adapters).
  */
 #ifndef FX_ADAPTERS_H

@@ -1,5 +1,5 @@
 /*
- * test_lora_file.c — LoRA / LyCORIS adapter files (src/formats/lora.h)
+ * test_lora_file.c — LoRA / LyCORIS adapter files (src/adapters/lora.h)
  * against the tiny golden model's transformer (d = 64, m = 192, 2 double
  * and 2 single blocks): key classification, module resolution from each
  * naming convention onto the tensors and rows the transformer reads (BFL
@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "src/formats/lora.h"
+#include "src/adapters/lora.h"
 #include "src/formats/safetensors_write.h"
 #include "src/formats/single_file.h"
 #include "tests/golden_case.h"

@@ -36,7 +36,7 @@
 #include "tests/fuzz/fuzz_gemm_ref.h"
 
 #include "src/dit/transformer.h"
-#include "src/formats/lora.h"
+#include "src/adapters/lora.h"
 #include "src/formats/safetensors_write.h"
 #include "src/model/model.h"
 #include "src/pipeline/adapters.h"

@@ -1,6 +1,6 @@
 /*
  * fuzz_lora.c — libFuzzer target for LoRA / LyCORIS adapter files
- * (src/formats/lora.c, lora_keys.c: the key parser, module resolution and
+ * (src/adapters/lora.c, lora_keys.c: the key parser, module resolution and
  * every check), against the tiny golden model's transformer
  * (tests/golden/model, or $FUZZ_LORA_MODEL = a transformer .safetensors).
  *
@@ -23,7 +23,7 @@
 #include "tests/fuzz/fuzz_gemm_ref.h"
 #include "tests/fuzz/fuzz_memfd.h"
 
-#include "src/formats/lora.h"
+#include "src/adapters/lora.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

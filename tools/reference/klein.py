@@ -1,7 +1,9 @@
 """klein.py — an independent NumPy float64 reference of the FLUX.2-klein pipeline.
 
-Written from ../../shared/docs/model-spec.md (sections in brackets below), not
-from any other implementation. Everything is float64; weights are read from the
+Written from the model as shipped (the public reference code: black-forest-labs/flux2
+src/flux2/model.py, sampling.py, autoencoder.py; diffusers pipeline_flux2_klein.py;
+transformers modeling_qwen3.py), one stage per function, not ported from any other
+implementation; the bracketed section marks (§) are our design notes' numbering. Everything is float64; weights are read from the
 safetensors files of a model folder in the official layout (bf16 = uint16 << 16,
 f16, f32). It is slow and meant for tiny models, bisecting and golden data:
 every stage is a plain function, and `capture` dicts collect the intermediate

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "src/base/json.h"
-#include "single_file.h"
+#include "src/formats/single_file.h"
 
 /* ------------------------------------------------------------------------ */
 /* The model's modules                                                      */

@@ -1,6 +1,6 @@
 /*
  * lora.h — LoRA / LyCORIS adapter files for the FLUX.2 transformer, as
- * users download them (shared/docs gguf-lora.md part B), resolved against
+ * users download them (README "LoRA adapters": the trainers' conventions), resolved against
  * the model's own weight set.
  *
  * A file is a safetensors file of factor tensors named "<module><suffix>".
@@ -73,7 +73,7 @@
 
 #include <stddef.h>
 
-#include "weight_set.h"
+#include "src/formats/weight_set.h"
 
 /* ------------------------------------------------------------------------ */
 /* Keys                                                                     */
