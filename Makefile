@@ -301,7 +301,7 @@ FUZZ_DIR     := build/fuzz
 FUZZ_TENSOR_FILES := src/formats/tensor_file.c src/formats/safetensors.c src/formats/gguf_tensors.c src/formats/gguf.c \
                      src/formats/name_table.c src/formats/file_identity.c src/formats/map_guard.c \
                      src/formats/weight_set.c src/formats/wset_shards.c src/formats/wset_view.c \
-                     src/formats/wset_quant.c
+                     src/formats/wset_quant.c src/formats/wset_access.c
 FUZZ_SRC_DEFAULT := src/base/file_read.c src/base/json.c $(FUZZ_TENSOR_FILES) src/base/signal_policy.c src/model/config.c \
                     src/base/error.c src/base/log.c simd/quant/dtypes.c simd/quant/dequant.c \
                     simd/rowops/rowops_scalar.c simd/convert/convert.c simd/rope/rope.c

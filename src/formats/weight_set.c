@@ -13,12 +13,6 @@
 
 #include "wset_internal.h"
 
-const char *fx_wset_display(const fx_wset *s) { return s->display; }
-size_t fx_wset_count(const fx_wset *s) { return s->n; }
-const fx_tensor *fx_wset_tensor_at(const fx_wset *s, size_t i) { return i < s->n ? s->tensors[i] : NULL; }
-size_t fx_wset_file_count(const fx_wset *s) { return s->n_files; }
-const fx_tensor_file *fx_wset_file_at(const fx_wset *s, size_t i) { return i < s->n_files ? s->files[i] : NULL; }
-
 static void free_copies(fx_wset *s) {
     fx_wset_free_grids(s);
     for (size_t i = 0; i < s->n_copies; i++) free(s->copies[i]);
@@ -170,11 +164,6 @@ void fx_wset_willneed(const fx_wset *s) {
 }
 
 long fx_wset_index(const fx_wset *s, const char *name) { return fx_name_table_find(&s->names, s->tensors, name); }
-
-const fx_tensor *fx_wset_find(const fx_wset *s, const char *name) {
-    long i = fx_name_table_find(&s->names, s->tensors, name);
-    return i < 0 ? NULL : s->tensors[i];
-}
 
 /* " (from rows a..b of 'src')" for a view tensor, "" for others. */
 static const char *view_origin(const fx_wset *s, const fx_tensor *t, char *buf, size_t size) {
