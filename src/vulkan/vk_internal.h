@@ -228,7 +228,11 @@ flux_status vk_check_alive(const fx_vk *vk, fx_err *err);
  * GEMM shaders dequantize as they load (WTYPE 3..14 of gemm_common.glsl):
  * every block type the CPU reads. fp8 (WTYPE 15, 16) is dense: one byte an
  * element, decoded and scaled as the GEMM loads. */
-static inline int vk_w_blocks(fx_dtype t) { return fx_dtype_is_weight(t) && fx_dtype_is_block(t); }
+/* The GGUF block types (ggml's, the device's block shaders read them as
+ * stored); NVFP4's F4_E2M1 pairs are not among them (refused at upload). */
+static inline int vk_w_blocks(fx_dtype t) {
+    return fx_dtype_is_weight(t) && fx_dtype_is_block(t) && fx_dtype_ggml_id(t) >= 0;
+}
 static inline size_t vk_dtype_bytes(fx_dtype t) { return t == FX_DTYPE_F32 ? 4 : fx_dtype_is_fp8(t) ? 1 : 2; }
 /* Bytes from one weight row to the next: block rows are ld bytes apart,
  * dense rows ld elements. */

@@ -129,8 +129,10 @@ static void dequant_exact_on(fx_vk_gemm_variant v, const char *label) {
     for (int i = 0; i < K; i++) eye[i * K + i] = 1.0f;
     fx_vk_buf *bx = vkt_upload(vk, eye, (size_t)K * K, "I"), *by = vkt_upload(vk, NULL, (size_t)K * N, "y");
     for (int t = FX_DTYPE_Q8_0; t < FX_DTYPE_COUNT && bx && by; t++) {
-        /* listed types without kernels; fp8 (no blocks): test_vk_fp8.c */
-        if (!fx_dtype_is_weight((fx_dtype)t) || !fx_dtype_is_block((fx_dtype)t)) continue;
+        /* listed types without kernels; fp8 (no blocks): test_vk_fp8.c; NVFP4's
+         * F4_E2M1 (no GGUF type): refused, vk_unknown_dtype_is_refused */
+        if (!fx_dtype_is_weight((fx_dtype)t) || !fx_dtype_is_block((fx_dtype)t) || fx_dtype_ggml_id((fx_dtype)t) < 0)
+            continue;
         fx_test_rng r;
         fx_test_rng_seed(&r, (uint64_t)(t * 131 + 17));
         void *w = random_blocks(&r, (fx_dtype)t, N, K);
@@ -189,6 +191,15 @@ TEST(vk_unknown_dtype_is_refused) {
             CHECK(dw.dtype == (fx_dtype)t && dw.scale == 0.25f && fx_vk_buf_bytes(dw.buf) == 3 * 64);
             fx_vk_weight_free(vk, &dw);
         }
+    }
+    /* NVFP4's element pairs and I8 codes: refused by name at upload (flux_load
+     * refuses such files before: test_vk_quant_layouts.c) */
+    static const fx_dtype refused[] = {FX_DTYPE_F4_E2M1, FX_DTYPE_I8};
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        fx_weight rw = {.data = f8, .dtype = refused[i], .n = 3, .k = 64, .ld = 64};
+        err = (fx_err){0};
+        CHECK_EQ_INT(fx_vk_weight_upload(vk, &rw, "odd.w", &dw, &err), FLUX_ERR_UNSUPPORTED);
+        CHECK_MSG(strstr(err.msg, "odd.w") && strstr(err.msg, fx_dtype_name(refused[i])), "error: %s", err.msg);
     }
     fx_weight e8 = {.data = f8, .dtype = FX_DTYPE_F8_E8M0, .n = 3, .k = 64, .ld = 64};
     err = (fx_err){0};
