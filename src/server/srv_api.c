@@ -68,7 +68,7 @@ static srv_job *submit(srv_conn *rc, srv_api api, int multipart, int async, int 
     int st;
     if (multipart) st = srv_parse_multipart(srv_header(rc, "Content-Type"), rc->body, rc->len, &s->lim, &req, &err);
     else st = srv_parse_json(api, rc->body ? rc->body : "", rc->len, &s->lim, &req, &err);
-    if (!st && need_image && req.n_images == 0) {
+    if (!st && need_image && req.n_images == 0 && !req.init_image) {
         st = err.status = 400;
         snprintf(err.msg, sizeof err.msg, "image: missing (edits need at least one image)");
     }

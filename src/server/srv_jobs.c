@@ -4,6 +4,7 @@
 #include "srv_jobs.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,9 @@
 #include "src/base/clock.h"
 #include "src/cli/cli_args.h"
 #include "src/cli/cli_internal.h" /* fx_ref_geometry: the size a reference is processed to */
+#include "src/image/image_file.h"
+#include "src/image/image_resize.h"
+#include "src/pipeline/mask.h"
 
 const char *srv_job_state_name(srv_job_state s) {
     static const char *const names[] = {"queued", "running", "done", "failed", "cancelled"};
@@ -30,6 +34,8 @@ static void free_encoded(const srv_job *job, uint8_t *bytes) {
 
 static void job_free(srv_job *job) {
     for (int i = 0; i < job->n_refs; i++) flux_image_free(job->refs[i]);
+    flux_image_free(job->init);
+    flux_image_free(job->mask);
     for (int i = 0; i < job->n_png; i++) {
         free_encoded(job, job->png[i]);
         free(job->infotext ? job->infotext[i] : NULL);
@@ -55,6 +61,102 @@ void srv_job_unref(srv_queue *q, srv_job *job) {
 }
 
 /* ---------------------------------------------------------------- new jobs */
+
+/* An encoded image of a request (PNG, JPEG, WebP or binary PPM) → *img. 0,
+ * or 400 with err naming `name`. */
+static int decode_image(const uint8_t *data, size_t len, const char *name, const srv_limits *lim, flux_image **img,
+                        srv_err *err) {
+    const srv_image_format fmt = srv_image_format_of(data, len);
+    *img = NULL;
+    if (fmt == SRV_FMT_JPEG || fmt == SRV_FMT_WEBP) { /* the server's own codecs (photos, browsers) */
+        char why[256];
+        if (!srv_decode_image(data, len, lim->max_pixels, img, why, sizeof why)) return 0;
+        err->status = 400;
+        snprintf(err->msg, sizeof err->msg, "%s: %s", name, why);
+        return 400;
+    }
+    if (flux_image_decode(NULL, data, len, name, img) == FLUX_OK) return 0;
+    err->status = 400; /* without a context the decoder keeps no message */
+    snprintf(err->msg, sizeof err->msg, "%s: %s", name,
+             fmt == SRV_FMT_PNG ? "a PNG this server cannot decode (broken, or beyond the decoder's limits)"
+                                : "not a PNG, JPEG, WebP or binary PPM (P6/P5) image");
+    return 400;
+}
+
+static int refuse_job(srv_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int refuse_job(srv_err *err, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return err->status = 400;
+}
+
+/* The init image and the mask of an img2img / inpainting request (README
+ * "flux-server", img2img): decoded; the init image stretched to the size
+ * asked for as A1111's "just resize" does (Pillow's Lanczos, which
+ * fx_resize_lanczos reproduces bit for bit); the strength checked against
+ * the steps. 0 or 400. */
+static int prepare_init(srv_queue *q, srv_job *job, const srv_limits *lim, srv_err *err) {
+    srv_gen_request *r = &job->req;
+    if (decode_image(r->init_image, r->init_image_len, r->init_name, lim, &job->init, err)) return 400;
+    free(r->init_image);
+    r->init_image = NULL;
+    r->init_image_len = 0;
+    const int src_w = job->init->width, src_h = job->init->height;
+    if (r->width && r->height && (src_w != r->width || src_h != r->height)) {
+        if ((long long)r->width * r->height > 1024LL * 1024)
+            return refuse_job(err, "%s: %dx%d: above 1024² pixels the pipeline shrinks an init image again, so the "
+                                   "output would not be that size; give at most 1024² pixels",
+                              r->init_name, r->width, r->height);
+        flux_image *sized = flux_image_new(r->width, r->height, 3);
+        fx_err e = {0};
+        if (!sized || fx_resize_lanczos(job->init->data, src_w, src_h, 3, sized->data, r->width, r->height, &e)) {
+            flux_image_free(sized);
+            err->status = 500;
+            snprintf(err->msg, sizeof err->msg, "%s: resize: %.300s", r->init_name, sized ? e.msg : "out of memory");
+            return 500;
+        }
+        flux_image_free(job->init);
+        job->init = sized;
+    }
+    fx_ref_geom g;
+    fx_err gerr = {0};
+    if (fx_init_geometry(job->init->width, job->init->height, 16, r->init_name, &g, &gerr) != FLUX_OK)
+        return refuse_job(err, "%s", gerr.msg);
+    if (r->width && r->height && (g.width != r->width || g.height != r->height))
+        return refuse_job(err, "%s: %dx%d pixels give a %dx%d output, not the %dx%d asked for", r->init_name,
+                          job->init->width, job->init->height, g.width, g.height, r->width, r->height);
+    if (g.width > lim->max_size || g.height > lim->max_size)
+        return refuse_job(err, "%s: %dx%d gives a %dx%d output, beyond --max-size %d", r->init_name, src_w, src_h,
+                          g.width, g.height, lim->max_size);
+    r->width = g.width; /* the library's rule, said: the output is the init image's processed size */
+    r->height = g.height;
+    const int steps = r->steps ? r->steps : q->info.default_steps;
+    if (fx_schedule_first_step(steps, r->strength) >= steps)
+        return refuse_job(err, "%s: %g with %d steps leaves no denoising step (int(%d - %d*%g) = %d); use a larger "
+                               "strength or more steps",
+                          !strcmp(r->init_name, "init_images[0]") ? "denoising_strength" : "strength",
+                          r->strength, steps, steps, steps, r->strength, fx_schedule_first_step(steps, r->strength));
+    if (!r->mask) return 0;
+    const srv_image_format fmt = srv_image_format_of(r->mask, r->mask_len);
+    if (fmt == SRV_FMT_JPEG || fmt == SRV_FMT_WEBP) return refuse_job(err, "mask: a PNG (or binary PPM) is needed");
+    fx_err merr = {0};
+    flux_image *decoded = NULL;
+    flux_status st = r->mask_source == FLUX_MASK_GRAY
+                         ? fx_image_decode(r->mask, r->mask_len, "mask", &job->mask, &merr)
+                         : fx_image_decode_alpha(r->mask, r->mask_len, "mask", &decoded, &merr);
+    if (!st && decoded) st = fx_mask_from_image(decoded, (flux_mask_source)r->mask_source, "mask", &job->mask, &merr);
+    flux_image_free(decoded);
+    if (st) return refuse_job(err, "%s", merr.msg);
+    if (r->mask_same_size && (job->mask->width != src_w || job->mask->height != src_h))
+        return refuse_job(err, "mask: %dx%d, not the size of %s (%dx%d)", job->mask->width, job->mask->height,
+                          r->init_name, src_w, src_h);
+    free(r->mask);
+    r->mask = NULL;
+    r->mask_len = 0;
+    return 0;
+}
 
 static void random_id(char *out, size_t size) {
     uint64_t v = 0;
@@ -99,29 +201,14 @@ srv_job *srv_job_new(srv_queue *q, srv_gen_request *req, const srv_limits *lim, 
         char name[32];
         snprintf(name, sizeof name, "image %d", i);
         flux_image *img = NULL;
-        const srv_image_format fmt = srv_image_format_of(job->req.image[i], job->req.image_len[i]);
-        if (fmt == SRV_FMT_JPEG || fmt == SRV_FMT_WEBP) { /* the server's own codecs (photos, browsers) */
-            char why[256];
-            const int bad = srv_decode_image(job->req.image[i], job->req.image_len[i], lim->max_pixels, &img, why,
-                                             sizeof why);
-            if (bad) {
-                err->status = 400;
-                snprintf(err->msg, sizeof err->msg, "%s: %s", name, why);
-                break;
-            }
-        } else if (flux_image_decode(NULL, job->req.image[i], job->req.image_len[i], name, &img) != FLUX_OK) {
-            err->status = 400; /* without a context the decoder keeps no message */
-            snprintf(err->msg, sizeof err->msg, "%s: %s", name,
-                     fmt == SRV_FMT_PNG ? "a PNG this server cannot decode (broken, or beyond the decoder's limits)"
-                                        : "not a PNG, JPEG, WebP or binary PPM (P6/P5) image");
-            break;
-        }
+        if (decode_image(job->req.image[i], job->req.image_len[i], name, lim, &img, err)) break;
         job->refs[job->n_refs++] = img;
         free(job->req.image[i]); /* decoded: the file's bytes are not needed any more */
         job->req.image[i] = NULL;
         job->req.image_len[i] = 0;
     }
-    if (!err->status && job->n_refs && (!job->req.width || !job->req.height)) {
+    if (!err->status && job->req.init_image) prepare_init(q, job, lim, err);
+    if (!err->status && !job->init && job->n_refs && (!job->req.width || !job->req.height)) {
         /* no size given: the output takes the first reference's processed size (the library's rule), which
          * --max-size bounds as it bounds a size given */
         fx_ref_geom g;
@@ -469,6 +556,15 @@ static void run_job(srv_queue *q, srv_job *job) {
         p.refs = (const flux_image *const *)job->refs;
         p.n_refs = job->n_refs;
         p.batch = n;
+        p.init_image = job->init;
+        p.mask = job->mask;
+        if (job->init) {
+            p.width = p.height = 0; /* the init image's size (srv_job_new made it the one asked for) */
+            p.strength = job->req.strength;
+            p.mask_invert = job->req.mask_invert;
+            p.mask_blur_x = job->req.mask_blur_x;
+            p.mask_blur_y = job->req.mask_blur_y;
+        }
         p.progress = on_progress;
         p.progress_user = &rctx;
         /* as the CLI calls it, so the same request gives the same bytes */
@@ -476,6 +572,10 @@ static void run_job(srv_queue *q, srv_job *job) {
     }
     char why[256] = "";
     for (int i = 0; s == FLUX_OK && i < n; i++) {
+        /* the texts `flux --init-img NAME --mask mask` adds (its file names; here the request's fields) */
+        if (job->init) s = flux_image_set_text(out[i], "init_image", job->req.init_name);
+        if (s == FLUX_OK && job->mask) s = flux_image_set_text(out[i], "mask", "mask");
+        if (s != FLUX_OK) break;
         if (job->req.output_format == SRV_FMT_JPEG || job->req.output_format == SRV_FMT_WEBP) {
             if (srv_encode_image(out[i], job->req.output_format, job->req.output_quality, &png[i], &png_len[i], why,
                                  sizeof why) != 0)

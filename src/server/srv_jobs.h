@@ -34,6 +34,7 @@ typedef struct srv_job {
     srv_gen_request req;         /* what was asked (owned) */
     flux_image *refs[FLUX_MAX_REFS]; /* decoded req.image[] */
     int n_refs;
+    flux_image *init, *mask;     /* img2img / inpainting: decoded req.init_image (at the output size), req.mask */
     uint64_t seed;               /* the first seed (chosen at submit when not given) */
     int guidance_dropped;        /* an A1111 cfg_scale ignored on a distilled model */
     int async;                   /* kept in the job table (/v1/jobs) */

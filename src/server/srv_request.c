@@ -13,9 +13,16 @@
  *   references   image (string/array) init_images (img2img)     images
  *   adapters     loras: [{"name": "NAME", "scale": 0.8}, ...] (all APIs); A1111 also
  *                <lora:NAME:WEIGHT> tags in its prompt
+ *   init image   image[0] with a mask     init_images[0]            init_image
+ *                or strength
+ *   strength     strength (1)             denoising_strength (0.75) strength (0.8)
+ *   mask         mask (alpha 0 = edit)    mask (create_binary_mask) mask (white repaints)
+ *   mask rules   -                        inpainting_mask_invert,   mask_invert, mask_blur
+ *                                         mask_blur(_x, _y) (4)
  *
  * Unknown fields are ignored (A1111 clients send dozens); a known field of
- * the wrong type or out of range is an error naming it.
+ * the wrong type or out of range is an error naming it, and so is an A1111
+ * inpaint field asking for what is not served (a1111_img2img).
  */
 #include "srv_request.h"
 
@@ -48,6 +55,8 @@ void srv_request_free(srv_gen_request *r) {
     free(r->prompt);
     free(r->negative);
     for (int i = 0; i < r->n_images; i++) free(r->image[i]);
+    free(r->init_image);
+    free(r->mask);
     memset(r, 0, sizeof *r);
 }
 
@@ -235,14 +244,21 @@ static int parse_images(const fx_json *body, const char *key, const srv_limits *
 
 /* Reference images within the pixel limit (headers only; the decoder
  * reports broken files when the job is made). */
+static int too_many_pixels(const srv_limits *lim, const uint8_t *data, size_t n, long long *w, long long *h) {
+    /* w > max / h ⇔ w·h > max for positive sizes, without the product
+     * (a header may announce 2^32 − 1 in each dimension) */
+    return data && srv_image_dims(data, n, w, h) && *h > 0 && *w > lim->max_pixels / *h;
+}
+
 static int check_images(const srv_limits *lim, const srv_gen_request *r, srv_err *err) {
-    for (int i = 0; i < r->n_images; i++) {
-        long long w, h;
-        /* w > max / h ⇔ w·h > max for positive sizes, without the product
-         * (a header may announce 2^32 − 1 in each dimension) */
-        if (srv_image_dims(r->image[i], r->image_len[i], &w, &h) && h > 0 && w > lim->max_pixels / h)
+    long long w, h;
+    for (int i = 0; i < r->n_images; i++)
+        if (too_many_pixels(lim, r->image[i], r->image_len[i], &w, &h))
             return refuse(err, 413, "image %d: %lldx%lld pixels; at most %lld per image", i, w, h, lim->max_pixels);
-    }
+    if (too_many_pixels(lim, r->init_image, r->init_image_len, &w, &h))
+        return refuse(err, 413, "%s: %lldx%lld pixels; at most %lld per image", r->init_name, w, h, lim->max_pixels);
+    if (too_many_pixels(lim, r->mask, r->mask_len, &w, &h))
+        return refuse(err, 413, "mask: %lldx%lld pixels; at most %lld per image", w, h, lim->max_pixels);
     return 0;
 }
 
@@ -261,6 +277,145 @@ static int parse_seed(const fx_json *body, srv_gen_request *r, srv_err *err) {
         r->seed = (uint64_t)seed;
         r->seed_given = 1;
     }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- img2img and inpainting */
+
+/* A flag sent as true/false or (A1111's int fields) 0/1: 0 absent, 1 found, else -status. */
+static int get_flag(const fx_json *obj, const char *key, int *out, srv_err *err) {
+    const fx_json *v = fx_json_get(obj, key);
+    if (fx_json_is_null(v)) return 0;
+    if (fx_json_is_bool(v)) *out = fx_json_bool(v);
+    else if (fx_json_is_int(v) && (fx_json_int(v) == 0 || fx_json_int(v) == 1)) *out = (int)fx_json_int(v);
+    else return -refuse(err, 400, "%s: expected true or false (or 0 / 1)", key);
+    return 1;
+}
+
+/* One image as a base64 string (or data URL), or {"image_url": ...}: 0
+ * absent (null or ""), 1 found (*out malloc'd), else -status. */
+static int get_image(const fx_json *obj, const char *key, uint8_t **out, size_t *len, srv_err *err) {
+    const fx_json *v = fx_json_get(obj, key);
+    if (fx_json_is_object(v)) v = fx_json_get(v, "image_url");
+    if (fx_json_is_null(v) || (fx_json_is_string(v) && fx_json_str_len(v) == 0)) return 0;
+    if (!fx_json_is_string(v))
+        return -refuse(err, 400, "%s: expected a base64 image (or {\"image_url\": a data URL})", key);
+    const char *why;
+    free(*out);
+    if (!(*out = srv_base64_decode(fx_json_str(v), fx_json_str_len(v), len, &why)))
+        return -refuse(err, 400, "%s: not base64: %s", key, why);
+    return 1;
+}
+
+/* AUTOMATIC1111 /sdapi/v1/img2img (modules/processing.py
+ * StableDiffusionProcessingImg2Img and its API model's defaults): the first
+ * of init_images is the init image; every inpaint field is honoured or
+ * refused, none ignored. */
+static int a1111_img2img(const fx_json *body, srv_gen_request *r, srv_err *err) {
+    if (r->n_images == 0) return refuse(err, 400, "init_images: missing (img2img needs one base64 image)");
+    if (r->n_images > 1)
+        return refuse(err, 400, "init_images: %d images; one is served (A1111 pairs several with the batch)",
+                      r->n_images);
+    r->init_image = r->image[0];
+    r->init_image_len = r->image_len[0];
+    r->image[0] = NULL;
+    r->n_images = 0;
+    r->init_name = "init_images[0]";
+    /* A1111 clients always send the size (512 default): a missing side is its default */
+    if (r->width && !r->height) r->height = 512;
+    if (r->height && !r->width) r->width = 512;
+    double x = 0.75;
+    long long n;
+    int rc, flag;
+    if ((rc = get_num(body, "denoising_strength", 0, 1, &x, err)) < 0) return -rc;
+    r->strength = x;
+    if ((rc = get_int(body, "resize_mode", 0, 3, &n, err)) < 0) return -rc;
+    if (rc && n != 0)
+        return refuse(err, 400, "resize_mode: %lld (%s) is not served; 0 (just resize: Lanczos to width x height) is",
+                      n, n == 1 ? "crop and resize" : n == 2 ? "resize and fill" : "latent upscale");
+    if ((rc = get_num(body, "initial_noise_multiplier", 0, 1e6, &x, err)) < 0) return -rc;
+    if (rc && x != 1) return refuse(err, 400, "initial_noise_multiplier: %g is not served; only 1 (the noise as drawn)", x);
+    if ((rc = get_flag(body, "include_init_images", &flag, err)) < 0) return -rc;
+    if (rc && flag) return refuse(err, 400, "include_init_images: true is not served (the answer holds the results only)");
+    const char *s = NULL;
+    if ((rc = get_str(body, "latent_mask", &s, err)) < 0) return -rc;
+    if (rc && *s) return refuse(err, 400, "latent_mask: a second mask for the latents is not served (mask is)");
+    /* the inpaint fields: type-checked always, acted on with a mask (as A1111 does) */
+    if ((rc = get_image(body, "mask", &r->mask, &r->mask_len, err)) < 0) return -rc;
+    int invert = 0, fill = 0, full_res = 1, round = 1;
+    double blur_x = 4, blur_y = 4, blur;
+    if ((rc = get_flag(body, "inpainting_mask_invert", &invert, err)) < 0) return -rc;
+    if ((rc = get_num(body, "mask_blur_x", 0, 64, &blur_x, err)) < 0) return -rc;
+    if ((rc = get_num(body, "mask_blur_y", 0, 64, &blur_y, err)) < 0) return -rc;
+    if ((rc = get_num(body, "mask_blur", 0, 64, &blur, err)) < 0) return -rc;
+    if (rc) blur_x = blur_y = blur; /* A1111's mask_blur setter sets both */
+    if ((rc = get_int(body, "inpainting_fill", 0, 3, &n, err)) < 0) return -rc;
+    if (rc) fill = (int)n;
+    if ((rc = get_flag(body, "inpaint_full_res", &full_res, err)) < 0) return -rc;
+    if ((rc = get_flag(body, "mask_round", &round, err)) < 0) return -rc;
+    if (!r->mask) return 0;
+    if (fill != 1)
+        return refuse(err, 400, "inpainting_fill: %d (%s; A1111's default is 0) is not served with a mask; send 1 "
+                                "(original: the init image under the mask, as diffusers' inpainting does)",
+                      fill, fill == 0 ? "fill" : fill == 2 ? "latent noise" : "latent nothing");
+    if (full_res)
+        return refuse(err, 400, "inpaint_full_res: true (only masked; A1111's default) is not served with a mask; "
+                                "send false (whole picture)");
+    if (!round) return refuse(err, 400, "mask_round: false is not served (the mask is rounded at 128, A1111's default)");
+    r->mask_source = FLUX_MASK_A1111;
+    r->mask_invert = invert;
+    r->mask_blur_x = blur_x;
+    r->mask_blur_y = blur_y;
+    return 0;
+}
+
+/* Native /v1/jobs: init_image, strength (0.8, the CLI's default), mask
+ * (white repaints, as flux --mask), mask_invert, mask_blur. */
+static int native_img2img(const fx_json *body, srv_gen_request *r, srv_err *err) {
+    int rc;
+    if ((rc = get_image(body, "init_image", &r->init_image, &r->init_image_len, err)) < 0) return -rc;
+    double strength = 0.8, blur = 0;
+    int has_strength, invert = 0, has_invert, has_blur;
+    if ((has_strength = get_num(body, "strength", 0, 1, &strength, err)) < 0) return -has_strength;
+    if ((rc = get_image(body, "mask", &r->mask, &r->mask_len, err)) < 0) return -rc;
+    if ((has_invert = get_flag(body, "mask_invert", &invert, err)) < 0) return -has_invert;
+    if ((has_blur = get_num(body, "mask_blur", 0, 64, &blur, err)) < 0) return -has_blur;
+    const char *orphan = !r->init_image && has_strength ? "strength" : !r->init_image && r->mask ? "mask"
+                         : !r->mask && has_invert ? "mask_invert" : !r->mask && has_blur ? "mask_blur" : NULL;
+    if (orphan) return refuse(err, 400, "%s: only used with %s", orphan, r->init_image ? "mask" : "init_image");
+    r->init_name = "init_image";
+    r->strength = strength;
+    r->mask_source = FLUX_MASK_GRAY;
+    r->mask_invert = invert;
+    r->mask_blur_x = r->mask_blur_y = blur;
+    return 0;
+}
+
+/* OpenAI: "strength" (an extension) read with the other fields; the mask
+ * is taken by openai_edit once the images are known. */
+static int openai_fields(const fx_json *body, srv_gen_request *r, srv_err *err) {
+    double strength = 1.0;
+    int rc;
+    if ((rc = get_num(body, "strength", 0, 1, &strength, err)) < 0) return -rc;
+    r->strength = rc ? strength : -1; /* -1: not given */
+    if ((rc = get_image(body, "mask", &r->mask, &r->mask_len, err)) < 0) return -rc;
+    return 0;
+}
+
+/* OpenAI images/edits with a mask (its alpha: transparent = edit) or a
+ * strength: the first image is the init image, the others references. */
+static int openai_edit(srv_gen_request *r, srv_err *err) {
+    if (!r->mask && r->strength < 0) return 0;
+    if (r->n_images == 0) return refuse(err, 400, "%s: needs an image to edit", r->mask ? "mask" : "strength");
+    r->init_image = r->image[0];
+    r->init_image_len = r->image_len[0];
+    memmove(r->image, r->image + 1, (size_t)(r->n_images - 1) * sizeof *r->image);
+    memmove(r->image_len, r->image_len + 1, (size_t)(r->n_images - 1) * sizeof *r->image_len);
+    r->image[--r->n_images] = NULL;
+    r->init_name = "image[0]";
+    if (r->strength < 0) r->strength = 1.0;
+    r->mask_source = FLUX_MASK_TRANSPARENT;
+    r->mask_same_size = 1;
     return 0;
 }
 
@@ -339,8 +494,9 @@ static int parse_fields(srv_api api, const fx_json *body, const srv_limits *lim,
     const char *ikey = api == SRV_API_A1111_IMG ? "init_images" : api == SRV_API_NATIVE ? "images" : "image";
     if ((rc = parse_images(body, ikey, lim, r, err))) return rc;
     if (api == SRV_API_OPENAI && (rc = parse_images(body, "images", lim, r, err))) return rc;
-    if (api == SRV_API_A1111_IMG && r->n_images == 0)
-        return refuse(err, 400, "init_images: missing (img2img needs at least one base64 image)");
+    if (api == SRV_API_A1111_IMG && (rc = a1111_img2img(body, r, err))) return rc;
+    if (api == SRV_API_NATIVE && (rc = native_img2img(body, r, err))) return rc;
+    if (api == SRV_API_OPENAI && (rc = openai_fields(body, r, err))) return rc;
     return check_images(lim, r, err);
 }
 
@@ -480,8 +636,8 @@ static int bound_body(const char *body, size_t len, const srv_limits *lim, char 
     return 0;
 }
 
-int srv_parse_json(srv_api api, const char *body, size_t len, const srv_limits *lim, srv_gen_request *r,
-                   srv_err *err) {
+static int parse_json(srv_api api, const char *body, size_t len, const srv_limits *lim, srv_gen_request *r,
+                      srv_err *err) {
     memset(r, 0, sizeof *r);
     err->status = 0;
     err->msg[0] = '\0';
@@ -504,6 +660,12 @@ int srv_parse_json(srv_api api, const char *body, size_t len, const srv_limits *
         rc = parse_fields(api, root, lim, r, err);
     fx_json_free(doc);
     return rc;
+}
+
+int srv_parse_json(srv_api api, const char *body, size_t len, const srv_limits *lim, srv_gen_request *r,
+                   srv_err *err) {
+    const int rc = parse_json(api, body, len, lim, r, err);
+    return rc || api != SRV_API_OPENAI ? rc : openai_edit(r, err);
 }
 
 /* ---------------------------------------------------------------- multipart */
@@ -535,7 +697,7 @@ static int header_param(const char *line, size_t n, const char *param, char *out
 
 /* A form field as a JSON member: numbers as they are, other text as a string. */
 static void add_field(fx_strbuf *json, const char *name, const char *val, size_t n, int *first) {
-    static const char *const numeric[] = {"n", "seed", "steps", "guidance"};
+    static const char *const numeric[] = {"n", "seed", "steps", "guidance", "strength"};
     int is_num = 0;
     for (size_t i = 0; i < sizeof numeric / sizeof *numeric; i++) is_num |= !strcmp(name, numeric[i]);
     if (is_num && n > 0 && n < 32) {
@@ -577,6 +739,8 @@ int srv_parse_multipart(const char *content_type, const char *body, size_t len, 
     uint8_t *images[FLUX_MAX_REFS];
     size_t image_len[FLUX_MAX_REFS];
     int n_images = 0, parts = 0, first = 1, rc = 0;
+    uint8_t *mask = NULL; /* the "mask" file */
+    size_t mask_len = 0;
     fx_strbuf json = {0};
     fx_sb_str(&json, "{");
     const char *p = memmem_str(body, len, boundary, blen);
@@ -635,7 +799,13 @@ int srv_parse_multipart(const char *content_type, const char *body, size_t len, 
             images[n_images] = copy;
             image_len[n_images++] = dn;
         } else if (!strcmp(name, "mask")) {
-            rc = refuse(err, 400, "mask: inpainting masks are not supported (FLUX.2-klein edits whole images)");
+            free(mask);
+            if (!(mask = malloc(dn ? dn : 1))) {
+                rc = refuse(err, 500, "out of memory");
+                break;
+            }
+            memcpy(mask, data, dn);
+            mask_len = dn;
         } else if (name[0] && !is_file && strlen(name) < 40 && !strchr(name, '"') && !strchr(name, '\\')) {
             add_field(&json, name, data, dn, &first);
         }
@@ -644,7 +814,13 @@ int srv_parse_multipart(const char *content_type, const char *body, size_t len, 
     fx_sb_str(&json, "}");
     if (!rc && json.failed) rc = refuse(err, 500, "out of memory");
     if (!rc) {
-        rc = srv_parse_json(SRV_API_OPENAI, json.s, json.len, lim, r, err);
+        rc = parse_json(SRV_API_OPENAI, json.s, json.len, lim, r, err);
+        if (!rc && mask) { /* the file part */
+            free(r->mask);
+            r->mask = mask;
+            r->mask_len = mask_len;
+            mask = NULL;
+        }
         if (!rc && r->n_images + n_images > lim->max_images)
             rc = refuse(err, 400, "image: more than %d images per request", lim->max_images);
         for (int i = 0; !rc && i < n_images; i++) { /* hand the images over */
@@ -652,8 +828,10 @@ int srv_parse_multipart(const char *content_type, const char *body, size_t len, 
             r->image_len[r->n_images++] = image_len[i];
             images[i] = NULL;
         }
+        if (!rc) rc = openai_edit(r, err);
         if (!rc) rc = check_images(lim, r, err);
     }
+    free(mask);
     for (int i = 0; i < n_images; i++) free(images[i]);
     free(json.s);
     return rc;

@@ -62,6 +62,18 @@ typedef struct srv_gen_request {
     int n_images;               /* encoded reference images (PNG / PPM bytes) */
     uint8_t *image[FLUX_MAX_REFS];
     size_t image_len[FLUX_MAX_REFS];
+    /* img2img and inpainting (README "img2img and inpainting"; field names per API in srv_request.c) */
+    uint8_t *init_image;        /* the encoded source image, NULL = text-to-image (or references only) */
+    size_t init_image_len;
+    const char *init_name;      /* the field it came from, written as the PNG's init_image text as
+                                   `flux --init-img NAME` writes its file name ("init_images[0]", ...) */
+    double strength;            /* valid with init_image */
+    uint8_t *mask;              /* the encoded mask, NULL = plain img2img */
+    size_t mask_len;
+    int mask_source;            /* flux_mask_source: how the mask marks the area to repaint */
+    int mask_invert;
+    double mask_blur_x, mask_blur_y;
+    int mask_same_size;         /* OpenAI: the mask must be the init image's size */
     int stream;                 /* "stream": true (native API: progress as SSE) */
     srv_image_format output_format; /* "output_format": png (SRV_FMT_PNG, the default), jpeg, webp */
     int output_quality;         /* "output_compression" 0..100 (default 100; WebP 100 = lossless) */

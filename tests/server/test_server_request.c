@@ -166,10 +166,105 @@ TEST(server_request_multipart) {
     srv_request_free(&r);
     CHECK_EQ_INT(srv_parse_multipart("application/json", "{}", 2, &lim, &r, &err), 400);
     srv_request_free(&r);
-    const char mask[] = "--b\r\nContent-Disposition: form-data; name=\"mask\"; filename=\"m.png\"\r\n\r\nm\r\n--b--";
-    CHECK_EQ_INT(srv_parse_multipart("multipart/form-data; boundary=b", mask, sizeof mask - 1, &lim, &r, &err), 400);
-    CHECK(strstr(err.msg, "mask") != NULL);
+    /* a mask (OpenAI inpainting): the first image becomes the init image, the others stay references */
+    const char mask[] = "--b\r\nContent-Disposition: form-data; name=\"prompt\"\r\n\r\np\r\n"
+                        "--b\r\nContent-Disposition: form-data; name=\"image[]\"; filename=\"a.png\"\r\n\r\nA\r\n"
+                        "--b\r\nContent-Disposition: form-data; name=\"image[]\"; filename=\"b.png\"\r\n\r\nBB\r\n"
+                        "--b\r\nContent-Disposition: form-data; name=\"mask\"; filename=\"m.png\"\r\n\r\nmmm\r\n--b--";
+    REQUIRE_MSG(srv_parse_multipart("multipart/form-data; boundary=b", mask, sizeof mask - 1, &lim, &r, &err) == 0,
+                "%s", err.msg);
+    CHECK(r.init_image_len == 1 && r.init_image[0] == 'A' && !strcmp(r.init_name, "image[0]"));
+    CHECK(r.n_images == 1 && r.image_len[0] == 2 && r.image[0][0] == 'B');
+    CHECK(r.mask_len == 3 && r.mask_source == FLUX_MASK_TRANSPARENT && r.mask_same_size && r.strength == 1.0);
     srv_request_free(&r);
+    const char mask_only[] = "--b\r\nContent-Disposition: form-data; name=\"prompt\"\r\n\r\np\r\n"
+                             "--b\r\nContent-Disposition: form-data; name=\"mask\"; filename=\"m.png\"\r\n\r\nm\r\n--b--";
+    CHECK_EQ_INT(srv_parse_multipart("multipart/form-data; boundary=b", mask_only, sizeof mask_only - 1, &lim, &r, &err),
+                 400);
+    CHECK(strstr(err.msg, "mask: needs an image to edit") != NULL);
+    srv_request_free(&r);
+}
+
+/* img2img and inpainting fields (issue 31): A1111's honoured or refused, the native ones, OpenAI's JSON form. */
+TEST(server_request_img2img_fields) {
+    srv_gen_request r;
+    srv_err err;
+    /* A1111 defaults: strength 0.75, blur 4 x 4; a missing side is 512; no mask: the inpaint fields are unused */
+    REQUIRE_MSG(parse(SRV_API_A1111_IMG,
+                      "{\"prompt\":\"p\",\"width\":64,\"init_images\":[\"aGVsbG8=\"],\"inpainting_fill\":0,"
+                      "\"inpaint_full_res\":true,\"resize_mode\":0,\"mask\":\"\"}",
+                      &r, &err) == 0, "%s", err.msg);
+    CHECK(r.init_image_len == 5 && !memcmp(r.init_image, "hello", 5) && r.n_images == 0);
+    CHECK(r.strength == 0.75 && !r.mask && r.width == 64 && r.height == 512 && r.mask_blur_x == 0);
+    srv_request_free(&r);
+    REQUIRE_MSG(parse(SRV_API_A1111_IMG,
+                      "{\"prompt\":\"p\",\"init_images\":[\"aGVsbG8=\"],\"mask\":\"bWFzaw==\",\"inpainting_fill\":1,"
+                      "\"inpaint_full_res\":false,\"denoising_strength\":0.5,\"mask_blur_x\":3,\"mask_blur_y\":7,"
+                      "\"inpainting_mask_invert\":1}",
+                      &r, &err) == 0, "%s", err.msg);
+    CHECK(r.mask_len == 4 && r.mask_source == FLUX_MASK_A1111 && r.mask_invert == 1 && r.strength == 0.5);
+    CHECK(r.mask_blur_x == 3 && r.mask_blur_y == 7 && !r.mask_same_size);
+    srv_request_free(&r);
+    REQUIRE(parse(SRV_API_A1111_IMG,
+                  "{\"prompt\":\"p\",\"init_images\":[\"aGVsbG8=\"],\"mask\":\"bWFzaw==\",\"inpainting_fill\":1,"
+                  "\"inpaint_full_res\":0,\"mask_blur\":9,\"mask_blur_x\":3}",
+                  &r, &err) == 0);
+    CHECK(r.mask_blur_x == 9 && r.mask_blur_y == 9); /* A1111's mask_blur sets both */
+    srv_request_free(&r);
+#define INPAINT "{\"prompt\":\"p\",\"init_images\":[\"aGVsbG8=\"],\"mask\":\"bWFzaw==\","
+    REFUSED(SRV_API_A1111_IMG, INPAINT "\"inpaint_full_res\":false}", 400, "inpainting_fill: 0 (fill");
+    REFUSED(SRV_API_A1111_IMG, INPAINT "\"inpainting_fill\":3,\"inpaint_full_res\":false}", 400,
+            "inpainting_fill: 3 (latent nothing");
+    REFUSED(SRV_API_A1111_IMG, INPAINT "\"inpainting_fill\":1}", 400, "inpaint_full_res: true");
+    REFUSED(SRV_API_A1111_IMG, INPAINT "\"inpainting_fill\":1,\"inpaint_full_res\":false,\"mask_round\":false}", 400,
+            "mask_round");
+    REFUSED(SRV_API_A1111_IMG, INPAINT "\"inpainting_fill\":1,\"inpaint_full_res\":\"no\"}", 400,
+            "inpaint_full_res: expected true or false");
+    REFUSED(SRV_API_A1111_IMG, INPAINT "\"mask_blur\":-1}", 400, "mask_blur: -1 is out of range");
+#undef INPAINT
+    REFUSED(SRV_API_A1111_IMG, "{\"prompt\":\"p\",\"init_images\":[\"aGVsbG8=\"],\"resize_mode\":2}", 400,
+            "resize_mode: 2 (resize and fill)");
+    REFUSED(SRV_API_A1111_IMG, "{\"prompt\":\"p\",\"init_images\":[\"aGVsbG8=\"],\"denoising_strength\":1.01}", 400,
+            "denoising_strength: 1.01 is out of range");
+    REFUSED(SRV_API_A1111_IMG, "{\"prompt\":\"p\",\"init_images\":[\"aGVsbG8=\"],\"initial_noise_multiplier\":2}",
+            400, "initial_noise_multiplier");
+    REFUSED(SRV_API_A1111_IMG, "{\"prompt\":\"p\",\"init_images\":[\"aGVsbG8=\"],\"include_init_images\":true}",
+            400, "include_init_images");
+    REFUSED(SRV_API_A1111_IMG, "{\"prompt\":\"p\",\"init_images\":[\"aGVsbG8=\",\"aGVsbG8=\"]}", 400,
+            "init_images: 2 images");
+    REFUSED(SRV_API_A1111_IMG, "{\"prompt\":\"p\",\"init_images\":[\"aGVsbG8=\"],\"mask\":\"***\"}", 400,
+            "mask: not base64");
+    /* native: strength 0.8 by default, the gray convention; fields without their image are refused */
+    REQUIRE(parse(SRV_API_NATIVE, "{\"prompt\":\"p\",\"init_image\":\"aGVsbG8=\",\"images\":[\"aGVsbG8=\"]}", &r,
+                  &err) == 0);
+    CHECK(r.init_image_len == 5 && r.n_images == 1 && r.strength == 0.8 && !r.mask && !strcmp(r.init_name, "init_image"));
+    srv_request_free(&r);
+    REQUIRE(parse(SRV_API_NATIVE,
+                  "{\"prompt\":\"p\",\"init_image\":\"aGVsbG8=\",\"strength\":0.3,\"mask\":{\"image_url\":"
+                  "\"data:image/png;base64,bWFzaw==\"},\"mask_invert\":true,\"mask_blur\":2.5}",
+                  &r, &err) == 0);
+    CHECK(r.strength == 0.3 && r.mask_len == 4 && r.mask_source == FLUX_MASK_GRAY && r.mask_invert);
+    CHECK(r.mask_blur_x == 2.5 && r.mask_blur_y == 2.5);
+    srv_request_free(&r);
+    REFUSED(SRV_API_NATIVE, "{\"prompt\":\"p\",\"strength\":0.5}", 400, "strength: only used with init_image");
+    REFUSED(SRV_API_NATIVE, "{\"prompt\":\"p\",\"mask\":\"bWFzaw==\"}", 400, "mask: only used with init_image");
+    REFUSED(SRV_API_NATIVE, "{\"prompt\":\"p\",\"init_image\":\"aGVsbG8=\",\"mask_blur\":2}", 400,
+            "mask_blur: only used with mask");
+    REFUSED(SRV_API_NATIVE, "{\"prompt\":\"p\",\"init_image\":\"aGVsbG8=\",\"strength\":-0.1}", 400,
+            "strength: -0.1 is out of range");
+    /* OpenAI JSON edits: mask {image_url}; strength alone also makes the first image the init image */
+    REQUIRE(parse(SRV_API_OPENAI,
+                  "{\"prompt\":\"p\",\"images\":[{\"image_url\":\"aGVsbG8=\"}],\"mask\":{\"image_url\":\"bWFzaw==\"}}",
+                  &r, &err) == 0);
+    CHECK(r.init_image_len == 5 && r.n_images == 0 && r.strength == 1.0 && r.mask_source == FLUX_MASK_TRANSPARENT);
+    srv_request_free(&r);
+    REQUIRE(parse(SRV_API_OPENAI, "{\"prompt\":\"p\",\"image\":\"aGVsbG8=\",\"strength\":0.4}", &r, &err) == 0);
+    CHECK(r.init_image_len == 5 && r.strength == 0.4 && !r.mask);
+    srv_request_free(&r);
+    REQUIRE(parse(SRV_API_OPENAI, "{\"prompt\":\"p\",\"image\":\"aGVsbG8=\"}", &r, &err) == 0);
+    CHECK(!r.init_image && r.n_images == 1); /* no mask, no strength: a reference, as before */
+    srv_request_free(&r);
+    REFUSED(SRV_API_OPENAI, "{\"prompt\":\"p\",\"strength\":0.4}", 400, "strength: needs an image to edit");
 }
 
 TEST(server_base64_round_trip) {
