@@ -141,7 +141,8 @@ CLI_SRC   := $(wildcard src/cli/*.c)
 # flux-server (src/server): its request parsers need no HTTP library and are
 # linked into the test binary too; the rest needs libmicrohttpd (make server).
 SERVER_SRC := $(wildcard src/server/*.c)
-SERVER_PARSE_SRC := src/server/srv_request.c src/server/srv_base64.c src/server/srv_json_out.c src/server/srv_access.c
+SERVER_PARSE_SRC := src/server/srv_request.c src/server/srv_base64.c src/server/srv_json_out.c src/server/srv_access.c \
+                    src/server/srv_routes.c src/server/srv_error.c
 LIB_SRC   := $(filter-out $(CLI_SRC) $(SERVER_SRC) src/vulkan/% src/ops/ops_vulkan.c,$(wildcard src/*/*.c)) $(SIMD_SRC)
 TEST_SRC  := $(wildcard tests/*.c) $(filter-out tests/fuzz/% tests/vulkan/%,$(wildcard tests/*/*.c)) $(SERVER_PARSE_SRC)
 BENCH_SRC := $(filter-out bench/bench_vulkan.c,$(wildcard bench/*.c))
@@ -319,6 +320,7 @@ FUZZ_SRC_lora = $(FUZZ_SRC_DEFAULT) src/formats/single_file.c src/adapters/lora.
 FUZZ_SRC_adapters = $(FUZZ_SRC_lora) src/pipeline/adapters.c src/formats/safetensors_write.c src/base/atomic_file.c \
                     src/base/strbuf.c
 FUZZ_SRC_server_request = src/server/srv_request.c src/server/srv_base64.c src/server/srv_json_out.c src/server/srv_access.c \
+                           src/server/srv_error.c \
                            src/base/json.c \
                            src/base/file_read.c src/base/error.c src/base/strbuf.c
 FUZZ_BINS    := $(patsubst tests/fuzz/%.c,$(FUZZ_DIR)/%,$(wildcard tests/fuzz/fuzz_*.c))

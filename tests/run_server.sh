@@ -20,7 +20,7 @@ set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 MODEL=$ROOT/tests/golden/model
-N_CHECKS=203 # the checks below, reported as skipped when the suite cannot run
+N_CHECKS=204 # the checks below, reported as skipped when the suite cannot run
 
 skip_all() {
     echo "server: $1: $N_CHECKS checks not run"
@@ -872,6 +872,10 @@ curl -s -o /dev/null "http://127.0.0.1:$PORT/a%0Ab%20c"
 check "--access-log: a path with a newline stays on its line" grep -q ' GET /a?b?c 404 ' "$TMP/guard.log"
 check "--access-log: time, client, method, path, status, bytes, seconds" \
     grep -Eq '^flux-server: 20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z 127\.0\.0\.1 GET /health 200 16 [0-9]+\.[0-9]{3}$' "$TMP/guard.log"
+curl -s -D "$TMP/headers-202" -o /dev/null "${JSON[@]}" "http://127.0.0.1:$PORT/v1/jobs" -d '{"prompt":"x","width":64,"height":64,"steps":1}'
+check "the async 202 goes through the common reply path: security headers and its access-log line" \
+    sh -c "grep -q '^HTTP/1.1 202' '$TMP/headers-202' && grep -qi '^X-Content-Type-Options: nosniff' '$TMP/headers-202' &&
+           grep -qi '^Cache-Control: no-store' '$TMP/headers-202' && grep -Eq ' POST /v1/jobs 202 [0-9]+ ' '$TMP/guard.log'"
 check "OpenMP waits passively (D19): OMP_WAIT_POLICY=passive in its environment" \
     sh -c "tr '\\0' '\\n' </proc/$PID/environ | grep -qx OMP_WAIT_POLICY=passive"
 kill -TERM "$PID"; wait "$PID"

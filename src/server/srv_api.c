@@ -31,10 +31,7 @@
 #include "srv_api.h"
 #include "srv_json_out.h"
 #include "srv_page.h"
-
-static int is(const srv_conn *rc, const char *method, const char *url) {
-    return !strcmp(rc->method, method) && !strcmp(rc->url, url);
-}
+#include "srv_routes.h"
 
 /* ---------------------------------------------------------------- job status */
 
@@ -69,26 +66,26 @@ static srv_job *submit(srv_conn *rc, srv_api api, int multipart, int async, int 
     if (multipart) st = srv_parse_multipart(srv_header(rc, "Content-Type"), rc->body, rc->len, &s->lim, &req, &err);
     else st = srv_parse_json(api, rc->body ? rc->body : "", rc->len, &s->lim, &req, &err);
     if (!st && need_image && req.n_images == 0 && !req.init_image) {
-        st = err.status = 400;
+        st = err.kind = SRV_E_BAD_REQUEST;
         snprintf(err.msg, sizeof err.msg, "image: missing (edits need at least one image)");
     }
     if (st) {
         srv_request_free(&req);
-        *ret = srv_reply_error(rc, (unsigned)st, "%s", err.msg);
+        *ret = srv_reply_error(rc, (srv_error_kind)st, "%s", err.msg);
         return NULL;
     }
     srv_job *job = srv_job_new(&s->q, &req, &s->lim, async, &err);
     srv_request_free(&req);
     if (!job) {
-        *ret = srv_reply_error(rc, (unsigned)err.status, "%s", err.msg);
+        *ret = srv_reply_error(rc, err.kind, "%s", err.msg);
         return NULL;
     }
     int retry = 1;
-    st = srv_queue_submit(&s->q, job, &retry);
-    if (st) {
+    const srv_error_kind full = srv_queue_submit(&s->q, job, &retry);
+    if (full) {
         srv_job_unref(&s->q, job);
-        *ret = st == 429 ? srv_reply_busy(rc, 429, retry, "the queue is full; try again later or another server")
-                         : srv_reply_busy(rc, 503, 5, "the server is shutting down");
+        *ret = full == SRV_E_BUSY ? srv_reply_busy(rc, full, retry, "the queue is full; try again later or another server")
+                                  : srv_reply_busy(rc, full, 5, "the server is shutting down");
         return NULL;
     }
     return job;
@@ -112,7 +109,7 @@ static int wait_job(srv_conn *rc, srv_job *job) {
             if (rc->s->verbose) fprintf(stderr, "flux-server: %s: the client went away; cancelled\n", job->id);
             srv_job_cancel(q, job);
             /* an answer nobody reads (a plain MHD_NO would be logged as an internal error) */
-            srv_reply_error(rc, 499, "the client closed the connection; the job was cancelled");
+            srv_reply_error(rc, SRV_E_CLIENT_GONE, "the client closed the connection; the job was cancelled");
             return 0;
         }
         pthread_mutex_lock(&q->mu);
@@ -123,7 +120,7 @@ static int wait_job(srv_conn *rc, srv_job *job) {
 
 /* The reply of a failed or cancelled job. */
 static enum MHD_Result reply_failure(srv_conn *rc, const srv_job *job) {
-    return srv_reply_error(rc, job->http_status ? (unsigned)job->http_status : 500, "%s", job->error);
+    return srv_reply_error(rc, job->error_kind ? job->error_kind : SRV_E_ENGINE, "%s", job->error);
 }
 
 /* Submit the request and wait for its job: the finished job (release it
@@ -288,11 +285,11 @@ static enum MHD_Result a1111_options(srv_conn *rc) {
     if (!strcmp(rc->method, "POST")) { /* one model per server: only the loaded one can be chosen */
         fx_err jerr = {0};
         fx_json_doc *doc = fx_json_parse(rc->body ? rc->body : "", rc->len, &jerr);
-        if (!doc) return srv_reply_error(rc, 400, "malformed JSON: %s", jerr.msg);
+        if (!doc) return srv_reply_error(rc, SRV_E_BAD_REQUEST, "malformed JSON: %s", jerr.msg);
         const char *want = fx_json_get_str(fx_json_root(doc), "sd_model_checkpoint", NULL);
         const int other = want && strcmp(want, rc->s->model_name);
         fx_json_free(doc);
-        if (other) return srv_reply_error(rc, 400, "sd_model_checkpoint: this server serves only %s", rc->s->model_name);
+        if (other) return srv_reply_error(rc, SRV_E_BAD_REQUEST, "sd_model_checkpoint: this server serves only %s", rc->s->model_name);
         fx_strbuf b = {0};
         fx_sb_str(&b, "null\n");
         return srv_reply(rc, 200, "application/json", &b);
@@ -391,7 +388,7 @@ static enum MHD_Result reply_events(srv_conn *rc, srv_job *job, int cancel_on_cl
     sse *e = calloc(1, sizeof *e);
     if (!e) {
         srv_job_unref(&rc->s->q, job);
-        return srv_reply_error(rc, 500, "out of memory");
+        return srv_reply_error(rc, SRV_E_NO_MEMORY, "out of memory");
     }
     e->s = rc->s;
     e->job = job;
@@ -420,7 +417,7 @@ static enum MHD_Result job_result(srv_conn *rc, srv_job *job) {
     pthread_mutex_lock(&q->mu);
     const int fin = srv_job_finished(job);
     pthread_mutex_unlock(&q->mu);
-    if (!fin) return srv_reply_error(rc, 409, "job %s is not finished (GET /v1/jobs/%s for its status)", job->id, job->id);
+    if (!fin) return srv_reply_error(rc, SRV_E_CONFLICT, "job %s is not finished (GET /v1/jobs/%s for its status)", job->id, job->id);
     if (job->state != SRV_JOB_DONE) return reply_failure(rc, job);
     fx_strbuf b = {0};
     result_json(&b, job);
@@ -429,51 +426,45 @@ static enum MHD_Result job_result(srv_conn *rc, srv_job *job) {
     return srv_reply(rc, 200, "application/json", &b);
 }
 
-/* /v1/jobs/ID[/result|/events|/images/N] */
-static enum MHD_Result jobs_one(srv_conn *rc) {
+/* /v1/jobs/ID[/result|/events|/images/N] (the route says which) */
+static enum MHD_Result jobs_one(srv_conn *rc, srv_endpoint ep) {
     const char *rest = rc->url + strlen("/v1/jobs/");
     char id[32];
     const size_t idlen = strcspn(rest, "/");
-    if (idlen == 0 || idlen >= sizeof id) return srv_reply_error(rc, 404, "no such job");
+    if (idlen == 0 || idlen >= sizeof id) return srv_reply_error(rc, SRV_E_NOT_FOUND, "no such job");
     memcpy(id, rest, idlen);
     id[idlen] = '\0';
-    const char *tail = rest + idlen;
     srv_job *job = srv_queue_find(&rc->s->q, id);
     if (!job)
-        return srv_reply_error(rc, 404, "no job %s (finished jobs are kept --result-ttl seconds, their images within "
+        return srv_reply_error(rc, SRV_E_NOT_FOUND, "no job %s (finished jobs are kept --result-ttl seconds, their images within "
                                         "--max-results-mb, at most %d jobs)", id, SRV_TABLE_SIZE);
     enum MHD_Result ret;
-    const int get = !strcmp(rc->method, "GET");
-    if (!*tail && (get || !strcmp(rc->method, "DELETE"))) {
-        if (!get) srv_job_cancel(&rc->s->q, job);
+    if (ep == SRV_EP_JOB) {
+        if (!strcmp(rc->method, "DELETE")) srv_job_cancel(&rc->s->q, job);
         fx_strbuf b = {0};
         pthread_mutex_lock(&rc->s->q.mu);
         status_json_locked(&b, &rc->s->q, job);
         pthread_mutex_unlock(&rc->s->q.mu);
         fx_sb_str(&b, "\n");
         ret = srv_reply(rc, 200, "application/json", &b);
-    } else if (get && !strcmp(tail, "/result")) {
+    } else if (ep == SRV_EP_JOB_RESULT) {
         ret = job_result(rc, job);
-    } else if (get && !strcmp(tail, "/events")) {
+    } else if (ep == SRV_EP_JOB_EVENTS) {
         return reply_events(rc, job, 0); /* takes the reference */
-    } else if (get && !strncmp(tail, "/images/", 8)) {
+    } else { /* SRV_EP_JOB_IMAGE */
+        const char *n = rest + idlen + strlen("/images/");
         char *end;
-        const long k = strtol(tail + 8, &end, 10);
+        const long k = strtol(n, &end, 10);
         pthread_mutex_lock(&rc->s->q.mu);
         const srv_job_state state = job->state; /* the images are set before DONE, under the mutex */
         pthread_mutex_unlock(&rc->s->q.mu);
-        if (*end || end == tail + 8 || k < 0) ret = srv_reply_error(rc, 404, "no such image");
-        else if (state != SRV_JOB_DONE) ret = srv_reply_error(rc, 409, "job %s is %s", id, srv_job_state_name(state));
-        else if (k >= job->n_png) ret = srv_reply_error(rc, 404, "job %s has %d image(s)", id, job->n_png);
+        if (*end || end == n || k < 0) ret = srv_reply_error(rc, SRV_E_NOT_FOUND, "no such image");
+        else if (state != SRV_JOB_DONE) ret = srv_reply_error(rc, SRV_E_CONFLICT, "job %s is %s", id, srv_job_state_name(state));
+        else if (k >= job->n_png) ret = srv_reply_error(rc, SRV_E_NOT_FOUND, "job %s has %d image(s)", id, job->n_png);
         else {
             srv_job_fetched(&rc->s->q, job);
             ret = srv_reply_bytes(rc, 200, srv_image_mime(job->req.output_format), job->png[k], job->png_len[k]);
         }
-    } else if (!*tail || !strcmp(tail, "/result") || !strcmp(tail, "/events") || !strncmp(tail, "/images/", 8)) {
-        rc->allow = *tail ? "GET, HEAD" : "GET, HEAD, DELETE";
-        ret = srv_reply_error(rc, 405, "%s %s: the method is not allowed (Allow: %s)", rc->method, rc->url, rc->allow);
-    } else {
-        ret = srv_reply_error(rc, 404, "%s %s: not an endpoint", rc->method, rc->url);
     }
     srv_job_unref(&rc->s->q, job);
     return ret;
@@ -488,7 +479,7 @@ static enum MHD_Result ready(srv_conn *rc) {
     pthread_mutex_unlock(&q->mu);
     fx_strbuf b = {0};
     if (draining || full) {
-        return srv_reply_busy(rc, 503, 5, draining ? "draining: finishing the queued jobs before exiting"
+        return srv_reply_busy(rc, SRV_E_DRAINING, 5, draining ? "draining: finishing the queued jobs before exiting"
                                                    : "the queue is full");
     }
     fx_sb_str(&b, "{\"status\":\"ready\"}\n");
@@ -572,72 +563,45 @@ static enum MHD_Result server_info(srv_conn *rc) {
 /* ---------------------------------------------------------------- routing */
 
 enum MHD_Result srv_api_route(srv_conn *rc) {
+    const srv_route *rt = srv_route_find(rc->method, rc->url, &rc->allow);
+    if (!rt && rc->allow)
+        return srv_reply_error(rc, SRV_E_METHOD, "%s %s: the method is not allowed (Allow: %s)", rc->verb, rc->url, rc->allow);
+    if (!rt) return srv_reply_error(rc, SRV_E_NOT_FOUND, "%s %s: not an endpoint of flux-server", rc->verb, rc->url);
+    rc->allow = NULL; /* a 405's header only */
     fx_strbuf b = {0};
-    if (is(rc, "POST", "/v1/images/generations")) return openai_images(rc, 0);
-    if (is(rc, "POST", "/v1/images/edits")) return openai_images(rc, 1);
-    if (is(rc, "GET", "/v1/models")) return openai_models(rc);
-    if (is(rc, "GET", "/v1/server")) return server_info(rc);
-    if (is(rc, "POST", "/sdapi/v1/txt2img")) return a1111_generate(rc, 0);
-    if (is(rc, "POST", "/sdapi/v1/img2img")) return a1111_generate(rc, 1);
-    if (is(rc, "GET", "/sdapi/v1/progress")) return a1111_progress(rc);
-    if (is(rc, "POST", "/sdapi/v1/interrupt")) {
+    switch (rt->endpoint) {
+    case SRV_EP_OPENAI_GENERATIONS: return openai_images(rc, 0);
+    case SRV_EP_OPENAI_EDITS: return openai_images(rc, 1);
+    case SRV_EP_OPENAI_MODELS: return openai_models(rc);
+    case SRV_EP_SERVER_INFO: return server_info(rc);
+    case SRV_EP_A1111_TXT2IMG: return a1111_generate(rc, 0);
+    case SRV_EP_A1111_IMG2IMG: return a1111_generate(rc, 1);
+    case SRV_EP_A1111_PROGRESS: return a1111_progress(rc);
+    case SRV_EP_A1111_INTERRUPT:
         srv_queue_interrupt(&rc->s->q);
         fx_sb_str(&b, "null\n");
         return srv_reply(rc, 200, "application/json", &b);
-    }
-    if (is(rc, "GET", "/sdapi/v1/sd-models")) return a1111_models(rc);
-    if (is(rc, "GET", "/sdapi/v1/loras")) return a1111_loras(rc);
-    if (is(rc, "GET", "/sdapi/v1/samplers")) {
+    case SRV_EP_A1111_MODELS: return a1111_models(rc);
+    case SRV_EP_A1111_LORAS: return a1111_loras(rc);
+    case SRV_EP_A1111_SAMPLERS:
         fx_sb_str(&b, "[{\"name\":\"Euler\",\"aliases\":[\"euler\"],\"options\":{}}]\n");
         return srv_reply(rc, 200, "application/json", &b);
-    }
-    if (is(rc, "GET", "/sdapi/v1/options") || is(rc, "POST", "/sdapi/v1/options")) return a1111_options(rc);
-    /* the lists A1111 clients fill their menus from: what this server has (one scheduler, no upscalers) */
-    static const struct {
-        const char *path, *json;
-    } lists[] = {
-        {"/sdapi/v1/schedulers", "[{\"name\":\"simple\",\"label\":\"Simple (FLUX.2 shifted)\",\"aliases\":null,"
-                                 "\"default_rho\":-1,\"need_inner_model\":false}]\n"},
-        {"/sdapi/v1/upscalers", "[{\"name\":\"None\",\"model_name\":null,\"model_path\":null,\"model_url\":null,"
-                                "\"scale\":1}]\n"},
-        {"/sdapi/v1/sd-vae", "[]\n"},
-        {"/sdapi/v1/sd-modules", "[]\n"},
-        {"/sdapi/v1/latent-upscale-modes", "[]\n"},
-    };
-    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++)
-        if (is(rc, "GET", lists[i].path)) {
-            fx_sb_str(&b, lists[i].json);
-            return srv_reply(rc, 200, "application/json", &b);
-        }
-    if (is(rc, "POST", "/v1/jobs")) return jobs_submit(rc);
-    if (!strncmp(rc->url, "/v1/jobs/", 9)) return jobs_one(rc);
-    if (is(rc, "GET", "/") || is(rc, "GET", "/index.html"))
-        return srv_reply_bytes(rc, 200, "text/html; charset=utf-8", srv_page_html, strlen(srv_page_html));
-    if (is(rc, "GET", "/favicon.ico")) return srv_reply_bytes(rc, 204, "image/x-icon", "", 0); /* none: no 404 noise */
-    if (is(rc, "GET", "/health")) {
+    case SRV_EP_A1111_OPTIONS: return a1111_options(rc);
+    case SRV_EP_A1111_LIST:
+        fx_sb_str(&b, rt->text);
+        return srv_reply(rc, 200, "application/json", &b);
+    case SRV_EP_JOBS_SUBMIT: return jobs_submit(rc);
+    case SRV_EP_JOB:
+    case SRV_EP_JOB_RESULT:
+    case SRV_EP_JOB_EVENTS:
+    case SRV_EP_JOB_IMAGE: return jobs_one(rc, rt->endpoint);
+    case SRV_EP_PAGE: return srv_reply_bytes(rc, 200, "text/html; charset=utf-8", srv_page_html, strlen(srv_page_html));
+    case SRV_EP_FAVICON: return srv_reply_bytes(rc, 204, "image/x-icon", "", 0); /* none: no 404 noise */
+    case SRV_EP_HEALTH:
         fx_sb_str(&b, "{\"status\":\"ok\"}\n");
         return srv_reply(rc, 200, "application/json", &b);
+    case SRV_EP_READY: return ready(rc);
+    case SRV_EP_METRICS: return metrics(rc);
     }
-    if (is(rc, "GET", "/ready")) return ready(rc);
-    if (is(rc, "GET", "/metrics")) return metrics(rc);
-    static const struct {
-        const char *path, *allow;
-    } methods[] = {{"/v1/images/generations", "POST"}, {"/v1/images/edits", "POST"}, {"/v1/models", "GET, HEAD"},
-                   {"/v1/server", "GET, HEAD"},
-                   {"/sdapi/v1/txt2img", "POST"}, {"/sdapi/v1/img2img", "POST"}, {"/sdapi/v1/progress", "GET, HEAD"},
-                   {"/sdapi/v1/interrupt", "POST"}, {"/sdapi/v1/sd-models", "GET, HEAD"},
-                   {"/sdapi/v1/loras", "GET, HEAD"}, {"/sdapi/v1/samplers", "GET, HEAD"},
-                   {"/sdapi/v1/options", "GET, HEAD, POST"}, {"/sdapi/v1/schedulers", "GET, HEAD"},
-                   {"/sdapi/v1/upscalers", "GET, HEAD"}, {"/sdapi/v1/sd-vae", "GET, HEAD"},
-                   {"/sdapi/v1/sd-modules", "GET, HEAD"}, {"/sdapi/v1/latent-upscale-modes", "GET, HEAD"},
-                   {"/v1/jobs", "POST"}, {"/", "GET, HEAD"},
-                   {"/index.html", "GET, HEAD"}, {"/favicon.ico", "GET, HEAD"}, {"/health", "GET, HEAD"}, {"/ready", "GET, HEAD"},
-                   {"/metrics", "GET, HEAD"}};
-    for (size_t i = 0; i < sizeof methods / sizeof *methods; i++)
-        if (!strcmp(rc->url, methods[i].path)) {
-            rc->allow = methods[i].allow;
-            return srv_reply_error(rc, 405, "%s %s: the method is not allowed (Allow: %s)", rc->method, rc->url,
-                                   rc->allow);
-        }
-    return srv_reply_error(rc, 404, "%s %s: not an endpoint of flux-server", rc->method, rc->url);
+    return srv_reply_error(rc, SRV_E_ENGINE, "%s %s: a route without an endpoint", rc->verb, rc->url);
 }

@@ -16,6 +16,7 @@
 #include "src/base/clock.h"
 #include "srv_access.h"
 #include "srv_json_out.h"
+#include "srv_routes.h"
 
 /* ---------------------------------------------------------------- replies */
 
@@ -74,7 +75,7 @@ enum MHD_Result srv_reply(srv_conn *rc, unsigned status, const char *type, fx_st
     if (body->failed) {
         free(body->s);
         memset(body, 0, sizeof *body);
-        return srv_reply_error(rc, 500, "out of memory building the response");
+        return srv_reply_error(rc, SRV_E_NO_MEMORY, "out of memory building the response");
     }
     struct MHD_Response *r =
         MHD_create_response_from_buffer(body->len, body->s ? body->s : (char *)"", body->s ? MHD_RESPMEM_MUST_FREE
@@ -86,34 +87,24 @@ enum MHD_Result srv_reply(srv_conn *rc, unsigned status, const char *type, fx_st
     return queue(rc, status, r, len);
 }
 
-static const char *error_type(unsigned status) {
-    switch (status) {
-    case 401: return "authentication_error";
-    case 403: return "permission_error";
-    case 404: return "not_found_error";
-    case 429: return "rate_limit_error";
-    case 503: return "unavailable_error";
-    default: return status >= 500 ? "server_error" : "invalid_request_error";
-    }
-}
-
-static void error_body(fx_strbuf *b, unsigned status, const char *msg) {
+static void error_body(fx_strbuf *b, srv_error_kind kind, const char *msg) {
     fx_sb_str(b, "{\"error\":{\"message\":");
     srv_json_str(b, msg);
-    fx_sb_printf(b, ",\"type\":\"%s\",\"code\":%u},\"detail\":", error_type(status), status);
+    fx_sb_printf(b, ",\"type\":\"%s\",\"code\":%u},\"detail\":", srv_error_type(kind), srv_error_status(kind));
     srv_json_str(b, msg);
     fx_sb_str(b, "}\n");
 }
 
-enum MHD_Result srv_reply_error(srv_conn *rc, unsigned status, const char *fmt, ...) {
+enum MHD_Result srv_reply_error(srv_conn *rc, srv_error_kind kind, const char *fmt, ...) {
+    const unsigned status = srv_error_status(kind);
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     fx_strbuf b = {0};
-    error_body(&b, status, msg);
-    if (status == 401) {
+    error_body(&b, kind, msg);
+    if (kind == SRV_E_UNAUTHORIZED) {
         struct MHD_Response *r =
             MHD_create_response_from_buffer(b.len, b.s ? b.s : (char *)"", b.s ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
         if (!r) free(b.s);
@@ -126,9 +117,10 @@ enum MHD_Result srv_reply_error(srv_conn *rc, unsigned status, const char *fmt, 
     return srv_reply(rc, status, "application/json", &b);
 }
 
-enum MHD_Result srv_reply_busy(srv_conn *rc, unsigned status, int retry_after, const char *msg) {
+enum MHD_Result srv_reply_busy(srv_conn *rc, srv_error_kind kind, int retry_after, const char *msg) {
+    const unsigned status = srv_error_status(kind);
     fx_strbuf b = {0};
-    error_body(&b, status, msg);
+    error_body(&b, kind, msg);
     struct MHD_Response *r =
         MHD_create_response_from_buffer(b.len, b.s ? b.s : (char *)"", b.s ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
     if (!r) free(b.s);
@@ -169,17 +161,9 @@ int srv_client_gone(srv_conn *rc) {
 
 void srv_conn_no_timeout(srv_conn *rc) { MHD_set_connection_option(rc->c, MHD_CONNECTION_OPTION_TIMEOUT, 0u); }
 
-/* The body bytes an endpoint takes: images only where they are read. */
-static size_t body_limit(const srv_server *s, const char *url) {
-    const int images =
-        !strcmp(url, "/v1/images/edits") || !strcmp(url, "/sdapi/v1/img2img") || !strcmp(url, "/v1/jobs");
-    return images || s->lim.max_text_body > s->lim.max_body ? s->lim.max_body : s->lim.max_text_body;
-}
-
-/* Paths anyone may read (no API key): the probes and the page. */
-static int open_path(const char *url) {
-    return !strcmp(url, "/health") || !strcmp(url, "/ready") || !strcmp(url, "/") || !strcmp(url, "/index.html") ||
-           !strcmp(url, "/favicon.ico");
+/* The body bytes a route takes: images only where they are read. */
+static size_t body_limit(const srv_server *s, const srv_route *rt) {
+    return (rt && rt->images) || s->lim.max_text_body > s->lim.max_body ? s->lim.max_body : s->lim.max_text_body;
 }
 
 /* The request head is in: who may ask, and what body it may send. A reply
@@ -188,11 +172,11 @@ static enum MHD_Result check_head(srv_conn *rc) {
     srv_server *s = rc->s;
     const char *host = srv_header(rc, "Host"), *origin = srv_header(rc, "Origin");
     if (s->check_host && !srv_host_ok(host, s->allow_hosts))
-        return srv_reply_error(rc, 403, "Host: '%.100s' is not this machine (a loopback server answers localhost, "
+        return srv_reply_error(rc, SRV_E_FORBIDDEN, "Host: '%.100s' is not this machine (a loopback server answers localhost, "
                                         "127.0.0.1 and [::1]; --allow-host NAME adds names)", host);
     const int o = srv_origin_check(origin, host, s->cors_origins, &rc->cors_origin);
     if (o < 0)
-        return srv_reply_error(rc, 403, "Origin: '%.100s' is another site (--cors-origin ORIGIN lets its pages call)",
+        return srv_reply_error(rc, SRV_E_FORBIDDEN, "Origin: '%.100s' is another site (--cors-origin ORIGIN lets its pages call)",
                                origin);
     if (!strcmp(rc->verb, "OPTIONS")) { /* a CORS preflight (no credentials are sent with it) */
         struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
@@ -204,27 +188,28 @@ static enum MHD_Result check_head(srv_conn *rc) {
         rc->allow = "GET, HEAD, POST, DELETE, OPTIONS";
         return queue(rc, 204, r, 0);
     }
-    if (!open_path(rc->url) && !srv_key_ok(srv_header(rc, "Authorization"), s->api_key))
-        return srv_reply_error(rc, 401, "missing or wrong API key (Authorization: Bearer KEY)");
+    /* the route table says which paths are open (srv_routes.c); unknown ones need the key like the rest */
+    const srv_route *rt = srv_route_find(rc->method, rc->url, NULL);
+    if (!(rt ? rt->open : srv_path_open(rc->url)) && !srv_key_ok(srv_header(rc, "Authorization"), s->api_key))
+        return srv_reply_error(rc, SRV_E_UNAUTHORIZED, "missing or wrong API key (Authorization: Bearer KEY)");
     const char *cl = srv_header(rc, "Content-Length"), *te = srv_header(rc, "Transfer-Encoding");
     const unsigned long long announced = cl ? strtoull(cl, NULL, 10) : 0;
     if (announced || te) { /* a body: JSON, or a form where a form is read */
         const char *ct = srv_header(rc, "Content-Type");
-        const int form = !strcmp(rc->url, "/v1/images/edits") && srv_media_type_is(ct, "multipart/form-data");
+        const int form = rt && rt->form && srv_media_type_is(ct, "multipart/form-data");
         if (!form && !srv_media_type_is(ct, "application/json"))
-            return srv_reply_error(rc, 415, "Content-Type: '%.64s'; this endpoint takes application/json%s",
-                                   ct ? ct : "(none)",
-                                   !strcmp(rc->url, "/v1/images/edits") ? " or multipart/form-data" : "");
+            return srv_reply_error(rc, SRV_E_MEDIA_TYPE, "Content-Type: '%.64s'; this endpoint takes application/json%s",
+                                   ct ? ct : "(none)", rt && rt->form ? " or multipart/form-data" : "");
     }
-    rc->limit = body_limit(s, rc->url);
+    rc->limit = body_limit(s, rt);
     if (announced > rc->limit) {
         rc->too_large = 1;
-        return srv_reply_error(rc, 413, "request body of %llu bytes; %s takes at most %zu", announced, rc->url,
+        return srv_reply_error(rc, SRV_E_TOO_LARGE, "request body of %llu bytes; %s takes at most %zu", announced, rc->url,
                                rc->limit);
     }
     if (announced) { /* the whole body in one allocation of its size */
         rc->body = malloc((size_t)announced + 1);
-        if (!rc->body) return srv_reply_error(rc, 500, "out of memory for a body of %llu bytes", announced);
+        if (!rc->body) return srv_reply_error(rc, SRV_E_NO_MEMORY, "out of memory for a body of %llu bytes", announced);
         rc->cap = (size_t)announced + 1;
     }
     return MHD_YES;
@@ -264,7 +249,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         srv_guard_body(&s->guard, rc->peer, n);
         if (rc->too_large || rc->len + n > rc->limit) { /* a chunked body passing the limit: answer now */
             rc->too_large = 1;
-            if (srv_reply_error(rc, 413, "request body larger than %zu bytes (%s)", rc->limit, rc->url) != MHD_YES)
+            if (srv_reply_error(rc, SRV_E_TOO_LARGE, "request body larger than %zu bytes (%s)", rc->limit, rc->url) != MHD_YES)
                 return MHD_NO; /* not answerable mid-body: close the connection */
             return MHD_YES;
         }
@@ -282,9 +267,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         rc->body[rc->len] = '\0';
         return MHD_YES;
     }
-    if (rc->too_large) return srv_reply_error(rc, 413, "request body larger than %zu bytes", rc->limit);
+    if (rc->too_large) return srv_reply_error(rc, SRV_E_TOO_LARGE, "request body larger than %zu bytes", rc->limit);
     if (srv_guard_busy(&s->guard, rc->peer) > s->guard.max_per_ip)
-        return srv_reply_busy(rc, 429, 5, "too many open requests from your address (--max-conn-per-ip)");
+        return srv_reply_busy(rc, SRV_E_BUSY, 5, "too many open requests from your address (--max-conn-per-ip)");
     return s->route(rc);
 }
 

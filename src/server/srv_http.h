@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "src/base/strbuf.h"
+#include "srv_error.h"
 #include "srv_guard.h"
 #include "srv_jobs.h"
 #include "srv_request.h"
@@ -71,11 +72,12 @@ void srv_http_stop(srv_server *s);
  * strbuf's text is taken over. */
 enum MHD_Result srv_reply(srv_conn *rc, unsigned status, const char *type, fx_strbuf *body);
 enum MHD_Result srv_reply_bytes(srv_conn *rc, unsigned status, const char *type, const void *data, size_t len);
-/* {"error": {"message", "type", "code"}, "detail": message} */
-enum MHD_Result srv_reply_error(srv_conn *rc, unsigned status, const char *fmt, ...)
+/* {"error": {"message", "type", "code"}, "detail": message}, with the
+ * status of the kind (srv_error_status: the one place statuses are chosen) */
+enum MHD_Result srv_reply_error(srv_conn *rc, srv_error_kind kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* 429 / 503 with Retry-After */
-enum MHD_Result srv_reply_busy(srv_conn *rc, unsigned status, int retry_after, const char *msg);
+/* SRV_E_BUSY / SRV_E_DRAINING (429 / 503) with Retry-After */
+enum MHD_Result srv_reply_busy(srv_conn *rc, srv_error_kind kind, int retry_after, const char *msg);
 /* A streamed response (Server-Sent Events). */
 enum MHD_Result srv_reply_stream(srv_conn *rc, MHD_ContentReaderCallback read, void *cls,
                                  MHD_ContentReaderFreeCallback free_cb);

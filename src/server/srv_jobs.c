@@ -12,12 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "src/base/clock.h"
 #include "src/cli/cli_args.h"
-#include "src/cli/cli_internal.h" /* fx_ref_geometry: the size a reference is processed to */
-#include "src/image/image_file.h"
-#include "src/image/image_resize.h"
-#include "src/pipeline/mask.h"
+#include "srv_internal.h"
 
 const char *srv_job_state_name(srv_job_state s) {
     static const char *const names[] = {"queued", "running", "done", "failed", "cancelled"};
@@ -63,7 +59,7 @@ void srv_job_unref(srv_queue *q, srv_job *job) {
 /* ---------------------------------------------------------------- new jobs */
 
 /* An encoded image of a request (PNG, JPEG, WebP or binary PPM) → *img. 0,
- * or 400 with err naming `name`. */
+ * or SRV_E_BAD_REQUEST with err naming `name`. */
 static int decode_image(const uint8_t *data, size_t len, const char *name, const srv_limits *lim, flux_image **img,
                         srv_err *err) {
     const srv_image_format fmt = srv_image_format_of(data, len);
@@ -71,16 +67,16 @@ static int decode_image(const uint8_t *data, size_t len, const char *name, const
     if (fmt == SRV_FMT_JPEG || fmt == SRV_FMT_WEBP) { /* the server's own codecs (photos, browsers) */
         char why[256];
         if (!srv_decode_image(data, len, lim->max_pixels, img, why, sizeof why)) return 0;
-        err->status = 400;
+        err->kind = SRV_E_BAD_REQUEST;
         snprintf(err->msg, sizeof err->msg, "%s: %s", name, why);
-        return 400;
+        return (int)err->kind;
     }
     if (flux_image_decode(NULL, data, len, name, img) == FLUX_OK) return 0;
-    err->status = 400; /* without a context the decoder keeps no message */
+    err->kind = SRV_E_BAD_REQUEST; /* without a context the decoder keeps no message */
     snprintf(err->msg, sizeof err->msg, "%s: %s", name,
              fmt == SRV_FMT_PNG ? "a PNG this server cannot decode (broken, or beyond the decoder's limits)"
                                 : "not a PNG, JPEG, WebP or binary PPM (P6/P5) image");
-    return 400;
+    return (int)err->kind;
 }
 
 static int refuse_job(srv_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -89,17 +85,17 @@ static int refuse_job(srv_err *err, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(err->msg, sizeof err->msg, fmt, ap);
     va_end(ap);
-    return err->status = 400;
+    return (int)(err->kind = SRV_E_BAD_REQUEST);
 }
 
 /* The init image and the mask of an img2img / inpainting request (README
  * "flux-server", img2img): decoded; the init image stretched to the size
  * asked for as A1111's "just resize" does (Pillow's Lanczos, which
  * fx_resize_lanczos reproduces bit for bit); the strength checked against
- * the steps. 0 or 400. */
+ * the steps. 0 or the error kind. */
 static int prepare_init(srv_queue *q, srv_job *job, const srv_limits *lim, srv_err *err) {
     srv_gen_request *r = &job->req;
-    if (decode_image(r->init_image, r->init_image_len, r->init_name, lim, &job->init, err)) return 400;
+    if (decode_image(r->init_image, r->init_image_len, r->init_name, lim, &job->init, err)) return (int)err->kind;
     free(r->init_image);
     r->init_image = NULL;
     r->init_image_len = 0;
@@ -113,9 +109,9 @@ static int prepare_init(srv_queue *q, srv_job *job, const srv_limits *lim, srv_e
         fx_err e = {0};
         if (!sized || fx_resize_lanczos(job->init->data, src_w, src_h, 3, sized->data, r->width, r->height, &e)) {
             flux_image_free(sized);
-            err->status = 500;
+            err->kind = SRV_E_NO_MEMORY;
             snprintf(err->msg, sizeof err->msg, "%s: resize: %.300s", r->init_name, sized ? e.msg : "out of memory");
-            return 500;
+            return (int)err->kind;
         }
         flux_image_free(job->init);
         job->init = sized;
@@ -169,7 +165,7 @@ static void random_id(char *out, size_t size) {
 srv_job *srv_job_new(srv_queue *q, srv_gen_request *req, const srv_limits *lim, int async, srv_err *err) {
     srv_job *job = calloc(1, sizeof *job);
     if (!job) {
-        err->status = 500;
+        err->kind = SRV_E_NO_MEMORY;
         snprintf(err->msg, sizeof err->msg, "out of memory");
         return NULL;
     }
@@ -180,24 +176,24 @@ srv_job *srv_job_new(srv_queue *q, srv_gen_request *req, const srv_limits *lim, 
     random_id(job->id, sizeof job->id);
     /* the seed is fixed now, so status and result can name it */
     job->seed = job->req.seed_given ? job->req.seed : cli_random_seed();
-    err->status = 0;
+    err->kind = SRV_OK;
     for (int i = 0; i < job->req.n_loras; i++) {
         char path[4096];
         struct stat st;
         if (!q->lora_dir) {
-            err->status = 400;
+            err->kind = SRV_E_BAD_REQUEST;
             snprintf(err->msg, sizeof err->msg, "loras: this server has no --lora-dir");
             break;
         }
         snprintf(path, sizeof path, "%s/%s.safetensors", q->lora_dir, job->req.lora_name[i]);
         if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
-            err->status = 400;
+            err->kind = SRV_E_BAD_REQUEST;
             snprintf(err->msg, sizeof err->msg, "loras[%d]: no LoRA named '%s' (GET /sdapi/v1/loras lists them)", i,
                      job->req.lora_name[i]);
             break;
         }
     }
-    for (int i = 0; !err->status && i < job->req.n_images; i++) {
+    for (int i = 0; !err->kind && i < job->req.n_images; i++) {
         char name[32];
         snprintf(name, sizeof name, "image %d", i);
         flux_image *img = NULL;
@@ -207,8 +203,8 @@ srv_job *srv_job_new(srv_queue *q, srv_gen_request *req, const srv_limits *lim, 
         job->req.image[i] = NULL;
         job->req.image_len[i] = 0;
     }
-    if (!err->status && job->req.init_image) prepare_init(q, job, lim, err);
-    if (!err->status && !job->init && job->n_refs && (!job->req.width || !job->req.height)) {
+    if (!err->kind && job->req.init_image) prepare_init(q, job, lim, err);
+    if (!err->kind && !job->init && job->n_refs && (!job->req.width || !job->req.height)) {
         /* no size given: the output takes the first reference's processed size (the library's rule), which
          * --max-size bounds as it bounds a size given */
         fx_ref_geom g;
@@ -216,14 +212,14 @@ srv_job *srv_job_new(srv_queue *q, srv_gen_request *req, const srv_limits *lim, 
         const flux_image *r0 = job->refs[0];
         if (fx_ref_geometry(r0->width, r0->height, 16, "image 0", &g, &gerr) == FLUX_OK &&
             ((!job->req.width && g.width > lim->max_size) || (!job->req.height && g.height > lim->max_size))) {
-            err->status = 400;
+            err->kind = SRV_E_BAD_REQUEST;
             snprintf(err->msg, sizeof err->msg,
                      "image 0: %dx%d gives a %dx%d output, beyond --max-size %d; give the size (width and height, "
                      "or size) of at most %d per side",
                      r0->width, r0->height, g.width, g.height, lim->max_size, lim->max_size);
         }
     }
-    if (!err->status && q->info.distilled && job->req.a1111) {
+    if (!err->kind && q->info.distilled && job->req.a1111) {
         /* A1111 clients always send cfg_scale (7) and often a negative prompt;
          * a distilled model runs no CFG, so both are dropped (other APIs get
          * the library's error instead) */
@@ -231,7 +227,7 @@ srv_job *srv_job_new(srv_queue *q, srv_gen_request *req, const srv_limits *lim, 
         free(job->req.negative);
         job->req.negative = NULL;
     }
-    if (err->status) {
+    if (err->kind) {
         job_free(job);
         return NULL;
     }
@@ -313,18 +309,18 @@ static double wait_seconds_locked(const srv_queue *q, const srv_job *stop) {
     return s;
 }
 
-int srv_queue_submit(srv_queue *q, srv_job *job, int *retry_after) {
+srv_error_kind srv_queue_submit(srv_queue *q, srv_job *job, int *retry_after) {
     pthread_mutex_lock(&q->mu);
     forget_old_locked(q);
-    int rc = 0;
+    srv_error_kind rc = SRV_OK;
     if (q->draining || q->stop) {
-        rc = 503;
+        rc = SRV_E_DRAINING;
     } else if (q->length >= q->max_length || (job->async && !table_slot_free_locked(q))) {
         q->m.rejected_full++;
         /* when the first queued job will have started: the running job's rest (its own pace) */
         const double s = q->running ? wait_seconds_locked(q, q->head) : 0;
         *retry_after = s < 1 ? 1 : s > 3600 ? 3600 : (int)(s + 0.999);
-        rc = 429;
+        rc = SRV_E_BUSY;
     } else {
         job->state = SRV_JOB_QUEUED;
         job->t_submit = fx_now_s();
@@ -378,7 +374,7 @@ void srv_job_cancel(srv_queue *q, srv_job *job) {
             *pp = job->next;
             if (q->tail == job) q->tail = prev;
             q->length--;
-            job->http_status = 409;
+            job->error_kind = SRV_E_CONFLICT;
             snprintf(job->error, sizeof job->error, "cancelled");
             finish_locked(q, job, SRV_JOB_CANCELLED);
             unref_locked(job); /* the queue's reference (the caller still holds one) */
@@ -609,13 +605,13 @@ static void run_job(srv_queue *q, srv_job *job) {
         finish_locked(q, job, SRV_JOB_DONE);
         forget_old_locked(q); /* its images may push older ones past the byte cap */
     } else if (s == FLUX_ERR_CANCELLED) {
-        job->http_status = 409; /* a client still connected reads it: a standard status */
+        job->error_kind = SRV_E_CONFLICT; /* a client still connected reads it: a standard status */
         snprintf(job->error, sizeof job->error, "cancelled");
         finish_locked(q, job, SRV_JOB_CANCELLED);
     } else {
         const int bad_input = s == FLUX_ERR_INVALID_ARG || s == FLUX_ERR_UNSUPPORTED || s == FLUX_ERR_MODEL ||
                               s == FLUX_ERR_FORMAT;
-        job->http_status = bad_input ? 400 : 500;
+        job->error_kind = bad_input ? SRV_E_BAD_REQUEST : s == FLUX_ERR_NOMEM ? SRV_E_NO_MEMORY : SRV_E_ENGINE;
         snprintf(job->error, sizeof job->error, "%s",
                  why[0] ? why : s == FLUX_ERR_NOMEM && !out ? "out of memory" : flux_error(q->ctx));
         hide_lora_dir(q, job->error);

@@ -55,7 +55,7 @@ typedef struct srv_job {
     int out_width, out_height;
     double progress;             /* 0..1, never decreasing while it runs */
     int fetched;                 /* its result or an image was read (a drain waits for unread ones) */
-    int http_status;             /* of a failure: 400 bad input, 500 engine error, 409 cancelled */
+    srv_error_kind error_kind;   /* of a failure: bad input, engine error, cancelled (SRV_E_CONFLICT) */
     char error[512];
     struct srv_job *next;        /* FIFO link */
 } srv_job;
@@ -108,12 +108,12 @@ void srv_queue_destroy(srv_queue *q);
 /* A new job from a parsed request (takes its contents; the request is left
  * empty). Reference images are decoded here, named LoRAs are checked
  * against --lora-dir, and an output size taken from the first reference
- * is held to lim->max_size: refusals as srv_err (400). */
+ * is held to lim->max_size: refusals as srv_err. */
 srv_job *srv_job_new(srv_queue *q, srv_gen_request *req, const srv_limits *lim, int async, srv_err *err);
 
-/* Queue a job. 0; 429 when the queue is full (*retry_after seconds is a
- * guess from the seconds per job so far); 503 when draining. */
-int srv_queue_submit(srv_queue *q, srv_job *job, int *retry_after);
+/* Queue a job. SRV_OK; SRV_E_BUSY when the queue is full (*retry_after
+ * seconds is a guess from the seconds per job so far); SRV_E_DRAINING. */
+srv_error_kind srv_queue_submit(srv_queue *q, srv_job *job, int *retry_after);
 
 /* Cancel a queued or running job (no-op when finished). */
 void srv_job_cancel(srv_queue *q, srv_job *job);

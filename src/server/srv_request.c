@@ -60,14 +60,14 @@ void srv_request_free(srv_gen_request *r) {
     memset(r, 0, sizeof *r);
 }
 
-static int refuse(srv_err *err, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int refuse(srv_err *err, int status, const char *fmt, ...) {
+static int refuse(srv_err *err, srv_error_kind kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int refuse(srv_err *err, srv_error_kind kind, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err->msg, sizeof err->msg, fmt, ap);
     va_end(ap);
-    err->status = status;
-    return status;
+    err->kind = kind;
+    return (int)kind;
 }
 
 /* ---------------------------------------------------------------- fields */
@@ -81,15 +81,15 @@ static int too_deep(const fx_json *v, int limit) {
     return 0;
 }
 
-/* An integral number in lo..hi: 0 absent (or null), 1 found, else the status. */
+/* An integral number in lo..hi: 0 absent (or null), 1 found, else -kind. */
 static int get_int(const fx_json *obj, const char *key, long long lo, long long hi, long long *out, srv_err *err) {
     const fx_json *v = fx_json_get(obj, key);
     if (fx_json_is_null(v)) return 0;
     if (!fx_json_is_int(v))
-        return -refuse(err, 400, "%s: expected an integer, found %s", key,
+        return -refuse(err, SRV_E_BAD_REQUEST, "%s: expected an integer, found %s", key,
                        fx_json_is_number(v) ? "a fraction or a number too large" : fx_json_type_name(fx_json_typeof(v)));
     const long long n = (long long)fx_json_int(v);
-    if (n < lo || n > hi) return -refuse(err, 400, "%s: %lld is out of range (%lld..%lld)", key, n, lo, hi);
+    if (n < lo || n > hi) return -refuse(err, SRV_E_BAD_REQUEST, "%s: %lld is out of range (%lld..%lld)", key, n, lo, hi);
     *out = n;
     return 1;
 }
@@ -98,9 +98,9 @@ static int get_num(const fx_json *obj, const char *key, double lo, double hi, do
     const fx_json *v = fx_json_get(obj, key);
     if (fx_json_is_null(v)) return 0;
     if (!fx_json_is_number(v))
-        return -refuse(err, 400, "%s: expected a number, found %s", key, fx_json_type_name(fx_json_typeof(v)));
+        return -refuse(err, SRV_E_BAD_REQUEST, "%s: expected a number, found %s", key, fx_json_type_name(fx_json_typeof(v)));
     const double x = fx_json_num(v);
-    if (!(x >= lo && x <= hi)) return -refuse(err, 400, "%s: %g is out of range (%g..%g)", key, x, lo, hi);
+    if (!(x >= lo && x <= hi)) return -refuse(err, SRV_E_BAD_REQUEST, "%s: %g is out of range (%g..%g)", key, x, lo, hi);
     *out = x;
     return 1;
 }
@@ -110,16 +110,16 @@ static int get_str(const fx_json *obj, const char *key, const char **out, srv_er
     const fx_json *v = fx_json_get(obj, key);
     if (fx_json_is_null(v)) return 0;
     if (!fx_json_is_string(v))
-        return -refuse(err, 400, "%s: expected a string, found %s", key, fx_json_type_name(fx_json_typeof(v)));
+        return -refuse(err, SRV_E_BAD_REQUEST, "%s: expected a string, found %s", key, fx_json_type_name(fx_json_typeof(v)));
     if (strlen(fx_json_str(v)) != fx_json_str_len(v))
-        return -refuse(err, 400, "%s: the string contains a NUL character (\\u0000)", key);
+        return -refuse(err, SRV_E_BAD_REQUEST, "%s: the string contains a NUL character (\\u0000)", key);
     *out = fx_json_str(v);
     return 1;
 }
 
 static int size_side(const char *key, long long v, const srv_limits *lim, srv_err *err) {
     if (v < lim->min_size || v > lim->max_size || v % 16)
-        return refuse(err, 400, "%s: %lld is not a multiple of 16 in %d..%d", key, v, lim->min_size, lim->max_size);
+        return refuse(err, SRV_E_BAD_REQUEST, "%s: %lld is not a multiple of 16 in %d..%d", key, v, lim->min_size, lim->max_size);
     return 0;
 }
 
@@ -129,11 +129,11 @@ static int parse_size(const char *s, const srv_limits *lim, srv_gen_request *r, 
     char *end;
     const long long w = strtoll(s, &end, 10);
     if (end == s || (*end != 'x' && *end != 'X') || end[1] < '0' || end[1] > '9')
-        return refuse(err, 400, "size: '%.64s' is not WIDTHxHEIGHT (e.g. 512x512) or auto", s);
+        return refuse(err, SRV_E_BAD_REQUEST, "size: '%.64s' is not WIDTHxHEIGHT (e.g. 512x512) or auto", s);
     const char *hs = end + 1;
     const long long h = strtoll(hs, &end, 10);
     if (*end || s[0] < '0' || s[0] > '9')
-        return refuse(err, 400, "size: '%.64s' is not WIDTHxHEIGHT (e.g. 512x512) or auto", s);
+        return refuse(err, SRV_E_BAD_REQUEST, "size: '%.64s' is not WIDTHxHEIGHT (e.g. 512x512) or auto", s);
     int rc;
     if ((rc = size_side("size (width)", w, lim, err)) || (rc = size_side("size (height)", h, lim, err))) return rc;
     r->width = (int)w;
@@ -156,18 +156,18 @@ int srv_lora_name_ok(const char *name) {
 static int parse_loras(const fx_json *body, srv_gen_request *r, srv_err *err) {
     const fx_json *v = fx_json_get(body, "loras");
     if (fx_json_is_null(v)) return 0;
-    if (!fx_json_is_array(v)) return refuse(err, 400, "loras: expected an array of {\"name\", \"scale\"} objects");
-    if (fx_json_len(v) > SRV_MAX_LORAS) return refuse(err, 400, "loras: more than %d adapters", SRV_MAX_LORAS);
+    if (!fx_json_is_array(v)) return refuse(err, SRV_E_BAD_REQUEST, "loras: expected an array of {\"name\", \"scale\"} objects");
+    if (fx_json_len(v) > SRV_MAX_LORAS) return refuse(err, SRV_E_BAD_REQUEST, "loras: more than %d adapters", SRV_MAX_LORAS);
     for (size_t i = 0; i < fx_json_len(v); i++) {
         const fx_json *o = fx_json_at(v, i);
-        if (!fx_json_is_object(o)) return refuse(err, 400, "loras[%zu]: expected an object {\"name\", \"scale\"}", i);
+        if (!fx_json_is_object(o)) return refuse(err, SRV_E_BAD_REQUEST, "loras[%zu]: expected an object {\"name\", \"scale\"}", i);
         const char *name = NULL;
         double scale = 1.0;
         int rc;
         if ((rc = get_str(o, "name", &name, err)) < 0 || (rc == 0 && !name))
-            return rc < 0 ? -rc : refuse(err, 400, "loras[%zu]: missing name", i);
+            return rc < 0 ? -rc : refuse(err, SRV_E_BAD_REQUEST, "loras[%zu]: missing name", i);
         if (!srv_lora_name_ok(name))
-            return refuse(err, 400, "loras[%zu]: '%.64s' is not a LoRA name (a file name of --lora-dir without "
+            return refuse(err, SRV_E_BAD_REQUEST, "loras[%zu]: '%.64s' is not a LoRA name (a file name of --lora-dir without "
                                     ".safetensors: letters, digits, - _ . and spaces)", i, name);
         if ((rc = get_num(o, "scale", -100, 100, &scale, err)) < 0) return -rc;
         snprintf(r->lora_name[r->n_loras], SRV_LORA_NAME_MAX, "%s", name);
@@ -191,20 +191,20 @@ static int prompt_lora_tags(srv_gen_request *r, srv_err *err) {
             char num[32], *stop;
             const size_t m = (size_t)(end - colon - 1);
             if (m == 0 || m >= sizeof num)
-                return refuse(err, 400, "prompt: '<lora:%.*s>': bad weight", (int)(end - body), body);
+                return refuse(err, SRV_E_BAD_REQUEST, "prompt: '<lora:%.*s>': bad weight", (int)(end - body), body);
             memcpy(num, colon + 1, m);
             num[m] = '\0';
             scale = strtod(num, &stop);
             if (*stop || !(scale >= -100 && scale <= 100))
-                return refuse(err, 400, "prompt: '<lora:%.*s>': the weight is not a number in -100..100",
+                return refuse(err, SRV_E_BAD_REQUEST, "prompt: '<lora:%.*s>': the weight is not a number in -100..100",
                               (int)(end - body), body);
         }
-        if (n == 0 || n >= sizeof name) return refuse(err, 400, "prompt: '<lora:...>' without a usable name");
+        if (n == 0 || n >= sizeof name) return refuse(err, SRV_E_BAD_REQUEST, "prompt: '<lora:...>' without a usable name");
         memcpy(name, body, n);
         name[n] = '\0';
         if (!srv_lora_name_ok(name))
-            return refuse(err, 400, "prompt: '<lora:%.64s>': not a LoRA name of --lora-dir", name);
-        if (r->n_loras >= SRV_MAX_LORAS) return refuse(err, 400, "prompt: more than %d adapters", SRV_MAX_LORAS);
+            return refuse(err, SRV_E_BAD_REQUEST, "prompt: '<lora:%.64s>': not a LoRA name of --lora-dir", name);
+        if (r->n_loras >= SRV_MAX_LORAS) return refuse(err, SRV_E_BAD_REQUEST, "prompt: more than %d adapters", SRV_MAX_LORAS);
         snprintf(r->lora_name[r->n_loras], SRV_LORA_NAME_MAX, "%s", name);
         r->lora_scale[r->n_loras++] = (float)scale;
         memmove(tag, end + 1, strlen(end + 1) + 1);
@@ -224,18 +224,18 @@ static int parse_images(const fx_json *body, const char *key, const srv_limits *
     if (fx_json_is_null(v)) return 0;
     const size_t n = fx_json_is_array(v) ? fx_json_len(v) : 1;
     if (!fx_json_is_array(v) && !fx_json_is_string(v))
-        return refuse(err, 400, "%s: expected a base64 image or an array of them", key);
+        return refuse(err, SRV_E_BAD_REQUEST, "%s: expected a base64 image or an array of them", key);
     if ((long long)n + r->n_images > lim->max_images)
-        return refuse(err, 400, "%s: %zu images; at most %d per request", key, n + (size_t)r->n_images, lim->max_images);
+        return refuse(err, SRV_E_BAD_REQUEST, "%s: %zu images; at most %d per request", key, n + (size_t)r->n_images, lim->max_images);
     for (size_t i = 0; i < n; i++) {
         const fx_json *s = fx_json_is_array(v) ? fx_json_at(v, i) : v;
         if (fx_json_is_object(s)) s = fx_json_get(s, "image_url"); /* OpenAI's JSON edits: [{"image_url": DATA_URL}] */
         if (!fx_json_is_string(s))
-            return refuse(err, 400, "%s[%zu]: expected a base64 string (or {\"image_url\": a data URL})", key, i);
+            return refuse(err, SRV_E_BAD_REQUEST, "%s[%zu]: expected a base64 string (or {\"image_url\": a data URL})", key, i);
         const char *why;
         size_t len;
         uint8_t *data = srv_base64_decode(fx_json_str(s), fx_json_str_len(s), &len, &why);
-        if (!data) return refuse(err, 400, "%s[%zu]: not base64: %s", key, i, why);
+        if (!data) return refuse(err, SRV_E_BAD_REQUEST, "%s[%zu]: not base64: %s", key, i, why);
         r->image[r->n_images] = data;
         r->image_len[r->n_images++] = len;
     }
@@ -254,17 +254,17 @@ static int check_images(const srv_limits *lim, const srv_gen_request *r, srv_err
     long long w, h;
     for (int i = 0; i < r->n_images; i++)
         if (too_many_pixels(lim, r->image[i], r->image_len[i], &w, &h))
-            return refuse(err, 413, "image %d: %lldx%lld pixels; at most %lld per image", i, w, h, lim->max_pixels);
+            return refuse(err, SRV_E_TOO_LARGE, "image %d: %lldx%lld pixels; at most %lld per image", i, w, h, lim->max_pixels);
     if (too_many_pixels(lim, r->init_image, r->init_image_len, &w, &h))
-        return refuse(err, 413, "%s: %lldx%lld pixels; at most %lld per image", r->init_name, w, h, lim->max_pixels);
+        return refuse(err, SRV_E_TOO_LARGE, "%s: %lldx%lld pixels; at most %lld per image", r->init_name, w, h, lim->max_pixels);
     if (too_many_pixels(lim, r->mask, r->mask_len, &w, &h))
-        return refuse(err, 413, "mask: %lldx%lld pixels; at most %lld per image", w, h, lim->max_pixels);
+        return refuse(err, SRV_E_TOO_LARGE, "mask: %lldx%lld pixels; at most %lld per image", w, h, lim->max_pixels);
     return 0;
 }
 
 static char *dup_str(const char *s, srv_err *err) {
     char *d = strdup(s);
-    if (!d) refuse(err, 500, "out of memory");
+    if (!d) refuse(err, SRV_E_NO_MEMORY, "out of memory");
     return d;
 }
 
@@ -282,28 +282,28 @@ static int parse_seed(const fx_json *body, srv_gen_request *r, srv_err *err) {
 
 /* ---------------------------------------------------------------- img2img and inpainting */
 
-/* A flag sent as true/false or (A1111's int fields) 0/1: 0 absent, 1 found, else -status. */
+/* A flag sent as true/false or (A1111's int fields) 0/1: 0 absent, 1 found, else -kind. */
 static int get_flag(const fx_json *obj, const char *key, int *out, srv_err *err) {
     const fx_json *v = fx_json_get(obj, key);
     if (fx_json_is_null(v)) return 0;
     if (fx_json_is_bool(v)) *out = fx_json_bool(v);
     else if (fx_json_is_int(v) && (fx_json_int(v) == 0 || fx_json_int(v) == 1)) *out = (int)fx_json_int(v);
-    else return -refuse(err, 400, "%s: expected true or false (or 0 / 1)", key);
+    else return -refuse(err, SRV_E_BAD_REQUEST, "%s: expected true or false (or 0 / 1)", key);
     return 1;
 }
 
 /* One image as a base64 string (or data URL), or {"image_url": ...}: 0
- * absent (null or ""), 1 found (*out malloc'd), else -status. */
+ * absent (null or ""), 1 found (*out malloc'd), else -kind. */
 static int get_image(const fx_json *obj, const char *key, uint8_t **out, size_t *len, srv_err *err) {
     const fx_json *v = fx_json_get(obj, key);
     if (fx_json_is_object(v)) v = fx_json_get(v, "image_url");
     if (fx_json_is_null(v) || (fx_json_is_string(v) && fx_json_str_len(v) == 0)) return 0;
     if (!fx_json_is_string(v))
-        return -refuse(err, 400, "%s: expected a base64 image (or {\"image_url\": a data URL})", key);
+        return -refuse(err, SRV_E_BAD_REQUEST, "%s: expected a base64 image (or {\"image_url\": a data URL})", key);
     const char *why;
     free(*out);
     if (!(*out = srv_base64_decode(fx_json_str(v), fx_json_str_len(v), len, &why)))
-        return -refuse(err, 400, "%s: not base64: %s", key, why);
+        return -refuse(err, SRV_E_BAD_REQUEST, "%s: not base64: %s", key, why);
     return 1;
 }
 
@@ -312,9 +312,9 @@ static int get_image(const fx_json *obj, const char *key, uint8_t **out, size_t 
  * of init_images is the init image; every inpaint field is honoured or
  * refused, none ignored. */
 static int a1111_img2img(const fx_json *body, srv_gen_request *r, srv_err *err) {
-    if (r->n_images == 0) return refuse(err, 400, "init_images: missing (img2img needs one base64 image)");
+    if (r->n_images == 0) return refuse(err, SRV_E_BAD_REQUEST, "init_images: missing (img2img needs one base64 image)");
     if (r->n_images > 1)
-        return refuse(err, 400, "init_images: %d images; one is served (A1111 pairs several with the batch)",
+        return refuse(err, SRV_E_BAD_REQUEST, "init_images: %d images; one is served (A1111 pairs several with the batch)",
                       r->n_images);
     r->init_image = r->image[0];
     r->init_image_len = r->image_len[0];
@@ -331,15 +331,15 @@ static int a1111_img2img(const fx_json *body, srv_gen_request *r, srv_err *err) 
     r->strength = x;
     if ((rc = get_int(body, "resize_mode", 0, 3, &n, err)) < 0) return -rc;
     if (rc && n != 0)
-        return refuse(err, 400, "resize_mode: %lld (%s) is not served; 0 (just resize: Lanczos to width x height) is",
+        return refuse(err, SRV_E_BAD_REQUEST, "resize_mode: %lld (%s) is not served; 0 (just resize: Lanczos to width x height) is",
                       n, n == 1 ? "crop and resize" : n == 2 ? "resize and fill" : "latent upscale");
     if ((rc = get_num(body, "initial_noise_multiplier", 0, 1e6, &x, err)) < 0) return -rc;
-    if (rc && x != 1) return refuse(err, 400, "initial_noise_multiplier: %g is not served; only 1 (the noise as drawn)", x);
+    if (rc && x != 1) return refuse(err, SRV_E_BAD_REQUEST, "initial_noise_multiplier: %g is not served; only 1 (the noise as drawn)", x);
     if ((rc = get_flag(body, "include_init_images", &flag, err)) < 0) return -rc;
-    if (rc && flag) return refuse(err, 400, "include_init_images: true is not served (the answer holds the results only)");
+    if (rc && flag) return refuse(err, SRV_E_BAD_REQUEST, "include_init_images: true is not served (the answer holds the results only)");
     const char *s = NULL;
     if ((rc = get_str(body, "latent_mask", &s, err)) < 0) return -rc;
-    if (rc && *s) return refuse(err, 400, "latent_mask: a second mask for the latents is not served (mask is)");
+    if (rc && *s) return refuse(err, SRV_E_BAD_REQUEST, "latent_mask: a second mask for the latents is not served (mask is)");
     /* the inpaint fields: type-checked always, acted on with a mask (as A1111 does) */
     if ((rc = get_image(body, "mask", &r->mask, &r->mask_len, err)) < 0) return -rc;
     int invert = 0, fill = 0, full_res = 1, round = 1;
@@ -355,13 +355,13 @@ static int a1111_img2img(const fx_json *body, srv_gen_request *r, srv_err *err) 
     if ((rc = get_flag(body, "mask_round", &round, err)) < 0) return -rc;
     if (!r->mask) return 0;
     if (fill != 1)
-        return refuse(err, 400, "inpainting_fill: %d (%s; A1111's default is 0) is not served with a mask; send 1 "
+        return refuse(err, SRV_E_BAD_REQUEST, "inpainting_fill: %d (%s; A1111's default is 0) is not served with a mask; send 1 "
                                 "(original: the init image under the mask, as diffusers' inpainting does)",
                       fill, fill == 0 ? "fill" : fill == 2 ? "latent noise" : "latent nothing");
     if (full_res)
-        return refuse(err, 400, "inpaint_full_res: true (only masked; A1111's default) is not served with a mask; "
+        return refuse(err, SRV_E_BAD_REQUEST, "inpaint_full_res: true (only masked; A1111's default) is not served with a mask; "
                                 "send false (whole picture)");
-    if (!round) return refuse(err, 400, "mask_round: false is not served (the mask is rounded at 128, A1111's default)");
+    if (!round) return refuse(err, SRV_E_BAD_REQUEST, "mask_round: false is not served (the mask is rounded at 128, A1111's default)");
     r->mask_source = FLUX_MASK_A1111;
     r->mask_invert = invert;
     r->mask_blur_x = blur_x;
@@ -382,7 +382,7 @@ static int native_img2img(const fx_json *body, srv_gen_request *r, srv_err *err)
     if ((has_blur = get_num(body, "mask_blur", 0, 64, &blur, err)) < 0) return -has_blur;
     const char *orphan = !r->init_image && has_strength ? "strength" : !r->init_image && r->mask ? "mask"
                          : !r->mask && has_invert ? "mask_invert" : !r->mask && has_blur ? "mask_blur" : NULL;
-    if (orphan) return refuse(err, 400, "%s: only used with %s", orphan, r->init_image ? "mask" : "init_image");
+    if (orphan) return refuse(err, SRV_E_BAD_REQUEST, "%s: only used with %s", orphan, r->init_image ? "mask" : "init_image");
     r->init_name = "init_image";
     r->strength = strength;
     r->mask_source = FLUX_MASK_GRAY;
@@ -406,7 +406,7 @@ static int openai_fields(const fx_json *body, srv_gen_request *r, srv_err *err) 
  * strength: the first image is the init image, the others references. */
 static int openai_edit(srv_gen_request *r, srv_err *err) {
     if (!r->mask && r->strength < 0) return 0;
-    if (r->n_images == 0) return refuse(err, 400, "%s: needs an image to edit", r->mask ? "mask" : "strength");
+    if (r->n_images == 0) return refuse(err, SRV_E_BAD_REQUEST, "%s: needs an image to edit", r->mask ? "mask" : "strength");
     r->init_image = r->image[0];
     r->init_image_len = r->image_len[0];
     memmove(r->image, r->image + 1, (size_t)(r->n_images - 1) * sizeof *r->image);
@@ -425,11 +425,11 @@ static int parse_fields(srv_api api, const fx_json *body, const srv_limits *lim,
     double x;
     int rc;
     if ((rc = get_str(body, "prompt", &s, err)) < 0) return -rc;
-    if (!rc) return refuse(err, 400, "prompt: missing (a string is required)");
-    if (!(r->prompt = dup_str(s, err))) return err->status;
+    if (!rc) return refuse(err, SRV_E_BAD_REQUEST, "prompt: missing (a string is required)");
+    if (!(r->prompt = dup_str(s, err))) return (int)err->kind;
     s = NULL;
     if ((rc = get_str(body, "negative_prompt", &s, err)) < 0) return -rc;
-    if (s && *s && !(r->negative = dup_str(s, err))) return err->status;
+    if (s && *s && !(r->negative = dup_str(s, err))) return (int)err->kind;
 
     if (api == SRV_API_OPENAI) {
         s = NULL;
@@ -437,12 +437,12 @@ static int parse_fields(srv_api api, const fx_json *body, const srv_limits *lim,
         if (s && (rc = parse_size(s, lim, r, err))) return rc;
         if ((rc = get_str(body, "response_format", &s, err)) < 0) return -rc;
         if (rc && strcmp(s, "b64_json"))
-            return refuse(err, 400, "response_format: '%.32s' is not served (only b64_json: no image URLs are kept)", s);
+            return refuse(err, SRV_E_BAD_REQUEST, "response_format: '%.32s' is not served (only b64_json: no image URLs are kept)", s);
         if ((rc = get_int(body, "n", 1, lim->max_batch, &n, err)) < 0) return -rc;
         r->batch = rc ? (int)n : 1;
         const fx_json *st = fx_json_get(body, "stream");
         if (!fx_json_is_null(st) && !(fx_json_is_bool(st) && !fx_json_bool(st)))
-            return refuse(err, 400, "stream: partial images are not streamed here (POST /v1/jobs with \"stream\": "
+            return refuse(err, SRV_E_BAD_REQUEST, "stream: partial images are not streamed here (POST /v1/jobs with \"stream\": "
                                     "true gives progress events and the result)");
     } else {
         if ((rc = get_int(body, "width", 0, INT32_MAX, &n, err)) < 0) return -rc;
@@ -459,14 +459,14 @@ static int parse_fields(srv_api api, const fx_json *body, const srv_limits *lim,
             if ((rc = get_int(body, "batch", 1, lim->max_batch, &n, err)) < 0) return -rc;
             r->batch = rc ? (int)n : 1;
             const fx_json *st = fx_json_get(body, "stream");
-            if (!fx_json_is_null(st) && !fx_json_is_bool(st)) return refuse(err, 400, "stream: expected true or false");
+            if (!fx_json_is_null(st) && !fx_json_is_bool(st)) return refuse(err, SRV_E_BAD_REQUEST, "stream: expected true or false");
             r->stream = fx_json_bool(st);
         } else {
             long long bs = 1, it = 1;
             if ((rc = get_int(body, "batch_size", 1, lim->max_batch, &bs, err)) < 0) return -rc;
             if ((rc = get_int(body, "n_iter", 1, lim->max_batch, &it, err)) < 0) return -rc;
             if (bs * it > lim->max_batch)
-                return refuse(err, 400, "batch_size × n_iter: %lld images; at most %d per request", bs * it,
+                return refuse(err, SRV_E_BAD_REQUEST, "batch_size × n_iter: %lld images; at most %d per request", bs * it,
                               lim->max_batch);
             r->batch = (int)(bs * it);
         }
@@ -476,14 +476,14 @@ static int parse_fields(srv_api api, const fx_json *body, const srv_limits *lim,
     if ((rc = get_str(body, "output_format", &s, err)) < 0) return -rc;
     if (rc && !strcasecmp(s, "jpeg")) r->output_format = SRV_FMT_JPEG;
     else if (rc && !strcasecmp(s, "webp")) r->output_format = SRV_FMT_WEBP;
-    else if (rc && strcasecmp(s, "png")) return refuse(err, 400, "output_format: '%.32s': png, jpeg or webp", s);
+    else if (rc && strcasecmp(s, "png")) return refuse(err, SRV_E_BAD_REQUEST, "output_format: '%.32s': png, jpeg or webp", s);
     if ((rc = get_int(body, "output_compression", 0, 100, &n, err)) < 0) return -rc;
     if (rc) r->output_quality = n < 1 ? 1 : (int)n;
     if ((rc = get_int(body, "steps", 1, lim->max_steps, &n, err)) < 0) return -rc;
     if (rc) r->steps = (int)n;
     if ((rc = parse_seed(body, r, err))) return rc;
     if (r->seed_given && r->seed > UINT64_MAX - 1 - (uint64_t)(r->batch - 1))
-        return refuse(err, 400, "seed: %" PRIu64 " with %d images passes the largest seed", r->seed, r->batch);
+        return refuse(err, SRV_E_BAD_REQUEST, "seed: %" PRIu64 " with %d images passes the largest seed", r->seed, r->batch);
     r->guidance = -1.0f;
     const char *gkey = api == SRV_API_A1111 || api == SRV_API_A1111_IMG ? "cfg_scale" : "guidance";
     if ((rc = get_num(body, gkey, 0, FLUX_GUIDANCE_MAX, &x, err)) < 0) return -rc;
@@ -567,7 +567,7 @@ static int container_read(const char *name, size_t n) {
 }
 
 /* The body to parse: body itself, or *pruned (malloc'd) without the unread
- * container members. 0, or the refusal's status. */
+ * container members. 0, or the refusal's kind. */
 static int bound_body(const char *body, size_t len, const srv_limits *lim, char **pruned, size_t *pruned_len,
                       srv_err *err) {
     *pruned = NULL;
@@ -607,7 +607,7 @@ static int bound_body(const char *body, size_t len, const srv_limits *lim, char 
         while (tail < len && is_space(body[tail])) tail++;
         if (tail != len) dropped = 0; /* not one well-formed object: the parser reports where */
         if (dropped && sc.values <= lim->max_json_values && !sc.depth_over) {
-            if (out.failed) return refuse(err, 500, "out of memory");
+            if (out.failed) return refuse(err, SRV_E_NO_MEMORY, "out of memory");
             *pruned = out.s;
             *pruned_len = out.len;
         } else {
@@ -625,12 +625,12 @@ static int bound_body(const char *body, size_t len, const srv_limits *lim, char 
     if (sc.depth_over) {
         free(*pruned);
         *pruned = NULL;
-        return refuse(err, 400, "JSON nested deeper than %d levels", lim->max_json_depth);
+        return refuse(err, SRV_E_BAD_REQUEST, "JSON nested deeper than %d levels", lim->max_json_depth);
     }
     if (sc.values > lim->max_json_values) {
         free(*pruned);
         *pruned = NULL;
-        return refuse(err, 400, "JSON body: more than %zu values in the fields this server reads",
+        return refuse(err, SRV_E_BAD_REQUEST, "JSON body: more than %zu values in the fields this server reads",
                       lim->max_json_values);
     }
     return 0;
@@ -639,9 +639,9 @@ static int bound_body(const char *body, size_t len, const srv_limits *lim, char 
 static int parse_json(srv_api api, const char *body, size_t len, const srv_limits *lim, srv_gen_request *r,
                       srv_err *err) {
     memset(r, 0, sizeof *r);
-    err->status = 0;
+    err->kind = SRV_OK;
     err->msg[0] = '\0';
-    if (len > lim->max_body) return refuse(err, 413, "request body of %zu bytes; at most %zu", len, lim->max_body);
+    if (len > lim->max_body) return refuse(err, SRV_E_TOO_LARGE, "request body of %zu bytes; at most %zu", len, lim->max_body);
     char *pruned = NULL;
     size_t pruned_len = 0;
     int bounded = bound_body(body, len, lim, &pruned, &pruned_len, err);
@@ -649,13 +649,13 @@ static int parse_json(srv_api api, const char *body, size_t len, const srv_limit
     fx_err jerr = {0};
     fx_json_doc *doc = fx_json_parse(pruned ? pruned : body, pruned ? pruned_len : len, &jerr);
     free(pruned);
-    if (!doc) return refuse(err, jerr.code == FLUX_ERR_NOMEM ? 500 : 400, "malformed JSON: %s", jerr.msg);
+    if (!doc) return refuse(err, jerr.code == FLUX_ERR_NOMEM ? SRV_E_NO_MEMORY : SRV_E_BAD_REQUEST, "malformed JSON: %s", jerr.msg);
     const fx_json *root = fx_json_root(doc);
     int rc;
     if (!fx_json_is_object(root))
-        rc = refuse(err, 400, "the body must be a JSON object, not %s", fx_json_type_name(fx_json_typeof(root)));
+        rc = refuse(err, SRV_E_BAD_REQUEST, "the body must be a JSON object, not %s", fx_json_type_name(fx_json_typeof(root)));
     else if (too_deep(root, lim->max_json_depth))
-        rc = refuse(err, 400, "JSON nested deeper than %d levels", lim->max_json_depth);
+        rc = refuse(err, SRV_E_BAD_REQUEST, "JSON nested deeper than %d levels", lim->max_json_depth);
     else
         rc = parse_fields(api, root, lim, r, err);
     fx_json_free(doc);
@@ -727,13 +727,13 @@ static void add_field(fx_strbuf *json, const char *name, const char *val, size_t
 int srv_parse_multipart(const char *content_type, const char *body, size_t len, const srv_limits *lim,
                         srv_gen_request *r, srv_err *err) {
     memset(r, 0, sizeof *r);
-    err->status = 0;
-    if (len > lim->max_body) return refuse(err, 413, "request body of %zu bytes; at most %zu", len, lim->max_body);
+    err->kind = SRV_OK;
+    if (len > lim->max_body) return refuse(err, SRV_E_TOO_LARGE, "request body of %zu bytes; at most %zu", len, lim->max_body);
     char boundary[80] = "--";
     if (!content_type || strncasecmp(content_type, "multipart/form-data", 19) ||
         !header_param(content_type, strlen(content_type), "boundary", boundary + 2, sizeof boundary - 2) ||
         !boundary[2])
-        return refuse(err, 400, "Content-Type: expected multipart/form-data with a boundary");
+        return refuse(err, SRV_E_BAD_REQUEST, "Content-Type: expected multipart/form-data with a boundary");
     const size_t blen = strlen(boundary);
     /* images collected here first: srv_parse_json resets r */
     uint8_t *images[FLUX_MAX_REFS];
@@ -744,23 +744,23 @@ int srv_parse_multipart(const char *content_type, const char *body, size_t len, 
     fx_strbuf json = {0};
     fx_sb_str(&json, "{");
     const char *p = memmem_str(body, len, boundary, blen);
-    if (!p) rc = refuse(err, 400, "multipart body: no boundary line");
+    if (!p) rc = refuse(err, SRV_E_BAD_REQUEST, "multipart body: no boundary line");
     while (!rc) {
         const char *after = p + blen;
         const size_t left = len - (size_t)(after - body);
         if (left >= 2 && after[0] == '-' && after[1] == '-') break; /* closing boundary */
         if (left < 2 || after[0] != '\r' || after[1] != '\n') {
-            rc = refuse(err, 400, "multipart body: a boundary line is not followed by CRLF");
+            rc = refuse(err, SRV_E_BAD_REQUEST, "multipart body: a boundary line is not followed by CRLF");
             break;
         }
         if (++parts > lim->max_parts) {
-            rc = refuse(err, 400, "multipart body: more than %d parts", lim->max_parts);
+            rc = refuse(err, SRV_E_BAD_REQUEST, "multipart body: more than %d parts", lim->max_parts);
             break;
         }
         const char *head = after + 2;
         const char *head_end = memmem_str(head, len - (size_t)(head - body), "\r\n\r\n", 4);
         if (!head_end) {
-            rc = refuse(err, 400, "multipart body: part %d has no end of headers", parts);
+            rc = refuse(err, SRV_E_BAD_REQUEST, "multipart body: part %d has no end of headers", parts);
             break;
         }
         const char *data = head_end + 4;
@@ -768,7 +768,7 @@ int srv_parse_multipart(const char *content_type, const char *body, size_t len, 
         snprintf(delim, sizeof delim, "\r\n%s", boundary);
         const char *next = memmem_str(data, len - (size_t)(data - body), delim, blen + 2);
         if (!next) {
-            rc = refuse(err, 400, "multipart body: part %d is not closed by the boundary", parts);
+            rc = refuse(err, SRV_E_BAD_REQUEST, "multipart body: part %d is not closed by the boundary", parts);
             break;
         }
         /* Content-Disposition: form-data; name="..."; filename="..." */
@@ -787,12 +787,12 @@ int srv_parse_multipart(const char *content_type, const char *body, size_t len, 
         const size_t dn = (size_t)(next - data);
         if (!strcmp(name, "image") || !strcmp(name, "image[]")) {
             if (n_images >= lim->max_images) {
-                rc = refuse(err, 400, "image: more than %d images per request", lim->max_images);
+                rc = refuse(err, SRV_E_BAD_REQUEST, "image: more than %d images per request", lim->max_images);
                 break;
             }
             uint8_t *copy = malloc(dn ? dn : 1);
             if (!copy) {
-                rc = refuse(err, 500, "out of memory");
+                rc = refuse(err, SRV_E_NO_MEMORY, "out of memory");
                 break;
             }
             memcpy(copy, data, dn);
@@ -801,7 +801,7 @@ int srv_parse_multipart(const char *content_type, const char *body, size_t len, 
         } else if (!strcmp(name, "mask")) {
             free(mask);
             if (!(mask = malloc(dn ? dn : 1))) {
-                rc = refuse(err, 500, "out of memory");
+                rc = refuse(err, SRV_E_NO_MEMORY, "out of memory");
                 break;
             }
             memcpy(mask, data, dn);
@@ -812,7 +812,7 @@ int srv_parse_multipart(const char *content_type, const char *body, size_t len, 
         p = next + 2;
     }
     fx_sb_str(&json, "}");
-    if (!rc && json.failed) rc = refuse(err, 500, "out of memory");
+    if (!rc && json.failed) rc = refuse(err, SRV_E_NO_MEMORY, "out of memory");
     if (!rc) {
         rc = parse_json(SRV_API_OPENAI, json.s, json.len, lim, r, err);
         if (!rc && mask) { /* the file part */
@@ -822,7 +822,7 @@ int srv_parse_multipart(const char *content_type, const char *body, size_t len, 
             mask = NULL;
         }
         if (!rc && r->n_images + n_images > lim->max_images)
-            rc = refuse(err, 400, "image: more than %d images per request", lim->max_images);
+            rc = refuse(err, SRV_E_BAD_REQUEST, "image: more than %d images per request", lim->max_images);
         for (int i = 0; !rc && i < n_images; i++) { /* hand the images over */
             r->image[r->n_images] = images[i];
             r->image_len[r->n_images++] = image_len[i];

@@ -5,8 +5,8 @@
  *
  * The parsers only read memory (no model, no network): the fuzz target
  * tests/fuzz/fuzz_server_request.c runs them on arbitrary bytes. Every
- * refusal is an HTTP status (400 bad request, 413 too large) with one line
- * naming the field ("steps: 5000 is out of range (1..100)").
+ * refusal is an error kind (bad request, too large: srv_error.h) with one
+ * line naming the field ("steps: 5000 is out of range (1..100)").
  */
 #ifndef FX_SRV_REQUEST_H
 #define FX_SRV_REQUEST_H
@@ -16,6 +16,7 @@
 
 #include "flux.h"
 #include "srv_codecs.h"
+#include "srv_error.h"
 
 #define SRV_MAX_LORAS 8
 #define SRV_LORA_NAME_MAX 128
@@ -79,16 +80,16 @@ typedef struct srv_gen_request {
     int output_quality;         /* "output_compression" 0..100 (default 100; WebP 100 = lossless) */
 } srv_gen_request;
 
-/* HTTP status and one-line message of a refused request. */
+/* What was wrong with a refused request (its HTTP status: srv_error_status) and a one-line message. */
 typedef struct srv_err {
-    int status;
+    srv_error_kind kind;
     char msg[512];
 } srv_err;
 
 void srv_request_free(srv_gen_request *r);
 
-/* Parse a JSON body of `api`. Returns 0, or the HTTP status (also in
- * err->status) with err->msg. r is filled on success and must be freed
+/* Parse a JSON body of `api`. Returns 0, or the error kind (also in
+ * err->kind) with err->msg. r is filled on success and must be freed
  * with srv_request_free either way. */
 int srv_parse_json(srv_api api, const char *body, size_t len, const srv_limits *lim, srv_gen_request *r,
                    srv_err *err);

@@ -15,6 +15,7 @@
 #include "src/server/srv_base64.h"
 #include "src/server/srv_json_out.h"
 #include "src/server/srv_request.h"
+#include "src/server/srv_routes.h"
 
 static int parse(srv_api api, const char *body, srv_gen_request *r, srv_err *err) {
     srv_limits lim;
@@ -26,9 +27,10 @@ static int parse(srv_api api, const char *body, srv_gen_request *r, srv_err *err
 static void expect_refusal(srv_api api, const char *body, int status, const char *fragment, int line) {
     srv_gen_request r;
     srv_err err;
-    const int st = parse(api, body, &r, &err);
+    const int kind = parse(api, body, &r, &err);
     srv_request_free(&r);
-    if (st != status) fx_test_fail(__FILE__, line, "%s: status %d, expected %d (%s)", body, st, status, err.msg);
+    const int st = kind ? (int)srv_error_status((srv_error_kind)kind) : 0;
+    if (st != status || kind != (int)err.kind) fx_test_fail(__FILE__, line, "%s: status %d, expected %d (%s)", body, st, status, err.msg);
     else if (!strstr(err.msg, fragment)) fx_test_fail(__FILE__, line, "%s: message '%s' lacks '%s'", body, err.msg, fragment);
 }
 #define REFUSED(api, body, status, fragment) expect_refusal(api, body, status, fragment, __LINE__)
@@ -120,7 +122,7 @@ TEST(server_request_refusals) {
     lim.max_body = 10;
     srv_gen_request r;
     srv_err err;
-    CHECK_EQ_INT(srv_parse_json(SRV_API_OPENAI, "{\"prompt\":\"long\"}", 17, &lim, &r, &err), 413);
+    CHECK_EQ_INT(srv_error_status((srv_error_kind)srv_parse_json(SRV_API_OPENAI, "{\"prompt\":\"long\"}", 17, &lim, &r, &err)), 413);
     srv_request_free(&r);
 }
 
@@ -157,14 +159,14 @@ TEST(server_request_multipart) {
     /* quoted boundary, a numeric field that is not a number: a type error naming it */
     const char bad_n[] = "--b\r\nContent-Disposition: form-data; name=\"prompt\"\r\n\r\np\r\n"
                          "--b\r\nContent-Disposition: form-data; name=\"n\"\r\n\r\ntwo\r\n--b--";
-    CHECK_EQ_INT(srv_parse_multipart("multipart/form-data; boundary=\"b\"", bad_n, sizeof bad_n - 1, &lim, &r, &err), 400);
+    CHECK_EQ_INT((int)srv_error_status((srv_error_kind)srv_parse_multipart("multipart/form-data; boundary=\"b\"", bad_n, sizeof bad_n - 1, &lim, &r, &err)), 400);
     CHECK(strstr(err.msg, "n: expected an integer") != NULL);
     srv_request_free(&r);
     const char unclosed[] = "--b\r\nContent-Disposition: form-data; name=\"prompt\"\r\n\r\np";
-    CHECK_EQ_INT(srv_parse_multipart("multipart/form-data; boundary=b", unclosed, sizeof unclosed - 1, &lim, &r, &err),
+    CHECK_EQ_INT((int)srv_error_status((srv_error_kind)srv_parse_multipart("multipart/form-data; boundary=b", unclosed, sizeof unclosed - 1, &lim, &r, &err)),
                  400);
     srv_request_free(&r);
-    CHECK_EQ_INT(srv_parse_multipart("application/json", "{}", 2, &lim, &r, &err), 400);
+    CHECK_EQ_INT(srv_error_status((srv_error_kind)srv_parse_multipart("application/json", "{}", 2, &lim, &r, &err)), 400);
     srv_request_free(&r);
     /* a mask (OpenAI inpainting): the first image becomes the init image, the others stay references */
     const char mask[] = "--b\r\nContent-Disposition: form-data; name=\"prompt\"\r\n\r\np\r\n"
@@ -179,7 +181,7 @@ TEST(server_request_multipart) {
     srv_request_free(&r);
     const char mask_only[] = "--b\r\nContent-Disposition: form-data; name=\"prompt\"\r\n\r\np\r\n"
                              "--b\r\nContent-Disposition: form-data; name=\"mask\"; filename=\"m.png\"\r\n\r\nm\r\n--b--";
-    CHECK_EQ_INT(srv_parse_multipart("multipart/form-data; boundary=b", mask_only, sizeof mask_only - 1, &lim, &r, &err),
+    CHECK_EQ_INT((int)srv_error_status((srv_error_kind)srv_parse_multipart("multipart/form-data; boundary=b", mask_only, sizeof mask_only - 1, &lim, &r, &err)),
                  400);
     CHECK(strstr(err.msg, "mask: needs an image to edit") != NULL);
     srv_request_free(&r);
@@ -330,7 +332,7 @@ TEST(server_request_json_bounded) {
     fx_sb_str(&b, "{\"prompt\":\"a cat\",\"images\":[");
     for (int i = 0; i < 200; i++) fx_sb_str(&b, i ? ",0" : "0");
     fx_sb_str(&b, "]}");
-    CHECK_EQ_INT(srv_parse_json(SRV_API_NATIVE, b.s, b.len, &lim, &r, &err), 400);
+    CHECK_EQ_INT(srv_error_status((srv_error_kind)srv_parse_json(SRV_API_NATIVE, b.s, b.len, &lim, &r, &err)), 400);
     CHECK(strstr(err.msg, "more than 64 values") != NULL);
     srv_request_free(&r);
     free(b.s);
@@ -339,7 +341,7 @@ TEST(server_request_json_bounded) {
     fx_sb_str(&b, "[");
     for (int i = 0; i < 200; i++) fx_sb_str(&b, i ? ",\"s\"" : "\"s\"");
     fx_sb_str(&b, "]");
-    CHECK_EQ_INT(srv_parse_json(SRV_API_NATIVE, b.s, b.len, &lim, &r, &err), 400);
+    CHECK_EQ_INT(srv_error_status((srv_error_kind)srv_parse_json(SRV_API_NATIVE, b.s, b.len, &lim, &r, &err)), 400);
     srv_request_free(&r);
     free(b.s);
     /* nesting under an unread field still counts (depth 8) */
@@ -453,4 +455,74 @@ TEST(server_image_dims) {
                                     0, 0, 0x10, 0, 0, 0, 0x08, 0};
     CHECK(srv_image_dims(png, sizeof png, &w, &h) && w == 4096 && h == 2048);
     CHECK(!srv_image_dims((const uint8_t *)"P6\n2 2\n255\n", 11, &w, &h));
+}
+
+/* The route table (srv_routes.c) that both the key check and the router read (issue 32 "Layers"). */
+TEST(server_routes_table) {
+    /* every route is found by its own method and path ('*' as a segment) */
+    for (int i = 0; i < srv_n_routes; i++) {
+        char path[128];
+        size_t n = 0;
+        for (const char *p = srv_routes[i].path; *p && n + 6 < sizeof path; p++) {
+            if (*p == '*') n += (size_t)snprintf(path + n, sizeof path - n, "job-1");
+            else path[n++] = *p;
+        }
+        path[n] = '\0';
+        const char *allow = NULL;
+        const srv_route *r = srv_route_find(srv_routes[i].method, path, &allow);
+        CHECK_MSG(r && r->endpoint == srv_routes[i].endpoint, "%s %s", srv_routes[i].method, path);
+        CHECK_MSG(allow && strstr(allow, srv_routes[i].method), "%s %s: Allow %s", srv_routes[i].method, path,
+                  allow ? allow : "(none)");
+    }
+    /* no key: exactly the probes and the page, whatever the method */
+    static const char *const open[] = {"/", "/index.html", "/favicon.ico", "/health", "/ready"};
+    int n_open = 0;
+    for (int i = 0; i < srv_n_routes; i++) n_open += srv_routes[i].open;
+    CHECK_EQ_INT(n_open, 5);
+    for (size_t i = 0; i < sizeof open / sizeof *open; i++) CHECK_MSG(srv_path_open(open[i]), "%s", open[i]);
+    static const char *const keyed[] = {"/metrics", "/v1/jobs", "/v1/jobs/job-1", "/v1/jobs/job-1/images/0",
+                                        "/sdapi/v1/options", "/v1/server", "/nope", "/health/x", "/index.htm", ""};
+    for (size_t i = 0; i < sizeof keyed / sizeof *keyed; i++) CHECK_MSG(!srv_path_open(keyed[i]), "%s", keyed[i]);
+    /* images and forms only where they are read */
+    for (int i = 0; i < srv_n_routes; i++) {
+        const char *p = srv_routes[i].path;
+        CHECK_MSG(srv_routes[i].images == (!strcmp(p, "/v1/images/edits") || !strcmp(p, "/sdapi/v1/img2img") ||
+                                           !strcmp(p, "/v1/jobs")), "%s", p);
+        CHECK_MSG(srv_routes[i].form == !strcmp(p, "/v1/images/edits"), "%s", p);
+    }
+    /* HEAD is GET; another method of a known path: no route but its Allow (405); unknown paths: 404 */
+    const char *allow = NULL;
+    CHECK(srv_route_find("HEAD", "/health", &allow) && !strcmp(allow, "GET, HEAD"));
+    CHECK(!srv_route_find("POST", "/health", &allow) && allow && !strcmp(allow, "GET, HEAD"));
+    CHECK(!srv_route_find("GET", "/v1/images/edits", &allow) && allow && !strcmp(allow, "POST"));
+    CHECK(!srv_route_find("PUT", "/v1/jobs/job-1", &allow) && allow && !strcmp(allow, "GET, HEAD, DELETE"));
+    CHECK(srv_route_find("DELETE", "/v1/jobs/job-1", NULL)->endpoint == SRV_EP_JOB);
+    CHECK(!strcmp(srv_route_find("POST", "/sdapi/v1/options", &allow)->method, "POST") &&
+          !strcmp(allow, "GET, HEAD, POST"));
+    static const char *const none[] = {"/v1/jobs/", "/v1/jobs/a/b", "/v1/jobs/a/images/", "/v1/jobs//result",
+                                       "/nope", "/v1/models/", "//health"};
+    for (size_t i = 0; i < sizeof none / sizeof *none; i++)
+        CHECK_MSG(!srv_route_find("GET", none[i], &allow) && !allow, "%s", none[i]);
+    CHECK(srv_route_find("GET", "/sdapi/v1/sd-vae", NULL)->text != NULL);
+}
+
+/* Error kinds to HTTP statuses: the one place (srv_error.c), and the OpenAI error types. */
+TEST(server_error_statuses) {
+    static const struct {
+        srv_error_kind kind;
+        unsigned status;
+        const char *type;
+    } want[] = {{SRV_E_BAD_REQUEST, 400, "invalid_request_error"}, {SRV_E_TOO_LARGE, 413, "invalid_request_error"},
+                {SRV_E_NOT_FOUND, 404, "not_found_error"},        {SRV_E_CONFLICT, 409, "invalid_request_error"},
+                {SRV_E_BUSY, 429, "rate_limit_error"},            {SRV_E_DRAINING, 503, "unavailable_error"},
+                {SRV_E_NO_MEMORY, 500, "server_error"},           {SRV_E_ENGINE, 500, "server_error"},
+                {SRV_E_UNAUTHORIZED, 401, "authentication_error"}, {SRV_E_FORBIDDEN, 403, "permission_error"},
+                {SRV_E_METHOD, 405, "invalid_request_error"},     {SRV_E_MEDIA_TYPE, 415, "invalid_request_error"},
+                {SRV_E_CLIENT_GONE, 499, "invalid_request_error"}};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        CHECK_EQ_INT((int)srv_error_status(want[i].kind), (int)want[i].status);
+        CHECK_MSG(!strcmp(srv_error_type(want[i].kind), want[i].type), "%u: %s", want[i].status,
+                  srv_error_type(want[i].kind));
+    }
+    CHECK_EQ_INT((int)srv_error_status(SRV_OK), 200);
 }
