@@ -35,23 +35,31 @@
 
 /* ---------------------------------------------------------------- job status */
 
-/* {"id", "status", "stage", "step", "steps", "progress", "eta_seconds", "position", "seed", "error"} */
-static void status_json_locked(fx_strbuf *b, const srv_queue *q, const srv_job *job) {
+/* {"id", "status", "stage", "step", "steps", "progress", "eta_seconds", "position", "seed", "error"}
+ * of a job seen as v (the job's id, seed and request never change) */
+static void status_json(fx_strbuf *b, const srv_job *job, const srv_job_view *v) {
     static const char *const stages[] = {"load", "text_encode", "vae_encode", "denoise", "vae_decode", "done"};
-    fx_sb_printf(b, "{\"id\":\"%s\",\"status\":\"%s\"", job->id, srv_job_state_name(job->state));
-    if (job->state == SRV_JOB_RUNNING)
-        fx_sb_printf(b, ",\"stage\":\"%s\"", (unsigned)job->stage < 6 ? stages[job->stage] : "unknown");
-    fx_sb_printf(b, ",\"step\":%d,\"steps\":%d,\"progress\":%.4f", job->step, job->steps, srv_job_progress_locked(job));
-    const double eta = srv_job_eta_locked(q, job);
-    if (eta >= 0) fx_sb_printf(b, ",\"eta_seconds\":%.2f", eta);
+    fx_sb_printf(b, "{\"id\":\"%s\",\"status\":\"%s\"", job->id, srv_job_state_name(v->state));
+    if (v->state == SRV_JOB_RUNNING)
+        fx_sb_printf(b, ",\"stage\":\"%s\"", (unsigned)v->stage < 6 ? stages[v->stage] : "unknown");
+    fx_sb_printf(b, ",\"step\":%d,\"steps\":%d,\"progress\":%.4f", v->step, v->steps, v->progress);
+    if (v->eta >= 0) fx_sb_printf(b, ",\"eta_seconds\":%.2f", v->eta);
     else fx_sb_str(b, ",\"eta_seconds\":null");
-    if (job->state == SRV_JOB_QUEUED) fx_sb_printf(b, ",\"position\":%d", srv_job_position_locked(q, job));
+    if (v->state == SRV_JOB_QUEUED) fx_sb_printf(b, ",\"position\":%d", v->position);
     fx_sb_printf(b, ",\"seed\":%" PRIu64 ",\"images\":%d", job->seed, job->req.batch > 1 ? job->req.batch : 1);
-    if (job->error[0]) {
+    if (v->error[0]) {
         fx_sb_str(b, ",\"error\":");
-        srv_json_str(b, job->error);
+        srv_json_str(b, v->error);
     }
     fx_sb_str(b, "}");
+}
+
+/* The job's status now, as JSON and a line end. */
+static void status_now(fx_strbuf *b, srv_queue *q, const srv_job *job) {
+    srv_job_view v;
+    srv_job_view_of(q, job, &v);
+    status_json(b, job, &v);
+    fx_sb_str(b, "\n");
 }
 
 /* ---------------------------------------------------------------- submitting */
@@ -95,26 +103,19 @@ static srv_job *submit(srv_conn *rc, srv_api api, int multipart, int async, int 
 static int wait_job(srv_conn *rc, srv_job *job) {
     srv_queue *q = &rc->s->q;
     srv_conn_no_timeout(rc);
-    pthread_mutex_lock(&q->mu);
-    while (!srv_job_finished(job)) {
-        const struct timespec ts = srv_deadline_in_ms(200);
-        pthread_cond_timedwait(&q->changed, &q->mu, &ts);
-        if (srv_job_finished(job)) break;
-        pthread_mutex_unlock(&q->mu);
-        const int gone = srv_client_gone(rc);
-        if (gone) {
-            pthread_mutex_lock(&q->mu);
-            q->m.disconnects++;
-            pthread_mutex_unlock(&q->mu);
+    srv_job_view v;
+    srv_job_view_of(q, job, &v);
+    while (v.state < SRV_JOB_DONE) {
+        if (srv_job_wait_change(q, job, v.version, 200, &v) && v.state >= SRV_JOB_DONE) break;
+        if (srv_client_gone(rc)) {
+            srv_queue_count_disconnect(q);
             if (rc->s->verbose) fprintf(stderr, "flux-server: %s: the client went away; cancelled\n", job->id);
             srv_job_cancel(q, job);
             /* an answer nobody reads (a plain MHD_NO would be logged as an internal error) */
             srv_reply_error(rc, SRV_E_CLIENT_GONE, "the client closed the connection; the job was cancelled");
             return 0;
         }
-        pthread_mutex_lock(&q->mu);
     }
-    pthread_mutex_unlock(&q->mu);
     return 1;
 }
 
@@ -218,19 +219,18 @@ static enum MHD_Result a1111_generate(srv_conn *rc, int img2img) {
 }
 
 static enum MHD_Result a1111_progress(srv_conn *rc) {
-    srv_queue *q = &rc->s->q;
     fx_strbuf b = {0};
-    pthread_mutex_lock(&q->mu);
-    const srv_job *job = q->running;
-    const double progress = job ? srv_job_progress_locked(job) : 0, eta = job ? srv_job_eta_locked(q, job) : 0;
+    srv_job_view v;
+    int jobs;
+    const int job = srv_queue_running_view(&rc->s->q, &v, &jobs);
+    const double progress = job ? v.progress : 0, eta = job ? v.eta : 0;
     fx_sb_printf(&b,
                  "{\"progress\":%.4f,\"eta_relative\":%.2f,\"state\":{\"skipped\":false,\"interrupted\":%s,"
                  "\"job\":\"%s\",\"job_count\":%d,\"job_timestamp\":\"0\",\"job_no\":0,\"sampling_step\":%d,"
                  "\"sampling_steps\":%d},\"current_image\":null,\"textinfo\":null}\n",
                  /* "job" names no job id: an id lets anyone cancel the job (DELETE /v1/jobs/ID) */
-                 progress, eta > 0 ? eta : 0, job && job->cancel ? "true" : "false", job ? "flux" : "",
-                 q->length + (job ? 1 : 0), job ? job->step : 0, job ? job->steps : 0);
-    pthread_mutex_unlock(&q->mu);
+                 progress, eta > 0 ? eta : 0, job && v.cancel ? "true" : "false", job ? "flux" : "", jobs,
+                 job ? v.step : 0, job ? v.steps : 0);
     return srv_reply(rc, 200, "application/json", &b);
 }
 
@@ -336,32 +336,29 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
         if (e->done) return MHD_CONTENT_READER_END_OF_STREAM;
         e->pending.len = 0;
         e->off = 0;
-        pthread_mutex_lock(&q->mu);
-        int timed_out = 0;
-        if (e->sent_first) {
-            const struct timespec ts = srv_deadline_in_ms(15000); /* then a comment line keeps proxies from
-                                                                     closing an idle stream */
-            while (e->job->version == e->seen && !srv_job_finished(e->job) && !timed_out)
-                timed_out = pthread_cond_timedwait(&q->changed, &q->mu, &ts) != 0;
-        }
+        srv_job_view v;
+        int changed = 1;
+        /* after the first event: the next change, or after 15 s a comment line that keeps proxies from
+         * closing an idle stream */
+        if (e->sent_first) changed = srv_job_wait_change(q, e->job, e->seen, 15000, &v);
+        else srv_job_view_of(q, e->job, &v);
         e->sent_first = 1;
-        if (timed_out && e->job->version == e->seen) {
+        if (!changed) {
             fx_sb_str(&e->pending, ": keep-alive\n\n");
         } else {
-            e->seen = e->job->version;
-            const int fin = srv_job_finished(e->job);
-            if (fin && e->with_result && e->job->state == SRV_JOB_DONE) {
+            e->seen = v.version;
+            const int fin = v.state >= SRV_JOB_DONE;
+            if (fin && e->with_result && v.state == SRV_JOB_DONE) { /* the images are fixed once it is done */
                 fx_sb_str(&e->pending, "event: result\ndata: ");
                 result_json(&e->pending, e->job);
                 fx_sb_str(&e->pending, "\n\n");
-                e->job->fetched = 1;
+                srv_job_fetched(q, e->job);
             }
             fx_sb_printf(&e->pending, "event: %s\ndata: ", fin ? "done" : "progress");
-            status_json_locked(&e->pending, q, e->job);
+            status_json(&e->pending, e->job, &v);
             fx_sb_str(&e->pending, "\n\n");
             e->done = fin;
         }
-        pthread_mutex_unlock(&q->mu);
         if (e->pending.failed) return MHD_CONTENT_READER_END_WITH_ERROR;
     }
     size_t n = e->pending.len - e->off;
@@ -373,11 +370,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
 
 static void sse_free(void *cls) {
     sse *e = cls;
-    if (!e->done) { /* the reader left before the end */
-        pthread_mutex_lock(&e->s->q.mu);
-        e->s->q.m.disconnects++;
-        pthread_mutex_unlock(&e->s->q.mu);
-    }
+    if (!e->done) srv_queue_count_disconnect(&e->s->q); /* the reader left before the end */
     if (e->cancel_on_close && !e->done) srv_job_cancel(&e->s->q, e->job); /* the client went away */
     srv_job_unref(&e->s->q, e->job);
     free(e->pending.s);
@@ -403,10 +396,7 @@ static enum MHD_Result jobs_submit(srv_conn *rc) {
     if (!job) return ret;
     if (job->req.stream) return reply_events(rc, job, 1); /* takes the reference */
     fx_strbuf b = {0};
-    pthread_mutex_lock(&rc->s->q.mu);
-    status_json_locked(&b, &rc->s->q, job);
-    pthread_mutex_unlock(&rc->s->q.mu);
-    fx_sb_str(&b, "\n");
+    status_now(&b, &rc->s->q, job);
     snprintf(rc->location, sizeof rc->location, "/v1/jobs/%s", job->id);
     srv_job_unref(&rc->s->q, job);
     return srv_reply(rc, 202, "application/json", &b);
@@ -414,11 +404,12 @@ static enum MHD_Result jobs_submit(srv_conn *rc) {
 
 static enum MHD_Result job_result(srv_conn *rc, srv_job *job) {
     srv_queue *q = &rc->s->q;
-    pthread_mutex_lock(&q->mu);
-    const int fin = srv_job_finished(job);
-    pthread_mutex_unlock(&q->mu);
-    if (!fin) return srv_reply_error(rc, SRV_E_CONFLICT, "job %s is not finished (GET /v1/jobs/%s for its status)", job->id, job->id);
-    if (job->state != SRV_JOB_DONE) return reply_failure(rc, job);
+    srv_job_view v;
+    srv_job_view_of(q, job, &v);
+    if (v.state < SRV_JOB_DONE)
+        return srv_reply_error(rc, SRV_E_CONFLICT, "job %s is not finished (GET /v1/jobs/%s for its status)", job->id,
+                               job->id);
+    if (v.state != SRV_JOB_DONE) return reply_failure(rc, job);
     fx_strbuf b = {0};
     result_json(&b, job);
     fx_sb_str(&b, "\n");
@@ -442,10 +433,7 @@ static enum MHD_Result jobs_one(srv_conn *rc, srv_endpoint ep) {
     if (ep == SRV_EP_JOB) {
         if (!strcmp(rc->method, "DELETE")) srv_job_cancel(&rc->s->q, job);
         fx_strbuf b = {0};
-        pthread_mutex_lock(&rc->s->q.mu);
-        status_json_locked(&b, &rc->s->q, job);
-        pthread_mutex_unlock(&rc->s->q.mu);
-        fx_sb_str(&b, "\n");
+        status_now(&b, &rc->s->q, job);
         ret = srv_reply(rc, 200, "application/json", &b);
     } else if (ep == SRV_EP_JOB_RESULT) {
         ret = job_result(rc, job);
@@ -455,9 +443,9 @@ static enum MHD_Result jobs_one(srv_conn *rc, srv_endpoint ep) {
         const char *n = rest + idlen + strlen("/images/");
         char *end;
         const long k = strtol(n, &end, 10);
-        pthread_mutex_lock(&rc->s->q.mu);
-        const srv_job_state state = job->state; /* the images are set before DONE, under the mutex */
-        pthread_mutex_unlock(&rc->s->q.mu);
+        srv_job_view v;
+        srv_job_view_of(&rc->s->q, job, &v); /* the images are set before DONE */
+        const srv_job_state state = v.state;
         if (*end || end == n || k < 0) ret = srv_reply_error(rc, SRV_E_NOT_FOUND, "no such image");
         else if (state != SRV_JOB_DONE) ret = srv_reply_error(rc, SRV_E_CONFLICT, "job %s is %s", id, srv_job_state_name(state));
         else if (k >= job->n_png) ret = srv_reply_error(rc, SRV_E_NOT_FOUND, "job %s has %d image(s)", id, job->n_png);
@@ -473,13 +461,12 @@ static enum MHD_Result jobs_one(srv_conn *rc, srv_endpoint ep) {
 /* ---------------------------------------------------------------- operations */
 
 static enum MHD_Result ready(srv_conn *rc) {
-    srv_queue *q = &rc->s->q;
-    pthread_mutex_lock(&q->mu);
-    const int draining = q->draining, full = q->length >= q->max_length;
-    pthread_mutex_unlock(&q->mu);
+    srv_queue_view qv;
+    srv_queue_view_of(&rc->s->q, &qv);
+    const int draining = qv.draining, full = qv.length >= qv.max_length;
     fx_strbuf b = {0};
     if (draining || full) {
-        return srv_reply_busy(rc, SRV_E_DRAINING, 5, draining ? "draining: finishing the queued jobs before exiting"
+        return srv_reply_busy(rc, SRV_E_UNAVAILABLE, 5, draining ? "draining: finishing the queued jobs before exiting"
                                                    : "the queue is full");
     }
     fx_sb_str(&b, "{\"status\":\"ready\"}\n");
@@ -488,10 +475,12 @@ static enum MHD_Result ready(srv_conn *rc) {
 
 static enum MHD_Result metrics(srv_conn *rc) {
     srv_server *s = rc->s;
-    srv_queue *q = &s->q;
     fx_strbuf b = {0};
-    pthread_mutex_lock(&q->mu);
-    const srv_metrics m = q->m;
+    srv_queue_view qv;
+    srv_queue_view_of(&s->q, &qv);
+    const srv_metrics m = qv.m;
+    srv_http_stats hs;
+    srv_http_stats_of(s, &hs);
     fx_sb_printf(&b,
                  "# HELP flux_queue_length Jobs waiting in the queue.\n# TYPE flux_queue_length gauge\n"
                  "flux_queue_length %d\n"
@@ -501,8 +490,7 @@ static enum MHD_Result metrics(srv_conn *rc) {
                  "flux_job_running %d\n"
                  "# HELP flux_draining 1 after SIGTERM, while the queue drains.\n# TYPE flux_draining gauge\n"
                  "flux_draining %d\n",
-                 q->length, q->max_length, q->running ? 1 : 0, q->draining);
-    pthread_mutex_unlock(&q->mu);
+                 qv.length, qv.max_length, qv.running, qv.draining);
     fx_sb_printf(&b,
                  "# HELP flux_jobs_total Finished jobs by outcome.\n# TYPE flux_jobs_total counter\n"
                  "flux_jobs_total{outcome=\"done\"} %llu\nflux_jobs_total{outcome=\"failed\"} %llu\n"
@@ -523,7 +511,7 @@ static enum MHD_Result metrics(srv_conn *rc) {
                  "# HELP flux_client_disconnects_total Requests whose client went away before the answer.\n"
                  "# TYPE flux_client_disconnects_total counter\nflux_client_disconnects_total %llu\n",
                  m.jobs_done, m.jobs_failed, m.jobs_cancelled, m.rejected_full, m.images, m.steps, m.step_seconds,
-                 m.steps ? m.step_seconds / (double)m.steps : 0.0, m.job_seconds, m.http_requests, m.disconnects);
+                 m.steps ? m.step_seconds / (double)m.steps : 0.0, m.job_seconds, hs.requests, m.disconnects);
     int open = 0;
     unsigned long long dropped = 0;
     srv_guard_counts(&s->guard, &open, &dropped);
@@ -535,10 +523,8 @@ static enum MHD_Result metrics(srv_conn *rc) {
                  "flux_http_connections_dropped_total %llu\n"
                  "# HELP flux_http_errors_total Error responses by status.\n# TYPE flux_http_errors_total counter\n",
                  open, dropped);
-    pthread_mutex_lock(&q->mu);
     for (int st = 400; st < 600; st++)
-        if (s->status_count[st]) fx_sb_printf(&b, "flux_http_errors_total{status=\"%d\"} %llu\n", st, s->status_count[st]);
-    pthread_mutex_unlock(&q->mu);
+        if (hs.status_count[st]) fx_sb_printf(&b, "flux_http_errors_total{status=\"%d\"} %llu\n", st, hs.status_count[st]);
     return srv_reply(rc, 200, "text/plain; version=0.0.4", &b);
 }
 

@@ -11,7 +11,7 @@ unsigned srv_error_status(srv_error_kind kind) {
     case SRV_E_NOT_FOUND: return 404;
     case SRV_E_CONFLICT: return 409;
     case SRV_E_BUSY: return 429;
-    case SRV_E_DRAINING: return 503;
+    case SRV_E_UNAVAILABLE: return 503;
     case SRV_E_NO_MEMORY:
     case SRV_E_ENGINE: return 500;
     case SRV_E_UNAUTHORIZED: return 401;
@@ -29,7 +29,7 @@ const char *srv_error_type(srv_error_kind kind) {
     case SRV_E_FORBIDDEN: return "permission_error";
     case SRV_E_NOT_FOUND: return "not_found_error";
     case SRV_E_BUSY: return "rate_limit_error";
-    case SRV_E_DRAINING: return "unavailable_error";
+    case SRV_E_UNAVAILABLE: return "unavailable_error";
     case SRV_E_NO_MEMORY:
     case SRV_E_ENGINE: return "server_error";
     default: return "invalid_request_error";

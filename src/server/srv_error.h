@@ -13,7 +13,7 @@ typedef enum srv_error_kind {
     SRV_E_NOT_FOUND,     /* no such job, image or endpoint */
     SRV_E_CONFLICT,      /* the job is not in the state asked for (cancelled, not finished) */
     SRV_E_BUSY,          /* the queue is full: try later or another server */
-    SRV_E_DRAINING,      /* the server is shutting down */
+    SRV_E_UNAVAILABLE,   /* not taking jobs now: draining (SIGTERM), or /ready with a full queue */
     SRV_E_NO_MEMORY,     /* the server ran out of memory */
     SRV_E_ENGINE,        /* the library failed on a valid request */
     SRV_E_UNAUTHORIZED,  /* the API key is missing or wrong */

@@ -21,9 +21,17 @@
 /* ---------------------------------------------------------------- replies */
 
 static void count_status(srv_server *s, unsigned status) {
-    pthread_mutex_lock(&s->q.mu);
+    pthread_mutex_lock(&s->mu);
     if (status < 600) s->status_count[status]++;
-    pthread_mutex_unlock(&s->q.mu);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void srv_http_stats_of(srv_server *s, srv_http_stats *out) {
+    pthread_mutex_lock(&s->mu);
+    out->in_flight = s->in_flight;
+    out->requests = s->requests;
+    memcpy(out->status_count, s->status_count, sizeof out->status_count);
+    pthread_mutex_unlock(&s->mu);
 }
 
 const char *srv_header(srv_conn *rc, const char *name) {
@@ -233,10 +241,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         rc->peer = ci ? ci->socket_context : NULL;
         srv_guard_head(&s->guard, rc->peer);
         *con_cls = rc;
-        pthread_mutex_lock(&s->q.mu);
+        pthread_mutex_lock(&s->mu);
         s->in_flight++;
-        s->q.m.http_requests++;
-        pthread_mutex_unlock(&s->q.mu);
+        s->requests++;
+        pthread_mutex_unlock(&s->mu);
         return check_head(rc);
     }
     if (rc->replied) { /* refused at the head: the rest of the body is not read */
@@ -280,10 +288,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     (void)toe;
     if (!rc) return;
     srv_guard_idle(&s->guard, rc->peer);
-    pthread_mutex_lock(&s->q.mu);
+    pthread_mutex_lock(&s->mu);
     s->in_flight--;
-    pthread_cond_broadcast(&s->q.changed);
-    pthread_mutex_unlock(&s->q.mu);
+    pthread_mutex_unlock(&s->mu);
     free(rc->body);
     free(rc);
     *con_cls = NULL;
@@ -308,6 +315,7 @@ static void on_log(void *cls, const char *fmt, va_list ap) {
 }
 
 int srv_http_start(srv_server *s, const char *host, int port, int *bound_port, char *why, size_t why_size) {
+    pthread_mutex_init(&s->mu, NULL);
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *ai = NULL;
     char port_s[16];

@@ -38,8 +38,10 @@ typedef struct srv_server {
     int max_conns_per_ip;        /* --max-conn-per-ip */
     double header_timeout_s;     /* --header-timeout: a request head must arrive within it */
     srv_guard guard;             /* connections per client and in total, request-head deadline */
-    volatile int in_flight;      /* requests being handled or answered (under q.mu) */
-    unsigned long long status_count[600]; /* responses by status (under q.mu) */
+    pthread_mutex_t mu;          /* the HTTP side's counters below (the queue has its own) */
+    int in_flight;               /* requests being handled or answered */
+    unsigned long long requests; /* requests received */
+    unsigned long long status_count[600]; /* responses by status */
     struct MHD_Daemon *daemon;
     /* answers a complete, authorised request (the endpoints: srv_api.h) */
     enum MHD_Result (*route)(srv_conn *rc);
@@ -68,6 +70,14 @@ int srv_http_start(srv_server *s, const char *host, int port, int *bound_port, c
 /* Stop accepting and close every connection. */
 void srv_http_stop(srv_server *s);
 
+/* The HTTP side's counters, copied under its mutex. */
+typedef struct srv_http_stats {
+    int in_flight;
+    unsigned long long requests;
+    unsigned long long status_count[600];
+} srv_http_stats;
+void srv_http_stats_of(srv_server *s, srv_http_stats *out);
+
 /* Responses (each queues the response and returns MHD's answer). The
  * strbuf's text is taken over. */
 enum MHD_Result srv_reply(srv_conn *rc, unsigned status, const char *type, fx_strbuf *body);
@@ -76,7 +86,7 @@ enum MHD_Result srv_reply_bytes(srv_conn *rc, unsigned status, const char *type,
  * status of the kind (srv_error_status: the one place statuses are chosen) */
 enum MHD_Result srv_reply_error(srv_conn *rc, srv_error_kind kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* SRV_E_BUSY / SRV_E_DRAINING (429 / 503) with Retry-After */
+/* SRV_E_BUSY / SRV_E_UNAVAILABLE (429 / 503) with Retry-After */
 enum MHD_Result srv_reply_busy(srv_conn *rc, srv_error_kind kind, int retry_after, const char *msg);
 /* A streamed response (Server-Sent Events). */
 enum MHD_Result srv_reply_stream(srv_conn *rc, MHD_ContentReaderCallback read, void *cls,

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "src/cli/cli_args.h"
+#include "srv_clock.h"
 #include "srv_internal.h"
 
 const char *srv_job_state_name(srv_job_state s) {
@@ -20,7 +21,7 @@ const char *srv_job_state_name(srv_job_state s) {
     return (unsigned)s < sizeof names / sizeof *names ? names[s] : "unknown";
 }
 
-int srv_job_finished(const srv_job *job) { return job->state >= SRV_JOB_DONE; }
+static int job_finished(const srv_job *job) { return job->state >= SRV_JOB_DONE; }
 
 /* An encoded result: PNGs come from the library, JPEG and WebP from srv_codecs.c. */
 static void free_encoded(const srv_job *job, uint8_t *bytes) {
@@ -42,8 +43,6 @@ static void job_free(srv_job *job) {
     srv_request_free(&job->req); /* last: it says how the results were encoded */
     free(job);
 }
-
-void srv_job_ref_locked(srv_job *job) { job->refs_count++; }
 
 static void unref_locked(srv_job *job) {
     if (--job->refs_count == 0) job_free(job);
@@ -236,6 +235,8 @@ srv_job *srv_job_new(srv_queue *q, srv_gen_request *req, const srv_limits *lim, 
 
 /* ---------------------------------------------------------------- queue */
 
+static double job_eta_locked(const srv_queue *q, const srv_job *job);
+
 static size_t result_bytes(const srv_job *job) {
     size_t n = 0;
     for (int i = 0; i < job->n_png; i++) n += job->png_len[i];
@@ -249,7 +250,7 @@ static void forget_old_locked(srv_queue *q) {
     size_t bytes = 0;
     for (int i = 0; i < SRV_TABLE_SIZE; i++) {
         srv_job *j = q->table[i];
-        if (!j || !srv_job_finished(j)) continue;
+        if (!j || !job_finished(j)) continue;
         if (now - j->t_end > q->keep.ttl_s) {
             unref_locked(j);
             q->table[i] = NULL;
@@ -261,7 +262,7 @@ static void forget_old_locked(srv_queue *q) {
         int oldest = -1;
         for (int i = 0; i < SRV_TABLE_SIZE; i++) {
             const srv_job *j = q->table[i];
-            if (j && srv_job_finished(j) && (oldest < 0 || j->t_end < q->table[oldest]->t_end)) oldest = i;
+            if (j && job_finished(j) && (oldest < 0 || j->t_end < q->table[oldest]->t_end)) oldest = i;
         }
         if (oldest < 0) break;
         bytes -= result_bytes(q->table[oldest]);
@@ -273,7 +274,7 @@ static void forget_old_locked(srv_queue *q) {
 /* 1 when the job table has a free slot or a finished job to evict. */
 static int table_slot_free_locked(const srv_queue *q) {
     for (int i = 0; i < SRV_TABLE_SIZE; i++)
-        if (!q->table[i] || srv_job_finished(q->table[i])) return 1;
+        if (!q->table[i] || job_finished(q->table[i])) return 1;
     return 0;
 }
 
@@ -302,7 +303,7 @@ static double job_cost_locked(const srv_queue *q, const srv_job *job) {
 static double wait_seconds_locked(const srv_queue *q, const srv_job *stop) {
     double s = 0;
     if (q->running) {
-        const double eta = srv_job_eta_locked(q, q->running);
+        const double eta = job_eta_locked(q, q->running);
         s += eta > 0 ? eta : 0;
     }
     for (const srv_job *j = q->head; j && j != stop; j = j->next) s += job_cost_locked(q, j);
@@ -314,7 +315,7 @@ srv_error_kind srv_queue_submit(srv_queue *q, srv_job *job, int *retry_after) {
     forget_old_locked(q);
     srv_error_kind rc = SRV_OK;
     if (q->draining || q->stop) {
-        rc = SRV_E_DRAINING;
+        rc = SRV_E_UNAVAILABLE;
     } else if (q->length >= q->max_length || (job->async && !table_slot_free_locked(q))) {
         q->m.rejected_full++;
         /* when the first queued job will have started: the running job's rest (its own pace) */
@@ -336,7 +337,7 @@ srv_error_kind srv_queue_submit(srv_queue *q, srv_job *job, int *retry_after) {
             for (int i = 0; i < SRV_TABLE_SIZE && slot < 0; i++)
                 if (!q->table[i]) slot = i;
             for (int i = 0; i < SRV_TABLE_SIZE && slot < 0; i++)
-                if (srv_job_finished(q->table[i]) && (slot < 0 || q->table[i]->t_end < oldest)) {
+                if (job_finished(q->table[i]) && (slot < 0 || q->table[i]->t_end < oldest)) {
                     oldest = q->table[i]->t_end;
                     slot = i;
                 }
@@ -423,7 +424,7 @@ int srv_queue_unread_results(srv_queue *q, double grace) {
     return n;
 }
 
-int srv_job_position_locked(const srv_queue *q, const srv_job *job) {
+static int job_position_locked(const srv_queue *q, const srv_job *job) {
     int pos = 0;
     for (const srv_job *j = q->head; j; j = j->next, pos++)
         if (j == job) return pos;
@@ -431,7 +432,7 @@ int srv_job_position_locked(const srv_queue *q, const srv_job *job) {
 }
 
 
-double srv_job_progress_locked(const srv_job *job) {
+static double job_progress_locked(const srv_job *job) {
     switch (job->state) {
     case SRV_JOB_QUEUED: return 0;
     case SRV_JOB_RUNNING: return job->progress;
@@ -448,8 +449,8 @@ static double stage_progress(const srv_job *job) {
     return 0.02;
 }
 
-double srv_job_eta_locked(const srv_queue *q, const srv_job *job) {
-    if (srv_job_finished(job)) return 0;
+static double job_eta_locked(const srv_queue *q, const srv_job *job) {
+    if (job_finished(job)) return 0;
     const int measured = q->m.step_pixels > 0;
     if (job->state == SRV_JOB_RUNNING) {
         if (job->steps && job->step > 0) { /* this job's own pace */
@@ -458,7 +459,7 @@ double srv_job_eta_locked(const srv_queue *q, const srv_job *job) {
         }
         return measured ? job_cost_locked(q, job) * 1.1 : -1;
     }
-    if (!measured || srv_job_position_locked(q, job) < 0) return -1;
+    if (!measured || job_position_locked(q, job) < 0) return -1;
     return wait_seconds_locked(q, job) + job_cost_locked(q, job);
 }
 
@@ -688,4 +689,84 @@ void srv_queue_destroy(srv_queue *q) {
     pthread_cond_destroy(&q->work);
     pthread_cond_destroy(&q->changed);
     pthread_mutex_destroy(&q->mu);
+}
+
+/* ---------------------------------------------------------------- views */
+
+static void view_locked(const srv_queue *q, const srv_job *job, srv_job_view *v) {
+    v->state = job->state;
+    v->stage = job->stage;
+    v->step = job->step;
+    v->steps = job->steps;
+    v->position = job->state == SRV_JOB_QUEUED ? job_position_locked(q, job) : -1;
+    v->progress = job_progress_locked(job);
+    v->eta = job_eta_locked(q, job);
+    v->version = job->version;
+    v->cancel = job->cancel;
+    memcpy(v->error, job->error, sizeof v->error);
+}
+
+void srv_job_view_of(srv_queue *q, const srv_job *job, srv_job_view *v) {
+    pthread_mutex_lock(&q->mu);
+    view_locked(q, job, v);
+    pthread_mutex_unlock(&q->mu);
+}
+
+int srv_job_wait_change(srv_queue *q, const srv_job *job, unsigned version, int ms, srv_job_view *v) {
+    pthread_mutex_lock(&q->mu);
+    const struct timespec ts = srv_deadline_in_ms(ms);
+    int timed_out = 0;
+    while (job->version == version && !job_finished(job) && !timed_out)
+        timed_out = pthread_cond_timedwait(&q->changed, &q->mu, &ts) != 0;
+    const int changed = job->version != version || job_finished(job);
+    view_locked(q, job, v);
+    pthread_mutex_unlock(&q->mu);
+    return changed;
+}
+
+int srv_queue_running_view(srv_queue *q, srv_job_view *v, int *jobs) {
+    pthread_mutex_lock(&q->mu);
+    const srv_job *job = q->running;
+    if (job) view_locked(q, job, v);
+    *jobs = q->length + (job ? 1 : 0);
+    pthread_mutex_unlock(&q->mu);
+    return job != NULL;
+}
+
+void srv_queue_view_of(srv_queue *q, srv_queue_view *v) {
+    pthread_mutex_lock(&q->mu);
+    v->length = q->length;
+    v->max_length = q->max_length;
+    v->running = q->running != NULL;
+    v->draining = q->draining;
+    v->m = q->m;
+    pthread_mutex_unlock(&q->mu);
+}
+
+void srv_queue_count_disconnect(srv_queue *q) {
+    pthread_mutex_lock(&q->mu);
+    q->m.disconnects++;
+    pthread_mutex_unlock(&q->mu);
+}
+
+int srv_queue_begin_drain(srv_queue *q) {
+    pthread_mutex_lock(&q->mu);
+    q->draining = 1;
+    q->drain_start = fx_now_s();
+    const int left = q->length + (q->running ? 1 : 0);
+    pthread_mutex_unlock(&q->mu);
+    return left;
+}
+
+void srv_queue_cancel_all(srv_queue *q) {
+    for (;;) { /* the queued jobs one by one (each with a reference while it is cancelled) */
+        pthread_mutex_lock(&q->mu);
+        srv_job *j = q->head;
+        if (j) j->refs_count++;
+        pthread_mutex_unlock(&q->mu);
+        if (!j) break;
+        srv_job_cancel(q, j);
+        srv_job_unref(q, j);
+    }
+    srv_queue_interrupt(q);
 }

@@ -7,7 +7,9 @@
  * queued or running, the job table one for asynchronous jobs (/v1/jobs)
  * until it is evicted, and each waiting HTTP thread one. Every change of a
  * job (state, progress) is made under the queue's mutex and wakes the
- * waiters (srv_queue.changed).
+ * waiters (srv_queue.changed). The mutex stays in this layer: the others
+ * read jobs through views (srv_job_view) and change them through these
+ * functions.
  */
 #ifndef FX_SRV_JOBS_H
 #define FX_SRV_JOBS_H
@@ -66,7 +68,7 @@ typedef struct srv_metrics {
     unsigned long long steps;
     double step_seconds, job_seconds;
     double step_pixels;          /* Σ steps × pixels × images of the timed jobs (for the cost of waiting jobs) */
-    unsigned long long http_requests, http_errors_4xx, http_errors_5xx, disconnects;
+    unsigned long long disconnects;
 } srv_metrics;
 
 #define SRV_TABLE_SIZE 256 /* asynchronous jobs remembered (oldest finished evicted first) */
@@ -112,7 +114,7 @@ void srv_queue_destroy(srv_queue *q);
 srv_job *srv_job_new(srv_queue *q, srv_gen_request *req, const srv_limits *lim, int async, srv_err *err);
 
 /* Queue a job. SRV_OK; SRV_E_BUSY when the queue is full (*retry_after
- * seconds is a guess from the seconds per job so far); SRV_E_DRAINING. */
+ * seconds is a guess from the seconds per job so far); SRV_E_UNAVAILABLE. */
 srv_error_kind srv_queue_submit(srv_queue *q, srv_job *job, int *retry_after);
 
 /* Cancel a queued or running job (no-op when finished). */
@@ -129,17 +131,41 @@ void srv_job_fetched(srv_queue *q, srv_job *job);
  * read yet (and that ended less than `grace` seconds ago). */
 int srv_queue_unread_results(srv_queue *q, double grace);
 void srv_job_unref(srv_queue *q, srv_job *job);
-/* Take a reference (caller holds q->mu or already owns one). */
-void srv_job_ref_locked(srv_job *job);
 
-/* 1 when finished (done, failed, cancelled). */
-int srv_job_finished(const srv_job *job);
+/* A job as the layers above see it: one consistent snapshot, taken under
+ * the queue's mutex, which no other layer takes (issue 32 "Layers"). */
+typedef struct srv_job_view {
+    srv_job_state state;
+    flux_stage stage;
+    int step, steps;             /* denoising steps done / total */
+    int position;                /* in the queue (0 = next), -1 when not queued */
+    double progress;             /* 0..1, never decreasing */
+    double eta;                  /* seconds left, a guess; < 0 unknown */
+    unsigned version;            /* bumped on every change */
+    int cancel;                  /* a cancel was asked */
+    char error[512];             /* of a failure */
+} srv_job_view;
 
-/* Position in the queue (0 = next), -1 when not queued. Under q->mu. */
-int srv_job_position_locked(const srv_queue *q, const srv_job *job);
-/* Seconds left, a guess (-1 when unknown). Under q->mu. */
-double srv_job_eta_locked(const srv_queue *q, const srv_job *job);
-/* 0..1 of the work done. Under q->mu. */
-double srv_job_progress_locked(const srv_job *job);
+void srv_job_view_of(srv_queue *q, const srv_job *job, srv_job_view *v);
+/* Wait up to ms milliseconds for the job to change past `version` or to
+ * finish; *v is its view after. 1 when it changed or is finished, 0 when
+ * the time ran out first. */
+int srv_job_wait_change(srv_queue *q, const srv_job *job, unsigned version, int ms, srv_job_view *v);
+/* The running job's view (0 when nothing runs); *jobs = running + queued. */
+int srv_queue_running_view(srv_queue *q, srv_job_view *v, int *jobs);
+
+/* The queue as a whole (for /ready, /metrics and the drain). */
+typedef struct srv_queue_view {
+    int length, max_length, running, draining;
+    srv_metrics m;
+} srv_queue_view;
+void srv_queue_view_of(srv_queue *q, srv_queue_view *v);
+
+/* A client left before its answer (a waiting request or an event stream). */
+void srv_queue_count_disconnect(srv_queue *q);
+/* SIGTERM: no new jobs from now; the number of jobs left to finish. */
+int srv_queue_begin_drain(srv_queue *q);
+/* A second signal: cancel the queued jobs, then the running one. */
+void srv_queue_cancel_all(srv_queue *q);
 
 #endif

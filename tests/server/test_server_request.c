@@ -514,7 +514,7 @@ TEST(server_error_statuses) {
         const char *type;
     } want[] = {{SRV_E_BAD_REQUEST, 400, "invalid_request_error"}, {SRV_E_TOO_LARGE, 413, "invalid_request_error"},
                 {SRV_E_NOT_FOUND, 404, "not_found_error"},        {SRV_E_CONFLICT, 409, "invalid_request_error"},
-                {SRV_E_BUSY, 429, "rate_limit_error"},            {SRV_E_DRAINING, 503, "unavailable_error"},
+                {SRV_E_BUSY, 429, "rate_limit_error"},            {SRV_E_UNAVAILABLE, 503, "unavailable_error"},
                 {SRV_E_NO_MEMORY, 500, "server_error"},           {SRV_E_ENGINE, 500, "server_error"},
                 {SRV_E_UNAUTHORIZED, 401, "authentication_error"}, {SRV_E_FORBIDDEN, 403, "permission_error"},
                 {SRV_E_METHOD, 405, "invalid_request_error"},     {SRV_E_MEDIA_TYPE, 415, "invalid_request_error"},
