@@ -65,8 +65,8 @@ static void status_now(fx_strbuf *b, srv_queue *q, const srv_job *job) {
 /* ---------------------------------------------------------------- submitting */
 
 /* Parse, make the job, queue it. On refusal the reply is queued and NULL
- * returned (*ret holds MHD's answer). */
-static srv_job *submit(srv_conn *rc, srv_api api, int multipart, int async, int need_image, enum MHD_Result *ret) {
+ * returned (*ret holds the reply's result). */
+static srv_job *submit(srv_conn *rc, srv_api api, int multipart, int async, int need_image, srv_result *ret) {
     srv_server *s = rc->s;
     srv_gen_request req;
     srv_err err;
@@ -111,7 +111,7 @@ static int wait_job(srv_conn *rc, srv_job *job) {
             srv_queue_count_disconnect(q);
             if (rc->s->verbose) fprintf(stderr, "flux-server: %s: the client went away; cancelled\n", job->id);
             srv_job_cancel(q, job);
-            /* an answer nobody reads (a plain MHD_NO would be logged as an internal error) */
+            /* an answer nobody reads (closing instead would be logged as an internal error) */
             srv_reply_error(rc, SRV_E_CLIENT_GONE, "the client closed the connection; the job was cancelled");
             return 0;
         }
@@ -120,18 +120,18 @@ static int wait_job(srv_conn *rc, srv_job *job) {
 }
 
 /* The reply of a failed or cancelled job. */
-static enum MHD_Result reply_failure(srv_conn *rc, const srv_job *job) {
+static srv_result reply_failure(srv_conn *rc, const srv_job *job) {
     return srv_reply_error(rc, job->error_kind ? job->error_kind : SRV_E_ENGINE, "%s", job->error);
 }
 
 /* Submit the request and wait for its job: the finished job (release it
  * with srv_job_unref), or NULL with *ret the answer already given (refused,
- * failed or cancelled, or MHD_YES for a client that went away). */
-static srv_job *run_sync(srv_conn *rc, srv_api api, int multipart, int need_image, enum MHD_Result *ret) {
+ * failed or cancelled, or SRV_SENT for a client that went away). */
+static srv_job *run_sync(srv_conn *rc, srv_api api, int multipart, int need_image, srv_result *ret) {
     srv_job *job = submit(rc, api, multipart, 0, need_image, ret);
     if (!job) return NULL;
     if (!wait_job(rc, job)) {
-        *ret = MHD_YES;
+        *ret = SRV_SENT;
     } else if (job->state != SRV_JOB_DONE) {
         *ret = reply_failure(rc, job);
     } else {
@@ -143,9 +143,9 @@ static srv_job *run_sync(srv_conn *rc, srv_api api, int multipart, int need_imag
 
 /* ---------------------------------------------------------------- OpenAI */
 
-static enum MHD_Result openai_images(srv_conn *rc, int edits) {
+static srv_result openai_images(srv_conn *rc, int edits) {
     const int multipart = srv_media_type_is(srv_header(rc, "Content-Type"), "multipart/form-data");
-    enum MHD_Result ret = MHD_NO;
+    srv_result ret = SRV_CLOSE;
     srv_job *job = run_sync(rc, SRV_API_OPENAI, multipart, edits, &ret);
     if (!job) return ret;
     fx_strbuf b = {0};
@@ -163,7 +163,7 @@ static enum MHD_Result openai_images(srv_conn *rc, int edits) {
     return ret;
 }
 
-static enum MHD_Result openai_models(srv_conn *rc) {
+static srv_result openai_models(srv_conn *rc) {
     fx_strbuf b = {0};
     fx_sb_str(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
     srv_json_str(&b, rc->s->model_name);
@@ -173,8 +173,8 @@ static enum MHD_Result openai_models(srv_conn *rc) {
 
 /* ---------------------------------------------------------------- A1111 */
 
-static enum MHD_Result a1111_generate(srv_conn *rc, int img2img) {
-    enum MHD_Result ret = MHD_NO;
+static srv_result a1111_generate(srv_conn *rc, int img2img) {
+    srv_result ret = SRV_CLOSE;
     srv_job *job = run_sync(rc, img2img ? SRV_API_A1111_IMG : SRV_API_A1111, 0, 0, &ret);
     if (!job) return ret;
     const srv_gen_request *r = &job->req;
@@ -218,7 +218,7 @@ static enum MHD_Result a1111_generate(srv_conn *rc, int img2img) {
     return srv_reply(rc, 200, "application/json", &b);
 }
 
-static enum MHD_Result a1111_progress(srv_conn *rc) {
+static srv_result a1111_progress(srv_conn *rc) {
     fx_strbuf b = {0};
     srv_job_view v;
     int jobs;
@@ -234,7 +234,7 @@ static enum MHD_Result a1111_progress(srv_conn *rc) {
     return srv_reply(rc, 200, "application/json", &b);
 }
 
-static enum MHD_Result a1111_models(srv_conn *rc) {
+static srv_result a1111_models(srv_conn *rc) {
     fx_strbuf b = {0};
     fx_sb_str(&b, "[{\"title\":");
     srv_json_str(&b, rc->s->model_name);
@@ -249,7 +249,7 @@ static enum MHD_Result a1111_models(srv_conn *rc) {
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* The adapters of --lora-dir: NAME.safetensors files whose NAME a request may give. */
-static enum MHD_Result a1111_loras(srv_conn *rc) {
+static srv_result a1111_loras(srv_conn *rc) {
     fx_strbuf b = {0};
     fx_sb_str(&b, "[");
     DIR *d = rc->s->lora_dir ? opendir(rc->s->lora_dir) : NULL;
@@ -281,7 +281,7 @@ static enum MHD_Result a1111_loras(srv_conn *rc) {
     return srv_reply(rc, 200, "application/json", &b);
 }
 
-static enum MHD_Result a1111_options(srv_conn *rc) {
+static srv_result a1111_options(srv_conn *rc) {
     if (!strcmp(rc->method, "POST")) { /* one model per server: only the loaded one can be chosen */
         fx_err jerr = {0};
         fx_json_doc *doc = fx_json_parse(rc->body ? rc->body : "", rc->len, &jerr);
@@ -329,11 +329,11 @@ typedef struct sse {
     size_t off;
 } sse;
 
-static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
+static ssize_t sse_read(void *cls, char *buf, size_t max) {
     sse *e = cls;
     srv_queue *q = &e->s->q;
     if (e->off >= e->pending.len) {
-        if (e->done) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (e->done) return SRV_STREAM_END;
         e->pending.len = 0;
         e->off = 0;
         srv_job_view v;
@@ -359,7 +359,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
             fx_sb_str(&e->pending, "\n\n");
             e->done = fin;
         }
-        if (e->pending.failed) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (e->pending.failed) return SRV_STREAM_ERROR;
     }
     size_t n = e->pending.len - e->off;
     if (n > max) n = max;
@@ -377,7 +377,7 @@ static void sse_free(void *cls) {
     free(e);
 }
 
-static enum MHD_Result reply_events(srv_conn *rc, srv_job *job, int cancel_on_close) {
+static srv_result reply_events(srv_conn *rc, srv_job *job, int cancel_on_close) {
     sse *e = calloc(1, sizeof *e);
     if (!e) {
         srv_job_unref(&rc->s->q, job);
@@ -390,8 +390,8 @@ static enum MHD_Result reply_events(srv_conn *rc, srv_job *job, int cancel_on_cl
     return srv_reply_stream(rc, sse_read, e, sse_free);
 }
 
-static enum MHD_Result jobs_submit(srv_conn *rc) {
-    enum MHD_Result ret = MHD_NO;
+static srv_result jobs_submit(srv_conn *rc) {
+    srv_result ret = SRV_CLOSE;
     srv_job *job = submit(rc, SRV_API_NATIVE, 0, 1, 0, &ret);
     if (!job) return ret;
     if (job->req.stream) return reply_events(rc, job, 1); /* takes the reference */
@@ -402,7 +402,7 @@ static enum MHD_Result jobs_submit(srv_conn *rc) {
     return srv_reply(rc, 202, "application/json", &b);
 }
 
-static enum MHD_Result job_result(srv_conn *rc, srv_job *job) {
+static srv_result job_result(srv_conn *rc, srv_job *job) {
     srv_queue *q = &rc->s->q;
     srv_job_view v;
     srv_job_view_of(q, job, &v);
@@ -418,7 +418,7 @@ static enum MHD_Result job_result(srv_conn *rc, srv_job *job) {
 }
 
 /* /v1/jobs/ID[/result|/events|/images/N] (the route says which) */
-static enum MHD_Result jobs_one(srv_conn *rc, srv_endpoint ep) {
+static srv_result jobs_one(srv_conn *rc, srv_endpoint ep) {
     const char *rest = rc->url + strlen("/v1/jobs/");
     char id[32];
     const size_t idlen = strcspn(rest, "/");
@@ -429,7 +429,7 @@ static enum MHD_Result jobs_one(srv_conn *rc, srv_endpoint ep) {
     if (!job)
         return srv_reply_error(rc, SRV_E_NOT_FOUND, "no job %s (finished jobs are kept --result-ttl seconds, their images within "
                                         "--max-results-mb, at most %d jobs)", id, SRV_TABLE_SIZE);
-    enum MHD_Result ret;
+    srv_result ret;
     if (ep == SRV_EP_JOB) {
         if (!strcmp(rc->method, "DELETE")) srv_job_cancel(&rc->s->q, job);
         fx_strbuf b = {0};
@@ -460,7 +460,7 @@ static enum MHD_Result jobs_one(srv_conn *rc, srv_endpoint ep) {
 
 /* ---------------------------------------------------------------- operations */
 
-static enum MHD_Result ready(srv_conn *rc) {
+static srv_result ready(srv_conn *rc) {
     srv_queue_view qv;
     srv_queue_view_of(&rc->s->q, &qv);
     const int draining = qv.draining, full = qv.length >= qv.max_length;
@@ -473,7 +473,7 @@ static enum MHD_Result ready(srv_conn *rc) {
     return srv_reply(rc, 200, "application/json", &b);
 }
 
-static enum MHD_Result metrics(srv_conn *rc) {
+static srv_result metrics(srv_conn *rc) {
     srv_server *s = rc->s;
     fx_strbuf b = {0};
     srv_queue_view qv;
@@ -530,7 +530,7 @@ static enum MHD_Result metrics(srv_conn *rc) {
 
 /* What a client (the page) needs to build its form: the model, its
  * defaults, and the limits of this server. */
-static enum MHD_Result server_info(srv_conn *rc) {
+static srv_result server_info(srv_conn *rc) {
     const srv_server *s = rc->s;
     const srv_limits *l = &s->lim;
     fx_strbuf b = {0};
@@ -548,7 +548,7 @@ static enum MHD_Result server_info(srv_conn *rc) {
 
 /* ---------------------------------------------------------------- routing */
 
-enum MHD_Result srv_api_route(srv_conn *rc) {
+srv_result srv_api_route(srv_conn *rc) {
     const srv_route *rt = srv_route_find(rc->method, rc->url, &rc->allow);
     if (!rt && rc->allow)
         return srv_reply_error(rc, SRV_E_METHOD, "%s %s: the method is not allowed (Allow: %s)", rc->verb, rc->url, rc->allow);

@@ -4,6 +4,7 @@
 #include "srv_http.h"
 
 #include <errno.h>
+#include <microhttpd.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -34,13 +35,19 @@ void srv_http_stats_of(srv_server *s, srv_http_stats *out) {
     pthread_mutex_unlock(&s->mu);
 }
 
+/* The library's connection behind a request (only this file knows its type). */
+static struct MHD_Connection *conn_of(const srv_conn *rc) { return rc->wire; }
+
+static srv_result result_of(enum MHD_Result r) { return r == MHD_YES ? SRV_SENT : SRV_CLOSE; }
+static enum MHD_Result mhd_of(srv_result r) { return r == SRV_SENT ? MHD_YES : MHD_NO; }
+
 const char *srv_header(srv_conn *rc, const char *name) {
-    return MHD_lookup_connection_value(rc->c, MHD_HEADER_KIND, name);
+    return MHD_lookup_connection_value(conn_of(rc), MHD_HEADER_KIND, name);
 }
 
 /* Every response goes out here: the common headers, the counters, the log. */
-static enum MHD_Result queue(srv_conn *rc, unsigned status, struct MHD_Response *r, long long bytes) {
-    if (!r) return MHD_NO;
+static srv_result queue(srv_conn *rc, unsigned status, struct MHD_Response *r, long long bytes) {
+    if (!r) return SRV_CLOSE;
     MHD_add_response_header(r, "Cache-Control", "no-store");
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
     if (rc->cors_origin) {
@@ -50,7 +57,7 @@ static enum MHD_Result queue(srv_conn *rc, unsigned status, struct MHD_Response 
     if (rc->s->cors_origins) MHD_add_response_header(r, "Vary", "Origin");
     if (rc->allow) MHD_add_response_header(r, "Allow", rc->allow);
     if (rc->location[0]) MHD_add_response_header(r, "Location", rc->location);
-    const enum MHD_Result ok = MHD_queue_response(rc->c, status, r);
+    const enum MHD_Result ok = MHD_queue_response(conn_of(rc), status, r);
     MHD_destroy_response(r);
     rc->replied = 1;
     count_status(rc->s, status);
@@ -70,16 +77,16 @@ static enum MHD_Result queue(srv_conn *rc, unsigned status, struct MHD_Response 
         fprintf(stderr, "flux-server: %s %s %s %s %u %s %.3f\n", when, srv_peer_ip(rc->peer), rc->verb, path, status, size,
                 fx_now_s() - rc->t_start);
     }
-    return ok;
+    return result_of(ok);
 }
 
-enum MHD_Result srv_reply_bytes(srv_conn *rc, unsigned status, const char *type, const void *data, size_t len) {
+srv_result srv_reply_bytes(srv_conn *rc, unsigned status, const char *type, const void *data, size_t len) {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_MUST_COPY);
     if (r) MHD_add_response_header(r, "Content-Type", type);
     return queue(rc, status, r, (long long)len);
 }
 
-enum MHD_Result srv_reply(srv_conn *rc, unsigned status, const char *type, fx_strbuf *body) {
+srv_result srv_reply(srv_conn *rc, unsigned status, const char *type, fx_strbuf *body) {
     if (body->failed) {
         free(body->s);
         memset(body, 0, sizeof *body);
@@ -103,7 +110,7 @@ static void error_body(fx_strbuf *b, srv_error_kind kind, const char *msg) {
     fx_sb_str(b, "}\n");
 }
 
-enum MHD_Result srv_reply_error(srv_conn *rc, srv_error_kind kind, const char *fmt, ...) {
+srv_result srv_reply_error(srv_conn *rc, srv_error_kind kind, const char *fmt, ...) {
     const unsigned status = srv_error_status(kind);
     char msg[1024];
     va_list ap;
@@ -125,7 +132,7 @@ enum MHD_Result srv_reply_error(srv_conn *rc, srv_error_kind kind, const char *f
     return srv_reply(rc, status, "application/json", &b);
 }
 
-enum MHD_Result srv_reply_busy(srv_conn *rc, srv_error_kind kind, int retry_after, const char *msg) {
+srv_result srv_reply_busy(srv_conn *rc, srv_error_kind kind, int retry_after, const char *msg) {
     const unsigned status = srv_error_status(kind);
     fx_strbuf b = {0};
     error_body(&b, kind, msg);
@@ -141,12 +148,38 @@ enum MHD_Result srv_reply_busy(srv_conn *rc, srv_error_kind kind, int retry_afte
     return queue(rc, status, r, (long long)b.len);
 }
 
-enum MHD_Result srv_reply_stream(srv_conn *rc, MHD_ContentReaderCallback read, void *cls,
-                                 MHD_ContentReaderFreeCallback free_cb) {
-    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, read, cls, free_cb);
-    if (!r) {
+/* A stream of the handler's (srv_stream_read) as the library calls it. */
+typedef struct stream {
+    srv_stream_read read;
+    srv_stream_free free_cb;
+    void *cls;
+} stream;
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    const stream *st = cls;
+    (void)pos;
+    const ssize_t n = st->read(st->cls, buf, max);
+    return n == SRV_STREAM_END ? MHD_CONTENT_READER_END_OF_STREAM
+           : n == SRV_STREAM_ERROR ? MHD_CONTENT_READER_END_WITH_ERROR : n;
+}
+
+static void stream_free(void *cls) {
+    stream *st = cls;
+    st->free_cb(st->cls);
+    free(st);
+}
+
+srv_result srv_reply_stream(srv_conn *rc, srv_stream_read read, void *cls, srv_stream_free free_cb) {
+    stream *st = malloc(sizeof *st);
+    if (!st) {
         free_cb(cls);
-        return MHD_NO;
+        return SRV_CLOSE;
+    }
+    *st = (stream){read, free_cb, cls};
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
+    if (!r) {
+        stream_free(st);
+        return SRV_CLOSE;
     }
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "X-Accel-Buffering", "no"); /* nginx: pass events on at once */
@@ -157,7 +190,7 @@ enum MHD_Result srv_reply_stream(srv_conn *rc, MHD_ContentReaderCallback read, v
 /* ---------------------------------------------------------------- connections */
 
 int srv_client_gone(srv_conn *rc) {
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(rc->c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn_of(rc), MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci) return 0;
     struct pollfd p = {.fd = ci->connect_fd, .events = POLLIN | POLLRDHUP};
     if (poll(&p, 1, 0) <= 0) return 0;
@@ -167,7 +200,7 @@ int srv_client_gone(srv_conn *rc) {
     return recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
-void srv_conn_no_timeout(srv_conn *rc) { MHD_set_connection_option(rc->c, MHD_CONNECTION_OPTION_TIMEOUT, 0u); }
+void srv_conn_no_timeout(srv_conn *rc) { MHD_set_connection_option(conn_of(rc), MHD_CONNECTION_OPTION_TIMEOUT, 0u); }
 
 /* The body bytes a route takes: images only where they are read. */
 static size_t body_limit(const srv_server *s, const srv_route *rt) {
@@ -176,7 +209,7 @@ static size_t body_limit(const srv_server *s, const srv_route *rt) {
 
 /* The request head is in: who may ask, and what body it may send. A reply
  * queued here ends the request (MHD closes the connection unread). */
-static enum MHD_Result check_head(srv_conn *rc) {
+static srv_result check_head(srv_conn *rc) {
     srv_server *s = rc->s;
     const char *host = srv_header(rc, "Host"), *origin = srv_header(rc, "Origin");
     if (s->check_host && !srv_host_ok(host, s->allow_hosts))
@@ -220,7 +253,7 @@ static enum MHD_Result check_head(srv_conn *rc) {
         if (!rc->body) return srv_reply_error(rc, SRV_E_NO_MEMORY, "out of memory for a body of %llu bytes", announced);
         rc->cap = (size_t)announced + 1;
     }
-    return MHD_YES;
+    return SRV_SENT;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -232,7 +265,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         rc = calloc(1, sizeof *rc);
         if (!rc) return MHD_NO;
         rc->s = s;
-        rc->c = c;
+        rc->wire = c;
         rc->url = url;
         rc->verb = method;
         rc->method = strcmp(method, "HEAD") ? method : "GET"; /* libmicrohttpd leaves HEAD's body out */
@@ -245,7 +278,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         s->in_flight++;
         s->requests++;
         pthread_mutex_unlock(&s->mu);
-        return check_head(rc);
+        return mhd_of(check_head(rc));
     }
     if (rc->replied) { /* refused at the head: the rest of the body is not read */
         *upload_size = 0;
@@ -257,7 +290,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         srv_guard_body(&s->guard, rc->peer, n);
         if (rc->too_large || rc->len + n > rc->limit) { /* a chunked body passing the limit: answer now */
             rc->too_large = 1;
-            if (srv_reply_error(rc, SRV_E_TOO_LARGE, "request body larger than %zu bytes (%s)", rc->limit, rc->url) != MHD_YES)
+            if (srv_reply_error(rc, SRV_E_TOO_LARGE, "request body larger than %zu bytes (%s)", rc->limit, rc->url) != SRV_SENT)
                 return MHD_NO; /* not answerable mid-body: close the connection */
             return MHD_YES;
         }
@@ -275,10 +308,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         rc->body[rc->len] = '\0';
         return MHD_YES;
     }
-    if (rc->too_large) return srv_reply_error(rc, SRV_E_TOO_LARGE, "request body larger than %zu bytes", rc->limit);
+    if (rc->too_large) return mhd_of(srv_reply_error(rc, SRV_E_TOO_LARGE, "request body larger than %zu bytes", rc->limit));
     if (srv_guard_busy(&s->guard, rc->peer) > s->guard.max_per_ip)
-        return srv_reply_busy(rc, SRV_E_BUSY, 5, "too many open requests from your address (--max-conn-per-ip)");
-    return s->route(rc);
+        return mhd_of(srv_reply_busy(rc, SRV_E_BUSY, 5, "too many open requests from your address (--max-conn-per-ip)"));
+    return mhd_of(s->route(rc));
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {

@@ -1,5 +1,6 @@
 /*
- * srv_http.h — flux-server's HTTP side on libmicrohttpd: the daemon (one
+ * srv_http.h — flux-server's HTTP side on libmicrohttpd (whose types only
+ * srv_http.c sees): the daemon (one
  * thread per connection, so a handler may wait for its job) with its
  * connection guard (srv_guard.h), the checks made on a request's head
  * before its body is read (Host, Origin and CORS, the API key,
@@ -11,8 +12,8 @@
 #ifndef FX_SRV_HTTP_H
 #define FX_SRV_HTTP_H
 
-#include <microhttpd.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "src/base/strbuf.h"
 #include "srv_error.h"
@@ -21,6 +22,11 @@
 #include "srv_request.h"
 
 typedef struct srv_conn srv_conn;
+
+/* What a handler answers: the response is queued (or the request goes on),
+ * or the connection is to be closed. The HTTP library's own types stay in
+ * srv_http.c: handlers (srv_api.c) never see them. */
+typedef enum srv_result { SRV_CLOSE = 0, SRV_SENT = 1 } srv_result;
 
 typedef struct srv_server {
     srv_queue q;
@@ -42,15 +48,15 @@ typedef struct srv_server {
     int in_flight;               /* requests being handled or answered */
     unsigned long long requests; /* requests received */
     unsigned long long status_count[600]; /* responses by status */
-    struct MHD_Daemon *daemon;
+    void *daemon;                /* the HTTP library's daemon (srv_http.c alone knows its type) */
     /* answers a complete, authorised request (the endpoints: srv_api.h) */
-    enum MHD_Result (*route)(srv_conn *rc);
+    srv_result (*route)(srv_conn *rc);
 } srv_server;
 
 /* One request: its body as it arrives. */
 struct srv_conn {
     srv_server *s;
-    struct MHD_Connection *c;
+    void *wire;                  /* the HTTP library's connection (srv_http.c alone knows its type) */
     srv_peer *peer;              /* its connection in the guard */
     const char *method, *url;    /* method: HEAD is answered as GET (without the body) */
     const char *verb;            /* the method as sent (for the access log) */
@@ -78,19 +84,24 @@ typedef struct srv_http_stats {
 } srv_http_stats;
 void srv_http_stats_of(srv_server *s, srv_http_stats *out);
 
-/* Responses (each queues the response and returns MHD's answer). The
+/* Responses (each queues the response and says whether it could). The
  * strbuf's text is taken over. */
-enum MHD_Result srv_reply(srv_conn *rc, unsigned status, const char *type, fx_strbuf *body);
-enum MHD_Result srv_reply_bytes(srv_conn *rc, unsigned status, const char *type, const void *data, size_t len);
+srv_result srv_reply(srv_conn *rc, unsigned status, const char *type, fx_strbuf *body);
+srv_result srv_reply_bytes(srv_conn *rc, unsigned status, const char *type, const void *data, size_t len);
 /* {"error": {"message", "type", "code"}, "detail": message}, with the
  * status of the kind (srv_error_status: the one place statuses are chosen) */
-enum MHD_Result srv_reply_error(srv_conn *rc, srv_error_kind kind, const char *fmt, ...)
+srv_result srv_reply_error(srv_conn *rc, srv_error_kind kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* SRV_E_BUSY / SRV_E_UNAVAILABLE (429 / 503) with Retry-After */
-enum MHD_Result srv_reply_busy(srv_conn *rc, srv_error_kind kind, int retry_after, const char *msg);
-/* A streamed response (Server-Sent Events). */
-enum MHD_Result srv_reply_stream(srv_conn *rc, MHD_ContentReaderCallback read, void *cls,
-                                 MHD_ContentReaderFreeCallback free_cb);
+srv_result srv_reply_busy(srv_conn *rc, srv_error_kind kind, int retry_after, const char *msg);
+/* A streamed response (Server-Sent Events): read fills buf with up to max
+ * bytes and returns their count, or SRV_STREAM_END / SRV_STREAM_ERROR;
+ * free_cb(cls) runs once the response is done (or could not be made). */
+#define SRV_STREAM_END (-1)
+#define SRV_STREAM_ERROR (-2)
+typedef ssize_t (*srv_stream_read)(void *cls, char *buf, size_t max);
+typedef void (*srv_stream_free)(void *cls);
+srv_result srv_reply_stream(srv_conn *rc, srv_stream_read read, void *cls, srv_stream_free free_cb);
 
 /* The value of a request header (NULL when absent). */
 const char *srv_header(srv_conn *rc, const char *name);

@@ -194,4 +194,10 @@ TEST(server_uses_flux_h_and_the_listed_internals) {
         !fx_test_file_exists("/usr/include/webp/encode.h"))
         SKIP("libmicrohttpd-dev, libjpeg-dev or libwebp-dev not installed (tools/install_deps.sh --server)");
     check_listed_internals("src/server", "src/server/srv_internal.h", "", 10);
+    /* the HTTP library stays in srv_http.c: the endpoints and the jobs never see its types */
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "cd '%s/..' && grep -l '<microhttpd.h>\\|MHD_' src/server/*.[ch] || true", fx_test_path(""));
+    REQUIRE(fx_test_run(cmd, &out) == 0);
+    CHECK_MSG(out && !strcmp(out, "src/server/srv_http.c\n"), "files naming libmicrohttpd: %s", out ? out : "(none)");
+    free(out);
 }
