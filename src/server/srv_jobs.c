@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "src/cli/cli_args.h"
+#include "src/app/app_args.h"
 #include "srv_clock.h"
 #include "srv_internal.h"
 

@@ -2,7 +2,7 @@
  * srv_main.c — flux-server: the model loaded once behind HTTP APIs
  * (srv_api.c). Options: the server's own (below), then the flux CLI's
  * model and performance options, parsed by the CLI's own parser
- * (src/cli/cli_args.c) so both programs accept and check them alike.
+ * (src/app/app_args.c) so both programs accept and check them alike.
  *
  * Exit: 0 after SIGTERM/SIGINT drained the queue, 1 runtime failure
  * (model, port), 2 bad command line.
@@ -22,8 +22,8 @@
 
 #include "flux.h"
 #include "src/base/clock.h"
-#include "src/cli/cli_args.h"
-#include "src/cli/cli_model.h"
+#include "src/app/app_args.h"
+#include "src/app/app_model.h"
 #include "srv_api.h"
 
 typedef struct srv_args {

@@ -150,7 +150,8 @@ TEST(libflux_so_links_a_flux_h_program) {
 /* The objects of the program in `dir` (src/cli, src/server) use flux_*
  * functions and, of the internals, only those `list` names (compiled here,
  * with `cflags`, so any build variant checks the same sources). */
-static void check_listed_internals(const char *dir, const char *list, const char *cflags, int min_flux_refs) {
+static void check_listed_internals(const char *dir, const char *list, const char *cflags, int min_listed,
+                                   int min_flux_refs) {
     char path[256];
     snprintf(path, sizeof path, "../%s", list);
     char *listed_text = fx_test_read_file(fx_test_path(path), NULL);
@@ -158,7 +159,7 @@ static void check_listed_internals(const char *dir, const char *list, const char
     names listed = {0};
     collect_prefixed(&listed, listed_text, "fx_");
     free(listed_text);
-    CHECK_MSG(listed.n >= 10, "%s names %d fx_ functions", list, listed.n);
+    CHECK_MSG(listed.n >= min_listed, "%s names %d fx_ functions", list, listed.n);
     char cc[64];
     build_cc(cc, sizeof cc);
     char cmd[8192], *out = NULL;
@@ -184,7 +185,21 @@ static void check_listed_internals(const char *dir, const char *list, const char
 
 /* The CLI: src/cli/cli_internal.h. */
 TEST(cli_uses_flux_h_and_the_listed_internals) {
-    check_listed_internals("src/cli", "src/cli/cli_internal.h", "", 20);
+    check_listed_internals("src/cli", "src/cli/cli_internal.h", "", 10, 20);
+}
+
+/* The layer flux and flux-server share (src/app): src/app/app_internal.h;
+ * it includes neither program (siblings over it, not one inside the other). */
+TEST(app_uses_flux_h_and_the_listed_internals) {
+    check_listed_internals("src/app", "src/app/app_internal.h", "", 2, 5);
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd,
+             "cd '%s/..' && { grep -l '#include \"src/cli/' src/app/*.[ch] src/server/*.[ch]; "
+             "grep -l '#include \"src/server/' src/app/*.[ch] src/cli/*.[ch]; true; }",
+             fx_test_path(""));
+    REQUIRE(fx_test_run(cmd, &out) == 0);
+    CHECK_MSG(out && !out[0], "files including another program's folder: %s", out ? out : "(none)");
+    free(out);
 }
 
 /* flux-server: src/server/srv_internal.h (its sources need the HTTP and
@@ -193,7 +208,7 @@ TEST(server_uses_flux_h_and_the_listed_internals) {
     if (!fx_test_file_exists("/usr/include/microhttpd.h") || !fx_test_file_exists("/usr/include/jpeglib.h") ||
         !fx_test_file_exists("/usr/include/webp/encode.h"))
         SKIP("libmicrohttpd-dev, libjpeg-dev or libwebp-dev not installed (tools/install_deps.sh --server)");
-    check_listed_internals("src/server", "src/server/srv_internal.h", "", 10);
+    check_listed_internals("src/server", "src/server/srv_internal.h", "", 10, 10);
     /* the HTTP library stays in srv_http.c: the endpoints and the jobs never see its types */
     char cmd[1024], *out = NULL;
     snprintf(cmd, sizeof cmd, "cd '%s/..' && grep -l '<microhttpd.h>\\|MHD_' src/server/*.[ch] || true", fx_test_path(""));
