@@ -138,11 +138,15 @@ else
 SIMD_SRC := $(filter-out $(X86_ONLY) $(ARM_ONLY),$(SIMD_ALL))
 endif
 CLI_SRC   := $(wildcard src/cli/*.c)
+# src/app: what flux and flux-server share (the command line's option table and
+# parser, the context and model it asks for, --lora, seeds): both link it
+APP_SRC   := $(wildcard src/app/*.c)
 # flux-server (src/server): its request parsers need no HTTP library and are
 # linked into the test binary too; the rest needs libmicrohttpd (make server).
 SERVER_SRC := $(wildcard src/server/*.c)
-SERVER_PARSE_SRC := src/server/srv_request.c src/server/srv_base64.c src/server/srv_json_out.c src/server/srv_access.c
-LIB_SRC   := $(filter-out $(CLI_SRC) $(SERVER_SRC) src/vulkan/% src/ops/ops_vulkan.c,$(wildcard src/*/*.c)) $(SIMD_SRC)
+SERVER_PARSE_SRC := src/server/srv_request.c src/server/srv_base64.c src/server/srv_json_out.c src/server/srv_access.c \
+                    src/server/srv_routes.c src/server/srv_error.c
+LIB_SRC   := $(filter-out $(CLI_SRC) $(APP_SRC) $(SERVER_SRC) src/vulkan/% src/ops/ops_vulkan.c,$(wildcard src/*/*.c)) $(SIMD_SRC)
 TEST_SRC  := $(wildcard tests/*.c) $(filter-out tests/fuzz/% tests/vulkan/%,$(wildcard tests/*/*.c)) $(SERVER_PARSE_SRC)
 BENCH_SRC := $(filter-out bench/bench_vulkan.c,$(wildcard bench/*.c))
 
@@ -155,11 +159,12 @@ endif
 TOOL_SRC  := $(wildcard tools/*.c)
 
 LIB_OBJ   := $(LIB_SRC:%.c=$(OBJ)/%.o)
-CLI_OBJ   := $(CLI_SRC:%.c=$(OBJ)/%.o)
+APP_OBJ   := $(APP_SRC:%.c=$(OBJ)/%.o)
+CLI_OBJ   := $(CLI_SRC:%.c=$(OBJ)/%.o) $(APP_OBJ)
 TEST_OBJ  := $(TEST_SRC:%.c=$(OBJ)/%.o)
 BENCH_OBJ := $(BENCH_SRC:%.c=$(OBJ)/%.o)
 TOOLS     := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
-SERVER_OBJ := $(SERVER_SRC:%.c=$(OBJ)/%.o) $(filter-out $(OBJ)/src/cli/cli_main.o,$(CLI_OBJ))
+SERVER_OBJ := $(SERVER_SRC:%.c=$(OBJ)/%.o) $(APP_OBJ)
 
 FLUX_BIN  := $(OUT)/flux
 SERVER_BIN := $(OUT)/flux-server
@@ -319,6 +324,7 @@ FUZZ_SRC_lora = $(FUZZ_SRC_DEFAULT) src/formats/single_file.c src/adapters/lora.
 FUZZ_SRC_adapters = $(FUZZ_SRC_lora) src/pipeline/adapters.c src/formats/safetensors_write.c src/base/atomic_file.c \
                     src/base/strbuf.c
 FUZZ_SRC_server_request = src/server/srv_request.c src/server/srv_base64.c src/server/srv_json_out.c src/server/srv_access.c \
+                           src/server/srv_error.c \
                            src/base/json.c \
                            src/base/file_read.c src/base/error.c src/base/strbuf.c
 FUZZ_BINS    := $(patsubst tests/fuzz/%.c,$(FUZZ_DIR)/%,$(wildcard tests/fuzz/fuzz_*.c))

@@ -20,7 +20,7 @@ set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 MODEL=$ROOT/tests/golden/model
-N_CHECKS=165 # the checks below, reported as skipped when the suite cannot run
+N_CHECKS=204 # the checks below, reported as skipped when the suite cannot run
 
 skip_all() {
     echo "server: $1: $N_CHECKS checks not run"
@@ -136,6 +136,24 @@ echo "server: $SERVER on $MODEL"
 "$FLUX" -q -d "$MODEL" -p 'a red apple' -W 64 -H 64 -s 2 -S 40 -o "$TMP/cli.png" || { echo "flux CLI failed"; exit 1; }
 "$FLUX" -q -d "$MODEL" -p 'a red apple' -W 64 -H 64 -s 2 -S 40 -n 2 -o "$TMP/cli2.png"
 "$FLUX" -q -d "$MODEL" -p 'make it blue' -W 64 -H 64 -s 2 -S 7 -i "$TMP/cli.png" -o "$TMP/cli-edit.png"
+# img2img / inpainting twins (issue 31): the server writes the request's field as the PNG's init_image text
+# and "mask" as its mask text, so the CLI runs on files of those names
+FIX=$ROOT/tests/server # tools/gen_server_fixtures.py (Pillow): masks, a Pillow-resized init image
+mkdir -p "$TMP/twin"
+for n in 'init_images[0]' 'image[0]' init_image; do cp "$TMP/cli.png" "$TMP/twin/$n"; done
+cp "$FIX/mask-64.png" "$TMP/twin/mask"
+twin() { # OUT, flux arguments...: the CLI in the twin folder, prompt 'make it blue', 2 steps, seed 7
+    local out=$1; shift
+    (cd "$TMP/twin" && "$FLUX" -q -d "$MODEL" -p 'make it blue' -s 2 -S 7 "$@" -o "$out")
+}
+twin "$TMP/cli-i2i.png" --init-img 'init_images[0]' --strength 0.75
+twin "$TMP/cli-inpaint-a1111.png" --init-img 'init_images[0]' --strength 0.75 --mask mask --mask-invert --mask-blur 4
+twin "$TMP/cli-inpaint-openai.png" --init-img 'image[0]' --strength 1 --mask mask
+twin "$TMP/cli-inpaint-openai-05.png" --init-img 'image[0]' --strength 0.5 --mask mask -i "$TMP/cli.png"
+twin "$TMP/cli-inpaint-native.png" --init-img init_image --strength 0.6 --mask mask --mask-invert --mask-blur 2.5
+twin "$TMP/cli-i2i-native.png" --init-img init_image --strength 0.8
+mkdir -p "$TMP/twin-resized" && cp "$FIX/init-100x75-64x64.png" "$TMP/twin-resized/init_images[0]"
+(cd "$TMP/twin-resized" && "$FLUX" -q -d "$MODEL" -p 'make it blue' -s 2 -S 7 --init-img 'init_images[0]' --strength 0.75 -o "$TMP/cli-i2i-resized.png")
 
 start_server main --max-queue 1 -t 2 || { echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 MAIN_PID=$PID MAIN_PORT=$PORT
@@ -191,17 +209,33 @@ r = post("/sdapi/v1/txt2img", {"prompt": "a red apple", "negative_prompt": "", "
 open(out + "-t2i.png", "wb").write(base64.b64decode(r["images"][0]))
 info = json.loads(r["info"])
 print("seeds", info["all_seeds"], "images", len(r["images"]), "cfg", info["cfg_scale"])
-r = post("/sdapi/v1/img2img", {"prompt": "make it blue", "seed": 7, "steps": 2, "width": 64, "height": 64,
-                                "denoising_strength": 0.75,
-                                "init_images": ["data:image/png;base64," + base64.b64encode(open(ref, "rb").read()).decode()]})
+def b64(path):
+    return base64.b64encode(open(path, "rb").read()).decode()
+# img2img and inpainting as A1111 clients send them: every field, at its defaults where unused (issue 31)
+img2img = {"prompt": "make it blue", "negative_prompt": "", "seed": 7, "steps": 2, "cfg_scale": 7, "width": 64,
+           "height": 64, "batch_size": 1, "n_iter": 1, "sampler_name": "Euler", "denoising_strength": 0.75,
+           "resize_mode": 0, "image_cfg_scale": 0, "mask_blur_x": 4, "mask_blur_y": 4, "mask_blur": 4,
+           "mask_round": True, "inpainting_fill": 0, "inpaint_full_res": True, "inpaint_full_res_padding": 0,
+           "inpainting_mask_invert": 0, "include_init_images": False, "override_settings": {},
+           "init_images": ["data:image/png;base64," + b64(ref)]}
+r = post("/sdapi/v1/img2img", img2img)
 open(out + "-i2i.png", "wb").write(base64.b64decode(r["images"][0]))
+r = post("/sdapi/v1/img2img", dict(img2img, mask=b64(sys.argv[4]), inpainting_fill=1, inpaint_full_res=False,
+                                   inpainting_mask_invert=1))
+open(out + "-inpaint.png", "wb").write(base64.b64decode(r["images"][0]))
+print("inpaint infotext:", json.loads(r["info"])["infotexts"][0])
+r = post("/sdapi/v1/img2img", dict(img2img, init_images=[b64(sys.argv[5])]))
+open(out + "-resized.png", "wb").write(base64.b64decode(r["images"][0]))
 with urllib.request.urlopen(base + "/sdapi/v1/progress") as p:
     print("progress", json.load(p)["state"]["job_count"])
 EOF
-runs "A1111 client ran" "$TMP/a1111.out" python3 "$TMP/a1111.py" "http://127.0.0.1:$PORT" "$TMP/a1111" "$TMP/cli.png"
+runs "A1111 client ran" "$TMP/a1111.out" python3 "$TMP/a1111.py" "http://127.0.0.1:$PORT" "$TMP/a1111" "$TMP/cli.png" \
+    "$FIX/mask-64.png" "$FIX/init-100x75.png"
 check "txt2img: first image = the CLI's bytes (cfg_scale 7 ignored on a distilled model)" cmp -s "$TMP/a1111-t2i.png" "$TMP/cli.png"
 check "txt2img: info seeds and count" grep -q "seeds \[40, 41\] images 2 cfg 1" "$TMP/a1111.out"
-check "img2img (init_images data URL) = the CLI's -i bytes" cmp -s "$TMP/a1111-i2i.png" "$TMP/cli-edit.png"
+check "img2img (init_images data URL, denoising_strength 0.75) = the CLI's --init-img --strength 0.75 bytes" cmp -s "$TMP/a1111-i2i.png" "$TMP/cli-i2i.png"
+check "img2img with mask, inpainting_mask_invert, mask_blur 4 = the CLI's --mask --mask-invert --mask-blur 4 bytes" cmp -s "$TMP/a1111-inpaint.png" "$TMP/cli-inpaint-a1111.png"
+check "img2img: a 100x75 init image at width = height = 64 is Pillow's Lanczos resize of it (resize_mode 0)" cmp -s "$TMP/a1111-resized.png" "$TMP/cli-i2i-resized.png"
 check "progress when idle: 0 jobs" grep -q "progress 0" "$TMP/a1111.out"
 
 echo "== native jobs API (${SECONDS} s)"
@@ -227,6 +261,79 @@ b64_to "$TMP/body" "d['images'][0]['b64_json']" "$TMP/native.png"
 check "result JSON = the CLI's bytes" cmp -s "$TMP/native.png" "$TMP/cli.png"
 check "unknown job: 404" [ "$(http_code GET /v1/jobs/job-0000000000000000)" = 404 ]
 check "images/5 of a 1-image job: 404" [ "$(http_code GET "/v1/jobs/$ID/images/5")" = 404 ]
+
+echo "== img2img and inpainting: OpenAI edits with a mask, native fields, refusals (issue 31) (${SECONDS} s)"
+code=$(http_code POST /v1/images/edits -F image=@"$TMP/cli.png" -F mask=@"$FIX/mask-64-alpha.png" -F prompt='make it blue' -F size=64x64 -F steps=2 -F seed=7)
+b64_to "$TMP/body" "d['data'][0]['b64_json']" "$TMP/edit-mask.png"
+check "edits with a mask (transparent = edit): 200" [ "$code" = 200 ]
+check "edits with a mask: the CLI's --init-img --strength 1 --mask bytes" cmp -s "$TMP/edit-mask.png" "$TMP/cli-inpaint-openai.png"
+python3 -c 'import base64, json, sys
+url = lambda p: "data:image/png;base64," + base64.b64encode(open(p, "rb").read()).decode()
+print(json.dumps({"prompt": "make it blue", "steps": 2, "seed": 7, "strength": 0.5, "mask": {"image_url": url(sys.argv[2])},
+                  "images": [{"image_url": url(sys.argv[1])}, {"image_url": url(sys.argv[1])}]}))' \
+    "$TMP/cli.png" "$FIX/mask-64-alpha.png" >"$TMP/edit-mask.json"
+code=$(http_code POST /v1/images/edits --data-binary @"$TMP/edit-mask.json")
+b64_to "$TMP/body" "d['data'][0]['b64_json']" "$TMP/edit-mask-json.png"
+check "edits, JSON form with mask {image_url}, strength 0.5: 200" [ "$code" = 200 ]
+check "edits, JSON form with mask, strength 0.5, a second image as reference: the CLI's bytes" cmp -s "$TMP/edit-mask-json.png" "$TMP/cli-inpaint-openai-05.png"
+refused() { # NAME, PATTERN the message must hold, http_code arguments...: a 400 JSON error
+    local name=$1 pattern=$2; shift 2
+    local code
+    code=$(http_code "$@")
+    if [ "$code" = 400 ] && is_json_error 400 && grep -q -- "$pattern" "$TMP/body"; then ok "$name"
+    else bad "$name" "$code $(head -c 300 "$TMP/body")"; fi
+}
+refused "edits: a mask of another size than the image: 400 naming it" "mask: 48x48, not the size of image\[0\] (64x64)" \
+    POST /v1/images/edits -F image=@"$TMP/cli.png" -F mask=@"$FIX/mask-48-alpha.png" -F prompt=x -F steps=2
+refused "edits: a mask without transparency: 400" "mask: .*transparen" \
+    POST /v1/images/edits -F image=@"$TMP/cli.png" -F mask=@"$FIX/mask-64.png" -F prompt=x -F steps=2
+refused "edits: strength 0: 400 naming strength" '"strength: 0 with 2 steps leaves no denoising step' \
+    POST /v1/images/edits -F image=@"$TMP/cli.png" -F mask=@"$FIX/mask-64-alpha.png" -F prompt=x -F steps=2 -F strength=0
+python3 -c 'import base64, json, sys
+b = lambda p: base64.b64encode(open(p, "rb").read()).decode()
+base = {"prompt": "make it blue", "steps": 2, "seed": 7, "init_image": b(sys.argv[1])}
+json.dump(dict(base, strength=0.6, mask=b(sys.argv[2]), mask_invert=True, mask_blur=2.5), open(sys.argv[3] + "-inpaint.json", "w"))
+json.dump(base, open(sys.argv[3] + "-i2i.json", "w"))
+json.dump(dict(base, strength=1.5), open(sys.argv[3] + "-strength.json", "w"))
+json.dump(dict(base, mask=b(sys.argv[1])[:40] + "AAAA"), open(sys.argv[3] + "-badmask.json", "w"))
+json.dump({"prompt": "x", "mask": b(sys.argv[2])}, open(sys.argv[3] + "-orphan.json", "w"))' \
+    "$TMP/cli.png" "$FIX/mask-64.png" "$TMP/native"
+curl -s -N "${JSON[@]}" "http://127.0.0.1:$PORT/v1/jobs" --data-binary @<(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["stream"]=True; print(json.dumps(d))' "$TMP/native-inpaint.json") -o "$TMP/events-inpaint" -m 60
+b64_to <(sed -n '/^event: result/{n;s/^data: //p}' "$TMP/events-inpaint") "d['images'][0]['b64_json']" "$TMP/native-inpaint.png"
+check "/v1/jobs init_image, strength 0.6, mask, mask_invert, mask_blur 2.5: the CLI's bytes" cmp -s "$TMP/native-inpaint.png" "$TMP/cli-inpaint-native.png"
+code=$(http_code POST /v1/jobs --data-binary @"$TMP/native-i2i.json")
+ID=$(json_get "$TMP/body" "d['id']")
+curl -s -N -o /dev/null -m 60 "http://127.0.0.1:$PORT/v1/jobs/$ID/events"
+http_code GET "/v1/jobs/$ID/images/0" >/dev/null
+check "/v1/jobs init_image without strength (0.8, the CLI's default): the CLI's bytes" cmp -s "$TMP/body" "$TMP/cli-i2i-native.png"
+refused "/v1/jobs strength 1.5: 400" "strength: 1.5 is out of range" POST /v1/jobs --data-binary @"$TMP/native-strength.json"
+refused "/v1/jobs a mask that is not an image: 400 naming mask" '"mask' POST /v1/jobs --data-binary @"$TMP/native-badmask.json"
+refused "/v1/jobs a mask without init_image: 400" "mask: only used with init_image" POST /v1/jobs --data-binary @"$TMP/native-orphan.json"
+a1111_refused() { # NAME, JSON fields added to an inpainting request, the field the 400 must name
+    local body
+    body=$(python3 -c 'import base64, json, sys
+b = lambda p: base64.b64encode(open(p, "rb").read()).decode()
+d = {"prompt": "x", "steps": 2, "width": 64, "height": 64, "init_images": [b(sys.argv[1])], "mask": b(sys.argv[2]),
+     "inpainting_fill": 1, "inpaint_full_res": False}
+d.update(json.loads(sys.argv[3]))
+print(json.dumps(d))' "$TMP/cli.png" "$FIX/mask-64.png" "$2")
+    refused "A1111 img2img $1: 400 naming $3" "\"$3: " POST /sdapi/v1/img2img -d "$body"
+}
+a1111_refused "denoising_strength 1.5" '{"denoising_strength": 1.5}' denoising_strength
+a1111_refused "denoising_strength 0 (no step left)" '{"denoising_strength": 0}' denoising_strength
+a1111_refused "inpainting_fill 0 (fill) with a mask" '{"inpainting_fill": 0}' inpainting_fill
+a1111_refused "inpainting_fill absent (A1111 default 0) with a mask" '{"inpainting_fill": null}' inpainting_fill
+a1111_refused "inpainting_fill 2 (latent noise)" '{"inpainting_fill": 2}' inpainting_fill
+a1111_refused "inpaint_full_res true (only masked)" '{"inpaint_full_res": true}' inpaint_full_res
+a1111_refused "resize_mode 1 (crop and resize)" '{"resize_mode": 1}' resize_mode
+a1111_refused "mask_round false" '{"mask_round": false}' mask_round
+a1111_refused "initial_noise_multiplier 0.9" '{"initial_noise_multiplier": 0.9}' initial_noise_multiplier
+a1111_refused "latent_mask" '{"latent_mask": "aGVsbG8="}' latent_mask
+a1111_refused "include_init_images true" '{"include_init_images": true}' include_init_images
+a1111_refused "mask_blur 65" '{"mask_blur": 65}' mask_blur
+a1111_refused "two init_images" "{\"init_images\": [\"$(base64 -w0 "$TMP/cli.png")\", \"$(base64 -w0 "$TMP/cli.png")\"]}" init_images
+a1111_refused "a mask that is not an image" '{"mask": "aGVsbG8="}' mask
+a1111_refused "width x height above 1024² (the pipeline would shrink it)" '{"width": 1280, "height": 1024}' 'init_images\[0\]'
 
 echo "== bad requests: JSON errors with 4xx, the server keeps serving (${SECONDS} s)"
 check "malformed JSON: 400" [ "$(http_code POST /v1/images/generations -d '{"prompt": "x"')" = 400 ] && is_json_error 400 && ok "error body" || bad "error body"
@@ -292,7 +399,7 @@ if command -v djpeg >/dev/null && command -v dwebp >/dev/null; then
     check "a JPEG reference = the CLI's -i bytes for djpeg's PPM of it" cmp -s "$TMP/edit-jpeg.png" "$TMP/cli-edit-jpeg.png"
     http_code POST /sdapi/v1/img2img -d "{\"prompt\":\"make it blue\",\"seed\":7,\"steps\":2,\"width\":64,\"height\":64,\"init_images\":[\"data:image/webp;base64,$(base64 -w0 "$TMP/out.webp")\"]}" >/dev/null
     b64_to "$TMP/body" "d['images'][0]" "$TMP/edit-webp.png"
-    check "a lossless WebP reference (img2img) = the CLI's -i bytes for the PNG" cmp -s "$TMP/edit-webp.png" "$TMP/cli-edit.png"
+    check "a lossless WebP init image (img2img) = the CLI's --init-img bytes for the PNG" cmp -s "$TMP/edit-webp.png" "$TMP/cli-i2i.png"
     head -c 2000 "$TMP/out.jpeg" >"$TMP/cut.jpeg" # the headers whole, the scan cut
     check "a cut JPEG: 400 naming the reason" [ "$(http_code POST /v1/images/edits -F image=@"$TMP/cut.jpeg" -F prompt=x -F size=64x64)" = 400 ] && grep -q "JPEG: corrupt data" "$TMP/body" && ok "JPEG error message" || bad "JPEG error message"
 else
@@ -374,16 +481,20 @@ fs.writeFileSync(out + "-gen.png", Buffer.from(r.data[0].b64_json, "base64"));
 const e = await client.images.edit({ image: fs.createReadStream(ref), prompt: "make it blue", size: "64x64",
                                      steps: 2, seed: 7 });
 fs.writeFileSync(out + "-edit.png", Buffer.from(e.data[0].b64_json, "base64"));
+const mk = await client.images.edit({ image: fs.createReadStream(ref), mask: fs.createReadStream(process.argv[5]),
+                                      prompt: "make it blue", steps: 2, seed: 7 });
+fs.writeFileSync(out + "-mask.png", Buffer.from(mk.data[0].b64_json, "base64"));
 const m = await client.models.list();
 console.log("models", m.data.map((x) => x.id).join(","));
 EOF
     cp "$TMP/sdk.mjs" "$NODE_DIR/sdk.mjs"
     runs "SDK images.generate / images.edit / models.list ran" "$TMP/sdk.out" \
-        node "$NODE_DIR/sdk.mjs" "http://127.0.0.1:$PORT" "$TMP/sdk" "$TMP/cli.png"
+        node "$NODE_DIR/sdk.mjs" "http://127.0.0.1:$PORT" "$TMP/sdk" "$TMP/cli.png" "$FIX/mask-64-alpha.png"
     check "SDK images.generate = the CLI's bytes" cmp -s "$TMP/sdk-gen.png" "$TMP/cli.png"
     check "SDK images.edit = the CLI's -i bytes" cmp -s "$TMP/sdk-edit.png" "$TMP/cli-edit.png"
+    check "SDK images.edit with a mask = the CLI's --init-img --strength 1 --mask bytes" cmp -s "$TMP/sdk-mask.png" "$TMP/cli-inpaint-openai.png"
 else
-    not_run "npm install openai failed (offline?)" "SDK ran" "SDK images.generate" "SDK images.edit"
+    not_run "npm install openai failed (offline?)" "SDK ran" "SDK images.generate" "SDK images.edit" "SDK images.edit mask"
 fi
 
 echo "== the web page in headless Chromium (npm playwright-core) (${SECONDS} s)"
@@ -495,10 +606,99 @@ EOF
     check "page: an error shows red (D10)" grep -q "error-color=rgb(176,0,32)" "$TMP/page.out"
     check "page: cancel empties the bar and the image (D10)" grep -q "cancel: bar=0 image=0" "$TMP/page.out"
     check "page: 390 px wide, the result pane is the screen's width (D10)" grep -Eq "phone: result-pane=3[5-9][0-9] page-width=390" "$TMP/page.out"
+    # img2img in the page (issue 31): an init image, the strength slider, a mask painted with the brush,
+    # erased in part, cleared and painted again; at 1280 and 390 px. The request's init image and mask
+    # go to the CLI, whose bytes the page's image must be. Screenshots: OUT-WIDTH-painted.png, OUT-WIDTH.png
+    cat >"$NODE_DIR/page-inpaint.mjs" <<'EOF'
+import { chromium } from "playwright-core";
+import fs from "fs";
+const [base, exe, out, init, width] = process.argv.slice(2);
+const browser = await chromium.launch({ executablePath: exe, args: ["--no-sandbox", "--disable-gpu"] });
+try {
+  const page = await browser.newPage({ viewport: { width: +width, height: 900 } });
+  let sent = null;
+  page.on("request", (r) => { if (new URL(r.url()).pathname === "/v1/jobs") sent = JSON.parse(r.postData()); });
+  await page.goto(base + "/");
+  await page.fill("#prompt", "make it blue");
+  await page.fill("#steps", "2");
+  await page.fill("#seed", "7");
+  await page.setInputFiles("#init", init);
+  await page.waitForSelector("#init-panel", { state: "visible" });
+  await page.waitForFunction(() => document.querySelector("#mask").width > 0);
+  await page.$eval("#strength", (e) => { e.value = "0.6"; e.dispatchEvent(new Event("input")); });
+  const painted = () => page.$eval("#mask", (c) => {
+    const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+    let n = 0; for (let i = 3; i < d.length; i += 4) n += d[i] >= 128; return n;
+  });
+  const box = await (await page.$("#mask")).boundingBox();
+  const drag = async (x0, y0, x1, y1) => {
+    await page.mouse.move(box.x + box.width * x0, box.y + box.height * y0);
+    await page.mouse.down();
+    await page.mouse.move(box.x + box.width * x1, box.y + box.height * y1, { steps: 10 });
+    await page.mouse.up();
+  };
+  await drag(0.15, 0.3, 0.85, 0.6);
+  const first = await painted();
+  await page.click("#clear-mask");
+  const cleared = await painted();
+  await drag(0.2, 0.25, 0.7, 0.75);
+  const stroke = await painted();
+  await page.click("#tool-eraser");
+  await drag(0.45, 0.5, 0.46, 0.5);
+  const erased = await painted();
+  await page.click("#tool-brush");
+  await page.screenshot({ path: out + "-" + width + "-painted.png", fullPage: true });
+  await page.click("#go");
+  await page.waitForSelector("#image", { timeout: 120000 });
+  await page.waitForFunction(() => document.querySelector("#status").textContent.startsWith("done"));
+  const b64 = await page.$eval("#image", async (img) => {
+    const buf = new Uint8Array(await (await fetch(img.src)).arrayBuffer());
+    let s = ""; for (const c of buf) s += String.fromCharCode(c);
+    return btoa(s);
+  });
+  fs.writeFileSync(out + ".png", Buffer.from(b64, "base64"));
+  const data = (u) => Buffer.from(u.slice(u.indexOf(",") + 1), "base64");
+  fs.writeFileSync(out + "-init_image", data(sent.init_image));
+  fs.writeFileSync(out + "-mask", data(sent.mask));
+  const white = await page.evaluate(async (u) => {
+    const img = new Image(); img.src = u; await img.decode();
+    const c = document.createElement("canvas"); c.width = img.width; c.height = img.height;
+    const x = c.getContext("2d"); x.drawImage(img, 0, 0);
+    const d = x.getImageData(0, 0, c.width, c.height).data;
+    let n = 0, other = 0;
+    for (let i = 0; i < d.length; i += 4) { n += d[i] === 255; other += d[i] !== 255 && d[i] !== 0; }
+    return n + "/" + c.width * c.height + (other ? " grey=" + other : "");
+  }, sent.mask);
+  const scroll = await page.evaluate(() => document.documentElement.scrollWidth);
+  console.log("inpaint: first=" + (first > 0) + " cleared=" + cleared + " stroke=" + (stroke > 0) +
+              " erased=" + (erased < stroke) + " mask-white=" + white + " strength=" + sent.strength +
+              " size-sent=" + ("width" in sent) + " page-width=" + scroll);
+  await page.screenshot({ path: out + "-" + width + ".png", fullPage: true });
+} finally {
+  await browser.close();
+}
+EOF
+    for w in 1280 390; do
+        runs "page img2img at $w px: init image, strength, a painted mask, submitted, an image" "$TMP/page-inpaint-$w.out" \
+            node "$NODE_DIR/page-inpaint.mjs" "http://127.0.0.1:$PORT" "$CHROMIUM" "$TMP/page-inpaint-$w" "$TMP/cli.png" "$w"
+        cat "$TMP/page-inpaint-$w.out"
+        check "page img2img at $w px: brush paints, Clear empties, the eraser removes, the mask is white on black, no size sent" \
+            grep -Eq "inpaint: first=true cleared=0 stroke=true erased=true mask-white=[1-9][0-9]*/4096 strength=0.6 size-sent=false page-width=$w\$" "$TMP/page-inpaint-$w.out"
+        mkdir -p "$TMP/twin-page-$w"
+        cp "$TMP/page-inpaint-$w-init_image" "$TMP/twin-page-$w/init_image"
+        cp "$TMP/page-inpaint-$w-mask" "$TMP/twin-page-$w/mask"
+        (cd "$TMP/twin-page-$w" && "$FLUX" -q -d "$MODEL" -p 'make it blue' -s 2 -S 7 --init-img init_image --strength 0.6 --mask mask -o "$TMP/cli-page-inpaint-$w.png")
+        check "page img2img at $w px: the image = the CLI's --init-img --strength 0.6 --mask bytes for what the page sent" \
+            cmp -s "$TMP/page-inpaint-$w.png" "$TMP/cli-page-inpaint-$w.png"
+        check "page img2img at $w px: the init image sent is the file chosen" cmp -s "$TMP/page-inpaint-$w-init_image" "$TMP/cli.png"
+    done
+    [ -n "${SERVER_SHOTS:-}" ] && cp "$TMP"/page-inpaint-*-[0-9]*.png "$SERVER_SHOTS"/ 2>/dev/null
     [ -n "${SERVER_SHOTS:-}" ] && cp "$TMP"/page-1280.png "$TMP"/page-390.png "$SERVER_SHOTS"/ 2>/dev/null
 else
     not_run "chromium or npm playwright-core missing" "page run" "page status" "page image" "page key" "page extras" \
-        "page error" "page cancel" "page phone"
+        "page error" "page cancel" "page phone" \
+        "page img2img 1280 ran" "page img2img 1280 mask" "page img2img 1280 image" "page img2img 1280 init" \
+        "page img2img 390 ran" "page img2img 390 mask" "page img2img 390 image" "page img2img 390 init"
 fi
 
 echo "== LoRA by name from --lora-dir (${SECONDS} s)"
@@ -672,6 +872,10 @@ curl -s -o /dev/null "http://127.0.0.1:$PORT/a%0Ab%20c"
 check "--access-log: a path with a newline stays on its line" grep -q ' GET /a?b?c 404 ' "$TMP/guard.log"
 check "--access-log: time, client, method, path, status, bytes, seconds" \
     grep -Eq '^flux-server: 20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z 127\.0\.0\.1 GET /health 200 16 [0-9]+\.[0-9]{3}$' "$TMP/guard.log"
+curl -s -D "$TMP/headers-202" -o /dev/null "${JSON[@]}" "http://127.0.0.1:$PORT/v1/jobs" -d '{"prompt":"x","width":64,"height":64,"steps":1}'
+check "the async 202 goes through the common reply path: security headers and its access-log line" \
+    sh -c "grep -q '^HTTP/1.1 202' '$TMP/headers-202' && grep -qi '^X-Content-Type-Options: nosniff' '$TMP/headers-202' &&
+           grep -qi '^Cache-Control: no-store' '$TMP/headers-202' && grep -Eq ' POST /v1/jobs 202 [0-9]+ ' '$TMP/guard.log'"
 check "OpenMP waits passively (D19): OMP_WAIT_POLICY=passive in its environment" \
     sh -c "tr '\\0' '\\n' </proc/$PID/environ | grep -qx OMP_WAIT_POLICY=passive"
 kill -TERM "$PID"; wait "$PID"

@@ -4,11 +4,12 @@
  * The CLI is a client of flux.h: loading, generating, LoRA, quantizing,
  * images and errors all go through it, as they would for any application.
  * It links the static archive libflux.a (libflux.so exports flux.h only)
- * and, besides flux.h, uses exactly these internal functions, all of them
- * about the CLI's own options and output rather than the engine:
+ * and, besides flux.h and the layer it shares with flux-server (src/app:
+ * the option table and parser, context and model loading, --lora, seeds;
+ * its own list in src/app/app_internal.h), uses exactly these internal
+ * functions, all of them about the CLI's own options and output rather
+ * than the engine:
  *
- *   fx_isa_parse, fx_isa_check         --isa: its names, and a usage error
- *                                      when this CPU cannot run the level
  *   fx_json_parse, fx_json_root, fx_json_free, fx_json_is_string,
  *   fx_json_str, fx_json_str_len, fx_json_typeof, fx_json_type_name
  *                                      --tokenize reads JSON string lines
@@ -30,7 +31,6 @@
 #ifndef CLI_INTERNAL_H
 #define CLI_INTERNAL_H
 
-#include "simd/kernels.h"
 #include "src/base/clock.h"
 #include "src/base/json.h"
 #include "src/base/npy.h"

@@ -1,9 +1,9 @@
 /*
- * cli_main.c — the flux command line: parse (cli_args.c), then one of
+ * cli_main.c — the flux command line: parse (src/app/app_args.c), then one of
  * --help, --version, --cpu-info, --tokenize, or image generation.
  *
  * Messages go to stderr as "flux: ..." lines; stdout carries only results
- * (help text, version, CPU info, token ids). Exit codes: see cli_args.h.
+ * (help text, version, CPU info, token ids). Exit codes: see src/app/app_args.h.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "flux.h"
-#include "cli_args.h"
-#include "cli_model.h"
+#include "src/app/app_args.h"
+#include "src/app/app_model.h"
 #include "cli_progress.h"
 #include "cli_quantize.h"
 #include "cli_repl.h"

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli_args.h"
+#include "src/app/app_args.h"
 #include "flux.h"
 #include "cli_internal.h"
 

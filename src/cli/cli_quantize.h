@@ -5,7 +5,7 @@
  *   flux quantize -d DIR --type TYPE --component transformer|text-encoder -o OUT.gguf
  *                 [--transformer FILE] [--text-encoder FILE] [-t N] [--no-mmap] [-q|-v]
  *
- * Exit codes as the main command (cli_args.h): 0, 1 failure, 2 bad command
+ * Exit codes as the main command (src/app/app_args.h): 0, 1 failure, 2 bad command
  * line, 130 interrupted (nothing written).
  */
 #ifndef FX_CLI_QUANTIZE_H

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli_lora.h"
+#include "src/app/app_lora.h"
 #include "cli_progress.h"
 #include "cli_internal.h"
 #include "cli_show.h"

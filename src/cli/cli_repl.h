@@ -43,7 +43,7 @@
 #include <stdio.h>
 
 #include "flux.h"
-#include "cli_args.h"
+#include "src/app/app_args.h"
 
 /* One parsed line. */
 typedef enum cli_repl_kind {

@@ -31,64 +31,69 @@
 #include "srv_api.h"
 #include "srv_json_out.h"
 #include "srv_page.h"
-
-static int is(const srv_conn *rc, const char *method, const char *url) {
-    return !strcmp(rc->method, method) && !strcmp(rc->url, url);
-}
+#include "srv_routes.h"
 
 /* ---------------------------------------------------------------- job status */
 
-/* {"id", "status", "stage", "step", "steps", "progress", "eta_seconds", "position", "seed", "error"} */
-static void status_json_locked(fx_strbuf *b, const srv_queue *q, const srv_job *job) {
+/* {"id", "status", "stage", "step", "steps", "progress", "eta_seconds", "position", "seed", "error"}
+ * of a job seen as v (the job's id, seed and request never change) */
+static void status_json(fx_strbuf *b, const srv_job *job, const srv_job_view *v) {
     static const char *const stages[] = {"load", "text_encode", "vae_encode", "denoise", "vae_decode", "done"};
-    fx_sb_printf(b, "{\"id\":\"%s\",\"status\":\"%s\"", job->id, srv_job_state_name(job->state));
-    if (job->state == SRV_JOB_RUNNING)
-        fx_sb_printf(b, ",\"stage\":\"%s\"", (unsigned)job->stage < 6 ? stages[job->stage] : "unknown");
-    fx_sb_printf(b, ",\"step\":%d,\"steps\":%d,\"progress\":%.4f", job->step, job->steps, srv_job_progress_locked(job));
-    const double eta = srv_job_eta_locked(q, job);
-    if (eta >= 0) fx_sb_printf(b, ",\"eta_seconds\":%.2f", eta);
+    fx_sb_printf(b, "{\"id\":\"%s\",\"status\":\"%s\"", job->id, srv_job_state_name(v->state));
+    if (v->state == SRV_JOB_RUNNING)
+        fx_sb_printf(b, ",\"stage\":\"%s\"", (unsigned)v->stage < 6 ? stages[v->stage] : "unknown");
+    fx_sb_printf(b, ",\"step\":%d,\"steps\":%d,\"progress\":%.4f", v->step, v->steps, v->progress);
+    if (v->eta >= 0) fx_sb_printf(b, ",\"eta_seconds\":%.2f", v->eta);
     else fx_sb_str(b, ",\"eta_seconds\":null");
-    if (job->state == SRV_JOB_QUEUED) fx_sb_printf(b, ",\"position\":%d", srv_job_position_locked(q, job));
+    if (v->state == SRV_JOB_QUEUED) fx_sb_printf(b, ",\"position\":%d", v->position);
     fx_sb_printf(b, ",\"seed\":%" PRIu64 ",\"images\":%d", job->seed, job->req.batch > 1 ? job->req.batch : 1);
-    if (job->error[0]) {
+    if (v->error[0]) {
         fx_sb_str(b, ",\"error\":");
-        srv_json_str(b, job->error);
+        srv_json_str(b, v->error);
     }
     fx_sb_str(b, "}");
+}
+
+/* The job's status now, as JSON and a line end. */
+static void status_now(fx_strbuf *b, srv_queue *q, const srv_job *job) {
+    srv_job_view v;
+    srv_job_view_of(q, job, &v);
+    status_json(b, job, &v);
+    fx_sb_str(b, "\n");
 }
 
 /* ---------------------------------------------------------------- submitting */
 
 /* Parse, make the job, queue it. On refusal the reply is queued and NULL
- * returned (*ret holds MHD's answer). */
-static srv_job *submit(srv_conn *rc, srv_api api, int multipart, int async, int need_image, enum MHD_Result *ret) {
+ * returned (*ret holds the reply's result). */
+static srv_job *submit(srv_conn *rc, srv_api api, int multipart, int async, int need_image, srv_result *ret) {
     srv_server *s = rc->s;
     srv_gen_request req;
     srv_err err;
     int st;
     if (multipart) st = srv_parse_multipart(srv_header(rc, "Content-Type"), rc->body, rc->len, &s->lim, &req, &err);
     else st = srv_parse_json(api, rc->body ? rc->body : "", rc->len, &s->lim, &req, &err);
-    if (!st && need_image && req.n_images == 0) {
-        st = err.status = 400;
+    if (!st && need_image && req.n_images == 0 && !req.init_image) {
+        st = err.kind = SRV_E_BAD_REQUEST;
         snprintf(err.msg, sizeof err.msg, "image: missing (edits need at least one image)");
     }
     if (st) {
         srv_request_free(&req);
-        *ret = srv_reply_error(rc, (unsigned)st, "%s", err.msg);
+        *ret = srv_reply_error(rc, (srv_error_kind)st, "%s", err.msg);
         return NULL;
     }
     srv_job *job = srv_job_new(&s->q, &req, &s->lim, async, &err);
     srv_request_free(&req);
     if (!job) {
-        *ret = srv_reply_error(rc, (unsigned)err.status, "%s", err.msg);
+        *ret = srv_reply_error(rc, err.kind, "%s", err.msg);
         return NULL;
     }
     int retry = 1;
-    st = srv_queue_submit(&s->q, job, &retry);
-    if (st) {
+    const srv_error_kind full = srv_queue_submit(&s->q, job, &retry);
+    if (full) {
         srv_job_unref(&s->q, job);
-        *ret = st == 429 ? srv_reply_busy(rc, 429, retry, "the queue is full; try again later or another server")
-                         : srv_reply_busy(rc, 503, 5, "the server is shutting down");
+        *ret = full == SRV_E_BUSY ? srv_reply_busy(rc, full, retry, "the queue is full; try again later or another server")
+                                  : srv_reply_busy(rc, full, 5, "the server is shutting down");
         return NULL;
     }
     return job;
@@ -98,42 +103,35 @@ static srv_job *submit(srv_conn *rc, srv_api api, int multipart, int async, int 
 static int wait_job(srv_conn *rc, srv_job *job) {
     srv_queue *q = &rc->s->q;
     srv_conn_no_timeout(rc);
-    pthread_mutex_lock(&q->mu);
-    while (!srv_job_finished(job)) {
-        const struct timespec ts = srv_deadline_in_ms(200);
-        pthread_cond_timedwait(&q->changed, &q->mu, &ts);
-        if (srv_job_finished(job)) break;
-        pthread_mutex_unlock(&q->mu);
-        const int gone = srv_client_gone(rc);
-        if (gone) {
-            pthread_mutex_lock(&q->mu);
-            q->m.disconnects++;
-            pthread_mutex_unlock(&q->mu);
+    srv_job_view v;
+    srv_job_view_of(q, job, &v);
+    while (v.state < SRV_JOB_DONE) {
+        if (srv_job_wait_change(q, job, v.version, 200, &v) && v.state >= SRV_JOB_DONE) break;
+        if (srv_client_gone(rc)) {
+            srv_queue_count_disconnect(q);
             if (rc->s->verbose) fprintf(stderr, "flux-server: %s: the client went away; cancelled\n", job->id);
             srv_job_cancel(q, job);
-            /* an answer nobody reads (a plain MHD_NO would be logged as an internal error) */
-            srv_reply_error(rc, 499, "the client closed the connection; the job was cancelled");
+            /* an answer nobody reads (closing instead would be logged as an internal error) */
+            srv_reply_error(rc, SRV_E_CLIENT_GONE, "the client closed the connection; the job was cancelled");
             return 0;
         }
-        pthread_mutex_lock(&q->mu);
     }
-    pthread_mutex_unlock(&q->mu);
     return 1;
 }
 
 /* The reply of a failed or cancelled job. */
-static enum MHD_Result reply_failure(srv_conn *rc, const srv_job *job) {
-    return srv_reply_error(rc, job->http_status ? (unsigned)job->http_status : 500, "%s", job->error);
+static srv_result reply_failure(srv_conn *rc, const srv_job *job) {
+    return srv_reply_error(rc, job->error_kind ? job->error_kind : SRV_E_ENGINE, "%s", job->error);
 }
 
 /* Submit the request and wait for its job: the finished job (release it
  * with srv_job_unref), or NULL with *ret the answer already given (refused,
- * failed or cancelled, or MHD_YES for a client that went away). */
-static srv_job *run_sync(srv_conn *rc, srv_api api, int multipart, int need_image, enum MHD_Result *ret) {
+ * failed or cancelled, or SRV_SENT for a client that went away). */
+static srv_job *run_sync(srv_conn *rc, srv_api api, int multipart, int need_image, srv_result *ret) {
     srv_job *job = submit(rc, api, multipart, 0, need_image, ret);
     if (!job) return NULL;
     if (!wait_job(rc, job)) {
-        *ret = MHD_YES;
+        *ret = SRV_SENT;
     } else if (job->state != SRV_JOB_DONE) {
         *ret = reply_failure(rc, job);
     } else {
@@ -145,9 +143,9 @@ static srv_job *run_sync(srv_conn *rc, srv_api api, int multipart, int need_imag
 
 /* ---------------------------------------------------------------- OpenAI */
 
-static enum MHD_Result openai_images(srv_conn *rc, int edits) {
+static srv_result openai_images(srv_conn *rc, int edits) {
     const int multipart = srv_media_type_is(srv_header(rc, "Content-Type"), "multipart/form-data");
-    enum MHD_Result ret = MHD_NO;
+    srv_result ret = SRV_CLOSE;
     srv_job *job = run_sync(rc, SRV_API_OPENAI, multipart, edits, &ret);
     if (!job) return ret;
     fx_strbuf b = {0};
@@ -165,7 +163,7 @@ static enum MHD_Result openai_images(srv_conn *rc, int edits) {
     return ret;
 }
 
-static enum MHD_Result openai_models(srv_conn *rc) {
+static srv_result openai_models(srv_conn *rc) {
     fx_strbuf b = {0};
     fx_sb_str(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
     srv_json_str(&b, rc->s->model_name);
@@ -175,8 +173,8 @@ static enum MHD_Result openai_models(srv_conn *rc) {
 
 /* ---------------------------------------------------------------- A1111 */
 
-static enum MHD_Result a1111_generate(srv_conn *rc, int img2img) {
-    enum MHD_Result ret = MHD_NO;
+static srv_result a1111_generate(srv_conn *rc, int img2img) {
+    srv_result ret = SRV_CLOSE;
     srv_job *job = run_sync(rc, img2img ? SRV_API_A1111_IMG : SRV_API_A1111, 0, 0, &ret);
     if (!job) return ret;
     const srv_gen_request *r = &job->req;
@@ -220,24 +218,23 @@ static enum MHD_Result a1111_generate(srv_conn *rc, int img2img) {
     return srv_reply(rc, 200, "application/json", &b);
 }
 
-static enum MHD_Result a1111_progress(srv_conn *rc) {
-    srv_queue *q = &rc->s->q;
+static srv_result a1111_progress(srv_conn *rc) {
     fx_strbuf b = {0};
-    pthread_mutex_lock(&q->mu);
-    const srv_job *job = q->running;
-    const double progress = job ? srv_job_progress_locked(job) : 0, eta = job ? srv_job_eta_locked(q, job) : 0;
+    srv_job_view v;
+    int jobs;
+    const int job = srv_queue_running_view(&rc->s->q, &v, &jobs);
+    const double progress = job ? v.progress : 0, eta = job ? v.eta : 0;
     fx_sb_printf(&b,
                  "{\"progress\":%.4f,\"eta_relative\":%.2f,\"state\":{\"skipped\":false,\"interrupted\":%s,"
                  "\"job\":\"%s\",\"job_count\":%d,\"job_timestamp\":\"0\",\"job_no\":0,\"sampling_step\":%d,"
                  "\"sampling_steps\":%d},\"current_image\":null,\"textinfo\":null}\n",
                  /* "job" names no job id: an id lets anyone cancel the job (DELETE /v1/jobs/ID) */
-                 progress, eta > 0 ? eta : 0, job && job->cancel ? "true" : "false", job ? "flux" : "",
-                 q->length + (job ? 1 : 0), job ? job->step : 0, job ? job->steps : 0);
-    pthread_mutex_unlock(&q->mu);
+                 progress, eta > 0 ? eta : 0, job && v.cancel ? "true" : "false", job ? "flux" : "", jobs,
+                 job ? v.step : 0, job ? v.steps : 0);
     return srv_reply(rc, 200, "application/json", &b);
 }
 
-static enum MHD_Result a1111_models(srv_conn *rc) {
+static srv_result a1111_models(srv_conn *rc) {
     fx_strbuf b = {0};
     fx_sb_str(&b, "[{\"title\":");
     srv_json_str(&b, rc->s->model_name);
@@ -252,7 +249,7 @@ static enum MHD_Result a1111_models(srv_conn *rc) {
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* The adapters of --lora-dir: NAME.safetensors files whose NAME a request may give. */
-static enum MHD_Result a1111_loras(srv_conn *rc) {
+static srv_result a1111_loras(srv_conn *rc) {
     fx_strbuf b = {0};
     fx_sb_str(&b, "[");
     DIR *d = rc->s->lora_dir ? opendir(rc->s->lora_dir) : NULL;
@@ -284,15 +281,15 @@ static enum MHD_Result a1111_loras(srv_conn *rc) {
     return srv_reply(rc, 200, "application/json", &b);
 }
 
-static enum MHD_Result a1111_options(srv_conn *rc) {
+static srv_result a1111_options(srv_conn *rc) {
     if (!strcmp(rc->method, "POST")) { /* one model per server: only the loaded one can be chosen */
         fx_err jerr = {0};
         fx_json_doc *doc = fx_json_parse(rc->body ? rc->body : "", rc->len, &jerr);
-        if (!doc) return srv_reply_error(rc, 400, "malformed JSON: %s", jerr.msg);
+        if (!doc) return srv_reply_error(rc, SRV_E_BAD_REQUEST, "malformed JSON: %s", jerr.msg);
         const char *want = fx_json_get_str(fx_json_root(doc), "sd_model_checkpoint", NULL);
         const int other = want && strcmp(want, rc->s->model_name);
         fx_json_free(doc);
-        if (other) return srv_reply_error(rc, 400, "sd_model_checkpoint: this server serves only %s", rc->s->model_name);
+        if (other) return srv_reply_error(rc, SRV_E_BAD_REQUEST, "sd_model_checkpoint: this server serves only %s", rc->s->model_name);
         fx_strbuf b = {0};
         fx_sb_str(&b, "null\n");
         return srv_reply(rc, 200, "application/json", &b);
@@ -332,40 +329,37 @@ typedef struct sse {
     size_t off;
 } sse;
 
-static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
+static ssize_t sse_read(void *cls, char *buf, size_t max) {
     sse *e = cls;
     srv_queue *q = &e->s->q;
     if (e->off >= e->pending.len) {
-        if (e->done) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (e->done) return SRV_STREAM_END;
         e->pending.len = 0;
         e->off = 0;
-        pthread_mutex_lock(&q->mu);
-        int timed_out = 0;
-        if (e->sent_first) {
-            const struct timespec ts = srv_deadline_in_ms(15000); /* then a comment line keeps proxies from
-                                                                     closing an idle stream */
-            while (e->job->version == e->seen && !srv_job_finished(e->job) && !timed_out)
-                timed_out = pthread_cond_timedwait(&q->changed, &q->mu, &ts) != 0;
-        }
+        srv_job_view v;
+        int changed = 1;
+        /* after the first event: the next change, or after 15 s a comment line that keeps proxies from
+         * closing an idle stream */
+        if (e->sent_first) changed = srv_job_wait_change(q, e->job, e->seen, 15000, &v);
+        else srv_job_view_of(q, e->job, &v);
         e->sent_first = 1;
-        if (timed_out && e->job->version == e->seen) {
+        if (!changed) {
             fx_sb_str(&e->pending, ": keep-alive\n\n");
         } else {
-            e->seen = e->job->version;
-            const int fin = srv_job_finished(e->job);
-            if (fin && e->with_result && e->job->state == SRV_JOB_DONE) {
+            e->seen = v.version;
+            const int fin = v.state >= SRV_JOB_DONE;
+            if (fin && e->with_result && v.state == SRV_JOB_DONE) { /* the images are fixed once it is done */
                 fx_sb_str(&e->pending, "event: result\ndata: ");
                 result_json(&e->pending, e->job);
                 fx_sb_str(&e->pending, "\n\n");
-                e->job->fetched = 1;
+                srv_job_fetched(q, e->job);
             }
             fx_sb_printf(&e->pending, "event: %s\ndata: ", fin ? "done" : "progress");
-            status_json_locked(&e->pending, q, e->job);
+            status_json(&e->pending, e->job, &v);
             fx_sb_str(&e->pending, "\n\n");
             e->done = fin;
         }
-        pthread_mutex_unlock(&q->mu);
-        if (e->pending.failed) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (e->pending.failed) return SRV_STREAM_ERROR;
     }
     size_t n = e->pending.len - e->off;
     if (n > max) n = max;
@@ -376,22 +370,18 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
 
 static void sse_free(void *cls) {
     sse *e = cls;
-    if (!e->done) { /* the reader left before the end */
-        pthread_mutex_lock(&e->s->q.mu);
-        e->s->q.m.disconnects++;
-        pthread_mutex_unlock(&e->s->q.mu);
-    }
+    if (!e->done) srv_queue_count_disconnect(&e->s->q); /* the reader left before the end */
     if (e->cancel_on_close && !e->done) srv_job_cancel(&e->s->q, e->job); /* the client went away */
     srv_job_unref(&e->s->q, e->job);
     free(e->pending.s);
     free(e);
 }
 
-static enum MHD_Result reply_events(srv_conn *rc, srv_job *job, int cancel_on_close) {
+static srv_result reply_events(srv_conn *rc, srv_job *job, int cancel_on_close) {
     sse *e = calloc(1, sizeof *e);
     if (!e) {
         srv_job_unref(&rc->s->q, job);
-        return srv_reply_error(rc, 500, "out of memory");
+        return srv_reply_error(rc, SRV_E_NO_MEMORY, "out of memory");
     }
     e->s = rc->s;
     e->job = job;
@@ -400,28 +390,26 @@ static enum MHD_Result reply_events(srv_conn *rc, srv_job *job, int cancel_on_cl
     return srv_reply_stream(rc, sse_read, e, sse_free);
 }
 
-static enum MHD_Result jobs_submit(srv_conn *rc) {
-    enum MHD_Result ret = MHD_NO;
+static srv_result jobs_submit(srv_conn *rc) {
+    srv_result ret = SRV_CLOSE;
     srv_job *job = submit(rc, SRV_API_NATIVE, 0, 1, 0, &ret);
     if (!job) return ret;
     if (job->req.stream) return reply_events(rc, job, 1); /* takes the reference */
     fx_strbuf b = {0};
-    pthread_mutex_lock(&rc->s->q.mu);
-    status_json_locked(&b, &rc->s->q, job);
-    pthread_mutex_unlock(&rc->s->q.mu);
-    fx_sb_str(&b, "\n");
+    status_now(&b, &rc->s->q, job);
     snprintf(rc->location, sizeof rc->location, "/v1/jobs/%s", job->id);
     srv_job_unref(&rc->s->q, job);
     return srv_reply(rc, 202, "application/json", &b);
 }
 
-static enum MHD_Result job_result(srv_conn *rc, srv_job *job) {
+static srv_result job_result(srv_conn *rc, srv_job *job) {
     srv_queue *q = &rc->s->q;
-    pthread_mutex_lock(&q->mu);
-    const int fin = srv_job_finished(job);
-    pthread_mutex_unlock(&q->mu);
-    if (!fin) return srv_reply_error(rc, 409, "job %s is not finished (GET /v1/jobs/%s for its status)", job->id, job->id);
-    if (job->state != SRV_JOB_DONE) return reply_failure(rc, job);
+    srv_job_view v;
+    srv_job_view_of(q, job, &v);
+    if (v.state < SRV_JOB_DONE)
+        return srv_reply_error(rc, SRV_E_CONFLICT, "job %s is not finished (GET /v1/jobs/%s for its status)", job->id,
+                               job->id);
+    if (v.state != SRV_JOB_DONE) return reply_failure(rc, job);
     fx_strbuf b = {0};
     result_json(&b, job);
     fx_sb_str(&b, "\n");
@@ -429,51 +417,42 @@ static enum MHD_Result job_result(srv_conn *rc, srv_job *job) {
     return srv_reply(rc, 200, "application/json", &b);
 }
 
-/* /v1/jobs/ID[/result|/events|/images/N] */
-static enum MHD_Result jobs_one(srv_conn *rc) {
+/* /v1/jobs/ID[/result|/events|/images/N] (the route says which) */
+static srv_result jobs_one(srv_conn *rc, srv_endpoint ep) {
     const char *rest = rc->url + strlen("/v1/jobs/");
     char id[32];
     const size_t idlen = strcspn(rest, "/");
-    if (idlen == 0 || idlen >= sizeof id) return srv_reply_error(rc, 404, "no such job");
+    if (idlen == 0 || idlen >= sizeof id) return srv_reply_error(rc, SRV_E_NOT_FOUND, "no such job");
     memcpy(id, rest, idlen);
     id[idlen] = '\0';
-    const char *tail = rest + idlen;
     srv_job *job = srv_queue_find(&rc->s->q, id);
     if (!job)
-        return srv_reply_error(rc, 404, "no job %s (finished jobs are kept --result-ttl seconds, their images within "
+        return srv_reply_error(rc, SRV_E_NOT_FOUND, "no job %s (finished jobs are kept --result-ttl seconds, their images within "
                                         "--max-results-mb, at most %d jobs)", id, SRV_TABLE_SIZE);
-    enum MHD_Result ret;
-    const int get = !strcmp(rc->method, "GET");
-    if (!*tail && (get || !strcmp(rc->method, "DELETE"))) {
-        if (!get) srv_job_cancel(&rc->s->q, job);
+    srv_result ret;
+    if (ep == SRV_EP_JOB) {
+        if (!strcmp(rc->method, "DELETE")) srv_job_cancel(&rc->s->q, job);
         fx_strbuf b = {0};
-        pthread_mutex_lock(&rc->s->q.mu);
-        status_json_locked(&b, &rc->s->q, job);
-        pthread_mutex_unlock(&rc->s->q.mu);
-        fx_sb_str(&b, "\n");
+        status_now(&b, &rc->s->q, job);
         ret = srv_reply(rc, 200, "application/json", &b);
-    } else if (get && !strcmp(tail, "/result")) {
+    } else if (ep == SRV_EP_JOB_RESULT) {
         ret = job_result(rc, job);
-    } else if (get && !strcmp(tail, "/events")) {
+    } else if (ep == SRV_EP_JOB_EVENTS) {
         return reply_events(rc, job, 0); /* takes the reference */
-    } else if (get && !strncmp(tail, "/images/", 8)) {
+    } else { /* SRV_EP_JOB_IMAGE */
+        const char *n = rest + idlen + strlen("/images/");
         char *end;
-        const long k = strtol(tail + 8, &end, 10);
-        pthread_mutex_lock(&rc->s->q.mu);
-        const srv_job_state state = job->state; /* the images are set before DONE, under the mutex */
-        pthread_mutex_unlock(&rc->s->q.mu);
-        if (*end || end == tail + 8 || k < 0) ret = srv_reply_error(rc, 404, "no such image");
-        else if (state != SRV_JOB_DONE) ret = srv_reply_error(rc, 409, "job %s is %s", id, srv_job_state_name(state));
-        else if (k >= job->n_png) ret = srv_reply_error(rc, 404, "job %s has %d image(s)", id, job->n_png);
+        const long k = strtol(n, &end, 10);
+        srv_job_view v;
+        srv_job_view_of(&rc->s->q, job, &v); /* the images are set before DONE */
+        const srv_job_state state = v.state;
+        if (*end || end == n || k < 0) ret = srv_reply_error(rc, SRV_E_NOT_FOUND, "no such image");
+        else if (state != SRV_JOB_DONE) ret = srv_reply_error(rc, SRV_E_CONFLICT, "job %s is %s", id, srv_job_state_name(state));
+        else if (k >= job->n_png) ret = srv_reply_error(rc, SRV_E_NOT_FOUND, "job %s has %d image(s)", id, job->n_png);
         else {
             srv_job_fetched(&rc->s->q, job);
             ret = srv_reply_bytes(rc, 200, srv_image_mime(job->req.output_format), job->png[k], job->png_len[k]);
         }
-    } else if (!*tail || !strcmp(tail, "/result") || !strcmp(tail, "/events") || !strncmp(tail, "/images/", 8)) {
-        rc->allow = *tail ? "GET, HEAD" : "GET, HEAD, DELETE";
-        ret = srv_reply_error(rc, 405, "%s %s: the method is not allowed (Allow: %s)", rc->method, rc->url, rc->allow);
-    } else {
-        ret = srv_reply_error(rc, 404, "%s %s: not an endpoint", rc->method, rc->url);
     }
     srv_job_unref(&rc->s->q, job);
     return ret;
@@ -481,26 +460,27 @@ static enum MHD_Result jobs_one(srv_conn *rc) {
 
 /* ---------------------------------------------------------------- operations */
 
-static enum MHD_Result ready(srv_conn *rc) {
-    srv_queue *q = &rc->s->q;
-    pthread_mutex_lock(&q->mu);
-    const int draining = q->draining, full = q->length >= q->max_length;
-    pthread_mutex_unlock(&q->mu);
+static srv_result ready(srv_conn *rc) {
+    srv_queue_view qv;
+    srv_queue_view_of(&rc->s->q, &qv);
+    const int draining = qv.draining, full = qv.length >= qv.max_length;
     fx_strbuf b = {0};
     if (draining || full) {
-        return srv_reply_busy(rc, 503, 5, draining ? "draining: finishing the queued jobs before exiting"
+        return srv_reply_busy(rc, SRV_E_UNAVAILABLE, 5, draining ? "draining: finishing the queued jobs before exiting"
                                                    : "the queue is full");
     }
     fx_sb_str(&b, "{\"status\":\"ready\"}\n");
     return srv_reply(rc, 200, "application/json", &b);
 }
 
-static enum MHD_Result metrics(srv_conn *rc) {
+static srv_result metrics(srv_conn *rc) {
     srv_server *s = rc->s;
-    srv_queue *q = &s->q;
     fx_strbuf b = {0};
-    pthread_mutex_lock(&q->mu);
-    const srv_metrics m = q->m;
+    srv_queue_view qv;
+    srv_queue_view_of(&s->q, &qv);
+    const srv_metrics m = qv.m;
+    srv_http_stats hs;
+    srv_http_stats_of(s, &hs);
     fx_sb_printf(&b,
                  "# HELP flux_queue_length Jobs waiting in the queue.\n# TYPE flux_queue_length gauge\n"
                  "flux_queue_length %d\n"
@@ -510,8 +490,7 @@ static enum MHD_Result metrics(srv_conn *rc) {
                  "flux_job_running %d\n"
                  "# HELP flux_draining 1 after SIGTERM, while the queue drains.\n# TYPE flux_draining gauge\n"
                  "flux_draining %d\n",
-                 q->length, q->max_length, q->running ? 1 : 0, q->draining);
-    pthread_mutex_unlock(&q->mu);
+                 qv.length, qv.max_length, qv.running, qv.draining);
     fx_sb_printf(&b,
                  "# HELP flux_jobs_total Finished jobs by outcome.\n# TYPE flux_jobs_total counter\n"
                  "flux_jobs_total{outcome=\"done\"} %llu\nflux_jobs_total{outcome=\"failed\"} %llu\n"
@@ -532,7 +511,7 @@ static enum MHD_Result metrics(srv_conn *rc) {
                  "# HELP flux_client_disconnects_total Requests whose client went away before the answer.\n"
                  "# TYPE flux_client_disconnects_total counter\nflux_client_disconnects_total %llu\n",
                  m.jobs_done, m.jobs_failed, m.jobs_cancelled, m.rejected_full, m.images, m.steps, m.step_seconds,
-                 m.steps ? m.step_seconds / (double)m.steps : 0.0, m.job_seconds, m.http_requests, m.disconnects);
+                 m.steps ? m.step_seconds / (double)m.steps : 0.0, m.job_seconds, hs.requests, m.disconnects);
     int open = 0;
     unsigned long long dropped = 0;
     srv_guard_counts(&s->guard, &open, &dropped);
@@ -544,16 +523,14 @@ static enum MHD_Result metrics(srv_conn *rc) {
                  "flux_http_connections_dropped_total %llu\n"
                  "# HELP flux_http_errors_total Error responses by status.\n# TYPE flux_http_errors_total counter\n",
                  open, dropped);
-    pthread_mutex_lock(&q->mu);
     for (int st = 400; st < 600; st++)
-        if (s->status_count[st]) fx_sb_printf(&b, "flux_http_errors_total{status=\"%d\"} %llu\n", st, s->status_count[st]);
-    pthread_mutex_unlock(&q->mu);
+        if (hs.status_count[st]) fx_sb_printf(&b, "flux_http_errors_total{status=\"%d\"} %llu\n", st, hs.status_count[st]);
     return srv_reply(rc, 200, "text/plain; version=0.0.4", &b);
 }
 
 /* What a client (the page) needs to build its form: the model, its
  * defaults, and the limits of this server. */
-static enum MHD_Result server_info(srv_conn *rc) {
+static srv_result server_info(srv_conn *rc) {
     const srv_server *s = rc->s;
     const srv_limits *l = &s->lim;
     fx_strbuf b = {0};
@@ -571,73 +548,46 @@ static enum MHD_Result server_info(srv_conn *rc) {
 
 /* ---------------------------------------------------------------- routing */
 
-enum MHD_Result srv_api_route(srv_conn *rc) {
+srv_result srv_api_route(srv_conn *rc) {
+    const srv_route *rt = srv_route_find(rc->method, rc->url, &rc->allow);
+    if (!rt && rc->allow)
+        return srv_reply_error(rc, SRV_E_METHOD, "%s %s: the method is not allowed (Allow: %s)", rc->verb, rc->url, rc->allow);
+    if (!rt) return srv_reply_error(rc, SRV_E_NOT_FOUND, "%s %s: not an endpoint of flux-server", rc->verb, rc->url);
+    rc->allow = NULL; /* a 405's header only */
     fx_strbuf b = {0};
-    if (is(rc, "POST", "/v1/images/generations")) return openai_images(rc, 0);
-    if (is(rc, "POST", "/v1/images/edits")) return openai_images(rc, 1);
-    if (is(rc, "GET", "/v1/models")) return openai_models(rc);
-    if (is(rc, "GET", "/v1/server")) return server_info(rc);
-    if (is(rc, "POST", "/sdapi/v1/txt2img")) return a1111_generate(rc, 0);
-    if (is(rc, "POST", "/sdapi/v1/img2img")) return a1111_generate(rc, 1);
-    if (is(rc, "GET", "/sdapi/v1/progress")) return a1111_progress(rc);
-    if (is(rc, "POST", "/sdapi/v1/interrupt")) {
+    switch (rt->endpoint) {
+    case SRV_EP_OPENAI_GENERATIONS: return openai_images(rc, 0);
+    case SRV_EP_OPENAI_EDITS: return openai_images(rc, 1);
+    case SRV_EP_OPENAI_MODELS: return openai_models(rc);
+    case SRV_EP_SERVER_INFO: return server_info(rc);
+    case SRV_EP_A1111_TXT2IMG: return a1111_generate(rc, 0);
+    case SRV_EP_A1111_IMG2IMG: return a1111_generate(rc, 1);
+    case SRV_EP_A1111_PROGRESS: return a1111_progress(rc);
+    case SRV_EP_A1111_INTERRUPT:
         srv_queue_interrupt(&rc->s->q);
         fx_sb_str(&b, "null\n");
         return srv_reply(rc, 200, "application/json", &b);
-    }
-    if (is(rc, "GET", "/sdapi/v1/sd-models")) return a1111_models(rc);
-    if (is(rc, "GET", "/sdapi/v1/loras")) return a1111_loras(rc);
-    if (is(rc, "GET", "/sdapi/v1/samplers")) {
+    case SRV_EP_A1111_MODELS: return a1111_models(rc);
+    case SRV_EP_A1111_LORAS: return a1111_loras(rc);
+    case SRV_EP_A1111_SAMPLERS:
         fx_sb_str(&b, "[{\"name\":\"Euler\",\"aliases\":[\"euler\"],\"options\":{}}]\n");
         return srv_reply(rc, 200, "application/json", &b);
-    }
-    if (is(rc, "GET", "/sdapi/v1/options") || is(rc, "POST", "/sdapi/v1/options")) return a1111_options(rc);
-    /* the lists A1111 clients fill their menus from: what this server has (one scheduler, no upscalers) */
-    static const struct {
-        const char *path, *json;
-    } lists[] = {
-        {"/sdapi/v1/schedulers", "[{\"name\":\"simple\",\"label\":\"Simple (FLUX.2 shifted)\",\"aliases\":null,"
-                                 "\"default_rho\":-1,\"need_inner_model\":false}]\n"},
-        {"/sdapi/v1/upscalers", "[{\"name\":\"None\",\"model_name\":null,\"model_path\":null,\"model_url\":null,"
-                                "\"scale\":1}]\n"},
-        {"/sdapi/v1/sd-vae", "[]\n"},
-        {"/sdapi/v1/sd-modules", "[]\n"},
-        {"/sdapi/v1/latent-upscale-modes", "[]\n"},
-    };
-    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++)
-        if (is(rc, "GET", lists[i].path)) {
-            fx_sb_str(&b, lists[i].json);
-            return srv_reply(rc, 200, "application/json", &b);
-        }
-    if (is(rc, "POST", "/v1/jobs")) return jobs_submit(rc);
-    if (!strncmp(rc->url, "/v1/jobs/", 9)) return jobs_one(rc);
-    if (is(rc, "GET", "/") || is(rc, "GET", "/index.html"))
-        return srv_reply_bytes(rc, 200, "text/html; charset=utf-8", srv_page_html, strlen(srv_page_html));
-    if (is(rc, "GET", "/favicon.ico")) return srv_reply_bytes(rc, 204, "image/x-icon", "", 0); /* none: no 404 noise */
-    if (is(rc, "GET", "/health")) {
+    case SRV_EP_A1111_OPTIONS: return a1111_options(rc);
+    case SRV_EP_A1111_LIST:
+        fx_sb_str(&b, rt->text);
+        return srv_reply(rc, 200, "application/json", &b);
+    case SRV_EP_JOBS_SUBMIT: return jobs_submit(rc);
+    case SRV_EP_JOB:
+    case SRV_EP_JOB_RESULT:
+    case SRV_EP_JOB_EVENTS:
+    case SRV_EP_JOB_IMAGE: return jobs_one(rc, rt->endpoint);
+    case SRV_EP_PAGE: return srv_reply_bytes(rc, 200, "text/html; charset=utf-8", srv_page_html, strlen(srv_page_html));
+    case SRV_EP_FAVICON: return srv_reply_bytes(rc, 204, "image/x-icon", "", 0); /* none: no 404 noise */
+    case SRV_EP_HEALTH:
         fx_sb_str(&b, "{\"status\":\"ok\"}\n");
         return srv_reply(rc, 200, "application/json", &b);
+    case SRV_EP_READY: return ready(rc);
+    case SRV_EP_METRICS: return metrics(rc);
     }
-    if (is(rc, "GET", "/ready")) return ready(rc);
-    if (is(rc, "GET", "/metrics")) return metrics(rc);
-    static const struct {
-        const char *path, *allow;
-    } methods[] = {{"/v1/images/generations", "POST"}, {"/v1/images/edits", "POST"}, {"/v1/models", "GET, HEAD"},
-                   {"/v1/server", "GET, HEAD"},
-                   {"/sdapi/v1/txt2img", "POST"}, {"/sdapi/v1/img2img", "POST"}, {"/sdapi/v1/progress", "GET, HEAD"},
-                   {"/sdapi/v1/interrupt", "POST"}, {"/sdapi/v1/sd-models", "GET, HEAD"},
-                   {"/sdapi/v1/loras", "GET, HEAD"}, {"/sdapi/v1/samplers", "GET, HEAD"},
-                   {"/sdapi/v1/options", "GET, HEAD, POST"}, {"/sdapi/v1/schedulers", "GET, HEAD"},
-                   {"/sdapi/v1/upscalers", "GET, HEAD"}, {"/sdapi/v1/sd-vae", "GET, HEAD"},
-                   {"/sdapi/v1/sd-modules", "GET, HEAD"}, {"/sdapi/v1/latent-upscale-modes", "GET, HEAD"},
-                   {"/v1/jobs", "POST"}, {"/", "GET, HEAD"},
-                   {"/index.html", "GET, HEAD"}, {"/favicon.ico", "GET, HEAD"}, {"/health", "GET, HEAD"}, {"/ready", "GET, HEAD"},
-                   {"/metrics", "GET, HEAD"}};
-    for (size_t i = 0; i < sizeof methods / sizeof *methods; i++)
-        if (!strcmp(rc->url, methods[i].path)) {
-            rc->allow = methods[i].allow;
-            return srv_reply_error(rc, 405, "%s %s: the method is not allowed (Allow: %s)", rc->method, rc->url,
-                                   rc->allow);
-        }
-    return srv_reply_error(rc, 404, "%s %s: not an endpoint of flux-server", rc->method, rc->url);
+    return srv_reply_error(rc, SRV_E_ENGINE, "%s %s: a route without an endpoint", rc->verb, rc->url);
 }

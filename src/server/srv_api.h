@@ -8,6 +8,6 @@
 #include "srv_http.h"
 
 /* Answer rc by its method and URL: an endpoint, or 404. */
-enum MHD_Result srv_api_route(srv_conn *rc);
+srv_result srv_api_route(srv_conn *rc);
 
 #endif

@@ -1,5 +1,6 @@
 /*
- * srv_http.h — flux-server's HTTP side on libmicrohttpd: the daemon (one
+ * srv_http.h — flux-server's HTTP side on libmicrohttpd (whose types only
+ * srv_http.c sees): the daemon (one
  * thread per connection, so a handler may wait for its job) with its
  * connection guard (srv_guard.h), the checks made on a request's head
  * before its body is read (Host, Origin and CORS, the API key,
@@ -11,15 +12,21 @@
 #ifndef FX_SRV_HTTP_H
 #define FX_SRV_HTTP_H
 
-#include <microhttpd.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "src/base/strbuf.h"
+#include "srv_error.h"
 #include "srv_guard.h"
 #include "srv_jobs.h"
 #include "srv_request.h"
 
 typedef struct srv_conn srv_conn;
+
+/* What a handler answers: the response is queued (or the request goes on),
+ * or the connection is to be closed. The HTTP library's own types stay in
+ * srv_http.c: handlers (srv_api.c) never see them. */
+typedef enum srv_result { SRV_CLOSE = 0, SRV_SENT = 1 } srv_result;
 
 typedef struct srv_server {
     srv_queue q;
@@ -37,17 +44,19 @@ typedef struct srv_server {
     int max_conns_per_ip;        /* --max-conn-per-ip */
     double header_timeout_s;     /* --header-timeout: a request head must arrive within it */
     srv_guard guard;             /* connections per client and in total, request-head deadline */
-    volatile int in_flight;      /* requests being handled or answered (under q.mu) */
-    unsigned long long status_count[600]; /* responses by status (under q.mu) */
-    struct MHD_Daemon *daemon;
+    pthread_mutex_t mu;          /* the HTTP side's counters below (the queue has its own) */
+    int in_flight;               /* requests being handled or answered */
+    unsigned long long requests; /* requests received */
+    unsigned long long status_count[600]; /* responses by status */
+    void *daemon;                /* the HTTP library's daemon (srv_http.c alone knows its type) */
     /* answers a complete, authorised request (the endpoints: srv_api.h) */
-    enum MHD_Result (*route)(srv_conn *rc);
+    srv_result (*route)(srv_conn *rc);
 } srv_server;
 
 /* One request: its body as it arrives. */
 struct srv_conn {
     srv_server *s;
-    struct MHD_Connection *c;
+    void *wire;                  /* the HTTP library's connection (srv_http.c alone knows its type) */
     srv_peer *peer;              /* its connection in the guard */
     const char *method, *url;    /* method: HEAD is answered as GET (without the body) */
     const char *verb;            /* the method as sent (for the access log) */
@@ -67,18 +76,32 @@ int srv_http_start(srv_server *s, const char *host, int port, int *bound_port, c
 /* Stop accepting and close every connection. */
 void srv_http_stop(srv_server *s);
 
-/* Responses (each queues the response and returns MHD's answer). The
+/* The HTTP side's counters, copied under its mutex. */
+typedef struct srv_http_stats {
+    int in_flight;
+    unsigned long long requests;
+    unsigned long long status_count[600];
+} srv_http_stats;
+void srv_http_stats_of(srv_server *s, srv_http_stats *out);
+
+/* Responses (each queues the response and says whether it could). The
  * strbuf's text is taken over. */
-enum MHD_Result srv_reply(srv_conn *rc, unsigned status, const char *type, fx_strbuf *body);
-enum MHD_Result srv_reply_bytes(srv_conn *rc, unsigned status, const char *type, const void *data, size_t len);
-/* {"error": {"message", "type", "code"}, "detail": message} */
-enum MHD_Result srv_reply_error(srv_conn *rc, unsigned status, const char *fmt, ...)
+srv_result srv_reply(srv_conn *rc, unsigned status, const char *type, fx_strbuf *body);
+srv_result srv_reply_bytes(srv_conn *rc, unsigned status, const char *type, const void *data, size_t len);
+/* {"error": {"message", "type", "code"}, "detail": message}, with the
+ * status of the kind (srv_error_status: the one place statuses are chosen) */
+srv_result srv_reply_error(srv_conn *rc, srv_error_kind kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* 429 / 503 with Retry-After */
-enum MHD_Result srv_reply_busy(srv_conn *rc, unsigned status, int retry_after, const char *msg);
-/* A streamed response (Server-Sent Events). */
-enum MHD_Result srv_reply_stream(srv_conn *rc, MHD_ContentReaderCallback read, void *cls,
-                                 MHD_ContentReaderFreeCallback free_cb);
+/* SRV_E_BUSY / SRV_E_UNAVAILABLE (429 / 503) with Retry-After */
+srv_result srv_reply_busy(srv_conn *rc, srv_error_kind kind, int retry_after, const char *msg);
+/* A streamed response (Server-Sent Events): read fills buf with up to max
+ * bytes and returns their count, or SRV_STREAM_END / SRV_STREAM_ERROR;
+ * free_cb(cls) runs once the response is done (or could not be made). */
+#define SRV_STREAM_END (-1)
+#define SRV_STREAM_ERROR (-2)
+typedef ssize_t (*srv_stream_read)(void *cls, char *buf, size_t max);
+typedef void (*srv_stream_free)(void *cls);
+srv_result srv_reply_stream(srv_conn *rc, srv_stream_read read, void *cls, srv_stream_free free_cb);
 
 /* The value of a request header (NULL when absent). */
 const char *srv_header(srv_conn *rc, const char *name);

@@ -7,7 +7,9 @@
  * queued or running, the job table one for asynchronous jobs (/v1/jobs)
  * until it is evicted, and each waiting HTTP thread one. Every change of a
  * job (state, progress) is made under the queue's mutex and wakes the
- * waiters (srv_queue.changed).
+ * waiters (srv_queue.changed). The mutex stays in this layer: the others
+ * read jobs through views (srv_job_view) and change them through these
+ * functions.
  */
 #ifndef FX_SRV_JOBS_H
 #define FX_SRV_JOBS_H
@@ -34,6 +36,7 @@ typedef struct srv_job {
     srv_gen_request req;         /* what was asked (owned) */
     flux_image *refs[FLUX_MAX_REFS]; /* decoded req.image[] */
     int n_refs;
+    flux_image *init, *mask;     /* img2img / inpainting: decoded req.init_image (at the output size), req.mask */
     uint64_t seed;               /* the first seed (chosen at submit when not given) */
     int guidance_dropped;        /* an A1111 cfg_scale ignored on a distilled model */
     int async;                   /* kept in the job table (/v1/jobs) */
@@ -54,7 +57,7 @@ typedef struct srv_job {
     int out_width, out_height;
     double progress;             /* 0..1, never decreasing while it runs */
     int fetched;                 /* its result or an image was read (a drain waits for unread ones) */
-    int http_status;             /* of a failure: 400 bad input, 500 engine error, 409 cancelled */
+    srv_error_kind error_kind;   /* of a failure: bad input, engine error, cancelled (SRV_E_CONFLICT) */
     char error[512];
     struct srv_job *next;        /* FIFO link */
 } srv_job;
@@ -65,7 +68,7 @@ typedef struct srv_metrics {
     unsigned long long steps;
     double step_seconds, job_seconds;
     double step_pixels;          /* Σ steps × pixels × images of the timed jobs (for the cost of waiting jobs) */
-    unsigned long long http_requests, http_errors_4xx, http_errors_5xx, disconnects;
+    unsigned long long disconnects;
 } srv_metrics;
 
 #define SRV_TABLE_SIZE 256 /* asynchronous jobs remembered (oldest finished evicted first) */
@@ -107,12 +110,12 @@ void srv_queue_destroy(srv_queue *q);
 /* A new job from a parsed request (takes its contents; the request is left
  * empty). Reference images are decoded here, named LoRAs are checked
  * against --lora-dir, and an output size taken from the first reference
- * is held to lim->max_size: refusals as srv_err (400). */
+ * is held to lim->max_size: refusals as srv_err. */
 srv_job *srv_job_new(srv_queue *q, srv_gen_request *req, const srv_limits *lim, int async, srv_err *err);
 
-/* Queue a job. 0; 429 when the queue is full (*retry_after seconds is a
- * guess from the seconds per job so far); 503 when draining. */
-int srv_queue_submit(srv_queue *q, srv_job *job, int *retry_after);
+/* Queue a job. SRV_OK; SRV_E_BUSY when the queue is full (*retry_after
+ * seconds is a guess from the seconds per job so far); SRV_E_UNAVAILABLE. */
+srv_error_kind srv_queue_submit(srv_queue *q, srv_job *job, int *retry_after);
 
 /* Cancel a queued or running job (no-op when finished). */
 void srv_job_cancel(srv_queue *q, srv_job *job);
@@ -128,17 +131,41 @@ void srv_job_fetched(srv_queue *q, srv_job *job);
  * read yet (and that ended less than `grace` seconds ago). */
 int srv_queue_unread_results(srv_queue *q, double grace);
 void srv_job_unref(srv_queue *q, srv_job *job);
-/* Take a reference (caller holds q->mu or already owns one). */
-void srv_job_ref_locked(srv_job *job);
 
-/* 1 when finished (done, failed, cancelled). */
-int srv_job_finished(const srv_job *job);
+/* A job as the layers above see it: one consistent snapshot, taken under
+ * the queue's mutex, which no other layer takes (issue 32 "Layers"). */
+typedef struct srv_job_view {
+    srv_job_state state;
+    flux_stage stage;
+    int step, steps;             /* denoising steps done / total */
+    int position;                /* in the queue (0 = next), -1 when not queued */
+    double progress;             /* 0..1, never decreasing */
+    double eta;                  /* seconds left, a guess; < 0 unknown */
+    unsigned version;            /* bumped on every change */
+    int cancel;                  /* a cancel was asked */
+    char error[512];             /* of a failure */
+} srv_job_view;
 
-/* Position in the queue (0 = next), -1 when not queued. Under q->mu. */
-int srv_job_position_locked(const srv_queue *q, const srv_job *job);
-/* Seconds left, a guess (-1 when unknown). Under q->mu. */
-double srv_job_eta_locked(const srv_queue *q, const srv_job *job);
-/* 0..1 of the work done. Under q->mu. */
-double srv_job_progress_locked(const srv_job *job);
+void srv_job_view_of(srv_queue *q, const srv_job *job, srv_job_view *v);
+/* Wait up to ms milliseconds for the job to change past `version` or to
+ * finish; *v is its view after. 1 when it changed or is finished, 0 when
+ * the time ran out first. */
+int srv_job_wait_change(srv_queue *q, const srv_job *job, unsigned version, int ms, srv_job_view *v);
+/* The running job's view (0 when nothing runs); *jobs = running + queued. */
+int srv_queue_running_view(srv_queue *q, srv_job_view *v, int *jobs);
+
+/* The queue as a whole (for /ready, /metrics and the drain). */
+typedef struct srv_queue_view {
+    int length, max_length, running, draining;
+    srv_metrics m;
+} srv_queue_view;
+void srv_queue_view_of(srv_queue *q, srv_queue_view *v);
+
+/* A client left before its answer (a waiting request or an event stream). */
+void srv_queue_count_disconnect(srv_queue *q);
+/* SIGTERM: no new jobs from now; the number of jobs left to finish. */
+int srv_queue_begin_drain(srv_queue *q);
+/* A second signal: cancel the queued jobs, then the running one. */
+void srv_queue_cancel_all(srv_queue *q);
 
 #endif

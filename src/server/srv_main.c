@@ -2,7 +2,7 @@
  * srv_main.c — flux-server: the model loaded once behind HTTP APIs
  * (srv_api.c). Options: the server's own (below), then the flux CLI's
  * model and performance options, parsed by the CLI's own parser
- * (src/cli/cli_args.c) so both programs accept and check them alike.
+ * (src/app/app_args.c) so both programs accept and check them alike.
  *
  * Exit: 0 after SIGTERM/SIGINT drained the queue, 1 runtime failure
  * (model, port), 2 bad command line.
@@ -22,8 +22,8 @@
 
 #include "flux.h"
 #include "src/base/clock.h"
-#include "src/cli/cli_args.h"
-#include "src/cli/cli_model.h"
+#include "src/app/app_args.h"
+#include "src/app/app_model.h"
 #include "srv_api.h"
 
 typedef struct srv_args {
@@ -236,17 +236,15 @@ static int wait_signal(const sigset_t *set, long timeout_ms) {
  * finish and their answers go out. A second signal cancels what is left. */
 static void drain(srv_server *s, const sigset_t *set) {
     srv_queue *q = &s->q;
-    pthread_mutex_lock(&q->mu);
-    q->draining = 1;
-    q->drain_start = fx_now_s();
-    const int left = q->length + (q->running ? 1 : 0);
-    pthread_mutex_unlock(&q->mu);
+    const int left = srv_queue_begin_drain(q);
     if (s->verbose) fprintf(stderr, "flux-server: draining: %d job(s) to finish (signal again to cancel them)\n", left);
     double idle_since = 0;
     for (;;) {
-        pthread_mutex_lock(&q->mu);
-        const int busy = q->length || q->running, in_flight = s->in_flight;
-        pthread_mutex_unlock(&q->mu);
+        srv_queue_view qv;
+        srv_queue_view_of(q, &qv);
+        srv_http_stats hs;
+        srv_http_stats_of(s, &hs);
+        const int busy = qv.length || qv.running, in_flight = hs.in_flight;
         /* results of /v1/jobs finished during the drain: their clients poll for them (30 s at most) */
         if (!busy && !in_flight && !srv_queue_unread_results(q, 30)) break;
         if (!busy) { /* answers still going out (or event streams ending): at most 30 s more */
@@ -258,19 +256,7 @@ static void drain(srv_server *s, const sigset_t *set) {
         }
         if (wait_signal(set, 100)) {
             if (s->verbose) fprintf(stderr, "flux-server: second signal: cancelling the remaining jobs\n");
-            pthread_mutex_lock(&q->mu);
-            srv_job *j = q->head;
-            if (j) srv_job_ref_locked(j);
-            pthread_mutex_unlock(&q->mu);
-            while (j) { /* cancel the queued jobs one by one, then the running one */
-                srv_job_cancel(q, j);
-                srv_job_unref(q, j);
-                pthread_mutex_lock(&q->mu);
-                j = q->head;
-                if (j) srv_job_ref_locked(j);
-                pthread_mutex_unlock(&q->mu);
-            }
-            srv_queue_interrupt(q);
+            srv_queue_cancel_all(q);
             break;
         }
     }

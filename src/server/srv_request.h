@@ -5,8 +5,8 @@
  *
  * The parsers only read memory (no model, no network): the fuzz target
  * tests/fuzz/fuzz_server_request.c runs them on arbitrary bytes. Every
- * refusal is an HTTP status (400 bad request, 413 too large) with one line
- * naming the field ("steps: 5000 is out of range (1..100)").
+ * refusal is an error kind (bad request, too large: srv_error.h) with one
+ * line naming the field ("steps: 5000 is out of range (1..100)").
  */
 #ifndef FX_SRV_REQUEST_H
 #define FX_SRV_REQUEST_H
@@ -16,6 +16,7 @@
 
 #include "flux.h"
 #include "srv_codecs.h"
+#include "srv_error.h"
 
 #define SRV_MAX_LORAS 8
 #define SRV_LORA_NAME_MAX 128
@@ -62,21 +63,33 @@ typedef struct srv_gen_request {
     int n_images;               /* encoded reference images (PNG / PPM bytes) */
     uint8_t *image[FLUX_MAX_REFS];
     size_t image_len[FLUX_MAX_REFS];
+    /* img2img and inpainting (README "img2img and inpainting"; field names per API in srv_request.c) */
+    uint8_t *init_image;        /* the encoded source image, NULL = text-to-image (or references only) */
+    size_t init_image_len;
+    const char *init_name;      /* the field it came from, written as the PNG's init_image text as
+                                   `flux --init-img NAME` writes its file name ("init_images[0]", ...) */
+    double strength;            /* valid with init_image */
+    uint8_t *mask;              /* the encoded mask, NULL = plain img2img */
+    size_t mask_len;
+    int mask_source;            /* flux_mask_source: how the mask marks the area to repaint */
+    int mask_invert;
+    double mask_blur_x, mask_blur_y;
+    int mask_same_size;         /* OpenAI: the mask must be the init image's size */
     int stream;                 /* "stream": true (native API: progress as SSE) */
     srv_image_format output_format; /* "output_format": png (SRV_FMT_PNG, the default), jpeg, webp */
     int output_quality;         /* "output_compression" 0..100 (default 100; WebP 100 = lossless) */
 } srv_gen_request;
 
-/* HTTP status and one-line message of a refused request. */
+/* What was wrong with a refused request (its HTTP status: srv_error_status) and a one-line message. */
 typedef struct srv_err {
-    int status;
+    srv_error_kind kind;
     char msg[512];
 } srv_err;
 
 void srv_request_free(srv_gen_request *r);
 
-/* Parse a JSON body of `api`. Returns 0, or the HTTP status (also in
- * err->status) with err->msg. r is filled on success and must be freed
+/* Parse a JSON body of `api`. Returns 0, or the error kind (also in
+ * err->kind) with err->msg. r is filled on success and must be freed
  * with srv_request_free either way. */
 int srv_parse_json(srv_api api, const char *body, size_t len, const srv_limits *lim, srv_gen_request *r,
                    srv_err *err);

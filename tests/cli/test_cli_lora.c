@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "src/cli/cli_args.c" /* cli_parse, not in libflux */
+#include "src/app/app_args.c" /* cli_parse, not in libflux */
 #include "src/formats/safetensors_write.h"
 
 static char g_model[PATH_MAX];

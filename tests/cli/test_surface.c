@@ -147,23 +147,26 @@ TEST(libflux_so_links_a_flux_h_program) {
     free(out);
 }
 
-/* The CLI's objects use flux_* functions and, of the internals, only those
- * src/cli/cli_internal.h names (compiled here, so any build variant checks
- * the same sources). */
-TEST(cli_uses_flux_h_and_the_listed_internals) {
-    char *listed_text = fx_test_read_file(fx_test_path("../src/cli/cli_internal.h"), NULL);
+/* The objects of the program in `dir` (src/cli, src/server) use flux_*
+ * functions and, of the internals, only those `list` names (compiled here,
+ * with `cflags`, so any build variant checks the same sources). */
+static void check_listed_internals(const char *dir, const char *list, const char *cflags, int min_listed,
+                                   int min_flux_refs) {
+    char path[256];
+    snprintf(path, sizeof path, "../%s", list);
+    char *listed_text = fx_test_read_file(fx_test_path(path), NULL);
     REQUIRE(listed_text);
     names listed = {0};
     collect_prefixed(&listed, listed_text, "fx_");
     free(listed_text);
-    CHECK_MSG(listed.n >= 10, "cli_internal.h names %d fx_ functions", listed.n);
+    CHECK_MSG(listed.n >= min_listed, "%s names %d fx_ functions", list, listed.n);
     char cc[64];
     build_cc(cc, sizeof cc);
     char cmd[8192], *out = NULL;
     snprintf(cmd, sizeof cmd,
-             "cd '%s/..' && for f in src/cli/*.c; do o='%s'/$(basename $f .c).o; "
-             "%s -std=c11 -D_GNU_SOURCE -I. -c $f -o $o || exit 1; nm -u $o | awk -v f=$f '{print f, $NF}'; done",
-             fx_test_path(""), fx_test_tmpdir(), cc);
+             "cd '%s/..' && for f in %s/*.c; do o='%s'/$(basename $f .c).o; "
+             "%s -std=c11 -D_GNU_SOURCE -I. %s -c $f -o $o || exit 1; nm -u $o | awk -v f=$f '{print f, $NF}'; done",
+             fx_test_path(""), dir, fx_test_tmpdir(), cc, cflags);
     REQUIRE_MSG(fx_test_run(cmd, &out) == 0 && out, "%s: %s", cmd, out ? out : "");
     int files = 0, unlisted = 0;
     for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
@@ -172,10 +175,44 @@ TEST(cli_uses_flux_h_and_the_listed_internals) {
         *sym++ = '\0';
         if (strstr(sym, "flux_") == sym) files++;
         if (strstr(sym, "fx_") == sym && !names_has(&listed, sym) && unlisted++ < 10)
-            fx_test_fail(__FILE__, __LINE__, "%s uses %s, which src/cli/cli_internal.h does not list", line, sym);
+            fx_test_fail(__FILE__, __LINE__, "%s uses %s, which %s does not list", line, sym, list);
     }
-    CHECK_MSG(files > 20, "only %d flux_ references found in the CLI's objects", files);
+    CHECK_MSG(files > min_flux_refs, "only %d flux_ references found in %s's objects", files, dir);
     CHECK_EQ_INT(unlisted, 0);
     free(out);
     names_free(&listed);
+}
+
+/* The CLI: src/cli/cli_internal.h. */
+TEST(cli_uses_flux_h_and_the_listed_internals) {
+    check_listed_internals("src/cli", "src/cli/cli_internal.h", "", 10, 20);
+}
+
+/* The layer flux and flux-server share (src/app): src/app/app_internal.h;
+ * it includes neither program (siblings over it, not one inside the other). */
+TEST(app_uses_flux_h_and_the_listed_internals) {
+    check_listed_internals("src/app", "src/app/app_internal.h", "", 2, 5);
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd,
+             "cd '%s/..' && { grep -l '#include \"src/cli/' src/app/*.[ch] src/server/*.[ch]; "
+             "grep -l '#include \"src/server/' src/app/*.[ch] src/cli/*.[ch]; true; }",
+             fx_test_path(""));
+    REQUIRE(fx_test_run(cmd, &out) == 0);
+    CHECK_MSG(out && !out[0], "files including another program's folder: %s", out ? out : "(none)");
+    free(out);
+}
+
+/* flux-server: src/server/srv_internal.h (its sources need the HTTP and
+ * image libraries' headers: tools/install_deps.sh --server). */
+TEST(server_uses_flux_h_and_the_listed_internals) {
+    if (!fx_test_file_exists("/usr/include/microhttpd.h") || !fx_test_file_exists("/usr/include/jpeglib.h") ||
+        !fx_test_file_exists("/usr/include/webp/encode.h"))
+        SKIP("libmicrohttpd-dev, libjpeg-dev or libwebp-dev not installed (tools/install_deps.sh --server)");
+    check_listed_internals("src/server", "src/server/srv_internal.h", "", 10, 10);
+    /* the HTTP library stays in srv_http.c: the endpoints and the jobs never see its types */
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "cd '%s/..' && grep -l '<microhttpd.h>\\|MHD_' src/server/*.[ch] || true", fx_test_path(""));
+    REQUIRE(fx_test_run(cmd, &out) == 0);
+    CHECK_MSG(out && !strcmp(out, "src/server/srv_http.c\n"), "files naming libmicrohttpd: %s", out ? out : "(none)");
+    free(out);
 }

@@ -5,7 +5,7 @@
  * of srv_access.c (Host, Origin, Content-Type, Authorization).
  *
  * The first byte picks the parser (and the multipart boundary); the rest is
- * the body. Nothing may crash or leak, a refusal must carry a 4xx/5xx status
+ * the body. Nothing may crash or leak, a refusal must carry a kind of 4xx/5xx status
  * and a message, and an accepted request must satisfy the limits.
  */
 #include <stdint.h>
@@ -33,6 +33,9 @@ static void check_accepted(const srv_gen_request *r, const srv_limits *lim) {
     check(r->n_loras >= 0 && r->n_loras <= SRV_MAX_LORAS);
     for (int i = 0; i < r->n_loras; i++) check(srv_lora_name_ok(r->lora_name[i]));
     for (int i = 0; i < r->n_images; i++) check(r->image[i] != NULL);
+    check(!r->mask || r->init_image); /* a mask only with its init image */
+    check(!r->init_image || (r->strength >= 0 && r->strength <= 1 && r->init_name));
+    check(r->mask_blur_x >= 0 && r->mask_blur_x <= 64 && r->mask_blur_y >= 0 && r->mask_blur_y <= 64);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -53,7 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                             "multipart/form-data; BOUNDARY=x;charset=utf-8", "multipart/form-data"};
         st = srv_parse_multipart(types[(sel / 5) % 4], body, n, &lim, &r, &err);
     }
-    if (st) check(st >= 400 && st < 600 && err.msg[0]);
+    if (st) check(st == (int)err.kind && srv_error_status(err.kind) >= 400 && srv_error_status(err.kind) < 600 && err.msg[0]);
     else check_accepted(&r, &lim);
     srv_request_free(&r);
 

@@ -15,6 +15,7 @@
 #include "src/server/srv_base64.h"
 #include "src/server/srv_json_out.h"
 #include "src/server/srv_request.h"
+#include "src/server/srv_routes.h"
 
 static int parse(srv_api api, const char *body, srv_gen_request *r, srv_err *err) {
     srv_limits lim;
@@ -26,9 +27,10 @@ static int parse(srv_api api, const char *body, srv_gen_request *r, srv_err *err
 static void expect_refusal(srv_api api, const char *body, int status, const char *fragment, int line) {
     srv_gen_request r;
     srv_err err;
-    const int st = parse(api, body, &r, &err);
+    const int kind = parse(api, body, &r, &err);
     srv_request_free(&r);
-    if (st != status) fx_test_fail(__FILE__, line, "%s: status %d, expected %d (%s)", body, st, status, err.msg);
+    const int st = kind ? (int)srv_error_status((srv_error_kind)kind) : 0;
+    if (st != status || kind != (int)err.kind) fx_test_fail(__FILE__, line, "%s: status %d, expected %d (%s)", body, st, status, err.msg);
     else if (!strstr(err.msg, fragment)) fx_test_fail(__FILE__, line, "%s: message '%s' lacks '%s'", body, err.msg, fragment);
 }
 #define REFUSED(api, body, status, fragment) expect_refusal(api, body, status, fragment, __LINE__)
@@ -120,7 +122,7 @@ TEST(server_request_refusals) {
     lim.max_body = 10;
     srv_gen_request r;
     srv_err err;
-    CHECK_EQ_INT(srv_parse_json(SRV_API_OPENAI, "{\"prompt\":\"long\"}", 17, &lim, &r, &err), 413);
+    CHECK_EQ_INT(srv_error_status((srv_error_kind)srv_parse_json(SRV_API_OPENAI, "{\"prompt\":\"long\"}", 17, &lim, &r, &err)), 413);
     srv_request_free(&r);
 }
 
@@ -157,19 +159,114 @@ TEST(server_request_multipart) {
     /* quoted boundary, a numeric field that is not a number: a type error naming it */
     const char bad_n[] = "--b\r\nContent-Disposition: form-data; name=\"prompt\"\r\n\r\np\r\n"
                          "--b\r\nContent-Disposition: form-data; name=\"n\"\r\n\r\ntwo\r\n--b--";
-    CHECK_EQ_INT(srv_parse_multipart("multipart/form-data; boundary=\"b\"", bad_n, sizeof bad_n - 1, &lim, &r, &err), 400);
+    CHECK_EQ_INT((int)srv_error_status((srv_error_kind)srv_parse_multipart("multipart/form-data; boundary=\"b\"", bad_n, sizeof bad_n - 1, &lim, &r, &err)), 400);
     CHECK(strstr(err.msg, "n: expected an integer") != NULL);
     srv_request_free(&r);
     const char unclosed[] = "--b\r\nContent-Disposition: form-data; name=\"prompt\"\r\n\r\np";
-    CHECK_EQ_INT(srv_parse_multipart("multipart/form-data; boundary=b", unclosed, sizeof unclosed - 1, &lim, &r, &err),
+    CHECK_EQ_INT((int)srv_error_status((srv_error_kind)srv_parse_multipart("multipart/form-data; boundary=b", unclosed, sizeof unclosed - 1, &lim, &r, &err)),
                  400);
     srv_request_free(&r);
-    CHECK_EQ_INT(srv_parse_multipart("application/json", "{}", 2, &lim, &r, &err), 400);
+    CHECK_EQ_INT(srv_error_status((srv_error_kind)srv_parse_multipart("application/json", "{}", 2, &lim, &r, &err)), 400);
     srv_request_free(&r);
-    const char mask[] = "--b\r\nContent-Disposition: form-data; name=\"mask\"; filename=\"m.png\"\r\n\r\nm\r\n--b--";
-    CHECK_EQ_INT(srv_parse_multipart("multipart/form-data; boundary=b", mask, sizeof mask - 1, &lim, &r, &err), 400);
-    CHECK(strstr(err.msg, "mask") != NULL);
+    /* a mask (OpenAI inpainting): the first image becomes the init image, the others stay references */
+    const char mask[] = "--b\r\nContent-Disposition: form-data; name=\"prompt\"\r\n\r\np\r\n"
+                        "--b\r\nContent-Disposition: form-data; name=\"image[]\"; filename=\"a.png\"\r\n\r\nA\r\n"
+                        "--b\r\nContent-Disposition: form-data; name=\"image[]\"; filename=\"b.png\"\r\n\r\nBB\r\n"
+                        "--b\r\nContent-Disposition: form-data; name=\"mask\"; filename=\"m.png\"\r\n\r\nmmm\r\n--b--";
+    REQUIRE_MSG(srv_parse_multipart("multipart/form-data; boundary=b", mask, sizeof mask - 1, &lim, &r, &err) == 0,
+                "%s", err.msg);
+    CHECK(r.init_image_len == 1 && r.init_image[0] == 'A' && !strcmp(r.init_name, "image[0]"));
+    CHECK(r.n_images == 1 && r.image_len[0] == 2 && r.image[0][0] == 'B');
+    CHECK(r.mask_len == 3 && r.mask_source == FLUX_MASK_TRANSPARENT && r.mask_same_size && r.strength == 1.0);
     srv_request_free(&r);
+    const char mask_only[] = "--b\r\nContent-Disposition: form-data; name=\"prompt\"\r\n\r\np\r\n"
+                             "--b\r\nContent-Disposition: form-data; name=\"mask\"; filename=\"m.png\"\r\n\r\nm\r\n--b--";
+    CHECK_EQ_INT((int)srv_error_status((srv_error_kind)srv_parse_multipart("multipart/form-data; boundary=b", mask_only, sizeof mask_only - 1, &lim, &r, &err)),
+                 400);
+    CHECK(strstr(err.msg, "mask: needs an image to edit") != NULL);
+    srv_request_free(&r);
+}
+
+/* img2img and inpainting fields (issue 31): A1111's honoured or refused, the native ones, OpenAI's JSON form. */
+TEST(server_request_img2img_fields) {
+    srv_gen_request r;
+    srv_err err;
+    /* A1111 defaults: strength 0.75, blur 4 x 4; a missing side is 512; no mask: the inpaint fields are unused */
+    REQUIRE_MSG(parse(SRV_API_A1111_IMG,
+                      "{\"prompt\":\"p\",\"width\":64,\"init_images\":[\"aGVsbG8=\"],\"inpainting_fill\":0,"
+                      "\"inpaint_full_res\":true,\"resize_mode\":0,\"mask\":\"\"}",
+                      &r, &err) == 0, "%s", err.msg);
+    CHECK(r.init_image_len == 5 && !memcmp(r.init_image, "hello", 5) && r.n_images == 0);
+    CHECK(r.strength == 0.75 && !r.mask && r.width == 64 && r.height == 512 && r.mask_blur_x == 0);
+    srv_request_free(&r);
+    REQUIRE_MSG(parse(SRV_API_A1111_IMG,
+                      "{\"prompt\":\"p\",\"init_images\":[\"aGVsbG8=\"],\"mask\":\"bWFzaw==\",\"inpainting_fill\":1,"
+                      "\"inpaint_full_res\":false,\"denoising_strength\":0.5,\"mask_blur_x\":3,\"mask_blur_y\":7,"
+                      "\"inpainting_mask_invert\":1}",
+                      &r, &err) == 0, "%s", err.msg);
+    CHECK(r.mask_len == 4 && r.mask_source == FLUX_MASK_A1111 && r.mask_invert == 1 && r.strength == 0.5);
+    CHECK(r.mask_blur_x == 3 && r.mask_blur_y == 7 && !r.mask_same_size);
+    srv_request_free(&r);
+    REQUIRE(parse(SRV_API_A1111_IMG,
+                  "{\"prompt\":\"p\",\"init_images\":[\"aGVsbG8=\"],\"mask\":\"bWFzaw==\",\"inpainting_fill\":1,"
+                  "\"inpaint_full_res\":0,\"mask_blur\":9,\"mask_blur_x\":3}",
+                  &r, &err) == 0);
+    CHECK(r.mask_blur_x == 9 && r.mask_blur_y == 9); /* A1111's mask_blur sets both */
+    srv_request_free(&r);
+#define INPAINT "{\"prompt\":\"p\",\"init_images\":[\"aGVsbG8=\"],\"mask\":\"bWFzaw==\","
+    REFUSED(SRV_API_A1111_IMG, INPAINT "\"inpaint_full_res\":false}", 400, "inpainting_fill: 0 (fill");
+    REFUSED(SRV_API_A1111_IMG, INPAINT "\"inpainting_fill\":3,\"inpaint_full_res\":false}", 400,
+            "inpainting_fill: 3 (latent nothing");
+    REFUSED(SRV_API_A1111_IMG, INPAINT "\"inpainting_fill\":1}", 400, "inpaint_full_res: true");
+    REFUSED(SRV_API_A1111_IMG, INPAINT "\"inpainting_fill\":1,\"inpaint_full_res\":false,\"mask_round\":false}", 400,
+            "mask_round");
+    REFUSED(SRV_API_A1111_IMG, INPAINT "\"inpainting_fill\":1,\"inpaint_full_res\":\"no\"}", 400,
+            "inpaint_full_res: expected true or false");
+    REFUSED(SRV_API_A1111_IMG, INPAINT "\"mask_blur\":-1}", 400, "mask_blur: -1 is out of range");
+#undef INPAINT
+    REFUSED(SRV_API_A1111_IMG, "{\"prompt\":\"p\",\"init_images\":[\"aGVsbG8=\"],\"resize_mode\":2}", 400,
+            "resize_mode: 2 (resize and fill)");
+    REFUSED(SRV_API_A1111_IMG, "{\"prompt\":\"p\",\"init_images\":[\"aGVsbG8=\"],\"denoising_strength\":1.01}", 400,
+            "denoising_strength: 1.01 is out of range");
+    REFUSED(SRV_API_A1111_IMG, "{\"prompt\":\"p\",\"init_images\":[\"aGVsbG8=\"],\"initial_noise_multiplier\":2}",
+            400, "initial_noise_multiplier");
+    REFUSED(SRV_API_A1111_IMG, "{\"prompt\":\"p\",\"init_images\":[\"aGVsbG8=\"],\"include_init_images\":true}",
+            400, "include_init_images");
+    REFUSED(SRV_API_A1111_IMG, "{\"prompt\":\"p\",\"init_images\":[\"aGVsbG8=\",\"aGVsbG8=\"]}", 400,
+            "init_images: 2 images");
+    REFUSED(SRV_API_A1111_IMG, "{\"prompt\":\"p\",\"init_images\":[\"aGVsbG8=\"],\"mask\":\"***\"}", 400,
+            "mask: not base64");
+    /* native: strength 0.8 by default, the gray convention; fields without their image are refused */
+    REQUIRE(parse(SRV_API_NATIVE, "{\"prompt\":\"p\",\"init_image\":\"aGVsbG8=\",\"images\":[\"aGVsbG8=\"]}", &r,
+                  &err) == 0);
+    CHECK(r.init_image_len == 5 && r.n_images == 1 && r.strength == 0.8 && !r.mask && !strcmp(r.init_name, "init_image"));
+    srv_request_free(&r);
+    REQUIRE(parse(SRV_API_NATIVE,
+                  "{\"prompt\":\"p\",\"init_image\":\"aGVsbG8=\",\"strength\":0.3,\"mask\":{\"image_url\":"
+                  "\"data:image/png;base64,bWFzaw==\"},\"mask_invert\":true,\"mask_blur\":2.5}",
+                  &r, &err) == 0);
+    CHECK(r.strength == 0.3 && r.mask_len == 4 && r.mask_source == FLUX_MASK_GRAY && r.mask_invert);
+    CHECK(r.mask_blur_x == 2.5 && r.mask_blur_y == 2.5);
+    srv_request_free(&r);
+    REFUSED(SRV_API_NATIVE, "{\"prompt\":\"p\",\"strength\":0.5}", 400, "strength: only used with init_image");
+    REFUSED(SRV_API_NATIVE, "{\"prompt\":\"p\",\"mask\":\"bWFzaw==\"}", 400, "mask: only used with init_image");
+    REFUSED(SRV_API_NATIVE, "{\"prompt\":\"p\",\"init_image\":\"aGVsbG8=\",\"mask_blur\":2}", 400,
+            "mask_blur: only used with mask");
+    REFUSED(SRV_API_NATIVE, "{\"prompt\":\"p\",\"init_image\":\"aGVsbG8=\",\"strength\":-0.1}", 400,
+            "strength: -0.1 is out of range");
+    /* OpenAI JSON edits: mask {image_url}; strength alone also makes the first image the init image */
+    REQUIRE(parse(SRV_API_OPENAI,
+                  "{\"prompt\":\"p\",\"images\":[{\"image_url\":\"aGVsbG8=\"}],\"mask\":{\"image_url\":\"bWFzaw==\"}}",
+                  &r, &err) == 0);
+    CHECK(r.init_image_len == 5 && r.n_images == 0 && r.strength == 1.0 && r.mask_source == FLUX_MASK_TRANSPARENT);
+    srv_request_free(&r);
+    REQUIRE(parse(SRV_API_OPENAI, "{\"prompt\":\"p\",\"image\":\"aGVsbG8=\",\"strength\":0.4}", &r, &err) == 0);
+    CHECK(r.init_image_len == 5 && r.strength == 0.4 && !r.mask);
+    srv_request_free(&r);
+    REQUIRE(parse(SRV_API_OPENAI, "{\"prompt\":\"p\",\"image\":\"aGVsbG8=\"}", &r, &err) == 0);
+    CHECK(!r.init_image && r.n_images == 1); /* no mask, no strength: a reference, as before */
+    srv_request_free(&r);
+    REFUSED(SRV_API_OPENAI, "{\"prompt\":\"p\",\"strength\":0.4}", 400, "strength: needs an image to edit");
 }
 
 TEST(server_base64_round_trip) {
@@ -235,7 +332,7 @@ TEST(server_request_json_bounded) {
     fx_sb_str(&b, "{\"prompt\":\"a cat\",\"images\":[");
     for (int i = 0; i < 200; i++) fx_sb_str(&b, i ? ",0" : "0");
     fx_sb_str(&b, "]}");
-    CHECK_EQ_INT(srv_parse_json(SRV_API_NATIVE, b.s, b.len, &lim, &r, &err), 400);
+    CHECK_EQ_INT(srv_error_status((srv_error_kind)srv_parse_json(SRV_API_NATIVE, b.s, b.len, &lim, &r, &err)), 400);
     CHECK(strstr(err.msg, "more than 64 values") != NULL);
     srv_request_free(&r);
     free(b.s);
@@ -244,7 +341,7 @@ TEST(server_request_json_bounded) {
     fx_sb_str(&b, "[");
     for (int i = 0; i < 200; i++) fx_sb_str(&b, i ? ",\"s\"" : "\"s\"");
     fx_sb_str(&b, "]");
-    CHECK_EQ_INT(srv_parse_json(SRV_API_NATIVE, b.s, b.len, &lim, &r, &err), 400);
+    CHECK_EQ_INT(srv_error_status((srv_error_kind)srv_parse_json(SRV_API_NATIVE, b.s, b.len, &lim, &r, &err)), 400);
     srv_request_free(&r);
     free(b.s);
     /* nesting under an unread field still counts (depth 8) */
@@ -358,4 +455,74 @@ TEST(server_image_dims) {
                                     0, 0, 0x10, 0, 0, 0, 0x08, 0};
     CHECK(srv_image_dims(png, sizeof png, &w, &h) && w == 4096 && h == 2048);
     CHECK(!srv_image_dims((const uint8_t *)"P6\n2 2\n255\n", 11, &w, &h));
+}
+
+/* The route table (srv_routes.c) that both the key check and the router read (issue 32 "Layers"). */
+TEST(server_routes_table) {
+    /* every route is found by its own method and path ('*' as a segment) */
+    for (int i = 0; i < srv_n_routes; i++) {
+        char path[128];
+        size_t n = 0;
+        for (const char *p = srv_routes[i].path; *p && n + 6 < sizeof path; p++) {
+            if (*p == '*') n += (size_t)snprintf(path + n, sizeof path - n, "job-1");
+            else path[n++] = *p;
+        }
+        path[n] = '\0';
+        const char *allow = NULL;
+        const srv_route *r = srv_route_find(srv_routes[i].method, path, &allow);
+        CHECK_MSG(r && r->endpoint == srv_routes[i].endpoint, "%s %s", srv_routes[i].method, path);
+        CHECK_MSG(allow && strstr(allow, srv_routes[i].method), "%s %s: Allow %s", srv_routes[i].method, path,
+                  allow ? allow : "(none)");
+    }
+    /* no key: exactly the probes and the page, whatever the method */
+    static const char *const open[] = {"/", "/index.html", "/favicon.ico", "/health", "/ready"};
+    int n_open = 0;
+    for (int i = 0; i < srv_n_routes; i++) n_open += srv_routes[i].open;
+    CHECK_EQ_INT(n_open, 5);
+    for (size_t i = 0; i < sizeof open / sizeof *open; i++) CHECK_MSG(srv_path_open(open[i]), "%s", open[i]);
+    static const char *const keyed[] = {"/metrics", "/v1/jobs", "/v1/jobs/job-1", "/v1/jobs/job-1/images/0",
+                                        "/sdapi/v1/options", "/v1/server", "/nope", "/health/x", "/index.htm", ""};
+    for (size_t i = 0; i < sizeof keyed / sizeof *keyed; i++) CHECK_MSG(!srv_path_open(keyed[i]), "%s", keyed[i]);
+    /* images and forms only where they are read */
+    for (int i = 0; i < srv_n_routes; i++) {
+        const char *p = srv_routes[i].path;
+        CHECK_MSG(srv_routes[i].images == (!strcmp(p, "/v1/images/edits") || !strcmp(p, "/sdapi/v1/img2img") ||
+                                           !strcmp(p, "/v1/jobs")), "%s", p);
+        CHECK_MSG(srv_routes[i].form == !strcmp(p, "/v1/images/edits"), "%s", p);
+    }
+    /* HEAD is GET; another method of a known path: no route but its Allow (405); unknown paths: 404 */
+    const char *allow = NULL;
+    CHECK(srv_route_find("HEAD", "/health", &allow) && !strcmp(allow, "GET, HEAD"));
+    CHECK(!srv_route_find("POST", "/health", &allow) && allow && !strcmp(allow, "GET, HEAD"));
+    CHECK(!srv_route_find("GET", "/v1/images/edits", &allow) && allow && !strcmp(allow, "POST"));
+    CHECK(!srv_route_find("PUT", "/v1/jobs/job-1", &allow) && allow && !strcmp(allow, "GET, HEAD, DELETE"));
+    CHECK(srv_route_find("DELETE", "/v1/jobs/job-1", NULL)->endpoint == SRV_EP_JOB);
+    CHECK(!strcmp(srv_route_find("POST", "/sdapi/v1/options", &allow)->method, "POST") &&
+          !strcmp(allow, "GET, HEAD, POST"));
+    static const char *const none[] = {"/v1/jobs/", "/v1/jobs/a/b", "/v1/jobs/a/images/", "/v1/jobs//result",
+                                       "/nope", "/v1/models/", "//health"};
+    for (size_t i = 0; i < sizeof none / sizeof *none; i++)
+        CHECK_MSG(!srv_route_find("GET", none[i], &allow) && !allow, "%s", none[i]);
+    CHECK(srv_route_find("GET", "/sdapi/v1/sd-vae", NULL)->text != NULL);
+}
+
+/* Error kinds to HTTP statuses: the one place (srv_error.c), and the OpenAI error types. */
+TEST(server_error_statuses) {
+    static const struct {
+        srv_error_kind kind;
+        unsigned status;
+        const char *type;
+    } want[] = {{SRV_E_BAD_REQUEST, 400, "invalid_request_error"}, {SRV_E_TOO_LARGE, 413, "invalid_request_error"},
+                {SRV_E_NOT_FOUND, 404, "not_found_error"},        {SRV_E_CONFLICT, 409, "invalid_request_error"},
+                {SRV_E_BUSY, 429, "rate_limit_error"},            {SRV_E_UNAVAILABLE, 503, "unavailable_error"},
+                {SRV_E_NO_MEMORY, 500, "server_error"},           {SRV_E_ENGINE, 500, "server_error"},
+                {SRV_E_UNAUTHORIZED, 401, "authentication_error"}, {SRV_E_FORBIDDEN, 403, "permission_error"},
+                {SRV_E_METHOD, 405, "invalid_request_error"},     {SRV_E_MEDIA_TYPE, 415, "invalid_request_error"},
+                {SRV_E_CLIENT_GONE, 499, "invalid_request_error"}};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        CHECK_EQ_INT((int)srv_error_status(want[i].kind), (int)want[i].status);
+        CHECK_MSG(!strcmp(srv_error_type(want[i].kind), want[i].type), "%u: %s", want[i].status,
+                  srv_error_type(want[i].kind));
+    }
+    CHECK_EQ_INT((int)srv_error_status(SRV_OK), 200);
 }

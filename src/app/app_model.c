@@ -1,9 +1,9 @@
 /*
- * cli_model.c — context and model from the command-line options (cli_model.h).
+ * app_model.c — context and model from the command-line options (app_model.h).
  */
-#include "cli_model.h"
+#include "app_model.h"
 
-#include "cli_lora.h"
+#include "app_lora.h"
 
 flux_ctx *cli_make_context(const cli_args *a) {
     flux_options opt;

@@ -1,5 +1,5 @@
 /*
- * cli_model.h — the context and the model as the command-line options ask
+ * app_model.h — the context and the model as the command-line options ask
  * for them (model and performance options of cli_args): shared by the flux
  * CLI and flux-server, which take the same options.
  */
@@ -7,7 +7,7 @@
 #define FX_CLI_MODEL_H
 
 #include "flux.h"
-#include "cli_args.h"
+#include "app_args.h"
 
 /* A context with the runtime options (threads, precision, ISA, backend,
  * cache, verbosity). NULL only when memory is exhausted; an option the

@@ -1,11 +1,11 @@
 /*
- * cli_lora.c — --lora and !lora on the library's adapters (cli_lora.h).
+ * app_lora.c — --lora and !lora on the library's adapters (app_lora.h).
  */
-#include "cli_lora.h"
+#include "app_lora.h"
 
 #include <string.h>
 
-#include "cli_args.h"
+#include "app_args.h"
 
 int cli_lora_apply(flux_ctx *ctx, const char *file, float scale, int quiet) {
     flux_lora_info info;

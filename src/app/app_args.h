@@ -1,5 +1,5 @@
 /*
- * cli_args.h — the flux command line: options, parsing and validation.
+ * app_args.h — the flux command line: options, parsing and validation.
  *
  * Parsing is strict: numbers must be whole decimal strings in range, each
  * problem is reported as one line naming the option as the user spelled it

@@ -1,5 +1,5 @@
 /*
- * cli_lora.h — LoRA adapters from the command line (--lora FILE[:SCALE])
+ * app_lora.h — LoRA adapters from the command line (--lora FILE[:SCALE])
  * and the interactive mode (!lora, !loras): load through flux_lora_load and
  * report what was applied, with the library's warning about ignored keys.
  */

@@ -1,10 +1,10 @@
 /*
- * cli_args.c — option table, strict value parsing and validation of the
- * flux command line (see cli_args.h for the rules and exit codes).
+ * app_args.c — option table, strict value parsing and validation of the
+ * flux command line (see app_args.h for the rules and exit codes).
  */
-#include "cli_args.h"
+#include "app_args.h"
 
-#include "cli_internal.h"
+#include "app_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
