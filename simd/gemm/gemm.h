@@ -96,6 +96,19 @@ static inline void fx_gemm_prefetch_one(fx_gemm_prefetch *pf) {
     }
 }
 
+/* Start pf at `rows` weight rows from `start` (row_bytes apart), `bytes`
+ * bytes of each from there, in whole lines; per_call left 0. */
+static inline void fx_gemm_prefetch_rows(fx_gemm_prefetch *pf, const char *start, int64_t row_bytes, int rows,
+                                         size_t bytes) {
+    const uintptr_t mis = (uintptr_t)start & 63;
+    pf->row = start - mis;
+    pf->row_bytes = row_bytes;
+    pf->rows_left = rows - 1;
+    pf->lines = (int)((mis + bytes + 63) / 64);
+    pf->line = 0;
+    pf->per_call = 0;
+}
+
 /* k-loop iterations between two prefetches for a kernel of ksteps steps. */
 static inline int64_t fx_gemm_prefetch_every(const fx_gemm_prefetch *pf, int64_t ksteps) {
     if (!pf || !pf->row || pf->per_call <= 0) return INT64_MAX;
