@@ -91,6 +91,25 @@ static void nest_thread(const fx_gemm_nest *s, int split_n, int tid, int nt) {
     if (s->end) s->end(s->ctx, &t);
 }
 
+/* dynamic_m: every thread takes whole M blocks (mc rows, the last
+ * shorter) as they come, each over the whole N. */
+static void nest_dynamic(const fx_gemm_nest *s, int tid) {
+    fx_gemm_thread t;
+    t.tid = tid;
+    t.scratch = s->shared + s->shared_bytes + (size_t)tid * s->thread_bytes;
+    t.r0 = 0, t.r1 = s->m, t.c0 = 0, t.c1 = s->n;
+    t.mcb = s->mc, t.ncu = s->nc;
+    const int64_t blocks = ceil_div(s->m, s->mc), chunk = t.ncu * s->nu;
+    if (s->begin) s->begin(s->ctx, &t);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t b = 0; b < blocks; b++)
+        for (int64_t n0 = 0; n0 < s->n; n0 += chunk) {
+            if (s->chunk) s->chunk(s->ctx, &t, n0, min64(s->n, n0 + chunk));
+            k_blocks(s, &t, b * s->mc, n0);
+        }
+    if (s->end) s->end(s->ctx, &t);
+}
+
 void fx_gemm_nest_run(const fx_gemm_nest *s, int threads) {
     /* the split is decided on the threads asked for, the ranges on those
      * OpenMP gives */
@@ -102,6 +121,7 @@ void fx_gemm_nest_run(const fx_gemm_nest *s, int threads) {
             s->pack_once(s->ctx, tid, nt);
 #pragma omp barrier
         }
-        nest_thread(s, split_n, tid, nt);
+        if (s->dynamic_m) nest_dynamic(s, tid);
+        else nest_thread(s, split_n, tid, nt);
     }
 }

@@ -95,13 +95,17 @@ typedef struct fx_gemm_nest fx_gemm_nest;
 struct fx_gemm_nest {
     int64_t m, n, k;
     int mu, nu;          /* rows of X / weight rows per tile */
-    int64_t mc;          /* rows per M block (>= k ... any: balanced, whole mu) */
+    int64_t mc;          /* rows per M block (balanced, whole mu) */
     int64_t nc;          /* N units per chunk */
     int64_t kc;          /* K block */
     int n_outer;         /* N chunk loop outside the M block loop */
     int m_micro_outer;   /* micro loops: M outer, N inner */
     int balance_n;       /* chunks balanced over the thread's units */
     int split_n_only;    /* threads always split N */
+    int dynamic_m;       /* instead of the split: M blocks (mc rows, not
+                            balanced) handed out dynamically, each over the
+                            whole N; begin / end on every thread; the next
+                            pass (fx_gemm_pass.next_*) is not meaningful */
     const void *ctx;     /* the path's plan */
     /* hooks (NULL: nothing) */
     void (*pack_once)(const void *ctx, int tid, int nt);
