@@ -17,7 +17,9 @@
  * contiguous copies of cin floats, or zeros for padding — into a small
  * per-thread buffer [MR][K] (L2), packs it into an A micro-panel, and once
  * the block is packed runs, for every B panel, the microkernel over the
- * block's tiles with the full K in one call.
+ * block's tiles with the full K in one call. These loops are the GEMM
+ * nest's (simd/gemm/gemm_nest.h: dynamic M blocks); this file gives its
+ * hooks.
  *
  * Determinism: every output element is one microkernel reduction over the
  * full K in k order, whichever thread computes its block: results are

@@ -5,7 +5,8 @@
  *   Y[m, n] (op)= X[m, k] · W[n, k]ᵀ (+ bias)
  *
  * The loops, packing and threading are described in gemm.h; this file only
- * picks the path for the weight dtype, lays out the scratch, and walks the
+ * picks the path for the weight dtype, lays out the scratch, and provides
+ * the float paths' hooks on the GEMM nest (gemm_nest.h), which walks the
  * blocks. The per-ISA files provide packing routines and microkernels.
  *
  * Threads: each owns a range of whole NR column panels (or of whole MR

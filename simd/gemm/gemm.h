@@ -3,7 +3,9 @@
  *
  * fx_gemm_linear (gemm.c, the product of fx_linear) computes
  * Y[m, n] (op)= X[m, k] · W[n, k]ᵀ the BLIS way: loops around a
- * register-tiled microkernel. Each thread owns a block
+ * register-tiled microkernel. The loops are the GEMM nest (gemm_nest.h,
+ * shared with the AMX tile driver, the int8 driver and conv2d); a float
+ * path's hooks walk it in this order. Each thread owns a block
  * of the output (a range of whole NR column panels, or of whole MR rows
  * when n is narrow) and runs, with nothing shared and no barriers:
  *
@@ -45,7 +47,8 @@
  * packing (timestep MLP, modulation: bandwidth bound).
  *
  * Tile drivers: a table may run bf16 and block-typed weights through a
- * driver of its own instead of these loops (fx_gemm_tiles). The amx
+ * driver of its own instead of these hooks (fx_gemm_tiles, on the same
+ * nest with hooks of its own). The amx
  * table's computes Yᵀ = W·Xᵀ on AMX tiles with the weight rows loaded in
  * place as the A operand (a tile row is one 64-byte line either way, so a
  * packed copy of W buys nothing and costs a second copy of the model) and

@@ -32,8 +32,10 @@
  *      zero padding and never written; a block with <= 16 valid rows of X
  *      or of W skips the second B or A tile.
  *
- * Loops (threads own contiguous ranges of 32-row weight panels, or of
- * 32-row blocks of X when there are fewer than 2 panels per thread):
+ * Loops (the GEMM nest, gemm_nest.h, N outer with balanced chunks; this
+ * file's hooks: pack_once, chunk, pass, panel, tile. Threads own contiguous
+ * ranges of 32-row weight panels, or of 32-row blocks of X when there are
+ * fewer than 2 panels per thread):
  *   for jc  chunk of NC panels     (block types: expanded here, whole K)
  *    for mb  MC rows of X
  *     for pc  K block of KC

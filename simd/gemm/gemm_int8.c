@@ -6,7 +6,8 @@
  *      x·(127/max|x|) rounded to nearest even), packed once per call into
  *      panels of NR tokens [ldq/4][NR][4] (gemm.h), as u8 (code + 128)
  *      for the kernels that want unsigned bytes;
- *   2. threads own contiguous ranges of MR-channel blocks; a thread walks
+ *   2. (the GEMM nest, gemm_nest.h, with this file's hooks) threads own
+ *      contiguous ranges of MR-channel blocks; a thread walks
  *      its range in super-blocks of weight rows that stay in L2 (about
  *      SUPER_BYTES), and for each super-block every token panel, and for
  *      each panel every MR block: the panel stays in L1/L2 across the MR

@@ -8,22 +8,24 @@
  * hooks: how an operand is packed or expanded, which microkernel runs a
  * tile, where partial sums are staged, the epilogue. The nest:
  *
- *   [pack_once(tid, nt) on every thread, then one barrier]   X packed per call
- *   threads split N units (nu weight rows; when there are >= 2 per thread or
- *   split_n_only) else M units (mu rows of X): contiguous unit ranges, a
- *   thread owns rows [r0, r1) × columns [c0, c1) of Y and shares nothing
- *   begin                                          (AMX: tile configuration)
- *   for each N chunk (nc units; balance_n: balanced)  ┐ n_outer: chunk loop
- *    for each M block (mc rows, balanced, whole mu)   ┘ outside (else inside)
- *     [chunk: at the top of each N chunk iteration]   W expanded / converted
- *     for pc in K step kc                              K block (kc >= k: one)
- *      pass                                           pack X / stage / prefetch
- *      micro loops, M outer (m_micro_outer) or N outer:
- *       panel (i or j)                                 pack a W micro-panel, pick
- *                                                       an X panel
- *        tile (i, j)                                   the microkernel on one
- *                                                       mu × nu tile; on the last K
- *                                                       block its epilogue
+ *   pack_once(tid, nt) on every thread, then one barrier     X packed per call
+ *   split: threads own contiguous ranges of N units (nu weight rows) when
+ *     there are >= 2 units per thread or split_n_only, else of M units (mu
+ *     rows of X): rows [r0, r1) × columns [c0, c1) of Y, nothing shared
+ *     (dynamic_m instead: M blocks handed out as threads come, whole N)
+ *   begin                                              AMX: tile configuration
+ *   loop A, loop B = N chunks, M blocks (n_outer) or M blocks, N chunks:
+ *     N chunk   nc units of nu (balance_n: balanced over the thread's units)
+ *     M block   mc rows, balanced, whole mu
+ *     chunk(n0, n1) at the top of each N chunk iteration  W expanded / converted
+ *       for pc in [0, k) step kc                      K block (kc >= k: one)
+ *         pass                                        pack X / stage / prefetch
+ *         micro loops: i over the M block step mu, j over the chunk step nu,
+ *         i outer (m_micro_outer) or j outer:
+ *           panel(outer index)                        pack a W micro-panel /
+ *                                                     pick an X slice
+ *             tile(i, j)                              microkernel on mu × nu;
+ *                                                     epilogue on the last pc
  *   end
  *
  * Which path provides which hooks (the blocks are each path's own):
@@ -43,20 +45,32 @@
  *     chunk = the per-channel form in place, or the weight rows converted
  *     per chunk (fx_weight_row_to_int8); tile = exact int32 sums over the
  *     whole K, then the scales (fx_int8_finish_c).
- * A new operand type is a packing (or expansion / conversion) routine and
- * a table entry in one of these paths; the loops do not change.
+ *   conv2d (simd/conv/conv2d.c, on a float path; gemm_packed_amx.c on
+ *     AMX): dynamic_m, M blocks of a few MR-pixel tiles handed out
+ *     dynamically, one N chunk (B packed once per layer), one K block;
+ *     pass = gather the im2col rows and pack the A tiles; tile =
+ *     microkernel over the whole K.
+ * Operand types: a weight type enters the float and AMX paths through
+ * packing (fx_gemm_path.pack_w by stored dtype) or expansion while packing
+ * (fx_gemm_expander: the dequantizer of simd/quant/'s table, the fp8 or
+ * side scales, f32 or bf16 target), and the int8 path through its row
+ * conversion (fx_weight_row_to_int8, the quant table's to_int8). So a new
+ * type (fp8, NVFP4, I8, ...) is a dequantizer / packer and a table entry;
+ * the loops do not change.
  *
  * Determinism (every path): threads and blocks split only M and N, never
  * K; every element of Y is one chain over K in k order, continued across K
  * blocks from exactly stored partial sums (f32 in Y or a staging buffer,
  * AMX C tiles) or run in one exact int32 sum; block sizes depend on the
- * problem and the path only. So no thread count and no block size changes
- * a bit.
+ * problem and the path only. So no thread count, schedule or block size
+ * changes a bit.
  *
- * Next step (not done): conv2d (simd/conv/conv2d.c) drives the float paths
- * (gemm_packed_amx.c on AMX) with loops of its own over pixel strips; it
- * could become one more client of this nest (pass = gather the im2col A
- * tiles).
+ * Next step (not done): the GEMV of m <= FX_GEMV_MAX_M (gemm.c
+ * linear_gemv*, bandwidth bound: W streamed once, no packing) keeps its own
+ * split of the outputs over threads; and the three routes by operand type
+ * (pack_w[dtype], fx_gemm_expander_for, fx_weight_row_to_int8) could be
+ * one table indexed by dtype. The blocks are still the derived defaults:
+ * flux-bench gemm --kc/--mc/--nc sweeps them on a quiet machine.
  */
 #ifndef FX_GEMM_NEST_H
 #define FX_GEMM_NEST_H
