@@ -306,6 +306,7 @@ typedef struct amx_state {
     float *etmp;
     fx_gemm_prefetch pf; /* the next pass's weight rows */
     int pf_per_step;
+    int64_t jc, jn, jt;  /* the pass's first panel, panels, the n-tail panel (-1: none) */
     job q;               /* the current job: its B slice set per row block */
 } amx_state;
 FX_GEMM_STATE_FITS(amx_state);
@@ -357,6 +358,7 @@ static void amx_pass(const void *ctx, fx_gemm_thread *t, const fx_gemm_pass *p) 
     amx_state *s = (amx_state *)(void *)t->state;
     const int64_t jc = p->n0 / PANEL, jn = ceil_div(p->n1 - p->n0, PANEL);
     const int64_t jt = pl->n % PANEL ? pl->panels - 1 : -1; /* the n-tail panel */
+    s->jc = jc, s->jn = jn, s->jt = jt;
     if (!pl->ex && jt >= jc && jt < jc + jn) copy_n_tail(pl, jt, p->pc, p->kcur, s->ntail);
     s->pf = (fx_gemm_prefetch){0};
     s->pf_per_step = 0;
@@ -383,8 +385,7 @@ static void amx_tile(const void *ctx, fx_gemm_thread *t, const fx_gemm_pass *p, 
     const plan *pl = ctx;
     amx_state *s = (amx_state *)(void *)t->state;
     job *q = &s->q;
-    const int64_t j = j0 / PANEL, jc = p->n0 / PANEL, jn = ceil_div(p->n1 - p->n0, PANEL);
-    const int64_t jt = pl->n % PANEL ? pl->panels - 1 : -1;
+    const int64_t j = j0 / PANEL, jc = s->jc, jn = s->jn, jt = s->jt;
     const int64_t pc = p->pc, kcur = p->kcur;
     q->stage = pl->stage_bytes ? s->stage + (((ib - p->m0) / PANEL) * jn + (j - jc)) * CBLOCK : NULL;
     q->a_tail = NULL;
