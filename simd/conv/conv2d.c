@@ -17,7 +17,9 @@
  * contiguous copies of cin floats, or zeros for padding — into a small
  * per-thread buffer [MR][K] (L2), packs it into an A micro-panel, and once
  * the block is packed runs, for every B panel, the microkernel over the
- * block's tiles with the full K in one call.
+ * block's tiles with the full K in one call. These loops are the GEMM
+ * nest's (simd/gemm/gemm_nest.h: dynamic M blocks); this file gives its
+ * hooks.
  *
  * Determinism: every output element is one microkernel reduction over the
  * full K in k order, whichever thread computes its block: results are
@@ -30,6 +32,7 @@
  * a layer run strip by strip passes only the rows a strip reads.
  */
 #include "simd/gemm/gemm.h"
+#include "simd/gemm/gemm_nest.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -184,7 +187,6 @@ typedef struct conv_run {
     int block_tiles;
     int tapwise;        /* pack_tile_taps (else gather whole im2col rows) */
     size_t gather_bytes, apanel_bytes, thread_bytes;
-    char *scratch;      /* thread_bytes per thread */
 } conv_run;
 
 /* im2col rows of `m` pixels from pixel pix into g [m][K] (k = ky, kx, ci). */
@@ -243,19 +245,19 @@ static void pack_tile_taps(const conv_run *r, int64_t pix, int m, float *gbuf, c
         }
 }
 
-/* One block: tiles [b, b + tiles) (MR pixels each, the last may be short)
- * gathered and packed into this thread's A buffer, then multiplied by every
- * B panel. */
-static void conv_block(const conv_run *r, int tid, int64_t b, int tiles) {
+/* The hooks on the GEMM nest (simd/gemm/gemm_nest.h): M blocks of
+ * block_tiles tiles (MR pixels each, the last may be short) handed out
+ * dynamically, one N chunk (every B panel), one K block (the whole K). */
+
+/* A block's tiles gathered and packed into this thread's A buffer. */
+static void conv_pass(const void *ctx, fx_gemm_thread *th, const fx_gemm_pass *q) {
+    const conv_run *r = ctx;
     const fx_gemm_path *p = r->h->path;
-    const int mr = p->mr, nr = p->nr;
-    char *mine = r->scratch + (size_t)tid * r->thread_bytes;
-    float *gbuf = (float *)(void *)mine;
-    char *ablk = mine + r->gather_bytes;
-    const fx_epilogue *e = r->epi;
-    const int cout = r->g->cout;
-    const int64_t bp0 = r->pix0 + b * mr; /* first pixel of the block */
-    const int64_t bpix = r->pix0 + r->npix - bp0 < (int64_t)tiles * mr ? r->pix0 + r->npix - bp0 : (int64_t)tiles * mr;
+    const int mr = p->mr;
+    float *gbuf = (float *)(void *)th->scratch;
+    char *ablk = th->scratch + r->gather_bytes;
+    const int64_t bp0 = r->pix0 + q->m0, bpix = q->m1 - q->m0; /* first pixel of the block, pixels */
+    const int tiles = (int)ceil_div(bpix, mr);
     for (int t = 0; t < tiles; t++) { /* increasing order: pack slack lands in the next tile */
         int m = (int)(bpix - (int64_t)t * mr < mr ? bpix - (int64_t)t * mr : mr);
         char *a = ablk + (size_t)t * r->apanel_bytes;
@@ -266,24 +268,41 @@ static void conv_block(const conv_run *r, int tid, int64_t b, int tiles) {
             p->pack_x(p, m, r->h->k, gbuf, r->h->k, a);
         }
     }
-    for (int j = 0; j < r->h->panels; j++) {
-        const char *bpan = r->panels + (size_t)j * r->h->panel_bytes;
-        const int n = cout - j * nr < nr ? cout - j * nr : nr;
-        for (int t = 0; t < tiles; t++) {
-            fx_gemm_tile tile;
-            tile.m = (int)(bpix - (int64_t)t * mr < mr ? bpix - (int64_t)t * mr : mr);
-            tile.n = n;
-            tile.first = tile.last = 1;
-            tile.mode = e->mode;
-            tile.bias = e->bias ? e->bias + (int64_t)j * nr : NULL;
-            tile.gate = e->gate ? e->gate + (int64_t)j * nr : NULL;
-            tile.pf = NULL;
-            float *c = r->y + (bp0 - r->pix0 + (int64_t)t * mr) * cout + (int64_t)j * nr;
-            tile.c = c, tile.ldc = cout;
-            tile.partial = c, tile.ldp = cout;
-            p->kernel(r->h->ksteps, ablk + (size_t)t * r->apanel_bytes, bpan, &tile);
-        }
-    }
+}
+
+/* The microkernel on the tile of pixels [i, i + MR) × output channels
+ * [j, j + NR): the whole K in one call (B panel j / NR, packed per layer). */
+static void conv_tile(const void *ctx, fx_gemm_thread *th, const fx_gemm_pass *q, int64_t i, int64_t j) {
+    const conv_run *r = ctx;
+    const fx_gemm_path *p = r->h->path;
+    const int mr = p->mr, nr = p->nr, cout = r->g->cout;
+    const fx_epilogue *e = r->epi;
+    const char *ablk = th->scratch + r->gather_bytes;
+    const char *bpan = r->panels + (size_t)(j / nr) * r->h->panel_bytes;
+    fx_gemm_tile tile;
+    tile.m = (int)(q->m1 - i < mr ? q->m1 - i : mr);
+    tile.n = (int)(cout - j < nr ? cout - j : nr);
+    tile.first = tile.last = 1;
+    tile.mode = e->mode;
+    tile.bias = e->bias ? e->bias + j : NULL;
+    tile.gate = e->gate ? e->gate + j : NULL;
+    tile.pf = NULL;
+    float *c = r->y + i * cout + j;
+    tile.c = c, tile.ldc = cout;
+    tile.partial = c, tile.ldp = cout;
+    p->kernel(r->h->ksteps, ablk + (size_t)((i - q->m0) / mr) * r->apanel_bytes, bpan, &tile);
+}
+
+static void conv_begin(const void *ctx, fx_gemm_thread *th) {
+    const conv_run *r = ctx;
+    (void)th;
+    if (r->h->path->thread_begin) r->h->path->thread_begin(); /* the AMX tile configuration */
+}
+
+static void conv_end(const void *ctx, fx_gemm_thread *th) {
+    const conv_run *r = ctx;
+    (void)th;
+    if (r->h->path->thread_end) r->h->path->thread_end();
 }
 
 static void fill_nan_rows(float *y, int64_t n) {
@@ -325,24 +344,23 @@ int fx_conv2d_packed(const fx_kctx *kc, const fx_conv2d_geom *g, const float *x,
     const int64_t tiles = ceil_div(npix, p->mr);
     if (threads > tiles) threads = (int)tiles;
     if (2.0 * (double)npix * (double)h->k * (double)g->cout < 2e6) threads = 1;
-    if (!kc || !kc->scratch || fx_scratch_reserve(kc->scratch, 0, (size_t)threads * r.thread_bytes)) {
+    /* Blocks are handed out dynamically (a slower or disturbed core takes
+     * fewer); every tile is computed the same way wherever it runs. The
+     * micro loops: B panels outer, the block's tiles inner. */
+    fx_gemm_nest nest = {
+        .m = npix, .n = g->cout, .k = h->k,
+        .mu = p->mr, .nu = p->nr,
+        .mc = (int64_t)r.block_tiles * p->mr, .nc = h->panels, .kc = h->k,
+        .dynamic_m = 1,
+        .ctx = &r,
+        .begin = conv_begin, .end = conv_end, .pass = conv_pass, .tile = conv_tile,
+        .thread_bytes = r.thread_bytes,
+    };
+    if (!kc || fx_gemm_nest_reserve(kc, &nest, threads)) {
         fill_nan_rows(y, npix * g->cout);
         return -1;
     }
-    r.scratch = fx_scratch_shared(kc->scratch);
-    /* Blocks are handed out dynamically (a slower or disturbed core takes
-     * fewer); every tile is computed the same way wherever it runs. */
-    const int64_t nblocks = ceil_div(tiles, r.block_tiles);
-#pragma omp parallel num_threads(threads) if (threads > 1)
-    {
-        if (p->thread_begin) p->thread_begin(); /* the AMX tile configuration */
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t b = 0; b < nblocks; b++) {
-            int64_t t0 = b * r.block_tiles;
-            conv_block(&r, fx_thread_id(), t0, (int)(tiles - t0 < r.block_tiles ? tiles - t0 : r.block_tiles));
-        }
-        if (p->thread_end) p->thread_end();
-    }
+    fx_gemm_nest_run(&nest, threads);
     return 0;
 }
 

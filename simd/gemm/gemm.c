@@ -5,7 +5,8 @@
  *   Y[m, n] (op)= X[m, k] · W[n, k]ᵀ (+ bias)
  *
  * The loops, packing and threading are described in gemm.h; this file only
- * picks the path for the weight dtype, lays out the scratch, and walks the
+ * picks the path for the weight dtype, lays out the scratch, and provides
+ * the float paths' hooks on the GEMM nest (gemm_nest.h), which walks the
  * blocks. The per-ISA files provide packing routines and microkernels.
  *
  * Threads: each owns a range of whole NR column panels (or of whole MR
@@ -13,6 +14,7 @@
  * the parallel region has no barrier at all.
  */
 #include "gemm.h"
+#include "gemm_nest.h"
 
 #include <stdlib.h>
 
@@ -126,13 +128,13 @@ static void linear_gemv_blocks(const fx_gemm_expander *e, fx_gemv_fn gemv, fx_dt
 }
 
 /* ------------------------------------------------------------------------ */
-/* The blocked GEMM                                                         */
+/* The blocked GEMM: the float paths' hooks on the nest (gemm_nest.h)       */
 /* ------------------------------------------------------------------------ */
 
 typedef struct gemm_plan {
     const fx_gemm_path *p;
     fx_gemm_pack_w_fn pack_w;
-    int64_t m, n, k;
+    int64_t k;
     const float *x;
     int64_t ldx;
     const char *w;      /* bytes */
@@ -147,10 +149,18 @@ typedef struct gemm_plan {
     int64_t kcb;        /* K block: <= p->kc, balanced over k */
     int64_t ncb;        /* column chunk: p->nc, less when staging */
     int staged;         /* partial sums in a staging buffer */
-    int split_cols;     /* threads own column ranges (else row ranges) */
     size_t a_bytes, b_bytes, s_bytes; /* per-thread scratch parts (+ e_bytes) */
-    char *base;
 } gemm_plan;
+
+/* A thread's buffers and the state its hooks share. */
+typedef struct gemm_state {
+    char *abuf, *bbuf, *ebuf;
+    float *stage, *etmp;
+    int64_t ksteps;        /* of the current K block */
+    size_t apanel;         /* bytes per A micro-panel */
+    fx_gemm_prefetch pf;   /* the next micro-panel's W rows */
+} gemm_state;
+FX_GEMM_STATE_FITS(gemm_state);
 
 /* Software prefetch of the W rows the next micro-panel will read, spread
  * over the microkernel calls of the current one (see fx_gemm_prefetch). */
@@ -163,114 +173,106 @@ static void w_prefetch_init(fx_gemm_prefetch *pf, const gemm_plan *pl, int64_t j
                             int64_t kcur, int calls) {
     pf->row = NULL;
     if (cols <= 0) return;
-    const char *start = w_at(pl, j, pc);
-    uintptr_t mis = (uintptr_t)start & 63;
-    pf->row = start - mis;
-    pf->row_bytes = pl->w_rb;
-    pf->rows_left = cols - 1;
-    pf->lines = (int)((mis + (size_t)fx_dtype_row_bytes(pl->wdtype, kcur) + 63) / 64);
-    pf->line = 0;
+    fx_gemm_prefetch_rows(pf, w_at(pl, j, pc), pl->w_rb, cols, (size_t)fx_dtype_row_bytes(pl->wdtype, kcur));
     pf->per_call = (int)ceil_div((int64_t)cols * pf->lines, calls > 0 ? calls : 1);
 }
 
-/* Thread tid's block of the output: rows [r0, r1), columns [c0, c1). */
-static void gemm_thread(const gemm_plan *pl, int tid, int nt) {
-    const fx_gemm_path *p = pl->p;
-    const int mr = p->mr, nr = p->nr;
-    int64_t r0 = 0, r1 = pl->m, c0 = 0, c1 = pl->n;
-    if (pl->split_cols) {
-        const int64_t panels = ceil_div(pl->n, nr);
-        c0 = panels * tid / nt * nr, c1 = panels * (tid + 1) / nt * nr;
-        if (c1 > pl->n) c1 = pl->n;
-    } else {
-        const int64_t tiles = ceil_div(pl->m, mr);
-        r0 = tiles * tid / nt * mr, r1 = tiles * (tid + 1) / nt * mr;
-        if (r1 > pl->m) r1 = pl->m;
-    }
-    if (r0 >= r1 || c0 >= c1) return;
-    if (p->thread_begin) p->thread_begin();
-
-    char *abuf = pl->base + (size_t)tid * (pl->a_bytes + pl->b_bytes + pl->s_bytes + pl->e_bytes);
-    char *bbuf = abuf + pl->a_bytes;
-    float *stage = (float *)(void *)(bbuf + pl->b_bytes);
-    char *ebuf = bbuf + pl->b_bytes + pl->s_bytes;
-    float *etmp = (float *)(void *)(ebuf + (size_t)p->nr * (size_t)pl->kcb * (pl->ex && pl->ex->to_bf16 ? 2 : 4));
-    const fx_epilogue *e = pl->epi;
-    /* row super-blocks of balanced size, whole micro-rows */
-    const int64_t nmb = ceil_div(r1 - r0, p->mc);
-    const int64_t mcb = round_up(ceil_div(r1 - r0, nmb), mr);
-
-    const int64_t ncb = pl->ncb;
-    for (int64_t mb = r0; mb < r1; mb += mcb) {
-        const int64_t rows = r1 - mb < mcb ? r1 - mb : mcb;
-        const int tiles = (int)ceil_div(rows, mr);
-        for (int64_t jc = c0; jc < c1; jc += ncb) {
-            const int64_t cols = c1 - jc < ncb ? c1 - jc : ncb;
-            for (int64_t pc = 0; pc < pl->k; pc += pl->kcb) {
-                const int64_t kcur = pl->k - pc < pl->kcb ? pl->k - pc : pl->kcb;
-                const int64_t ksteps = ceil_div(kcur, p->kpair);
-                const size_t apanel = (size_t)ksteps * mr * p->kpair * p->elem;
-                const int first = pc == 0, last = pc + kcur == pl->k;
-                p->pack_x(p, rows, kcur, pl->x + mb * pl->ldx + pc, pl->ldx, abuf);
-                for (int64_t j = jc; j < jc + cols; j += nr) {
-                    const int ncols = (int)(jc + cols - j < nr ? jc + cols - j : nr);
-                    const char *bpanel = bbuf;
-                    if (pl->ex) { /* blocks → the path's element type, then its packing */
-                        fx_gemm_expand_rows(pl->ex, ncols, kcur, w_at(pl, j, pc), pl->w_rb, ebuf, kcur, etmp);
-                        pl->pack_w(p, ncols, kcur, ebuf, kcur, bbuf);
-                    } else {
-                        pl->pack_w(p, ncols, kcur, w_at(pl, j, pc), pl->ldw, bbuf);
-                    }
-                    /* the next micro-panel: next columns, else the next K block */
-                    fx_gemm_prefetch pf = {0};
-                    if (j + nr < jc + cols)
-                        w_prefetch_init(&pf, pl, j + nr, (int)(jc + cols - j - nr < nr ? jc + cols - j - nr : nr),
-                                        pc, kcur, tiles);
-                    else if (pc + kcur < pl->k)
-                        w_prefetch_init(&pf, pl, jc, (int)(cols < nr ? cols : nr), pc + kcur,
-                                        pl->k - pc - kcur < pl->kcb ? pl->k - pc - kcur : pl->kcb, tiles);
-                    else
-                        pf.row = NULL;
-                    for (int64_t ir = 0; ir < rows; ir += mr) {
-                        const int64_t i = mb + ir;
-                        fx_gemm_tile t;
-                        t.m = (int)(rows - ir < mr ? rows - ir : mr);
-                        t.n = ncols;
-                        t.first = first;
-                        t.last = last;
-                        t.mode = e->mode;
-                        t.bias = e->bias ? e->bias + j : NULL;
-                        t.gate = e->gate ? e->gate + j : NULL;
-                        t.pf = &pf;
-                        float *yt = pl->y + i * pl->ldy + j;
-                        if (!pl->staged) {
-                            t.c = yt, t.ldc = pl->ldy;
-                            t.partial = yt, t.ldp = pl->ldy;
-                        } else {
-                            float *st = stage + ir * ncb + (j - jc);
-                            t.partial = st, t.ldp = ncb;
-                            if (last) t.c = yt, t.ldc = pl->ldy;
-                            else t.c = st, t.ldc = ncb;
-                        }
-                        p->kernel(ksteps, abuf + (size_t)(ir / mr) * apanel, bpanel, &t);
-                        if (!p->kernel_prefetches)
-                            for (int q = 0; q < pf.per_call; q++) fx_gemm_prefetch_one(&pf);
-                    }
-                }
-            }
-        }
-    }
-    if (p->thread_end) p->thread_end();
+static void float_begin(const void *ctx, fx_gemm_thread *t) {
+    const gemm_plan *pl = ctx;
+    gemm_state *s = (gemm_state *)(void *)t->state;
+    if (pl->p->thread_begin) pl->p->thread_begin();
+    s->abuf = t->scratch;
+    s->bbuf = s->abuf + pl->a_bytes;
+    s->stage = (float *)(void *)(s->bbuf + pl->b_bytes);
+    s->ebuf = s->bbuf + pl->b_bytes + pl->s_bytes;
+    s->etmp = (float *)(void *)(s->ebuf + (size_t)pl->p->nr * (size_t)pl->kcb * (pl->ex && pl->ex->to_bf16 ? 2 : 4));
 }
 
-/* Lay out the shared scratch and run; returns -1 if scratch is unavailable. */
+static void float_end(const void *ctx, fx_gemm_thread *t) {
+    const gemm_plan *pl = ctx;
+    (void)t;
+    if (pl->p->thread_end) pl->p->thread_end();
+}
+
+/* X rows of the M block, K block → the A panel. */
+static void float_pass(const void *ctx, fx_gemm_thread *t, const fx_gemm_pass *q) {
+    const gemm_plan *pl = ctx;
+    const fx_gemm_path *p = pl->p;
+    gemm_state *s = (gemm_state *)(void *)t->state;
+    s->ksteps = ceil_div(q->kcur, p->kpair);
+    s->apanel = (size_t)s->ksteps * p->mr * p->kpair * p->elem;
+    p->pack_x(p, q->m1 - q->m0, q->kcur, pl->x + q->m0 * pl->ldx + q->pc, pl->ldx, s->abuf);
+}
+
+/* Weight rows [j, j + NR) of the K block → the B micro-panel; the next
+ * micro-panel (next columns, else the next K block) prefetched meanwhile. */
+static void float_panel(const void *ctx, fx_gemm_thread *t, const fx_gemm_pass *q, int64_t j) {
+    const gemm_plan *pl = ctx;
+    const fx_gemm_path *p = pl->p;
+    gemm_state *s = (gemm_state *)(void *)t->state;
+    const int nr = p->nr;
+    const int64_t jc = q->n0, cols = q->n1 - q->n0, pc = q->pc, kcur = q->kcur;
+    const int ncols = (int)(jc + cols - j < nr ? jc + cols - j : nr);
+    const int tiles = (int)ceil_div(q->m1 - q->m0, p->mr);
+    if (pl->ex) { /* blocks → the path's element type, then its packing */
+        fx_gemm_expand_rows(pl->ex, ncols, kcur, w_at(pl, j, pc), pl->w_rb, s->ebuf, kcur, s->etmp);
+        pl->pack_w(p, ncols, kcur, s->ebuf, kcur, s->bbuf);
+    } else {
+        pl->pack_w(p, ncols, kcur, w_at(pl, j, pc), pl->ldw, s->bbuf);
+    }
+    fx_gemm_prefetch *pf = &s->pf;
+    *pf = (fx_gemm_prefetch){0};
+    if (j + nr < jc + cols)
+        w_prefetch_init(pf, pl, j + nr, (int)(jc + cols - j - nr < nr ? jc + cols - j - nr : nr), pc, kcur, tiles);
+    else if (pc + kcur < pl->k)
+        w_prefetch_init(pf, pl, jc, (int)(cols < nr ? cols : nr), pc + kcur,
+                        pl->k - pc - kcur < pl->kcb ? pl->k - pc - kcur : pl->kcb, tiles);
+    else
+        pf->row = NULL;
+}
+
+/* The microkernel on the MR × NR tile at (i, j): partial sums in Y (store)
+ * or in the staging buffer (accumulating modes), the epilogue on the last
+ * K block. */
+static void float_tile(const void *ctx, fx_gemm_thread *t, const fx_gemm_pass *q, int64_t i, int64_t j) {
+    const gemm_plan *pl = ctx;
+    const fx_gemm_path *p = pl->p;
+    gemm_state *s = (gemm_state *)(void *)t->state;
+    const fx_epilogue *e = pl->epi;
+    const int64_t ir = i - q->m0, rows = q->m1 - q->m0;
+    fx_gemm_tile tl;
+    tl.m = (int)(rows - ir < p->mr ? rows - ir : p->mr);
+    tl.n = (int)(q->n1 - j < p->nr ? q->n1 - j : p->nr);
+    tl.first = q->first;
+    tl.last = q->last;
+    tl.mode = e->mode;
+    tl.bias = e->bias ? e->bias + j : NULL;
+    tl.gate = e->gate ? e->gate + j : NULL;
+    tl.pf = &s->pf;
+    float *yt = pl->y + i * pl->ldy + j;
+    if (!pl->staged) {
+        tl.c = yt, tl.ldc = pl->ldy;
+        tl.partial = yt, tl.ldp = pl->ldy;
+    } else {
+        float *st = s->stage + ir * pl->ncb + (j - q->n0);
+        tl.partial = st, tl.ldp = pl->ncb;
+        if (q->last) tl.c = yt, tl.ldc = pl->ldy;
+        else tl.c = st, tl.ldc = pl->ncb;
+    }
+    p->kernel(s->ksteps, s->abuf + (size_t)(ir / p->mr) * s->apanel, s->bbuf, &tl);
+    if (!p->kernel_prefetches)
+        for (int f = 0; f < s->pf.per_call; f++) fx_gemm_prefetch_one(&s->pf);
+}
+
+/* Plan the blocks and the scratch and run the nest; returns -1 if scratch
+ * is unavailable. */
 static int linear_blocked(const fx_kctx *kc, const fx_gemm_path *p, int threads, int64_t m,
                           const float *x, int64_t ldx, const fx_weight *w, float *y, int64_t ldy,
                           const fx_epilogue *epi) {
     gemm_plan pl = {0};
     fx_gemm_expander ex;
     pl.p = p;
-    pl.m = m, pl.n = w->n, pl.k = w->k;
+    pl.k = w->k;
     pl.x = x, pl.ldx = ldx;
     pl.w = w->data, pl.ldw = w->ld, pl.wdtype = w->dtype;
     pl.w_rb = fx_dtype_row_bytes(w->dtype, w->ld);
@@ -290,7 +292,6 @@ static int linear_blocked(const fx_kctx *kc, const fx_gemm_path *p, int threads,
     const int64_t nkb = ceil_div(pl.k, p->kc);
     pl.kcb = round_up(ceil_div(pl.k, nkb), pl.ex ? (pl.ex->block > 32 ? pl.ex->block : 32) : 32);
     pl.staged = epi->mode != FX_EPI_STORE && pl.k > pl.kcb;
-    pl.split_cols = ceil_div(pl.n, p->nr) >= 2 * threads;
     const int64_t kcp = round_up(pl.kcb, p->kpair);
     /* + FX_GEMM_PACK_SLACK: packers may store past the last micro-panel */
     pl.a_bytes = (size_t)round_up(round_up(p->mc, p->mr) * kcp * p->elem + FX_GEMM_PACK_SLACK, 64);
@@ -304,11 +305,19 @@ static int linear_blocked(const fx_kctx *kc, const fx_gemm_path *p, int threads,
     if (pl.ex) /* nr expanded rows of one K block, and one f32 row for a bf16 target */
         pl.e_bytes = (size_t)round_up((int64_t)p->nr * pl.kcb * (pl.ex->to_bf16 ? 2 : 4) +
                                           (pl.ex->to_bf16 ? pl.kcb * 4 : 0) + FX_GEMM_PACK_SLACK, 64);
-    size_t total = (size_t)threads * (pl.a_bytes + pl.b_bytes + pl.s_bytes + pl.e_bytes);
-    if (!kc->scratch || fx_scratch_reserve(kc->scratch, 0, total)) return -1;
-    pl.base = fx_scratch_shared(kc->scratch);
-#pragma omp parallel num_threads(threads) if (threads > 1)
-    gemm_thread(&pl, fx_thread_id(), fx_thread_count());
+    /* M outer (the A panel of a row super-block is reused by every column
+     * chunk's micro-panels), W micro-panels outer in the micro loops */
+    fx_gemm_nest nest = {
+        .m = m, .n = w->n, .k = pl.k,
+        .mu = p->mr, .nu = p->nr,
+        .mc = p->mc, .nc = pl.ncb / p->nr, .kc = pl.kcb,
+        .ctx = &pl,
+        .begin = float_begin, .end = float_end,
+        .pass = float_pass, .panel = float_panel, .tile = float_tile,
+        .thread_bytes = pl.a_bytes + pl.b_bytes + pl.s_bytes + pl.e_bytes,
+    };
+    if (fx_gemm_nest_reserve(kc, &nest, threads)) return -1;
+    fx_gemm_nest_run(&nest, threads);
     return 0;
 }
 

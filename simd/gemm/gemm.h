@@ -3,7 +3,9 @@
  *
  * fx_gemm_linear (gemm.c, the product of fx_linear) computes
  * Y[m, n] (op)= X[m, k] · W[n, k]ᵀ the BLIS way: loops around a
- * register-tiled microkernel. Each thread owns a block
+ * register-tiled microkernel. The loops are the GEMM nest (gemm_nest.h,
+ * shared with the AMX tile driver, the int8 driver and conv2d); a float
+ * path's hooks walk it in this order. Each thread owns a block
  * of the output (a range of whole NR column panels, or of whole MR rows
  * when n is narrow) and runs, with nothing shared and no barriers:
  *
@@ -45,7 +47,8 @@
  * packing (timestep MLP, modulation: bandwidth bound).
  *
  * Tile drivers: a table may run bf16 and block-typed weights through a
- * driver of its own instead of these loops (fx_gemm_tiles). The amx
+ * driver of its own instead of these hooks (fx_gemm_tiles, on the same
+ * nest with hooks of its own). The amx
  * table's computes Yᵀ = W·Xᵀ on AMX tiles with the weight rows loaded in
  * place as the A operand (a tile row is one 64-byte line either way, so a
  * packed copy of W buys nothing and costs a second copy of the model) and
@@ -94,6 +97,19 @@ static inline void fx_gemm_prefetch_one(fx_gemm_prefetch *pf) {
         pf->line = 0;
         pf->row = pf->rows_left-- > 0 ? pf->row + pf->row_bytes : NULL;
     }
+}
+
+/* Start pf at `rows` weight rows from `start` (row_bytes apart), `bytes`
+ * bytes of each from there, in whole lines; per_call left 0. */
+static inline void fx_gemm_prefetch_rows(fx_gemm_prefetch *pf, const char *start, int64_t row_bytes, int rows,
+                                         size_t bytes) {
+    const uintptr_t mis = (uintptr_t)start & 63;
+    pf->row = start - mis;
+    pf->row_bytes = row_bytes;
+    pf->rows_left = rows - 1;
+    pf->lines = (int)((mis + bytes + 63) / 64);
+    pf->line = 0;
+    pf->per_call = 0;
 }
 
 /* k-loop iterations between two prefetches for a kernel of ksteps steps. */

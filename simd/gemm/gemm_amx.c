@@ -32,8 +32,10 @@
  *      zero padding and never written; a block with <= 16 valid rows of X
  *      or of W skips the second B or A tile.
  *
- * Loops (threads own contiguous ranges of 32-row weight panels, or of
- * 32-row blocks of X when there are fewer than 2 panels per thread):
+ * Loops (the GEMM nest, gemm_nest.h, N outer with balanced chunks; this
+ * file's hooks: pack_once, chunk, pass, panel, tile. Threads own contiguous
+ * ranges of 32-row weight panels, or of 32-row blocks of X when there are
+ * fewer than 2 panels per thread):
  *   for jc  chunk of NC panels     (block types: expanded here, whole K)
  *    for mb  MC rows of X
  *     for pc  K block of KC
@@ -85,6 +87,7 @@
  */
 #include "gemm_avx512_util.h"
 #include "gemm_int8.h"
+#include "gemm_nest.h"
 #include "simd/common/amx.h"
 
 #include <string.h>
@@ -115,11 +118,9 @@ typedef struct plan {
     const fx_epilogue *epi;
     int64_t kc, mc, nc;            /* blocks (kc, mc multiples of 32) */
     int64_t panels;                /* ceil(n/32) */
-    int split_panels;              /* threads own panels (else X rows) */
     int64_t eld;                   /* elements between expanded rows */
     char *xb;                      /* packed X (shared) */
-    char *per_thread;              /* thread_bytes each */
-    size_t thread_bytes, stage_bytes, tail_bytes, ntail_bytes;
+    size_t stage_bytes, tail_bytes, ntail_bytes; /* per thread */
 } plan;
 
 /* ------------------------------------------------------------------------ */
@@ -295,95 +296,112 @@ static void expand_chunk(const plan *pl, int64_t jc, int64_t jn, uint16_t *dst, 
 }
 
 /* ------------------------------------------------------------------------ */
-/* One thread's share                                                       */
+/* The hooks on the nest (gemm_nest.h)                                      */
 /* ------------------------------------------------------------------------ */
+
+/* A thread's buffers and the state its hooks share. */
+typedef struct amx_state {
+    char *stage, *tails, *ntail;
+    uint16_t *ebuf;
+    float *etmp;
+    fx_gemm_prefetch pf; /* the next pass's weight rows */
+    int pf_per_step;
+    int64_t jc, jn, jt;  /* the pass's first panel, panels, the n-tail panel (-1: none) */
+    job q;               /* the current job: its B slice set per row block */
+} amx_state;
+FX_GEMM_STATE_FITS(amx_state);
 
 /* Weight rows [r0, r1) × columns [pc, pc + kw) → prefetch walker. */
 static void prefetch_rows(const plan *pl, int64_t r0, int64_t r1, int64_t pc, int64_t kw, fx_gemm_prefetch *pf) {
     pf->row = NULL;
     if (r0 >= r1 || kw <= 0) return;
-    const char *start = w_row(pl, r0) + pc * 2;
-    const uintptr_t mis = (uintptr_t)start & 63;
-    pf->row = start - mis;
-    pf->row_bytes = pl->w_rb;
-    pf->rows_left = (int)(r1 - r0 - 1);
-    pf->lines = (int)((mis + (size_t)kw * 2 + 63) / 64);
-    pf->line = 0;
-    pf->per_call = 0;
+    fx_gemm_prefetch_rows(pf, w_row(pl, r0) + pc * 2, pl->w_rb, (int)(r1 - r0), (size_t)kw * 2);
 }
 
-static void run_thread(const plan *pl, int tid, int nt) {
-    int64_t p0 = 0, p1 = pl->panels, r0 = 0, r1 = pl->m;
-    if (pl->split_panels) {
-        p0 = pl->panels * tid / nt, p1 = pl->panels * (tid + 1) / nt;
-    } else {
-        const int64_t blocks = ceil_div(pl->m, PANEL);
-        r0 = blocks * tid / nt * PANEL, r1 = min64(pl->m, blocks * (tid + 1) / nt * PANEL);
-    }
-    if (p0 >= p1 || r0 >= r1) return;
-    /* balanced chunks of panels and blocks of rows */
-    const int64_t ncb = ceil_div(p1 - p0, ceil_div(p1 - p0, pl->nc));
-    const int64_t mcb = round_up(ceil_div(r1 - r0, ceil_div(r1 - r0, pl->mc)), PANEL);
-    char *stage = pl->per_thread + (size_t)tid * pl->thread_bytes;
-    char *tails = stage + pl->stage_bytes;
-    char *ntail = tails + pl->tail_bytes;
-    uint16_t *ebuf = (uint16_t *)(void *)(ntail + pl->ntail_bytes);
-    float *etmp = (float *)(void *)(ebuf + ncb * PANEL * pl->eld);
-    const int in_place = !pl->ex;
+/* B: this thread's share of the X tiles (all threads, before a barrier). */
+static void amx_pack_once(const void *ctx, int tid, int nt) {
+    const plan *pl = ctx;
+    const int64_t units = ceil_div(pl->m, PANEL) * pl->ks * 2;
+    for (int64_t u = units * tid / nt; u < units * (tid + 1) / nt; u++) pack_x_tile(pl, u);
+}
+
+static void amx_begin(const void *ctx, fx_gemm_thread *t) {
+    const plan *pl = ctx;
+    amx_state *s = (amx_state *)(void *)t->state;
+    s->stage = t->scratch;
+    s->tails = s->stage + pl->stage_bytes;
+    s->ntail = s->tails + pl->tail_bytes;
+    s->ebuf = (uint16_t *)(void *)(s->ntail + pl->ntail_bytes);
+    s->etmp = (float *)(void *)(s->ebuf + t->ncu * PANEL * pl->eld);
     fx_amx_tiles_begin();
-    for (int64_t jc = p0; jc < p1; jc += ncb) {
-        const int64_t jn = min64(ncb, p1 - jc);
-        if (!in_place) expand_chunk(pl, jc, jn, ebuf, etmp);
-        else if (pl->k % 32) copy_k_tails(pl, jc, jn, tails);
-        for (int64_t mb = r0; mb < r1; mb += mcb) {
-            const int64_t rows = min64(mcb, r1 - mb);
-            for (int64_t pc = 0; pc < pl->k; pc += pl->kc) {
-                const int64_t kcur = min64(pl->kc, pl->k - pc);
-                const int first = pc == 0, last = pc + kcur == pl->k;
-                const int64_t jt = pl->n % PANEL ? pl->panels - 1 : -1; /* the n-tail panel */
-                if (in_place && jt >= jc && jt < jc + jn) copy_n_tail(pl, jt, pc, kcur, ntail);
-                /* prefetch the next pass's weight rows over this pass's steps */
-                fx_gemm_prefetch pf = {0};
-                int per_step = 0;
-                if (in_place) {
-                    int64_t njc = jc, nmb = mb, npc = pc + pl->kc;
-                    if (npc >= pl->k) npc = 0, nmb = mb + mcb;
-                    if (nmb >= r1) nmb = r0, njc = jc + ncb;
-                    if (njc < p1) {
-                        prefetch_rows(pl, njc * PANEL, min64(pl->n, min64(njc + ncb, p1) * PANEL), npc,
-                                      min64(pl->kc, pl->k - npc), &pf);
-                        const int64_t steps = ceil_div(rows, PANEL) * jn * (kcur / 32);
-                        if (pf.row && steps > 0)
-                            per_step = (int)ceil_div((int64_t)(pf.rows_left + 1) * pf.lines, steps);
-                    }
-                }
-                for (int64_t ib = mb; ib < mb + rows; ib += PANEL) {
-                    job q;
-                    q.b = pl->xb + ((ib / PANEL) * pl->ks + pc / 32) * BSTEP;
-                    q.first = first, q.last = last;
-                    q.pf = &pf, q.pf_per_step = per_step;
-                    for (int64_t j = jc; j < jc + jn; j++) {
-                        q.stage = pl->stage_bytes ? stage + (((ib - mb) / PANEL) * jn + (j - jc)) * CBLOCK : NULL;
-                        q.a_tail = NULL;
-                        if (!in_place) { /* the expanded chunk, zero-padded to 32 k */
-                            q.a = (const char *)(ebuf + (j - jc) * PANEL * pl->eld + pc);
-                            q.as = pl->eld * 2;
-                            q.steps = ceil_div(kcur, 32);
-                        } else if (j == jt) { /* the zero-padded copy of this K block */
-                            q.a = ntail, q.as = pl->kc * 2;
-                            q.steps = ceil_div(kcur, 32);
-                        } else { /* in place; the K tail from its copy */
-                            q.a = w_row(pl, j * PANEL) + pc * 2, q.as = pl->w_rb;
-                            q.steps = kcur / 32;
-                            if (kcur % 32) q.a_tail = tails + (j - jc) * TAIL_TILE;
-                        }
-                        run_job(pl, &q, ib, j);
-                    }
-                }
-            }
-        }
-    }
+}
+
+static void amx_end(const void *ctx, fx_gemm_thread *t) {
+    (void)ctx, (void)t;
     fx_amx_tiles_end();
+}
+
+/* A chunk of panels: block types expanded over the whole K, in-place bf16
+ * panels' K tails copied. */
+static void amx_chunk(const void *ctx, fx_gemm_thread *t, int64_t n0, int64_t n1) {
+    const plan *pl = ctx;
+    amx_state *s = (amx_state *)(void *)t->state;
+    const int64_t jc = n0 / PANEL, jn = ceil_div(n1 - n0, PANEL);
+    if (pl->ex) expand_chunk(pl, jc, jn, s->ebuf, s->etmp);
+    else if (pl->k % 32) copy_k_tails(pl, jc, jn, s->tails);
+}
+
+/* A pass: the n-tail panel's copy of this K block; the next pass's weight
+ * rows prefetched over this pass's steps. */
+static void amx_pass(const void *ctx, fx_gemm_thread *t, const fx_gemm_pass *p) {
+    const plan *pl = ctx;
+    amx_state *s = (amx_state *)(void *)t->state;
+    const int64_t jc = p->n0 / PANEL, jn = ceil_div(p->n1 - p->n0, PANEL);
+    const int64_t jt = pl->n % PANEL ? pl->panels - 1 : -1; /* the n-tail panel */
+    s->jc = jc, s->jn = jn, s->jt = jt;
+    if (!pl->ex && jt >= jc && jt < jc + jn) copy_n_tail(pl, jt, p->pc, p->kcur, s->ntail);
+    s->pf = (fx_gemm_prefetch){0};
+    s->pf_per_step = 0;
+    if (!pl->ex && p->has_next) {
+        prefetch_rows(pl, p->next_n0, p->next_n1, p->next_pc, p->next_kcur, &s->pf);
+        const int64_t steps = ceil_div(p->m1 - p->m0, PANEL) * jn * (p->kcur / 32);
+        if (s->pf.row && steps > 0) s->pf_per_step = (int)ceil_div((int64_t)(s->pf.rows_left + 1) * s->pf.lines, steps);
+    }
+}
+
+/* 32 rows of X from ib: their B slice of the K block (in L1 for the chunk). */
+static void amx_panel(const void *ctx, fx_gemm_thread *t, const fx_gemm_pass *p, int64_t ib) {
+    const plan *pl = ctx;
+    amx_state *s = (amx_state *)(void *)t->state;
+    job *q = &s->q;
+    q->b = pl->xb + ((ib / PANEL) * pl->ks + p->pc / 32) * BSTEP;
+    q->first = p->first, q->last = p->last;
+    q->pf = &s->pf, q->pf_per_step = s->pf_per_step;
+}
+
+/* The 32 × 32 block of C' at (X rows ib, weight panel j0 / 32): A read in
+ * place, from the expanded chunk, or from the zero-padded n-tail copy. */
+static void amx_tile(const void *ctx, fx_gemm_thread *t, const fx_gemm_pass *p, int64_t ib, int64_t j0) {
+    const plan *pl = ctx;
+    amx_state *s = (amx_state *)(void *)t->state;
+    job *q = &s->q;
+    const int64_t j = j0 / PANEL, jc = s->jc, jn = s->jn, jt = s->jt;
+    const int64_t pc = p->pc, kcur = p->kcur;
+    q->stage = pl->stage_bytes ? s->stage + (((ib - p->m0) / PANEL) * jn + (j - jc)) * CBLOCK : NULL;
+    q->a_tail = NULL;
+    if (pl->ex) { /* the expanded chunk, zero-padded to 32 k */
+        q->a = (const char *)(s->ebuf + (j - jc) * PANEL * pl->eld + pc);
+        q->as = pl->eld * 2;
+        q->steps = ceil_div(kcur, 32);
+    } else if (j == jt) { /* the zero-padded copy of this K block */
+        q->a = s->ntail, q->as = pl->kc * 2;
+        q->steps = ceil_div(kcur, 32);
+    } else { /* in place; the K tail from its copy */
+        q->a = w_row(pl, j * PANEL) + pc * 2, q->as = pl->w_rb;
+        q->steps = kcur / 32;
+        if (kcur % 32) q->a_tail = s->tails + (j - jc) * TAIL_TILE;
+    }
+    run_job(pl, q, ib, j);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -410,7 +428,6 @@ static int linear_tiles(const fx_gemm_tiles *t, const fx_kctx *kc, int threads, 
     pl.mc = t->mc > PANEL ? round_up(t->mc, PANEL) : PANEL;
     pl.nc = t->nc > 1 ? t->nc : 1;
     pl.panels = ceil_div(pl.n, PANEL);
-    pl.split_panels = pl.panels >= 2 * threads;
 
     /* per-thread scratch, for any share a thread may get (OpenMP may give
      * fewer threads than asked for) */
@@ -419,20 +436,22 @@ static int linear_tiles(const fx_gemm_tiles *t, const fx_kctx *kc, int threads, 
     pl.tail_bytes = !pl.ex && pl.k % 32 ? (size_t)(ncb * TAIL_TILE) : 0;
     pl.ntail_bytes = !pl.ex && pl.n % PANEL ? (size_t)(PANEL * pl.kc * 2) : 0;
     const size_t e_bytes = pl.ex ? (size_t)round_up(ncb * PANEL * pl.eld * 2 + pl.k * 4, 64) : 0;
-    pl.thread_bytes = pl.stage_bytes + pl.tail_bytes + pl.ntail_bytes + e_bytes;
-    const size_t xb_bytes = (size_t)(ceil_div(pl.m, PANEL) * pl.ks * BSTEP);
-    if (!kc->scratch || fx_scratch_reserve(kc->scratch, 0, xb_bytes + (size_t)threads * pl.thread_bytes)) return -1;
-    pl.xb = fx_scratch_shared(kc->scratch);
-    pl.per_thread = pl.xb + xb_bytes;
-
-    const int64_t units = ceil_div(pl.m, PANEL) * pl.ks * 2;
-#pragma omp parallel num_threads(threads) if (threads > 1)
-    {
-        const int tid = fx_thread_id(), nt = fx_thread_count();
-        for (int64_t u = units * tid / nt; u < units * (tid + 1) / nt; u++) pack_x_tile(&pl, u);
-#pragma omp barrier
-        run_thread(&pl, tid, nt);
-    }
+    /* N outer (a chunk's A panels stay in L2 for every row block), balanced
+     * chunks; the X slice of a row block in L1 across the chunk's panels */
+    fx_gemm_nest nest = {
+        .m = m, .n = pl.n, .k = pl.k,
+        .mu = PANEL, .nu = PANEL,
+        .mc = pl.mc, .nc = pl.nc, .kc = pl.kc,
+        .n_outer = 1, .m_micro_outer = 1, .balance_n = 1,
+        .ctx = &pl,
+        .pack_once = amx_pack_once, .begin = amx_begin, .end = amx_end,
+        .chunk = amx_chunk, .pass = amx_pass, .panel = amx_panel, .tile = amx_tile,
+        .shared_bytes = (size_t)(ceil_div(pl.m, PANEL) * pl.ks * BSTEP),
+        .thread_bytes = pl.stage_bytes + pl.tail_bytes + pl.ntail_bytes + e_bytes,
+    };
+    if (fx_gemm_nest_reserve(kc, &nest, threads)) return -1;
+    pl.xb = nest.shared;
+    fx_gemm_nest_run(&nest, threads);
     return 0;
 }
 

@@ -6,7 +6,8 @@
  *      x·(127/max|x|) rounded to nearest even), packed once per call into
  *      panels of NR tokens [ldq/4][NR][4] (gemm.h), as u8 (code + 128)
  *      for the kernels that want unsigned bytes;
- *   2. threads own contiguous ranges of MR-channel blocks; a thread walks
+ *   2. (the GEMM nest, gemm_nest.h, with this file's hooks) threads own
+ *      contiguous ranges of MR-channel blocks; a thread walks
  *      its range in super-blocks of weight rows that stay in L2 (about
  *      SUPER_BYTES), and for each super-block every token panel, and for
  *      each panel every MR block: the panel stays in L1/L2 across the MR
@@ -21,6 +22,7 @@
  * across all of them.
  */
 #include "gemm_int8.h"
+#include "gemm_nest.h"
 
 #include <string.h>
 
@@ -78,8 +80,31 @@ static void zero_row(int64_t ldq, int nr, int lane, int u8, uint8_t *panel, floa
 }
 
 /* ------------------------------------------------------------------------ */
-/* Driver                                                                   */
+/* Driver: the hooks on the nest (gemm_nest.h)                              */
 /* ------------------------------------------------------------------------ */
+
+/* Everything the threads share for one call. */
+typedef struct int8_plan {
+    const fx_kctx *kc;
+    const fx_gemm_int8 *p;
+    const fx_weight *w;
+    const fx_int8w *f;      /* the form, or NULL: rows converted per chunk */
+    int64_t m, ldq, kq, sb_rows;
+    const uint8_t *X;       /* packed token panels */
+    const float *sx;        /* token scales */
+    float *y;
+    int64_t ldy;
+    const fx_epilogue *e;
+} int8_plan;
+
+/* A thread's current chunk of weight rows: codes, scales, sums. */
+typedef struct int8_state {
+    const int8_t *wq;
+    const float *ws;
+    const int32_t *wsum;
+    int64_t j0;
+} int8_state;
+FX_GEMM_STATE_FITS(int8_state);
 
 /* Rows [j0, j0 + rows) of block-typed w converted into a super-block buffer
  * of `cap` rows (ldq bytes apart; rows past `rows` zero, scale 0). */
@@ -95,6 +120,52 @@ static void convert_rows(const fx_kctx *kc, const fx_weight *w, int64_t j0, int6
             scale[r] = 0.0f, sum[r] = 0;
         }
     }
+}
+
+static void int8_begin(const void *ctx, fx_gemm_thread *t) {
+    const int8_plan *pl = ctx;
+    (void)t;
+    if (pl->p->thread_begin) pl->p->thread_begin();
+}
+
+static void int8_end(const void *ctx, fx_gemm_thread *t) {
+    const int8_plan *pl = ctx;
+    (void)t;
+    if (pl->p->thread_end) pl->p->thread_end();
+}
+
+/* A super-block of weight rows [n0, n1): the form in place, or converted
+ * into the thread's scratch (whole MR blocks, zero rows past n1). */
+static void int8_chunk(const void *ctx, fx_gemm_thread *t, int64_t n0, int64_t n1) {
+    const int8_plan *pl = ctx;
+    int8_state *s = (int8_state *)(void *)t->state;
+    const int64_t ldq = pl->ldq, sb_rows = pl->sb_rows;
+    s->j0 = n0;
+    if (pl->f) {
+        s->wq = pl->f->q + n0 * ldq, s->ws = pl->f->scale + n0, s->wsum = pl->f->sum + n0;
+        return;
+    }
+    char *mine = t->scratch;
+    int8_t *cq = (int8_t *)mine;
+    float *cs = (float *)(void *)(mine + sb_rows * ldq);
+    int32_t *csum = (int32_t *)(void *)(mine + sb_rows * ldq + sb_rows * 4);
+    convert_rows(pl->kc, pl->w, n0, n1 - n0, ceil_div(n1 - n0, pl->p->mr) * pl->p->mr, ldq, cq, cs, csum,
+                 (float *)(void *)(mine + sb_rows * ldq + sb_rows * 8));
+    s->wq = cq, s->ws = cs, s->wsum = csum;
+}
+
+/* The kernel on NR tokens from i0 × MR channels from j: the whole K. */
+static void int8_tile(const void *ctx, fx_gemm_thread *t, const fx_gemm_pass *q, int64_t i0, int64_t j) {
+    const int8_plan *pl = ctx;
+    const int8_state *s = (const int8_state *)(const void *)t->state;
+    const fx_gemm_int8 *p = pl->p;
+    const fx_epilogue *e = pl->e;
+    const int64_t jj = j - s->j0, n = pl->w->n;
+    (void)q;
+    fx_int8_tile tl = {pl->y + i0 * pl->ldy + j, pl->ldy, (int)(pl->m - i0 < p->nr ? pl->m - i0 : p->nr),
+                       (int)(n - j < p->mr ? n - j : p->mr), pl->sx + i0, s->ws + jj, s->wsum + jj, e->mode,
+                       e->bias ? e->bias + j : NULL, e->gate ? e->gate + j : NULL};
+    p->kernel(pl->kq, s->wq + jj * pl->ldq, pl->ldq, pl->X + i0 * pl->ldq, &tl);
 }
 
 int fx_linear_int8(const fx_kctx *kc, const fx_gemm_int8 *p, int64_t m, const float *x, int64_t ldx,
@@ -125,14 +196,27 @@ int fx_linear_int8(const fx_kctx *kc, const fx_gemm_int8 *p, int64_t m, const fl
     const size_t x_bytes = (size_t)round_up(panels * nr * ldq, 64), s_bytes = (size_t)round_up(panels * nr * 4, 64);
     const int qthreads = m * k >= 65536 ? (kc->threads > 0 ? kc->threads : 1) : 1;
     const size_t c_bytes = (size_t)ldq * (size_t)qthreads;
-    const size_t per = f ? 0 : (size_t)round_up(sb_rows * ldq + sb_rows * 8 + k * 4, 64);
-    if (!kc->scratch || fx_scratch_reserve(kc->scratch, 0, x_bytes + s_bytes + c_bytes + (size_t)threads * per))
-        return -1;
-    char *base = fx_scratch_shared(kc->scratch);
+    int8_plan pl = {kc, p, w, f, m, ldq, kq, sb_rows, NULL, NULL, y, ldy, e};
+    /* threads own MR blocks of channels, walked in super-blocks that stay
+     * in L2; per super-block every token panel (in L1/L2 across the MR
+     * blocks); one M block, and one K block: the kernel runs the whole K
+     * (the nest's k is 1) */
+    fx_gemm_nest nest = {
+        .m = m, .n = n, .k = 1,
+        .mu = nr, .nu = mr,
+        .mc = m, .nc = sb_blocks, .kc = 1,
+        .n_outer = 1, .m_micro_outer = 1, .split_n_only = 1,
+        .ctx = &pl,
+        .begin = int8_begin, .end = int8_end, .chunk = int8_chunk, .tile = int8_tile,
+        .shared_bytes = x_bytes + s_bytes + c_bytes,
+        .thread_bytes = f ? 0 : (size_t)round_up(sb_rows * ldq + sb_rows * 8 + k * 4, 64),
+    };
+    if (fx_gemm_nest_reserve(kc, &nest, threads)) return -1;
+    char *base = nest.shared;
     uint8_t *X = (uint8_t *)base;
     float *sx = (float *)(void *)(base + x_bytes);
     int8_t *codes_all = (int8_t *)(base + x_bytes + s_bytes);
-    char *bufs = base + x_bytes + s_bytes + c_bytes;
+    pl.X = X, pl.sx = sx;
     (void)qthreads; /* unused without OpenMP */
 #pragma omp parallel num_threads(qthreads) if (qthreads > 1)
     {
@@ -146,41 +230,6 @@ int fx_linear_int8(const fx_kctx *kc, const fx_gemm_int8 *p, int64_t m, const fl
                 else zero_row(ldq, nr, lane, u8, panel, sx + i);
             }
     }
-#pragma omp parallel num_threads(threads) if (threads > 1)
-    {
-        const int tid = fx_thread_id(), nt = fx_thread_count();
-        const int64_t b0 = blocks * tid / nt, b1 = blocks * (tid + 1) / nt;
-        char *mine = bufs + (size_t)tid * per;
-        if (p->thread_begin && b0 < b1) p->thread_begin();
-        for (int64_t sb = b0; sb < b1; sb += sb_blocks) {
-            const int64_t j0 = sb * mr, nb = b1 - sb < sb_blocks ? b1 - sb : sb_blocks;
-            const int64_t rows = n - j0 < nb * mr ? n - j0 : nb * mr;
-            const int8_t *wq;
-            const float *ws;
-            const int32_t *wsum;
-            if (f) {
-                wq = f->q + j0 * ldq, ws = f->scale + j0, wsum = f->sum + j0;
-            } else {
-                int8_t *cq = (int8_t *)mine;
-                float *cs = (float *)(void *)(mine + sb_rows * ldq);
-                int32_t *csum = (int32_t *)(void *)(mine + sb_rows * ldq + sb_rows * 4);
-                convert_rows(kc, w, j0, rows, nb * mr, ldq, cq, cs, csum,
-                             (float *)(void *)(mine + sb_rows * ldq + sb_rows * 8));
-                wq = cq, ws = cs, wsum = csum;
-            }
-            for (int64_t pn = 0; pn < panels; pn++) {
-                const int64_t i0 = pn * nr;
-                const int mi = (int)(m - i0 < nr ? m - i0 : nr);
-                for (int64_t b = 0; b < nb; b++) {
-                    const int64_t jj = b * mr, j = j0 + jj;
-                    fx_int8_tile t = {y + i0 * ldy + j, ldy, mi, (int)(n - j < mr ? n - j : mr), sx + i0,
-                                      ws + jj, wsum + jj, e->mode, e->bias ? e->bias + j : NULL,
-                                      e->gate ? e->gate + j : NULL};
-                    p->kernel(kq, wq + jj * ldq, ldq, X + pn * nr * ldq, &t);
-                }
-            }
-        }
-        if (p->thread_end && b0 < b1) p->thread_end();
-    }
+    fx_gemm_nest_run(&nest, threads);
     return 0;
 }
