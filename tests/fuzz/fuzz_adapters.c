@@ -342,7 +342,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             break;
         case 4: /* a load that fails: no such file, a folder, no path */
             switch (next(&in) % 3) {
-            case 0: check(flux_lora_load(g_ctx, g_missing, 1.0f) == FLUX_ERR_IO); break;
+            case 0: /* a full list refuses before it opens the file */
+                check(flux_lora_load(g_ctx, g_missing, 1.0f) == (s.n < FLUX_MAX_LORAS ? FLUX_ERR_IO : FLUX_ERR_INVALID_ARG));
+                break;
             case 1: check(flux_lora_load(g_ctx, g_dir, 1.0f) != FLUX_OK); break;
             default: check(flux_lora_load(g_ctx, "", 1.0f) == FLUX_ERR_INVALID_ARG); break;
             }
