@@ -314,8 +314,8 @@ static int bench_one(const fx_bench_env *env, int64_t m, int64_t n, int64_t k, f
     double form_seconds = 0;
     r.flops = 2.0 * (double)m * (double)n * (double)k;
     r.bytes = weight_bytes(&p) + 4.0 * (double)m * (double)(k + n); /* W as stored, X and Y f32 */
-    /* block types run the bf16 weights' path (expanded in the packing) */
-    r.peak = fx_bench_peak_of(p.kc.k, dt == FX_DTYPE_BF16 || blocks);
+    /* block, fp8 and side-scaled types run the bf16 weights' path (expanded in the packing) */
+    r.peak = fx_bench_peak_of(p.kc.k, dt == FX_DTYPE_BF16 || fx_dtype_is_expanded(dt));
     if (m <= FX_GEMV_MAX_M && !p.kc.k->gemm->gemv_bf16_dot) r.peak = FX_PEAK_FMA_F32; /* the amx table's GEMV */
     /* int8: the kernel's ISA and dot-product peak (the table picks it by CPU
      * and m, --isa amx: tiles from 16 rows) */
